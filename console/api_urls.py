@@ -1,0 +1,19 @@
+"""The REST API root: every app's router under /api/."""
+
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import DefaultRouter
+
+from console.tenancy.api import urls as tenancy_urls
+from console.tenancy.api.views import MeView
+
+router = DefaultRouter()
+for app_router in (tenancy_urls.router,):
+    router.registry.extend(app_router.registry)
+
+urlpatterns = [
+    path("me/", MeView.as_view(), name="me"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    path("", include(router.urls)),
+]

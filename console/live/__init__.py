@@ -1,0 +1,1 @@
+"""Channels: WebSocket authentication, consumers, routing and send-on-commit helpers."""

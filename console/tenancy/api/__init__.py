@@ -1,0 +1,1 @@
+"""REST API building blocks shared by every app, and the tenancy endpoints."""

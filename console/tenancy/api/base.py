@@ -1,0 +1,129 @@
+"""The one tenant-scoped viewset base every tenant-owned API uses.
+
+Scoping cannot be bypassed: subclasses may not override ``get_queryset``; they may only narrow
+with ``narrow_queryset``, and the tenant filter is applied after it. Objects of other tenants are
+therefore never found: they answer 404, for every verb and custom action.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from django.db import transaction
+from rest_framework import mixins, serializers, viewsets
+
+from console.tenancy import audit
+from console.tenancy.context import Actor
+from console.tenancy.errors import Invalid
+from console.tenancy.models import ApiToken, Principal, Tenant, TenantScopedQuerySet
+from console.tenancy.permissions import principal_of
+
+# Every scoped viewset class, for the meta-test that checks each is covered by isolation tests.
+SCOPED_VIEWSETS: list[type] = []
+
+
+class TenantScopedMixin:
+    """Scoping, principal and actor for a viewset; see the module docstring."""
+
+    queryset: TenantScopedQuerySet
+    audit_object_type: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "get_queryset" in cls.__dict__:
+            raise TypeError(
+                f"{cls.__name__} overrides get_queryset; override narrow_queryset instead so the "
+                "tenant filter stays last"
+            )
+        if getattr(cls, "queryset", None) is not None:
+            SCOPED_VIEWSETS.append(cls)
+
+    @property
+    def principal(self) -> Principal:
+        return principal_of(self.request)
+
+    @property
+    def actor(self) -> Actor:
+        token = self.request.auth if isinstance(self.request.auth, ApiToken) else None
+        return Actor.for_user(self.request.user, token)
+
+    def narrow_queryset(self, queryset):
+        return queryset
+
+    def get_queryset(self):
+        queryset = self.narrow_queryset(self.queryset.all())
+        return queryset.visible_to(self.principal)
+
+    # --- generic audited writes; views with business rules call service functions instead ---
+    def tenant_for_create(self, serializer) -> Tenant:
+        """Tenant users always create in their own tenant (a posted ``tenant`` is ignored);
+        operators must name one."""
+        principal = self.principal
+        if not principal.sees_all_tenants:
+            return Tenant.objects.get(pk=principal.tenant_id)
+        tenant = serializer.validated_data.get("tenant")
+        if tenant is None:
+            raise Invalid(
+                "operators must say which tenant owns this", fields={"tenant": ["required"]}
+            )
+        return tenant
+
+    def perform_create(self, serializer) -> None:
+        with transaction.atomic():
+            instance = serializer.save(tenant=self.tenant_for_create(serializer))
+            audit.record(
+                self.actor, f"{self._audit_type()}.create", instance, after=audit.snapshot(instance)
+            )
+
+    def perform_update(self, serializer) -> None:
+        with transaction.atomic():
+            before = audit.snapshot(serializer.instance)
+            serializer.validated_data.pop("tenant", None)  # ownership never moves
+            instance = serializer.save()
+            audit.record(
+                self.actor,
+                f"{self._audit_type()}.update",
+                instance,
+                before=before,
+                after=audit.snapshot(instance),
+            )
+
+    def perform_destroy(self, instance) -> None:
+        with transaction.atomic():
+            audit.record(
+                self.actor,
+                f"{self._audit_type()}.delete",
+                instance,
+                before=audit.snapshot(instance),
+            )
+            instance.delete()
+
+    def _audit_type(self) -> str:
+        return self.audit_object_type or self.queryset.model._meta.model_name
+
+
+class TenantScopedModelViewSet(TenantScopedMixin, viewsets.ModelViewSet):
+    """Full CRUD on tenant-owned rows."""
+
+
+class TenantScopedReadOnlyViewSet(TenantScopedMixin, viewsets.ReadOnlyModelViewSet):
+    """List and retrieve tenant-owned rows."""
+
+
+class TenantScopedCreateReadViewSet(
+    TenantScopedMixin,
+    mixins.CreateModelMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Create, list and retrieve; other changes go through custom actions."""
+
+
+class TenantField(serializers.PrimaryKeyRelatedField):
+    """``tenant`` on tenant-owned serializers: shown to all, honoured only for operators."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("queryset", Tenant.objects.all())
+        kwargs.setdefault("required", False)
+        super().__init__(**kwargs)

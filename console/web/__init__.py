@@ -1,0 +1,1 @@
+"""Operator and tenant pages: Django templates hosting the Vite bundles."""

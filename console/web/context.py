@@ -1,0 +1,45 @@
+"""Navigation by role, for every page."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.http import HttpRequest
+from django.urls import reverse
+
+from console.tenancy.models import Principal, Role
+
+
+@dataclass(frozen=True)
+class NavItem:
+    label: str
+    url: str
+    key: str
+
+
+def principal_for(request: HttpRequest) -> Principal:
+    cached = getattr(request, "_console_principal", None)
+    if cached is None:
+        cached = Principal.of(getattr(request, "user", None))
+        request._console_principal = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def nav_items(principal: Principal) -> list[NavItem]:
+    items = [NavItem("Overview", reverse("web:home"), "home")]
+    if principal.role in (Role.OPERATOR, Role.AUDITOR):
+        items.append(NavItem("Tenants", reverse("web:tenants"), "tenants"))
+    if principal.role in (Role.OPERATOR, Role.AUDITOR, Role.TENANT_ADMIN):
+        items.append(NavItem("Audit log", reverse("web:audit"), "audit"))
+    if principal.role is not None:
+        items.append(NavItem("API tokens", reverse("web:tokens"), "tokens"))
+        items.append(NavItem("API docs", reverse("docs"), "api-docs"))
+    return items
+
+
+def navigation(request: HttpRequest) -> dict:
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {"nav_items": [], "principal": None}
+    principal = principal_for(request)
+    return {"nav_items": nav_items(principal), "principal": principal}

@@ -1,0 +1,143 @@
+"""Pages. Thin: scoping through ``visible_to``, mutations through the tenancy actions."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db import connection
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from console.tenancy import actions
+from console.tenancy.api.filters import AuditEntryFilter
+from console.tenancy.context import Actor
+from console.tenancy.errors import ConsoleError
+from console.tenancy.models import ApiToken, AuditEntry, Membership, Role, Tenant
+from console.web.context import principal_for
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    """Liveness and database reachability for load balancers."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    return JsonResponse({"status": "ok"})
+
+
+def _wants_json(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/") or "application/json" in request.headers.get(
+        "Accept", ""
+    )
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    if _wants_json(request):
+        return JsonResponse({"code": "not_found", "detail": "not found", "fields": {}}, status=404)
+    return render(request, "web/error.html", {"status": 404, "message": "Not found"}, status=404)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    if _wants_json(request):
+        body = {"code": "server_error", "detail": "internal error", "fields": {}}
+        return JsonResponse(body, status=500)
+    return render(request, "web/error.html", {"status": 500, "message": "Server error"}, status=500)
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    principal = principal_for(request)
+    context = {
+        "tenant": Tenant.objects.filter(pk=principal.tenant_id).first(),
+        "tenants": Tenant.objects.visible_to(principal).count(),
+        "members": Membership.objects.visible_to(principal).count(),
+        "recent_audit": (
+            AuditEntry.objects.visible_to(principal)[:8]
+            if principal.role in (Role.OPERATOR, Role.AUDITOR, Role.TENANT_ADMIN)
+            else []
+        ),
+        "active": "home",
+    }
+    return render(request, "web/home.html", context)
+
+
+def _require_role(request: HttpRequest, roles: set[str]) -> None:
+    if principal_for(request).role not in roles:
+        raise Http404  # pages a role cannot use do not exist for it
+
+
+@login_required
+def audit_log(request: HttpRequest) -> HttpResponse:
+    _require_role(request, {Role.OPERATOR, Role.AUDITOR, Role.TENANT_ADMIN})
+    principal = principal_for(request)
+    queryset = AuditEntry.objects.visible_to(principal).select_related("tenant")
+    filterset = AuditEntryFilter(request.GET, queryset=queryset)
+    entries = filterset.qs if filterset.is_valid() else queryset.none()
+    page = Paginator(entries, 50).get_page(request.GET.get("page"))
+    context = {"page": page, "filter": filterset, "active": "audit"}
+    return render(request, "web/audit.html", context)
+
+
+class TenantForm(forms.Form):
+    name = forms.CharField(max_length=100)
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+
+@login_required
+def tenants(request: HttpRequest) -> HttpResponse:
+    _require_role(request, {Role.OPERATOR, Role.AUDITOR})
+    principal = principal_for(request)
+    form = TenantForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            tenant = actions.create_tenant(
+                Actor.for_user(request.user), principal, **form.cleaned_data
+            )
+        except ConsoleError as exc:
+            form.add_error(None, exc.detail)
+        else:
+            messages.success(request, f"Tenant {tenant.name} created.")
+            return redirect("web:tenants")
+    rows = Tenant.objects.visible_to(principal)
+    return render(request, "web/tenants.html", {"rows": rows, "form": form, "active": "tenants"})
+
+
+class TokenForm(forms.Form):
+    name = forms.CharField(max_length=100)
+    expires_in_days = forms.IntegerField(min_value=1, max_value=366, initial=90)
+    read_only = forms.BooleanField(required=False)
+
+
+@login_required
+def tokens(request: HttpRequest) -> HttpResponse:
+    principal = principal_for(request)
+    if principal.role is None:
+        raise Http404
+    form = TokenForm(request.POST or None)
+    created = None
+    if request.method == "POST" and form.is_valid():
+        try:
+            token, plaintext = actions.issue_token(
+                Actor.for_user(request.user), principal, user=request.user, **form.cleaned_data
+            )
+        except ConsoleError as exc:
+            form.add_error(None, exc.detail)
+        else:
+            created = {"token": token, "plaintext": plaintext}
+            form = TokenForm()
+    rows = ApiToken.objects.visible_to(principal).filter(user=request.user)
+    context = {"rows": rows, "form": form, "created": created, "active": "tokens"}
+    return render(request, "web/tokens.html", context)
+
+
+@login_required
+@require_POST
+def revoke_token(request: HttpRequest, pk: int) -> HttpResponse:
+    principal = principal_for(request)
+    token = ApiToken.objects.visible_to(principal).filter(pk=pk, user=request.user).first()
+    if token is None:
+        raise Http404
+    actions.revoke_token(Actor.for_user(request.user), principal, token)
+    messages.success(request, f"Token {token.name} revoked.")
+    return redirect("web:tokens")

@@ -1,0 +1,8 @@
+"""WSGI entry point: serve the REST API and pages from gunicorn where raw throughput matters."""
+
+import os
+
+from django.core.wsgi import get_wsgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+application = get_wsgi_application()

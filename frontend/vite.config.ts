@@ -1,0 +1,13 @@
+import { defineConfig } from "vite";
+
+// Built into frontend/dist and served by Django (django-vite reads the manifest, ServeStatic
+// serves the files under /static/).
+export default defineConfig({
+  base: "/static/",
+  build: {
+    outDir: "dist",
+    emptyOutDir: true,
+    manifest: "manifest.json",
+    rollupOptions: { input: { main: "src/main.ts" } },
+  },
+});

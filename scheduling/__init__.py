@@ -1,0 +1,1 @@
+"""GPU pools, tenant quotas, reservations and topology-aware scheduling."""

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Idempotent setup: Debian packages (when root), the virtualenv, Python and npm dependencies, and
+# the frontend build. Re-running it only does what changed. `--test` adds what the tests need.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_test=0
+[[ "${1:-}" == "--test" ]] && want_test=1
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+
+# --- Debian packages ------------------------------------------------------------------------
+debs=(opensm ibsim-utils infiniband-diags)
+python3 -c 'import ensurepip, venv' 2>/dev/null || debs+=(python3-venv)
+(( want_test )) && debs+=(chromium)
+missing=()
+for pkg in "${debs[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if (( ${#missing[@]} )); then
+  if [[ $(id -u) == 0 ]]; then
+    say "installing Debian packages: ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    echo "NOTE: the lab fabric needs Debian packages this user cannot install. Run:"
+    echo "    sudo apt-get install -y ${missing[*]}"
+    echo "The console still starts; lab features stay unavailable until then."
+  fi
+fi
+
+# --- Python ---------------------------------------------------------------------------------
+if [[ ! -x .venv/bin/python ]]; then
+  say "creating .venv"
+  python3 -m venv .venv
+fi
+stamp=.venv/.installed
+want=$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)
+if [[ ! -f $stamp || $(cat $stamp) != "$want" ]]; then
+  say "installing Python dependencies (pinned by constraints.txt)"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -c constraints.txt -e ".[dev]"
+  echo "$want" > $stamp
+fi
+
+# --- frontend -------------------------------------------------------------------------------
+if ! command -v npm >/dev/null; then
+  echo "ERROR: Node.js 20+ and npm are needed to build the frontend (apt-get install nodejs npm)." >&2
+  exit 1
+fi
+if [[ ! -d frontend/node_modules || frontend/package-lock.json -nt frontend/node_modules/.package-lock.json ]]; then
+  say "installing npm dependencies"
+  (cd frontend && npm ci --no-audit --no-fund --loglevel=error)
+fi
+if [[ ! -f frontend/dist/manifest.json ]] || [[ -n $(find frontend/src frontend/index.html frontend/vite.config.ts frontend/package-lock.json -newer frontend/dist/manifest.json 2>/dev/null | head -1) ]]; then
+  say "building the frontend"
+  (cd frontend && npm run --silent build >/dev/null)
+fi
+mkdir -p var

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The whole suite in production mode (PostgreSQL + Redis), then the smoke subset in embedded mode
+# (SQLite + in-memory broker and layer) so the default path cannot rot.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+export DATABASE_URL=${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/ibconsole}
+export REDIS_URL=${TEST_REDIS_URL:-redis://127.0.0.1:6379/14}
+if ! .venv/bin/python - <<'PY'
+import os, sys, socket
+for host, port in (("127.0.0.1", 5432), ("127.0.0.1", 6379)):
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+    except OSError:
+        sys.exit(f"{host}:{port} is not reachable: start PostgreSQL and Redis (scripts/services.sh does, as root)")
+PY
+then exit 1; fi
+
+mkdir -p test-artifacts
+echo "==> full suite (production mode: PostgreSQL + Redis)"
+.venv/bin/python -m pytest "$@"
+full=$?
+
+echo "==> smoke subset (embedded mode: SQLite + in-memory broker and channel layer)"
+env -u DATABASE_URL -u REDIS_URL CONSOLE_DATA_DIR="$(mktemp -d)" .venv/bin/python -m pytest -m smoke -q "$@"
+smoke=$?
+
+echo "full suite exit $full, smoke subset exit $smoke"
+[[ $full == 0 && $smoke == 0 ]]

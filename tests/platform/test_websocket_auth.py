@@ -1,0 +1,72 @@
+"""WebSockets: authenticated by session or token, Origin checked, closed on token revocation."""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+
+from console.asgi import application
+from console.tenancy import actions
+from console.tenancy.context import Actor
+from console.tenancy.models import Principal
+
+ORIGIN = (b"origin", b"http://127.0.0.1:8000")
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
+
+
+def _issue(user):
+    return actions.issue_token(Actor.for_user(user), Principal.of(user), user=user, name="ws")
+
+
+def _revoke(user, token):
+    return actions.revoke_token(Actor.for_user(user), Principal.of(user), token)
+
+
+async def _connect(subprotocols=None, headers=(ORIGIN,)):
+    communicator = WebsocketCommunicator(
+        application, "/ws/notifications/", headers=list(headers), subprotocols=subprotocols
+    )
+    connected, code = await communicator.connect(timeout=5)
+    return communicator, connected, code
+
+
+@pytest.mark.smoke
+async def test_token_socket_closes_when_token_revoked(member_a):
+    token, plaintext = await sync_to_async(_issue)(member_a)
+    communicator, connected, _ = await _connect([f"bearer.{plaintext}"])
+    assert connected
+    hello = await communicator.receive_json_from(timeout=5)
+    assert hello["type"] == "hello" and hello["user"] == "member-a"
+
+    await sync_to_async(_revoke)(member_a, token)
+    assert (await communicator.receive_json_from(timeout=5))["type"] == "access.revoked"
+    closed = await communicator.receive_output(timeout=5)
+    assert closed["type"] == "websocket.close" and closed["code"] == 4403
+
+
+async def test_anonymous_socket_is_refused(db):
+    communicator, connected, code = await _connect()
+    assert not connected and code == 4401
+
+
+async def test_foreign_origin_is_refused(member_a):
+    _, plaintext = await sync_to_async(_issue)(member_a)
+    communicator, connected, _ = await _connect(
+        [f"bearer.{plaintext}"], headers=[(b"origin", b"http://evil.example")]
+    )
+    assert not connected
+
+
+async def test_malformed_and_oversized_frames_get_errors_not_crashes(member_a):
+    _, plaintext = await sync_to_async(_issue)(member_a)
+    communicator, connected, _ = await _connect([f"bearer.{plaintext}"])
+    assert connected
+    await communicator.receive_json_from(timeout=5)
+    await communicator.send_to(text_data="{not json")
+    assert (await communicator.receive_json_from(timeout=5))["code"] == "malformed"
+    await communicator.send_to(text_data="x" * 10_000)
+    assert (await communicator.receive_json_from(timeout=5))["code"] == "frame_refused"
+    await communicator.send_json_to({"type": "ping"})
+    assert (await communicator.receive_json_from(timeout=5))["type"] == "pong"
+    await communicator.disconnect()

@@ -1,0 +1,1 @@
+"""Tests of the pure-Python scheduling core: placement engine and trace replay (no Django)."""
