@@ -9,7 +9,7 @@ from django.db import transaction
 
 from console.tenancy import audit
 from console.tenancy.context import Actor
-from console.tenancy.models import Membership, Role, Tenant
+from console.tenancy.models import Membership, Principal, Role, Tenant
 
 DEMO_PASSWORD = "ibconsole-demo"
 
@@ -62,6 +62,36 @@ def seed_tenancy(actor: Actor) -> list[str]:
     return created
 
 
+DEMO_DESIGNS = [
+    (
+        "superpod-2048",
+        "DGX SuperPOD-style: 8 scalable units of 32 DGX H100, rail-optimised, QM9700",
+        {"topology": "rail-optimized", "gpus": 2048, "node_type": "DGX-H100", "switch": "QM9700"},
+    ),
+    (
+        "superpod-su1",
+        "One scalable unit: 32 DGX H100, 8 rail leaves, 4 spines",
+        {"topology": "rail-optimized", "gpus": 256, "node_type": "DGX-H100", "switch": "QM9700"},
+    ),
+]
+
+
+def seed_designs(actor: Actor) -> list[str]:
+    """The demo designs (the 2,048-GPU SuperPOD-style fabric and a 1-SU one), when missing."""
+    from designer import services
+    from designer.models import Design
+
+    principal = Principal(None, Role.OPERATOR, None)
+    created = []
+    for name, description, options in DEMO_DESIGNS:
+        if Design.objects.filter(name=name).exists():
+            continue
+        services.create_design(actor, principal, name=name, options=options,
+                               description=description)  # fmt: skip
+        created.append(f"design {name}")
+    return created
+
+
 def seed_all() -> list[str]:
     actor = Actor.system("demo-seed")
-    return seed_tenancy(actor)
+    return seed_tenancy(actor) + seed_designs(actor)

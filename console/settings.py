@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "channels",
     "django_vite",
     "console.tenancy",
+    "designer",
     "console.live",
     "console.web",
 ]

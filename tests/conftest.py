@@ -13,6 +13,12 @@ from console.tenancy.models import Membership, Principal, Role, Tenant
 User = get_user_model()
 
 
+def pytest_collection_modifyitems(config, items):
+    """Browser tests last: Playwright's sync API keeps an event loop running in the main thread
+    for the rest of the session, which asyncio-based tests (Channels consumers) cannot share."""
+    items.sort(key=lambda item: item.get_closest_marker("e2e") is not None)
+
+
 @pytest.fixture
 def tenant_a(db) -> Tenant:
     return Tenant.objects.create(name="Tenant A", slug="tenant-a")

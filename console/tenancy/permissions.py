@@ -31,7 +31,8 @@ class ConsolePermission(permissions.BasePermission):
         if principal.role is None:
             self.message = "your account has no role in this console"
             return False
-        if request.method in permissions.SAFE_METHODS:
+        # safe_post: a POST that computes without changing anything (e.g. a design preview).
+        if request.method in permissions.SAFE_METHODS or getattr(view, "safe_post", False):
             read_roles = getattr(view, "read_roles", None)
             return read_roles is None or principal.role in read_roles
         if principal.read_only:

@@ -11,11 +11,17 @@ import shutil
 
 import pytest
 
-# Playwright's sync API runs an event loop in the test thread; the ORM calls made by fixtures in
-# that same thread are still synchronous and safe.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _allow_orm_beside_playwright(django_db_setup):
+    # Playwright's sync API runs an event loop in the test thread for the rest of the session; the
+    # ORM calls made by fixtures in that same thread are still synchronous and safe. Browser tests
+    # run last (tests/conftest.py), so this relaxation never covers the asyncio-based tests.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    yield
+    os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
 
 
 @pytest.fixture(scope="session")

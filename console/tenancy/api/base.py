@@ -22,7 +22,39 @@ from console.tenancy.permissions import principal_of
 SCOPED_VIEWSETS: list[type] = []
 
 
-class TenantScopedMixin:
+class PrincipalMixin:
+    """Who is asking (for scoping and permissions) and who is acting (for the audit log)."""
+
+    # Set per action (``@action(..., safe_post=True)``) for POSTs that compute but change nothing.
+    safe_post: ClassVar[bool] = False
+
+    @property
+    def principal(self) -> Principal:
+        return principal_of(self.request)
+
+    @property
+    def actor(self) -> Actor:
+        token = self.request.auth if isinstance(self.request.auth, ApiToken) else None
+        return Actor.for_user(self.request.user, token)
+
+
+class GlobalResourceMixin(PrincipalMixin):
+    """A viewset over data that belongs to no tenant (designs, the hardware catalogue).
+
+    It must say why in ``global_reason``; the isolation meta-test lists every such viewset.
+    Reads are limited by ``read_roles``; writes by ``write_roles`` (operators by default).
+    """
+
+    global_reason: ClassVar[str] = ""
+    write_roles: ClassVar[frozenset[str]] = frozenset({"operator"})
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not cls.global_reason:
+            raise TypeError(f"{cls.__name__} must explain in global_reason why no tenant owns it")
+
+
+class TenantScopedMixin(PrincipalMixin):
     """Scoping, principal and actor for a viewset; see the module docstring."""
 
     queryset: TenantScopedQuerySet
@@ -37,15 +69,6 @@ class TenantScopedMixin:
             )
         if getattr(cls, "queryset", None) is not None:
             SCOPED_VIEWSETS.append(cls)
-
-    @property
-    def principal(self) -> Principal:
-        return principal_of(self.request)
-
-    @property
-    def actor(self) -> Actor:
-        token = self.request.auth if isinstance(self.request.auth, ApiToken) else None
-        return Actor.for_user(self.request.user, token)
 
     def narrow_queryset(self, queryset):
         return queryset

@@ -1,0 +1,1 @@
+"""Fabric operations: lab fabric, OpenSM artefacts and infiniband-diags."""

@@ -1,0 +1,1 @@
+"""infiniband-diags: a runner with timeouts and parsers of the tools' output."""

@@ -1,0 +1,503 @@
+"""The lab process manager: ibsim + a real OpenSM under umad2sim, controllable across processes.
+
+Layout of a lab's workdir::
+
+    lab.json          state (pids, socket, paths): lets `lab status` / `lab down` find the lab
+    fabric.net        the topology ibsim simulates
+    console.fifo      ibsim's console input (see :meth:`Lab.console`)
+    ibsim.log         ibsim's console output (our commands' replies are read from here)
+    opensm/           OpenSM's input files, swapped atomically, with .last-known-good/
+    opensm.log        OpenSM's log (force_log_flush TRUE, so it is current)
+    osm-tmp/          OSM_TMP_DIR / OSM_CACHE_DIR / dump files
+
+Findings that shaped this module (ibsim 0.10, OpenSM 3.3.23):
+- ibsim's console resolves only node *ids* (``Unlink "S-0002c90300001000"[5]``); the node
+  description (``"leaf1"``) answers ``# nodeid "leaf1" (leaf1) not found``. ``SIM_HOST`` on the
+  other hand accepts either. :meth:`Lab.node_id` maps descriptions to ids from the net file.
+- OpenSM blocked in a umad read does not always exit on SIGTERM; stop escalates to SIGKILL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from console.fabric.diags.runner import DiagEnv, DiagError, DiagRunner
+from console.fabric.diags.topology import Topology, parse_topology
+from console.fabric.lab.spec import LabError, LabLimits, LabSpec, find_umad2sim
+from console.fabric.opensm.files import ArtefactStore
+
+STATE_FILE = "lab.json"
+_IBSIM_READY = "Network simulator ready"
+_PROMPT = "sim> "
+
+
+@dataclass
+class LabState:
+    """What :file:`lab.json` records; enough for another process to find and control the lab."""
+
+    workdir: str
+    ibsim_sockname: str
+    umad2sim: str
+    sm_host: str
+    diag_host: str
+    routing_engine: str
+    ibsim_pid: int | None = None
+    ibsim_start: int | None = None
+    opensm_pid: int | None = None
+    opensm_start: int | None = None
+    opensm_argv: list[str] | None = None
+    state: str = "starting"
+    started_at: float = 0.0
+    up_seconds: float | None = None
+    limits: dict[str, float] | None = None
+
+
+def _proc_start_time(pid: int) -> int | None:
+    """Kernel start time of ``pid`` (guards against killing a recycled pid), None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return None
+    if fields[0] == "Z":  # a zombie is as good as gone
+        return None
+    return int(fields[19])
+
+
+def _alive(pid: int | None, start: int | None) -> bool:
+    return pid is not None and start is not None and _proc_start_time(pid) == start
+
+
+class Lab:
+    """A running (or stopped) lab fabric. Create with :meth:`start`, find with :meth:`attach`."""
+
+    def __init__(self, workdir: Path, state: LabState) -> None:
+        self.workdir = Path(workdir)
+        self._state = state
+        self._children: list[subprocess.Popen[bytes]] = []
+        self._topology: Topology | None = None
+
+    # -- construction ----------------------------------------------------------------------
+
+    @classmethod
+    def start(cls, spec: LabSpec, *, wait: bool = True) -> Lab:
+        """Write the artefacts, start ibsim and OpenSM, and (by default) wait for the subnet."""
+        for tool in ("ibsim", "opensm", "sminfo", "saquery"):
+            if shutil.which(tool) is None:
+                raise LabError(f"{tool} not installed (need opensm, ibsim-utils, infiniband-diags)")
+        workdir = spec.workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        existing = workdir / STATE_FILE
+        if existing.exists():
+            other = cls.attach(workdir)
+            if other.is_running():
+                raise LabError(f"a lab is already running in {workdir}")
+        state = LabState(
+            workdir=str(workdir),
+            ibsim_sockname=spec.sockname,
+            umad2sim=find_umad2sim(),
+            sm_host=spec.sm_host,
+            diag_host=spec.diag_host or spec.sm_host,
+            routing_engine=spec.routing_engine,
+            started_at=time.time(),
+            limits=asdict(spec.limits),
+        )
+        lab = cls(workdir, state)
+        (workdir / "fabric.net").write_text(spec.net_text)
+        (workdir / "osm-tmp").mkdir(exist_ok=True)
+        store = lab.artefacts
+        store.swap(spec.artefacts())  # lint-checked: a bad start-up file never reaches OpenSM
+        try:
+            lab._start_ibsim(spec.limits)
+            lab._start_opensm(spec)
+            lab._save()
+            if wait:
+                lab.wait_until_up()
+                store.mark_good()
+        except BaseException:
+            lab.stop()
+            raise
+        return lab
+
+    @classmethod
+    def attach(cls, workdir: Path | str) -> Lab:
+        """Find the lab recorded in ``workdir/lab.json`` (from any process)."""
+        path = Path(workdir).resolve() / STATE_FILE
+        try:
+            raw = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise LabError(f"no lab in {workdir}") from None
+        return cls(Path(raw["workdir"]), LabState(**raw))
+
+    def _save(self) -> None:
+        tmp = self.workdir / f".{STATE_FILE}.tmp"
+        tmp.write_text(json.dumps(asdict(self._state), indent=2, sort_keys=True))
+        os.replace(tmp, self.workdir / STATE_FILE)
+
+    # -- properties --------------------------------------------------------------------------
+
+    @property
+    def limits(self) -> LabLimits:
+        """Deadlines this lab was started with."""
+        return LabLimits(**(self._state.limits or {}))
+
+    @property
+    def artefacts(self) -> ArtefactStore:
+        """OpenSM's input directory with its last-known-good copies."""
+        return ArtefactStore(self.workdir / "opensm")
+
+    @property
+    def opensm_log(self) -> Path:
+        """OpenSM's log file."""
+        return self.workdir / "opensm.log"
+
+    @property
+    def opensm_pid(self) -> int | None:
+        """Process id of OpenSM (None when not started)."""
+        return self._state.opensm_pid
+
+    @property
+    def routing_engine(self) -> str:
+        """The routing engine OpenSM was asked to use."""
+        return self._state.routing_engine
+
+    @property
+    def topology(self) -> Topology:
+        """The designed topology (parsed net file)."""
+        if self._topology is None:
+            self._topology = parse_topology((self.workdir / "fabric.net").read_text())
+        return self._topology
+
+    def diag_env(self, host: str | None = None) -> DiagEnv:
+        """Environment that points infiniband-diags at this lab."""
+        return DiagEnv(
+            umad2sim=self._state.umad2sim,
+            sim_host=host or self._state.diag_host,
+            ibsim_sockname=self._state.ibsim_sockname,
+        )
+
+    def diags(self, *, timeout: float | None = None, host: str | None = None) -> DiagRunner:
+        """A diag runner for this lab (every call bounded by ``timeout``)."""
+        return DiagRunner(self.diag_env(host), timeout=timeout or self.limits.diag_timeout)
+
+    # -- processes ---------------------------------------------------------------------------
+
+    def _lab_env(self, sim_host: str | None) -> dict[str, str]:
+        env = dict(os.environ)
+        env["IBSIM_SOCKNAME"] = self._state.ibsim_sockname
+        if sim_host:
+            env["LD_PRELOAD"] = self._state.umad2sim
+            env["SIM_HOST"] = sim_host
+        return env
+
+    def _socket_in_use(self) -> bool:
+        # ibsim binds abstract unix sockets "@<name>:ctl"; a second ibsim on the same name
+        # prints "ready" and then panics, so check before starting rather than after.
+        needle = f"@{self._state.ibsim_sockname}:ctl"
+        try:
+            with open("/proc/net/unix") as fh:
+                return any(line.split()[-1].rstrip("@") == needle for line in fh if line.strip())
+        except (OSError, IndexError):
+            return False
+
+    def _start_ibsim(self, limits: LabLimits) -> None:
+        if self._socket_in_use():
+            raise LabError(f"IBSIM_SOCKNAME {self._state.ibsim_sockname!r} is already in use")
+        fifo = self.workdir / "console.fifo"
+        if fifo.exists() and not stat.S_ISFIFO(fifo.stat().st_mode):
+            fifo.unlink()
+        if not fifo.exists():
+            os.mkfifo(fifo, 0o600)
+        # O_RDWR on a FIFO never blocks on Linux, and because ibsim itself then holds a write
+        # end, it never reads EOF when a `lab cable unplug` CLI closes its end after a command.
+        fifo_fd = os.open(fifo, os.O_RDWR)
+        log = open(self.workdir / "ibsim.log", "ab")
+        argv = ["ibsim", "-s"]
+        argv += ["-N", str(limits.max_nodes), "-S", str(limits.max_switches)]
+        argv += ["-P", str(limits.max_ports), str(self.workdir / "fabric.net")]
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=fifo_fd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.workdir,
+                env=self._lab_env(None),
+                start_new_session=True,
+            )
+        finally:
+            os.close(fifo_fd)
+            log.close()
+        self._children.append(proc)
+        self._state.ibsim_pid = proc.pid
+        self._state.ibsim_start = _proc_start_time(proc.pid)
+        deadline = time.monotonic() + limits.up_timeout
+        while _IBSIM_READY not in self._read_ibsim_log() or not self._socket_in_use():
+            if proc.poll() is not None or "ibpanic" in self._read_ibsim_log():
+                raise LabError(f"ibsim exited ({proc.returncode}): {self._read_ibsim_log()[-500:]}")
+            if time.monotonic() > deadline:
+                raise LabError("ibsim did not become ready")
+            time.sleep(0.05)
+
+    def _start_opensm(self, spec: LabSpec | None = None) -> None:
+        if spec is not None:
+            d = spec.artefact_dir
+            argv = ["opensm", "-f", str(self.opensm_log), "-F", str(d / "opensm.conf")]
+            argv += ["-R", spec.routing_engine, "-P", str(d / "partitions.conf")]
+            if spec.root_guids:
+                argv += ["-a", str(d / "root_guids.conf")]
+            if spec.cn_guids:
+                argv += ["-u", str(d / "cn_guids.conf")]
+            if spec.qos_policy:
+                argv += ["-Q", "-Y", str(d / "qos-policy.conf")]
+            self._state.opensm_argv = argv
+        argv = self._state.opensm_argv or []
+        env = self._lab_env(self._state.sm_host)
+        tmp = str(self.workdir / "osm-tmp")
+        env["OSM_TMP_DIR"] = tmp
+        env["OSM_CACHE_DIR"] = tmp
+        out = open(self.workdir / "opensm.out", "ab")
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.workdir,
+                env=env,
+                start_new_session=True,
+            )
+        finally:
+            out.close()
+        self._children.append(proc)
+        self._state.opensm_pid = proc.pid
+        self._state.opensm_start = _proc_start_time(proc.pid)
+
+    def is_running(self) -> bool:
+        """True when both ibsim and OpenSM are alive."""
+        s = self._state
+        return _alive(s.ibsim_pid, s.ibsim_start) and _alive(s.opensm_pid, s.opensm_start)
+
+    def _kill(self, pid: int | None, start: int | None) -> None:
+        if not _alive(pid, start):
+            return
+        assert pid is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGTERM)
+        deadline = time.monotonic() + self.limits.stop_timeout
+        while _alive(pid, start) and time.monotonic() < deadline:
+            self._reap()
+            time.sleep(0.05)
+        if _alive(pid, start):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            while _alive(pid, start) and time.monotonic() < deadline + 5:
+                self._reap()
+                time.sleep(0.05)
+        self._reap()
+
+    def _reap(self) -> None:
+        for child in self._children:
+            child.poll()
+
+    def stop(self) -> None:
+        """Stop OpenSM, then ibsim (whole process groups). Safe to call repeatedly."""
+        s = self._state
+        # OpenSM first: with ibsim gone it can block in a umad read and ignore SIGTERM.
+        self._kill(s.opensm_pid, s.opensm_start)
+        self._kill(s.ibsim_pid, s.ibsim_start)
+        s.state = "stopped"
+        if self.workdir.exists():
+            self._save()
+
+    def restart_sm(self, *, wait: bool = True) -> None:
+        """Restart OpenSM with the same arguments (needed after non-reloadable option changes)."""
+        self._kill(self._state.opensm_pid, self._state.opensm_start)
+        self._start_opensm()
+        self._state.state = "starting"
+        self._save()
+        if wait:
+            self.wait_until_up()
+
+    def reload(self) -> None:
+        """SIGHUP OpenSM: re-read partitions, QoS policy and reloadable options; heavy sweep."""
+        if not _alive(self._state.opensm_pid, self._state.opensm_start):
+            raise LabError("OpenSM is not running")
+        assert self._state.opensm_pid is not None
+        os.kill(self._state.opensm_pid, signal.SIGHUP)
+
+    # -- readiness ---------------------------------------------------------------------------
+
+    def wait_until_up(self, timeout: float | None = None) -> float:
+        """Poll the SM (never its log) until the subnet is configured; returns seconds waited.
+
+        Up means: ``sminfo`` answers MASTER, ibnetdiscover finds every node of the net file, the
+        SM's own port is Active (ports go Active only at the end of OpenSM's sweep).
+        """
+        limits = self.limits
+        deadline = time.monotonic() + (timeout or limits.up_timeout)
+        started = time.monotonic()
+        diags = self.diags(timeout=min(5.0, limits.diag_timeout))
+        expected = len(self.topology.nodes)
+        last = "no answer yet"
+        while True:
+            if not self.is_running():
+                self._state.state = "failed"
+                self._save()
+                raise LabError(f"lab process exited while waiting: {self._tail('opensm.out')}")
+            try:
+                sm = diags.sminfo()
+                if sm.is_master:
+                    # ibnetdiscover (SMPs), not `saquery NR`: ibsim does not do RMPP, so SA
+                    # table queries return only their first record in the lab.
+                    found = self.diags(timeout=limits.diag_timeout).ibnetdiscover()
+                    if len(found.nodes) >= expected and diags.portinfo(sm.lid, 1).is_active:
+                        break
+                    last = f"discovered {len(found.nodes)}/{expected} nodes"
+                else:
+                    last = f"SM state {sm.state}"
+            except DiagError as exc:
+                last = str(exc)
+            if time.monotonic() > deadline:
+                raise LabError(f"subnet not up after {timeout or limits.up_timeout}s: {last}")
+            time.sleep(limits.poll_interval)
+        waited = time.monotonic() - started
+        self._state.state = "up"
+        self._state.up_seconds = round(time.time() - self._state.started_at, 3)
+        self._save()
+        return waited
+
+    def status(self, *, probe: bool = False) -> dict[str, Any]:
+        """Operator-facing status: everything needed to point infiniband-diags at the lab."""
+        s = self._state
+        ibsim_ok = _alive(s.ibsim_pid, s.ibsim_start)
+        opensm_ok = _alive(s.opensm_pid, s.opensm_start)
+        if ibsim_ok and opensm_ok:
+            state = s.state if s.state in ("up", "starting") else "up"
+        elif ibsim_ok or opensm_ok:
+            state = "degraded"
+        else:
+            state = "stopped" if s.state == "stopped" else "down"
+        out: dict[str, Any] = {
+            "state": state,
+            "workdir": s.workdir,
+            "ibsim_sockname": s.ibsim_sockname,
+            "umad2sim": s.umad2sim,
+            "sm_host": s.sm_host,
+            "diag_host": s.diag_host,
+            "opensm_pid": s.opensm_pid if opensm_ok else None,
+            "ibsim_pid": s.ibsim_pid if ibsim_ok else None,
+            "routing_engine": s.routing_engine,
+            "opensm_log": str(self.opensm_log),
+            "up_seconds": s.up_seconds,
+            "env": {
+                "LD_PRELOAD": s.umad2sim,
+                "IBSIM_SOCKNAME": s.ibsim_sockname,
+                "SIM_HOST": s.diag_host,
+            },
+        }
+        if probe and state == "up":
+            try:
+                out["sm_state"] = self.diags(timeout=3).sminfo().state
+            except DiagError as exc:
+                out["sm_state"] = f"error: {exc}"
+        return out
+
+    def _tail(self, name: str, chars: int = 800) -> str:
+        try:
+            return (self.workdir / name).read_text(errors="replace")[-chars:]
+        except FileNotFoundError:
+            return ""
+
+    # -- ibsim console -----------------------------------------------------------------------
+
+    def _read_ibsim_log(self, offset: int = 0) -> str:
+        try:
+            with open(self.workdir / "ibsim.log", "rb") as fh:
+                fh.seek(offset)
+                return fh.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    @contextlib.contextmanager
+    def _console_lock(self) -> Iterator[None]:
+        with open(self.workdir / ".console.lock", "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def console(self, command: str, *, timeout: float = 5.0) -> str:
+        """Send one command to ibsim's console and return its reply (text before the prompt)."""
+        if "\n" in command:
+            raise ValueError("one command at a time")
+        if not _alive(self._state.ibsim_pid, self._state.ibsim_start):
+            raise LabError("ibsim is not running")
+        with self._console_lock():
+            offset = (self.workdir / "ibsim.log").stat().st_size
+            try:
+                fd = os.open(self.workdir / "console.fifo", os.O_WRONLY | os.O_NONBLOCK)
+            except OSError as exc:
+                raise LabError(f"ibsim console not reachable: {exc}") from exc
+            try:
+                os.write(fd, (command + "\n").encode())
+            finally:
+                os.close(fd)
+            deadline = time.monotonic() + timeout
+            while True:
+                reply = self._read_ibsim_log(offset)
+                if _PROMPT in reply:
+                    return reply.split(_PROMPT, 1)[0].strip()
+                if time.monotonic() > deadline:
+                    raise LabError(f"no reply from ibsim console to {command!r}")
+                time.sleep(0.02)
+
+    def node_id(self, name: str) -> str:
+        """ibsim node id for a node description (``leaf1``) or id (``S-0002c9...``)."""
+        try:
+            return self.topology.by_name(name).node_id
+        except KeyError:
+            raise LabError(f"no node {name!r} in this lab's fabric") from None
+
+    def _port_command(self, verb: str, node: str, port: int, suffix: str = "") -> str:
+        if not isinstance(port, int) or port < 0:
+            raise ValueError(f"bad port {port!r}")
+        reply = self.console(f'{verb} "{self.node_id(node)}"[{port}]{suffix}')
+        # ibsim answers success silently (Unlink/ReLink) or with "... has been set to N"
+        # (PerformanceSet); failures are free text, so look for its failure words only.
+        words = ("not found", "bad ", "invalid", "failed", "can't", "cannot", "usage", "unknown")
+        if any(w in reply.lower() for w in words):
+            raise LabError(f"ibsim refused {verb} {node}[{port}]: {reply}")
+        return reply
+
+    def unplug(self, node: str, port: int) -> str:
+        """Pull the cable at ``node[port]`` (ibsim ``Unlink``)."""
+        return self._port_command("Unlink", node, port)
+
+    def replug(self, node: str, port: int) -> str:
+        """Put back a cable pulled with :meth:`unplug` (ibsim ``ReLink``)."""
+        return self._port_command("ReLink", node, port)
+
+    def set_counter(self, node: str, port: int, **counters: int) -> list[str]:
+        """Set PortCounters fields, e.g. ``set_counter("leaf1", 1, SymbolErrorCounter=50)``."""
+        replies = []
+        for name, value in sorted(counters.items()):
+            if not name.isidentifier() or not isinstance(value, int) or value < 0:
+                raise ValueError(f"bad counter {name}={value!r}")
+            replies.append(
+                self._port_command("PerformanceSet", node, port, f" PortCounters.{name}={value}")
+            )
+        return replies

@@ -1,0 +1,137 @@
+"""Serializers of the designer API. Plan options mirror `manage.py design plan` flags."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from designer.models import CatalogueEntry, Design, DesignRevision
+
+
+class PlanOptionsSerializer(serializers.Serializer):
+    topology = serializers.ChoiceField(
+        choices=["fat-tree", "rail-optimized", "torus", "dragonfly-plus"], required=False
+    )
+    gpus = serializers.IntegerField(required=False, allow_null=True)
+    nodes = serializers.IntegerField(required=False, allow_null=True)
+    node_type = serializers.CharField(required=False, max_length=60)
+    gpus_per_node = serializers.IntegerField(required=False, allow_null=True)
+    hcas_per_node = serializers.IntegerField(required=False, allow_null=True)
+    switch = serializers.CharField(required=False, max_length=60)
+    oversubscription = serializers.CharField(required=False, max_length=20)
+    levels = serializers.CharField(required=False, max_length=4)
+    manager_slot = serializers.BooleanField(required=False)
+    dims = serializers.CharField(required=False, allow_null=True, max_length=40)
+    hosts_per_switch = serializers.IntegerField(required=False, allow_null=True)
+    su_nodes = serializers.IntegerField(required=False, allow_null=True)
+    groups = serializers.IntegerField(required=False, allow_null=True)
+    split = serializers.CharField(required=False, allow_null=True, max_length=30)
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError({key: ["unknown option"] for key in unknown})
+        attrs = super().to_internal_value(data)
+        return {k: v for k, v in attrs.items() if v is not None}
+
+
+class PlanSummarySerializer(serializers.Serializer):
+    """The plan summary (stable keys; more may be added)."""
+
+    topology = serializers.CharField()
+    nodes = serializers.IntegerField()
+    gpus = serializers.IntegerField()
+    endpoints = serializers.IntegerField()
+    switches = serializers.DictField(child=serializers.IntegerField())
+    cables = serializers.DictField(child=serializers.IntegerField())
+    transceivers = serializers.IntegerField()
+    oversubscription = serializers.CharField(allow_null=True)
+    bisection_bandwidth_gbps = serializers.FloatField()
+    diameter_switch_hops = serializers.IntegerField(allow_null=True)
+    power_w = serializers.FloatField()
+    cost = serializers.FloatField()
+    warnings = serializers.ListField(child=serializers.CharField())
+    errors = serializers.ListField(child=serializers.CharField())
+
+
+class CompareSerializer(serializers.Serializer):
+    options = serializers.ListField(child=PlanOptionsSerializer(), min_length=1, max_length=12)
+
+
+class CompareResultSerializer(serializers.Serializer):
+    rows = PlanSummarySerializer(many=True)
+
+
+class GraphPayloadSerializer(serializers.Serializer):
+    graph = serializers.JSONField()
+    message = serializers.CharField(required=False, allow_blank=True, max_length=200)
+
+
+class ValidationResultSerializer(serializers.Serializer):
+    summary = PlanSummarySerializer()
+    issues = serializers.ListField(child=serializers.DictField())
+
+
+class CanISerializer(serializers.Serializer):
+    switches = serializers.IntegerField()
+    gpus = serializers.IntegerField(required=False, allow_null=True)
+    nodes = serializers.IntegerField(required=False, allow_null=True)
+    switch_model = serializers.CharField(required=False, max_length=60)
+    node_type = serializers.CharField(required=False, max_length=60)
+    gpus_per_node = serializers.IntegerField(required=False, allow_null=True)
+    hcas_per_node = serializers.IntegerField(required=False, allow_null=True)
+    oversubscription = serializers.CharField(required=False, max_length=20)
+
+
+class ImportSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100)
+    description = serializers.CharField(required=False, allow_blank=True)
+    text = serializers.CharField(help_text="ibnetdiscover output", max_length=50_000_000)
+
+
+class RevisionBriefSerializer(serializers.ModelSerializer):
+    created_by = serializers.CharField(source="created_by.username", default=None)
+
+    class Meta:
+        model = DesignRevision
+        fields = ["number", "message", "created_at", "created_by"]
+        read_only_fields = fields
+
+
+class RevisionSerializer(RevisionBriefSerializer):
+    design = serializers.PrimaryKeyRelatedField(read_only=True)
+
+    class Meta(RevisionBriefSerializer.Meta):
+        fields = ["design", "number", "message", "created_at", "created_by", "summary"]
+        read_only_fields = fields
+
+
+class DesignSerializer(serializers.ModelSerializer):
+    options = PlanOptionsSerializer(write_only=True)
+    revisions = RevisionBriefSerializer(many=True, read_only=True)
+    summary = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Design
+        fields = ["id", "name", "description", "topology", "options", "latest_revision",
+                  "created_at", "revisions", "summary"]  # fmt: skip
+        read_only_fields = ["id", "topology", "latest_revision", "created_at", "revisions"]
+
+    def get_summary(self, design: Design) -> dict:
+        latest = next(
+            (r for r in design.revisions.all() if r.number == design.latest_revision), None
+        )
+        return latest.summary if latest else {}
+
+
+class DesignListSerializer(DesignSerializer):
+    class Meta(DesignSerializer.Meta):
+        fields = ["id", "name", "description", "topology", "latest_revision", "created_at"]
+        read_only_fields = fields
+
+
+class CatalogueEntrySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = CatalogueEntry
+        fields = ["id", "kind", "name", "data", "updated_at"]
+        read_only_fields = ["id", "updated_at"]

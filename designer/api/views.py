@@ -1,0 +1,254 @@
+"""Designer endpoints: plan (preview), compare, validate, can-i, import, designs, revisions,
+canvas, diff and exports. Operators write; operators and auditors read."""
+
+from __future__ import annotations
+
+from django.db.models import Prefetch
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from console.tenancy.api.base import GlobalResourceMixin
+from console.tenancy.errors import Invalid
+from console.tenancy.models import Role
+from designer import services
+from designer.api.serializers import (
+    CanISerializer,
+    CatalogueEntrySerializer,
+    CompareResultSerializer,
+    CompareSerializer,
+    DesignListSerializer,
+    DesignSerializer,
+    GraphPayloadSerializer,
+    ImportSerializer,
+    PlanOptionsSerializer,
+    PlanSummarySerializer,
+    RevisionBriefSerializer,
+    RevisionSerializer,
+    ValidationResultSerializer,
+)
+from designer.errors import UnknownItemError
+from designer.exports import FORMATS, export
+from designer.feasibility import can_i
+from designer.models import CatalogueEntry, Design, DesignRevision
+
+READERS = frozenset({Role.OPERATOR, Role.AUDITOR})
+REVISION = r"revisions/(?P<number>[0-9]+)"
+
+
+class DesignViewSet(
+    GlobalResourceMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Fabric designs and their immutable revisions."""
+
+    global_reason = "designs describe the operator's fabric, which no tenant owns"
+    read_roles = READERS
+    queryset = Design.objects.prefetch_related(
+        Prefetch("revisions", queryset=DesignRevision.objects.defer("graph")
+                 .select_related("created_by"))
+    )  # fmt: skip
+    filterset_fields = ["topology"]
+    ordering_fields = ["name", "created_at"]
+
+    def get_serializer_class(self):
+        return DesignListSerializer if self.action == "list" else DesignSerializer
+
+    # --- previews (nothing saved) ---------------------------------------------------------
+    @extend_schema(request=PlanOptionsSerializer, responses={200: PlanSummarySerializer})
+    @action(detail=False, methods=["post"], safe_post=True)
+    def plan(self, request):
+        """Plan a fabric from parameters and return its summary; saves nothing.
+        Impossible input answers 400 with the errors (and the summary) in the body."""
+        options = _options(request.data)
+        summary = services.preview(options).summary()
+        if summary["errors"]:
+            body = {"code": "invalid", "detail": summary["errors"][0],
+                    "fields": {"options": summary["errors"]}, "summary": summary}  # fmt: skip
+            return Response(body, status=status.HTTP_400_BAD_REQUEST)
+        return Response(summary)
+
+    @extend_schema(request=CompareSerializer, responses={200: CompareResultSerializer})
+    @action(detail=False, methods=["post"], safe_post=True)
+    def compare(self, request):
+        """Side-by-side summaries of several parameter sets."""
+        serializer = CompareSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        rows = [services.preview(opts).summary() for opts in serializer.validated_data["options"]]
+        return Response({"rows": rows})
+
+    @extend_schema(request=GraphPayloadSerializer, responses={200: ValidationResultSerializer})
+    @action(detail=False, methods=["post"], safe_post=True)
+    def validate(self, request):
+        """Re-validate and re-measure an edited graph; saves nothing."""
+        serializer = GraphPayloadSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        graph = services.graph_from_payload(serializer.validated_data["graph"])
+        return Response(services.validate_graph(graph))
+
+    @extend_schema(request=CanISerializer, responses={200: OpenApiTypes.OBJECT})
+    @action(detail=False, methods=["post"], url_path="can-i", safe_post=True)
+    def can_i(self, request):
+        """ "Can I do X with Y?" answered with the arithmetic."""
+        serializer = CanISerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        args = {k: v for k, v in serializer.validated_data.items() if v is not None}
+        answer = can_i(catalogue=services.load_catalogue(), **args)
+        return Response(answer.as_dict())
+
+    # --- designs --------------------------------------------------------------------------
+    @extend_schema(request=DesignSerializer, responses={201: DesignSerializer})
+    def create(self, request, *args, **kwargs):
+        """Plan from options and save the design with its first revision."""
+        serializer = DesignSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        design, _ = services.create_design(
+            self.actor, self.principal, name=data["name"], options=data["options"],
+            description=data.get("description", ""),
+        )  # fmt: skip
+        return Response(DesignSerializer(self.queryset.get(pk=design.pk)).data, status=201)
+
+    def perform_destroy(self, instance) -> None:
+        services.delete_design(self.actor, self.principal, instance)
+
+    @extend_schema(request=ImportSerializer, responses={201: DesignSerializer})
+    @action(detail=False, methods=["post"], url_path="import")
+    def import_ibnetdiscover(self, request):
+        """A brownfield fabric: ibnetdiscover output becomes a design with one revision."""
+        serializer = ImportSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        design, _ = services.import_ibnetdiscover(
+            self.actor, self.principal, **serializer.validated_data
+        )
+        return Response(DesignSerializer(self.queryset.get(pk=design.pk)).data, status=201)
+
+    # --- revisions ------------------------------------------------------------------------
+    def _revision(self, number, *, with_graph: bool = True) -> DesignRevision:
+        design = self.get_object()
+        queryset = DesignRevision.objects.filter(design=design)
+        if not with_graph:
+            queryset = queryset.defer("graph")
+        return get_object_or_404(queryset, number=number)
+
+    @extend_schema(methods=["GET"], responses=RevisionBriefSerializer(many=True))
+    @extend_schema(methods=["POST"], request=GraphPayloadSerializer,
+                   responses={201: RevisionSerializer})  # fmt: skip
+    @action(detail=True, methods=["get", "post"])
+    def revisions(self, request, pk=None):
+        """List revisions, or save an edited graph as the next revision."""
+        design = self.get_object()
+        if request.method == "GET":
+            rows = design.revisions.all()
+            return Response(RevisionBriefSerializer(rows, many=True).data)
+        serializer = GraphPayloadSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        revision = services.add_revision(
+            self.actor, self.principal, design, graph_data=serializer.validated_data["graph"],
+            message=serializer.validated_data.get("message", ""),
+        )  # fmt: skip
+        return Response(RevisionSerializer(revision).data, status=201)
+
+    @extend_schema(responses=RevisionSerializer)
+    @action(detail=True, methods=["get"], url_path=REVISION)
+    def revision(self, request, pk=None, number=None):
+        """One revision with its summary."""
+        return Response(RevisionSerializer(self._revision(number, with_graph=False)).data)
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @action(detail=True, methods=["get"], url_path=REVISION + "/graph")
+    def graph(self, request, pk=None, number=None):
+        """The revision's full graph (the designer's JSON format)."""
+        return Response(self._revision(number).graph)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("level", str, enum=["auto", "fabric", "pod", "switch"]),
+                    OpenApiParameter("focus", str)],
+        responses={200: OpenApiTypes.OBJECT},
+    )  # fmt: skip
+    @action(detail=True, methods=["get"], url_path=REVISION + "/canvas")
+    def canvas(self, request, pk=None, number=None):
+        """Server-computed positions for the topology canvas, at a level of detail."""
+        from designer.canvas import canvas_view
+
+        level = request.query_params.get("level", "auto")
+        if level not in ("auto", "fabric", "pod", "switch"):
+            raise Invalid("level must be auto, fabric, pod or switch", fields={"level": [level]})
+        graph = services.revision_graph(self._revision(number))
+        try:
+            view = canvas_view(graph, level, request.query_params.get("focus") or None)
+        except (KeyError, ValueError) as exc:
+            raise Invalid(f"cannot show that: {exc}", fields={"focus": [str(exc)]}) from None
+        return Response(view)
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @action(detail=True, methods=["get"], url_path=REVISION + r"/diff/(?P<other>[0-9]+)")
+    def diff(self, request, pk=None, number=None, other=None):
+        """Switches, nodes and cables added, removed and changed between two revisions."""
+        return Response(services.diff_revisions(self._revision(number), self._revision(other)))
+
+    @extend_schema(responses={(200, "text/plain"): OpenApiTypes.STR},
+                   parameters=[OpenApiParameter("fmt", str, OpenApiParameter.PATH,
+                                                enum=sorted(FORMATS))])  # fmt: skip
+    @action(detail=True, methods=["get"], url_path=REVISION + r"/export/(?P<fmt>[a-z0-9-]+)")
+    def export(self, request, pk=None, number=None, fmt=None):
+        """Download the revision in one of the export formats."""
+        graph = services.revision_graph(self._revision(number))
+        graph.meta["name"] = self.get_object().name
+        try:
+            content, filename, content_type = export(graph, fmt)
+        except UnknownItemError as exc:
+            raise Invalid(exc.message, fields={"format": sorted(FORMATS)}) from None
+        response = HttpResponse(content, content_type=f"{content_type}; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{filename}"'
+        return response
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @action(detail=False, methods=["get"], url_path="formats")
+    def formats(self, request):
+        """The export formats: name → description."""
+        return Response({name: f.description for name, f in sorted(FORMATS.items())})
+
+
+class CatalogueEntryViewSet(GlobalResourceMixin, viewsets.ModelViewSet):
+    """Operators' catalogue overrides (prices, power, additional models)."""
+
+    global_reason = "the hardware catalogue is shared by every design"
+    queryset = CatalogueEntry.objects.all()
+    serializer_class = CatalogueEntrySerializer
+    filterset_fields = ["kind"]
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @action(detail=False, methods=["get"])
+    def effective(self, request):
+        """The catalogue designs are planned with: built-ins with overrides applied."""
+        return Response(services.catalogue_as_dict(services.load_catalogue()))
+
+    def perform_create(self, serializer) -> None:
+        serializer.instance = services.save_catalogue_entry(
+            self.actor, self.principal, **serializer.validated_data
+        )
+
+    def perform_update(self, serializer) -> None:
+        serializer.instance = services.save_catalogue_entry(
+            self.actor, self.principal, kind=serializer.instance.kind,
+            name=serializer.instance.name, data=serializer.validated_data.get(
+                "data", serializer.instance.data),
+        )  # fmt: skip
+
+    def perform_destroy(self, instance) -> None:
+        services.delete_catalogue_entry(self.actor, self.principal, instance)
+
+
+def _options(data) -> dict:
+    serializer = PlanOptionsSerializer(data=data)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)

@@ -1,0 +1,338 @@
+"""Hardware catalogue: switch models, node types, cable and transceiver types.
+
+Prices and power figures are editable list-price estimates (USD, watts) meant for comparing
+designs, not quotes. Operators override them; later the catalogue is loaded from the database
+into these same frozen dataclasses.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from designer.errors import UnknownItemError
+
+#: InfiniBand generations, their per-port rate on a 4x link and per-lane rate (Gb/s).
+GENERATIONS: dict[str, int] = {"SDR": 10, "DDR": 20, "QDR": 40, "FDR": 56, "EDR": 100,
+                               "HDR": 200, "NDR": 400, "XDR": 800}  # fmt: skip
+LANE_GBPS: dict[str, float] = {"SDR": 2.5, "DDR": 5, "QDR": 10, "FDR": 14, "EDR": 25,
+                               "HDR": 50, "NDR": 100, "XDR": 200}  # fmt: skip
+GENERATION_ORDER: tuple[str, ...] = tuple(GENERATIONS)
+
+#: Cable kinds, from cheapest/shortest to longest reach.
+CABLE_KINDS = ("passive_copper", "active_copper", "aoc", "mm_fibre", "sm_fibre", "splitter")
+OPTICAL_KINDS = frozenset({"mm_fibre", "sm_fibre"})
+
+#: Standard cable lengths (m) offered; a run is rounded up to the next one.
+STANDARD_LENGTHS_M: tuple[float, ...] = (0.5, 1, 1.5, 2, 2.5, 3, 4, 5, 7, 10, 15, 20, 25, 30,
+                                         40, 50, 70, 100, 150, 200, 300, 500, 1000, 2000)  # fmt: skip
+
+
+def generation_rank(speed: str) -> int:
+    """Position of an InfiniBand generation in time order (unknown → -1)."""
+    try:
+        return GENERATION_ORDER.index(speed)
+    except ValueError:
+        return -1
+
+
+def width_speed(generation: str, gbps: float) -> str:
+    """ibnetdiscover's link label, e.g. ("NDR", 400) → "4xNDR", ("NDR", 200) → "2xNDR"."""
+    lane = LANE_GBPS.get(generation, 0)
+    width = max(1, round(gbps / lane)) if lane else 4
+    return f"{width}x{generation}"
+
+
+def standard_length(length_m: float) -> float:
+    """The shortest standard cable length that covers a run."""
+    for candidate in STANDARD_LENGTHS_M:
+        if candidate >= length_m - 1e-9:
+            return float(candidate)
+    return float(math.ceil(length_m))
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchModel:
+    """A switch model: its ports, cages, speed, split modes and cost figures."""
+
+    name: str
+    ports: int
+    cages: int
+    speed: str  # generation, e.g. "NDR"
+    port_gbps: int
+    split_modes: dict[str, tuple[int, int]] = field(default_factory=dict)  # mode → (ports, gbps)
+    power_w: float = 0.0
+    list_price: float = 0.0
+    hop_latency_ns: float = 0.0
+    vendor_id: int = 0x02C9
+    device_id: int = 0
+    rack_units: int = 1
+    modular: bool = False
+    description: str = ""
+
+    @property
+    def ports_per_cage(self) -> int:
+        return max(1, self.ports // max(1, self.cages))
+
+    def port_layout(self, split: str | None) -> tuple[int, int]:
+        """(ports, gbps) in the given split mode (None = unsplit)."""
+        if not split:
+            return self.ports, self.port_gbps
+        return self.split_modes[split]
+
+    def cage_of(self, port: int, split: str | None = None) -> int:
+        """0-based cage index of a 1-based port number."""
+        ports, _ = self.port_layout(split)
+        per_cage = max(1, ports // max(1, self.cages))
+        return (port - 1) // per_cage
+
+
+@dataclass(frozen=True, slots=True)
+class NodeType:
+    """A server type: its GPUs, compute HCAs (one per rail) and cost figures."""
+
+    name: str
+    gpus: int
+    hcas: int
+    gpu_model: str = ""
+    power_w: float = 0.0
+    price: float = 0.0
+    hca_speed: str = "NDR"
+    hca_gbps: int = 400
+    hca_device_id: int = 0x1021  # ConnectX-7
+    rack_units: int = 2
+    per_rack: int = 8  # how many fit in a rack within its power budget
+    role: str = "compute"  # compute | manager
+
+
+@dataclass(frozen=True, slots=True)
+class CableType:
+    """A cable family of one generation: reach, price and whether it needs transceivers."""
+
+    name: str
+    kind: str  # one of CABLE_KINDS
+    max_speed: str  # highest generation it carries
+    reach_min_m: float
+    reach_max_m: float
+    price: float
+    needs_transceiver: bool = False
+    transceiver: str = ""  # TransceiverType name used at each end when needs_transceiver
+    power_w: float = 0.0  # per cable (active copper / AOC electronics)
+
+    def carries(self, generation: str) -> bool:
+        return generation_rank(generation) <= generation_rank(self.max_speed) and (
+            generation_rank(self.max_speed) - generation_rank(generation) <= 1
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TransceiverType:
+    """A pluggable optic; on twin-port switch cages one module serves two ports."""
+
+    name: str
+    speed: str
+    price: float
+    power_w: float
+
+
+@dataclass
+class Catalogue:
+    """The editable set of models a design draws from."""
+
+    switches: dict[str, SwitchModel] = field(default_factory=dict)
+    nodes: dict[str, NodeType] = field(default_factory=dict)
+    cables: dict[str, CableType] = field(default_factory=dict)
+    transceivers: dict[str, TransceiverType] = field(default_factory=dict)
+
+    def switch(self, name: str) -> SwitchModel:
+        try:
+            return self.switches[name]
+        except KeyError:
+            raise UnknownItemError("switch model", name, sorted(self.switches)) from None
+
+    def node_type(self, name: str) -> NodeType:
+        try:
+            return self.nodes[name]
+        except KeyError:
+            raise UnknownItemError("node type", name, sorted(self.nodes)) from None
+
+    def cable(self, name: str) -> CableType:
+        try:
+            return self.cables[name]
+        except KeyError:
+            raise UnknownItemError("cable type", name, sorted(self.cables)) from None
+
+    def copy(self) -> Catalogue:
+        return Catalogue(
+            dict(self.switches), dict(self.nodes), dict(self.cables), dict(self.transceivers)
+        )
+
+    def with_items(self, *items: SwitchModel | NodeType | CableType | TransceiverType) -> Catalogue:
+        """A copy with items added or replaced by name (operators' overrides)."""
+        new = self.copy()
+        for item in items:
+            table = {
+                SwitchModel: new.switches,
+                NodeType: new.nodes,
+                CableType: new.cables,
+                TransceiverType: new.transceivers,
+            }[type(item)]
+            table[item.name] = item
+        return new
+
+    def with_prices(self, prices: dict[str, float]) -> Catalogue:
+        """A copy with list prices overridden by item name."""
+        new = self.copy()
+        for name, price in prices.items():
+            if name in new.switches:
+                new.switches[name] = replace(new.switches[name], list_price=price)
+            elif name in new.nodes:
+                new.nodes[name] = replace(new.nodes[name], price=price)
+            elif name in new.cables:
+                new.cables[name] = replace(new.cables[name], price=price)
+            elif name in new.transceivers:
+                new.transceivers[name] = replace(new.transceivers[name], price=price)
+            else:
+                known = sorted([*new.switches, *new.nodes, *new.cables, *new.transceivers])
+                raise UnknownItemError("catalogue item", name, known)
+        return new
+
+    def effective_cable_price(self, cable: CableType) -> float:
+        """Cable plus the two optics it needs: what a run really costs."""
+        if not cable.needs_transceiver:
+            return cable.price
+        optic = self.transceivers.get(cable.transceiver)
+        return cable.price + 2 * (optic.price if optic else 0.0)
+
+    def cable_choices(self, generation: str, *, splitter: bool = False) -> list[CableType]:
+        """Cables able to carry a generation, cheapest first (splitters only when asked)."""
+        usable = [
+            c
+            for c in self.cables.values()
+            if c.carries(generation) and ((c.kind == "splitter") == splitter)
+        ]
+        usable.sort(key=lambda c: (self.effective_cable_price(c), c.reach_max_m))
+        return usable
+
+    def cheapest_cable(
+        self, generation: str, length_m: float, *, splitter: bool = False
+    ) -> CableType | None:
+        """The cheapest cable whose reach covers the run, or None if nothing reaches."""
+        for cable in self.cable_choices(generation, splitter=splitter):
+            if cable.reach_max_m + 1e-9 >= length_m:
+                return cable
+        if splitter:  # past a splitter's reach, the ports are cabled one by one
+            return self.cheapest_cable(generation, length_m)
+        return None
+
+
+def director_model(
+    ports: int = 800,
+    speed: str = "NDR",
+    *,
+    name: str | None = None,
+    price_per_port: float = 1_500.0,
+    watts_per_port: float = 25.0,
+    hop_latency_ns: float = 600.0,
+) -> SwitchModel:
+    """A modular director of any port count (internally a 2-level non-blocking tree)."""
+    gbps = GENERATIONS[speed]
+    cages = ports // 2 if speed in ("NDR", "XDR") else ports
+    half = {"NDR": "NDR200x2", "HDR": "HDR100x2", "XDR": "XDR400x2"}.get(speed)
+    splits = {half: (ports * 2, gbps // 2)} if half else {}
+    return SwitchModel(
+        name=name or f"DIR-{speed}-{ports}",
+        ports=ports,
+        cages=cages,
+        speed=speed,
+        port_gbps=gbps,
+        split_modes=splits,
+        power_w=ports * watts_per_port,
+        list_price=ports * price_per_port,
+        hop_latency_ns=hop_latency_ns,
+        device_id={"NDR": 0xD2F2, "HDR": 0xD2F0, "XDR": 0xD2F4}.get(speed, 0xCF08),
+        rack_units=max(4, math.ceil(ports / 40)),
+        modular=True,
+        description=f"modular director, {ports} x {speed}",
+    )
+
+
+_SWITCHES = (
+    SwitchModel("QM9700", 64, 32, "NDR", 400, {"NDR200x2": (128, 200)}, 1_100, 32_000, 230,
+                0x02C9, 0xD2F2, 1, description="Quantum-2, managed, 32 OSFP cages"),
+    SwitchModel("QM9790", 64, 32, "NDR", 400, {"NDR200x2": (128, 200)}, 1_050, 29_000, 230,
+                0x02C9, 0xD2F2, 1, description="Quantum-2, unmanaged, 32 OSFP cages"),
+    SwitchModel("QM8700", 40, 40, "HDR", 200, {"HDR100x2": (80, 100)}, 500, 19_000, 130,
+                0x02C9, 0xD2F0, 1, description="Quantum, managed, 40 QSFP56 cages"),
+    SwitchModel("QM8790", 40, 40, "HDR", 200, {"HDR100x2": (80, 100)}, 480, 17_000, 130,
+                0x02C9, 0xD2F0, 1, description="Quantum, unmanaged, 40 QSFP56 cages"),
+    SwitchModel("Q3400", 144, 72, "XDR", 800, {"XDR400x2": (288, 400)}, 6_500, 120_000, 300,
+                0x02C9, 0xD2F4, 4, description="Quantum-X800, 72 OSFP cages"),
+    SwitchModel("SB7800", 36, 36, "EDR", 100, {}, 250, 12_000, 90,
+                0x02C9, 0xCF08, 1, description="Switch-IB 2, 36 QSFP28 cages"),
+    SwitchModel("CS8500", 800, 800, "HDR", 200, {"HDR100x2": (1600, 100)}, 20_000, 900_000, 400,
+                0x02C9, 0xD2F0, 29, True, "Quantum director, 800 HDR ports"),
+    director_model(800, "NDR"),
+)  # fmt: skip
+
+_NODES = (
+    NodeType("DGX-A100", 8, 8, "A100", 6_500, 200_000, "HDR", 200, 0x101B, 6, 4),
+    NodeType("DGX-H100", 8, 8, "H100", 10_200, 400_000, "NDR", 400, 0x1021, 8, 4),
+    NodeType("DGX-B200", 8, 8, "B200", 14_300, 500_000, "NDR", 400, 0x1021, 10, 4),
+    NodeType("generic", 8, 8, "", 3_000, 150_000, "NDR", 400, 0x1021, 4, 8),
+    NodeType("UFM-appliance", 0, 2, "", 600, 30_000, "NDR", 400, 0x1021, 1, 16, "manager"),
+)
+
+# (kind, reach_min, reach_max, price, transceiver?, power) per generation; NDR reaches are the
+# published ones from the brief, other generations are close estimates.
+_CABLE_TABLE: dict[str, tuple[tuple[str, str, float, float, float, bool, float], ...]] = {
+    "EDR": (("DAC", "passive_copper", 0.5, 5, 120, False, 0), ("AOC", "aoc", 3, 100, 600, False, 4),
+            ("MMF", "mm_fibre", 3, 100, 60, True, 0), ("SMF", "sm_fibre", 3, 500, 90, True, 0)),
+    "HDR": (("DAC", "passive_copper", 0.5, 2, 180, False, 0),
+            ("ACC", "active_copper", 3, 4, 500, False, 3),
+            ("AOC", "aoc", 3, 100, 900, False, 5), ("MMF", "mm_fibre", 3, 100, 80, True, 0),
+            ("SMF", "sm_fibre", 3, 2000, 120, True, 0), ("SPLIT", "splitter", 0.5, 2, 300, False, 0)),
+    "NDR": (("DAC", "passive_copper", 0.5, 2, 250, False, 0),
+            ("ACC", "active_copper", 4, 5, 900, False, 3),
+            ("MMF", "mm_fibre", 3, 50, 100, True, 0), ("SMF", "sm_fibre", 3, 100, 150, True, 0),
+            ("LR", "sm_fibre", 10, 2000, 300, True, 0), ("SPLIT", "splitter", 0.5, 3, 450, False, 0)),
+    "XDR": (("DAC", "passive_copper", 0.5, 1.5, 500, False, 0),
+            ("ACC", "active_copper", 2, 3, 1_400, False, 5),
+            ("MMF", "mm_fibre", 3, 50, 150, True, 0), ("SMF", "sm_fibre", 3, 500, 220, True, 0)),
+}  # fmt: skip
+
+_OPTICS: dict[tuple[str, str], tuple[float, float]] = {
+    ("EDR", "MMF"): (350, 3.5), ("EDR", "SMF"): (700, 3.5),
+    ("HDR", "MMF"): (700, 5.0), ("HDR", "SMF"): (1_400, 5.5),
+    ("NDR", "MMF"): (1_200, 17.0), ("NDR", "SMF"): (1_800, 17.0), ("NDR", "LR"): (2_600, 18.0),
+    ("XDR", "MMF"): (2_200, 24.0), ("XDR", "SMF"): (3_000, 26.0),
+}  # fmt: skip
+
+
+def _build_cables() -> tuple[dict[str, CableType], dict[str, TransceiverType]]:
+    cables: dict[str, CableType] = {}
+    optics: dict[str, TransceiverType] = {}
+    for gen, rows in _CABLE_TABLE.items():
+        for short, kind, rmin, rmax, price, optic, power in rows:
+            optic_name = ""
+            if optic:
+                optic_name = f"{gen}-{short}-optic"
+                o_price, o_power = _OPTICS[(gen, short)]
+                optics[optic_name] = TransceiverType(optic_name, gen, o_price, o_power)
+            name = f"{gen}-{short}"
+            cables[name] = CableType(name, kind, gen, rmin, rmax, price, optic, optic_name, power)
+    return cables, optics
+
+
+def default_catalogue() -> Catalogue:
+    """A fresh, independently editable copy of the seeded catalogue."""
+    cables, optics = _build_cables()
+    return Catalogue(
+        switches={s.name: s for s in _SWITCHES},
+        nodes={n.name: n for n in _NODES},
+        cables=cables,
+        transceivers=optics,
+    )
+
+
+DEFAULT_CATALOGUE: Catalogue = default_catalogue()

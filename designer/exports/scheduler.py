@@ -1,0 +1,146 @@
+"""Scheduler topology: Slurm tree and block topology, Kubernetes labels, Kueue Topology."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import yaml
+
+from designer.graph import FabricGraph
+from designer.hostlist import compress
+
+LABEL_PREFIX = "network.topology"
+
+
+def node_placement(graph: FabricGraph) -> dict[str, dict[str, str]]:
+    """Compute node → {block, spine, leaf, rack}: the groups schedulers pack jobs into.
+
+    block: the scalable unit (rail-optimised) or the node's leaf; spine: the pod (3 levels) or
+    dragonfly+ group, else the whole fabric; leaf: the switch of the node's first HCA.
+    """
+    first_leaf: dict[str, tuple[int, str]] = {}
+    nodes = graph.nodes
+    for lk in graph.links:
+        for dev, port, other in ((lk.a, lk.a_port, lk.b), (lk.b, lk.b_port, lk.a)):
+            if dev in nodes and other in graph.switches:
+                best = first_leaf.get(dev)
+                if best is None or port < best[0]:
+                    first_leaf[dev] = (port, other)
+    sus = max((n.su for n in nodes.values()), default=-1) + 1
+    su_width = max(2, len(str(sus)))
+    pods = max((s.pod for s in graph.switches.values()), default=-1) + 1
+    pod_width = max(2, len(str(pods)))
+    pod_prefix = "g" if graph.topology == "dragonfly-plus" else "pod"
+    out: dict[str, dict[str, str]] = {}
+    for node in nodes.values():
+        if node.role != "compute":
+            continue
+        leaf = first_leaf.get(node.name, (0, ""))[1]
+        sw = graph.switches.get(leaf)
+        block = f"su{node.su + 1:0{su_width}d}" if node.su >= 0 else leaf or "unconnected"
+        spine = (
+            f"{pod_prefix}{sw.pod + 1:0{pod_width}d}"
+            if sw is not None and sw.pod >= 0
+            else "fabric"
+        )
+        out[node.name] = {"block": block, "spine": spine, "leaf": leaf, "rack": node.rack}
+    return out
+
+
+def _groups(placement: dict[str, dict[str, str]], key: str) -> dict[str, list[str]]:
+    groups: dict[str, list[str]] = defaultdict(list)
+    for node, where in placement.items():
+        groups[where[key]].append(node)
+    return groups
+
+
+def render_slurm_tree(graph: FabricGraph) -> str:
+    """topology.conf for topology/tree: blocks under pods under one fabric switch."""
+    placement = node_placement(graph)
+    blocks = _groups(placement, "block")
+    lines = [f"# Slurm topology/tree for the planned {graph.topology} fabric",
+             "# rail-optimised SUs appear as one switch each (their rail leaves act together)"]  # fmt: skip
+    for block, members in blocks.items():
+        lines.append(f"SwitchName={block} Nodes={compress(members)}")
+    pods: dict[str, list[str]] = defaultdict(list)
+    for block, members in blocks.items():
+        pods[placement[members[0]]["spine"]].append(block)
+    if len(blocks) > 1:
+        if len(pods) > 1:
+            for pod, members in pods.items():
+                lines.append(f"SwitchName={pod} Switches={compress(members)}")
+            lines.append(f"SwitchName=fabric Switches={compress(list(pods))}")
+        else:
+            lines.append(f"SwitchName=fabric Switches={compress(list(blocks))}")
+    return "\n".join(lines) + "\n"
+
+
+def block_sizes(blocks: dict[str, list[str]]) -> list[int]:
+    base = max((len(v) for v in blocks.values()), default=1)
+    total = sum(len(v) for v in blocks.values())
+    sizes = [base]
+    while sizes[-1] * 2 <= total:
+        sizes.append(sizes[-1] * 2)
+    return sizes
+
+
+def render_slurm_block(graph: FabricGraph) -> str:
+    """topology.conf for topology/block: one block per SU (or leaf)."""
+    blocks = _groups(node_placement(graph), "block")
+    lines = [f"# Slurm topology/block for the planned {graph.topology} fabric"]
+    lines.extend(f"BlockName={b} Nodes={compress(m)}" for b, m in blocks.items())
+    lines.append("BlockSizes=" + ",".join(map(str, block_sizes(blocks))))
+    return "\n".join(lines) + "\n"
+
+
+def render_slurm_yaml(graph: FabricGraph) -> str:
+    """topology.yaml (Slurm 25.05+) with the tree as default and the blocks as an option."""
+    placement = node_placement(graph)
+    blocks = _groups(placement, "block")
+    switches = [{"switch": b, "nodes": compress(m)} for b, m in blocks.items()]
+    pods: dict[str, list[str]] = defaultdict(list)
+    for block, members in blocks.items():
+        pods[placement[members[0]]["spine"]].append(block)
+    if len(pods) > 1:
+        switches += [{"switch": p, "children": compress(m)} for p, m in pods.items()]
+        switches.append({"switch": "fabric", "children": compress(list(pods))})
+    elif len(blocks) > 1:
+        switches.append({"switch": "fabric", "children": compress(list(blocks))})
+    doc = [
+        {"topology": "tree", "cluster_default": True, "tree": {"switches": switches}},
+        {
+            "topology": "block",
+            "cluster_default": False,
+            "block": {
+                "block_sizes": block_sizes(blocks),
+                "blocks": [{"block": b, "nodes": compress(m)} for b, m in blocks.items()],
+            },
+        },
+    ]
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def render_k8s_labels(graph: FabricGraph) -> str:
+    """Node → labels for topology-aware schedulers (Kueue Topology levels use them)."""
+    labels = {
+        node: {f"{LABEL_PREFIX}/{k}": v for k, v in where.items() if v}
+        for node, where in node_placement(graph).items()
+    }
+    return json.dumps({"labelPrefix": LABEL_PREFIX, "nodes": labels}, indent=1, sort_keys=True)
+
+
+def render_kueue_topology(graph: FabricGraph) -> str:
+    doc = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Topology",
+        "metadata": {"name": f"infiniband-{graph.topology}"},
+        "spec": {
+            "levels": [
+                {"nodeLabel": f"{LABEL_PREFIX}/spine"},
+                {"nodeLabel": f"{LABEL_PREFIX}/block"},
+                {"nodeLabel": "kubernetes.io/hostname"},
+            ]
+        },
+    }
+    return yaml.safe_dump(doc, sort_keys=False)

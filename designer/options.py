@@ -1,0 +1,251 @@
+"""PlanOptions: the parameters of a design, mirroring `manage.py design plan` flags."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+
+from designer.catalogue import Catalogue, NodeType, SwitchModel
+from designer.errors import Issue, PlanError, UnknownItemError
+
+TOPOLOGIES = ("fat-tree", "rail-optimized", "torus", "dragonfly-plus")
+TOPOLOGY_ALIASES = {
+    "fat_tree": "fat-tree",
+    "fattree": "fat-tree",
+    "rail-optimised": "rail-optimized",
+    "rail_optimized": "rail-optimized",
+    "rail": "rail-optimized",
+    "superpod": "rail-optimized",
+    "dragonfly+": "dragonfly-plus",
+    "dragonfly_plus": "dragonfly-plus",
+}
+
+
+@dataclass
+class PlanOptions:
+    """What to build. `gpus` or `nodes` sizes it; the rest have field-sensible defaults."""
+
+    topology: str = "fat-tree"
+    gpus: int | None = None
+    nodes: int | None = None
+    node_type: str = "DGX-H100"
+    gpus_per_node: int | None = None  # only for node_type "generic"
+    hcas_per_node: int | None = None  # only for node_type "generic"
+    switch: str = "QM9700"
+    oversubscription: str = "1:1"  # "down:up" at the leaf
+    levels: str | int = "auto"  # auto | 1 | 2 | 3 (trees)
+    manager_slot: bool = False  # rail-optimised: one slot per SU for the fabric manager
+    dims: str | None = None  # torus "AxB" or "AxBxC"
+    hosts_per_switch: int | None = None  # torus and dragonfly+ leaves
+    su_nodes: int | None = None  # rail-optimised: node slots per scalable unit
+    groups: int | None = None  # dragonfly+: force the group count
+    split: str | None = None  # run every switch in this split mode, e.g. "NDR200x2"
+
+    @classmethod
+    def from_dict(cls, data: dict) -> PlanOptions:
+        """Build from JSON/CLI data; unknown keys are an error that names them."""
+        names = {f.name for f in fields(cls)}
+        data = {k.replace("-", "_"): v for k, v in data.items() if v is not None}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise PlanError(
+                f"unknown option(s) {', '.join(unknown)}: known are {', '.join(sorted(names))}"
+            )
+        return cls(**data)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ResolvedOptions:
+    """PlanOptions checked against the catalogue, with every derived size filled in."""
+
+    topology: str
+    node_type: NodeType
+    switch: SwitchModel
+    nodes: int
+    gpus_per_node: int
+    hcas_per_node: int
+    down: int  # oversubscription down part
+    up: int  # oversubscription up part
+    levels: int | None  # None = auto
+    ports: int  # switch radix in the chosen split mode
+    port_gbps: int
+    options: PlanOptions
+    warnings: tuple[Issue, ...] = ()
+
+    @property
+    def endpoints(self) -> int:
+        return self.nodes * self.hcas_per_node
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+def parse_ratio(text: str | None) -> tuple[int, int]:
+    """ "2:1" → (2, 1); raises PlanError with the accepted form."""
+    if text in (None, ""):
+        return 1, 1
+    try:
+        d_text, u_text = str(text).split(":")
+        down, up = int(d_text), int(u_text)
+    except ValueError:
+        raise PlanError(
+            f"oversubscription {text!r} is not of the form D:U (e.g. 1:1, 2:1, 3:1)",
+            element="oversubscription",
+        ) from None
+    if down <= 0 or up <= 0:
+        raise PlanError(
+            f"oversubscription {text!r} needs positive numbers (e.g. 1:1, 2:1)",
+            element="oversubscription",
+        )
+    if up > down:
+        raise PlanError(
+            f"oversubscription {text!r} has more up than down links: a leaf gains nothing "
+            f"from it; use 1:1 (non-blocking) or D:U with D > U",
+            element="oversubscription",
+        )
+    g = math.gcd(down, up)
+    return down // g, up // g
+
+
+def parse_dims(text: str | None) -> tuple[int, ...] | None:
+    """ "4x4x4" → (4, 4, 4); 2 or 3 dimensions of at least 1."""
+    if not text:
+        return None
+    try:
+        dims = tuple(int(x) for x in str(text).lower().replace("*", "x").split("x"))
+    except ValueError:
+        raise PlanError(
+            f"dims {text!r} is not of the form AxB or AxBxC (e.g. 4x4x4)", element="dims"
+        ) from None
+    if len(dims) not in (2, 3) or min(dims) < 1:
+        raise PlanError(
+            f"dims {text!r} must have 2 or 3 sizes of at least 1 (e.g. 8x8 or 4x4x4)",
+            element="dims",
+        )
+    return dims
+
+
+def _positive(name: str, value: int | None) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PlanError(f"{name} must be a whole number, got {value!r}", element=name)
+    if value <= 0:
+        raise PlanError(f"{name} must be at least 1, got {value}", element=name)
+
+
+def resolve(options: PlanOptions, catalogue: Catalogue) -> ResolvedOptions:
+    """Check options against the catalogue; every problem is collected into one PlanError."""
+    issues: list[Issue] = []
+    warnings: list[Issue] = []
+
+    def fail(element: str, message: str, code: str = "invalid-option") -> None:
+        issues.append(Issue("error", code, element, message))
+
+    topology = TOPOLOGY_ALIASES.get(str(options.topology).lower(), str(options.topology).lower())
+    if topology not in TOPOLOGIES:
+        fail("topology", f"unknown topology {options.topology!r}: choose {', '.join(TOPOLOGIES)}")
+    for name in ("gpus", "nodes", "gpus_per_node", "hcas_per_node", "hosts_per_switch",
+                 "su_nodes", "groups"):  # fmt: skip
+        try:
+            _positive(name, getattr(options, name))
+        except PlanError as exc:
+            issues.extend(exc.issues)
+    try:
+        switch = catalogue.switch(options.switch)
+    except UnknownItemError as exc:
+        fail("switch", exc.message, "unknown-model")
+        switch = None
+    try:
+        node_type = catalogue.node_type(options.node_type)
+    except UnknownItemError as exc:
+        fail("node_type", exc.message, "unknown-model")
+        node_type = None
+    try:
+        down, up = parse_ratio(options.oversubscription)
+    except PlanError as exc:
+        issues.extend(exc.issues)
+        down, up = 1, 1
+    levels: int | None = None
+    if str(options.levels).lower() != "auto":
+        try:
+            levels = int(options.levels)
+        except (TypeError, ValueError):
+            levels = -1
+        if levels not in (1, 2, 3):
+            fail("levels", f"levels {options.levels!r} must be auto, 1, 2 or 3")
+    try:
+        parse_dims(options.dims)
+    except PlanError as exc:
+        issues.extend(exc.issues)
+    if options.gpus is None and options.nodes is None:
+        fail("gpus", "give the size: gpus or nodes")
+    if options.gpus is not None and options.nodes is not None:
+        fail("gpus", "give gpus or nodes, not both")
+
+    if issues:  # sizes below may be unusable (e.g. not numbers): report what we have
+        raise PlanError(issues)
+    gpn = hpn = 0
+    if node_type is not None:
+        gpn, hpn = node_type.gpus, node_type.hcas
+        if node_type.name == "generic":
+            gpn = options.gpus_per_node if options.gpus_per_node is not None else gpn
+            hpn = options.hcas_per_node if options.hcas_per_node is not None else gpn or hpn
+        else:
+            for name, have in (("gpus_per_node", gpn), ("hcas_per_node", hpn)):
+                given = getattr(options, name)
+                if given is not None and given != have:
+                    fail(name, f"{node_type.name} has {have} {name.replace('_', ' ')}; "
+                               f"{given} needs node_type generic")  # fmt: skip
+        if hpn <= 0:
+            fail("hcas_per_node", f"{node_type.name} has no HCAs to connect")
+
+    ports = gbps = 0
+    if switch is not None:
+        ports, gbps = switch.ports, switch.port_gbps
+        if options.split:
+            if options.split not in switch.split_modes:
+                modes = ", ".join(switch.split_modes) or "none"
+                fail("split", f"{switch.name} has no split mode {options.split!r}: modes {modes}")
+            else:
+                ports, gbps = switch.split_modes[options.split]
+
+    nodes = 0
+    if options.nodes is not None and options.nodes > 0:
+        nodes = options.nodes
+    elif options.gpus is not None and options.gpus > 0 and node_type is not None:
+        if gpn <= 0:
+            fail("gpus", f"{node_type.name} has no GPUs: size the design with nodes instead")
+        else:
+            nodes = -(-options.gpus // gpn)
+            if nodes * gpn != options.gpus:
+                warnings.append(Issue("warning", "rounded-up", "gpus",
+                    f"{options.gpus:,} GPUs need {nodes:,} nodes of {gpn} GPUs "
+                    f"({nodes * gpn:,} GPUs)"))  # fmt: skip
+    if issues:
+        raise PlanError(issues)
+    assert switch is not None and node_type is not None
+    if node_type.hca_gbps and gbps and node_type.hca_speed != switch.speed:
+        warnings.append(Issue("warning", "speed-mismatch", "node_type",
+            f"{node_type.name} HCAs are {node_type.hca_speed} {node_type.hca_gbps}G and "
+            f"{switch.name} ports are {switch.speed} {gbps}G: links train at the slower speed; "
+            f"choose a {node_type.hca_speed} switch or a matching split mode"))  # fmt: skip
+    return ResolvedOptions(
+        topology,
+        node_type,
+        switch,
+        nodes,
+        gpn,
+        hpn,
+        down,
+        up,
+        levels,
+        ports,
+        gbps,
+        options,
+        tuple(warnings),
+    )

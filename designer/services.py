@@ -1,0 +1,257 @@
+"""Designer services: every design mutation (permission, change, audit) and the catalogue loader.
+
+The Django layer of the designer uses the platform (console.tenancy) for actors and audit; the
+domain modules (generators, validation, metrics, exports) import neither Django nor any app.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from console.tenancy import audit
+from console.tenancy.context import Actor
+from console.tenancy.errors import Conflict, Forbidden, Invalid
+from console.tenancy.models import Principal
+from designer.catalogue import (
+    DEFAULT_CATALOGUE,
+    CableType,
+    Catalogue,
+    NodeType,
+    SwitchModel,
+    TransceiverType,
+)
+from designer.compare import diff_graphs
+from designer.errors import DesignerError, ParseError
+from designer.graph import FabricGraph
+from designer.imports.ibnetdiscover import graph_from_ibnetdiscover
+from designer.models import CatalogueEntry, Design, DesignRevision
+from designer.plan import PlanResult, evaluate, plan
+from designer.serialize import graph_from_dict, graph_to_dict
+
+ITEM_TYPES = {
+    CatalogueEntry.Kind.SWITCH: SwitchModel,
+    CatalogueEntry.Kind.NODE: NodeType,
+    CatalogueEntry.Kind.CABLE: CableType,
+    CatalogueEntry.Kind.TRANSCEIVER: TransceiverType,
+}
+
+
+def load_catalogue() -> Catalogue:
+    """The built-in catalogue with operators' overrides applied."""
+    items = []
+    for entry in CatalogueEntry.objects.all():
+        cls = ITEM_TYPES[entry.kind]
+        data = dict(entry.data, name=entry.name)
+        if cls is SwitchModel:
+            data["split_modes"] = {k: tuple(v) for k, v in data.get("split_modes", {}).items()}
+        items.append(cls(**data))
+    return DEFAULT_CATALOGUE.with_items(*items) if items else DEFAULT_CATALOGUE
+
+
+def catalogue_as_dict(catalogue: Catalogue) -> dict[str, list[dict[str, Any]]]:
+    return {
+        "switches": [asdict(m) for m in catalogue.switches.values()],
+        "nodes": [asdict(n) for n in catalogue.nodes.values()],
+        "cables": [asdict(c) for c in catalogue.cables.values()],
+        "transceivers": [asdict(t) for t in catalogue.transceivers.values()],
+    }
+
+
+def preview(options: dict[str, Any]) -> PlanResult:
+    """Plan without saving (the API preview, the CLI without --save, the browser form)."""
+    return plan(options, load_catalogue())
+
+
+def _require_operator(principal: Principal) -> None:
+    if not (principal.is_operator and principal.can_write):
+        raise Forbidden("only operators change designs and the catalogue")
+
+
+def _plan_or_invalid(options: dict[str, Any]) -> PlanResult:
+    result = preview(options)
+    if not result.ok:
+        raise Invalid(
+            result.summary()["errors"][0] if result.summary()["errors"] else "impossible design",
+            fields={"options": result.summary()["errors"]},
+        )
+    return result
+
+
+def _save_revision(
+    actor: Actor, design: Design, graph: FabricGraph, summary: dict, message: str, user_id
+) -> DesignRevision:
+    design = Design.objects.select_for_update().get(pk=design.pk)
+    graph.meta["name"] = design.name
+    revision = DesignRevision.objects.create(
+        design=design,
+        number=design.latest_revision + 1,
+        message=message[:200],
+        graph=graph_to_dict(graph),
+        summary=summary,
+        created_by_id=user_id,
+    )
+    Design.objects.filter(pk=design.pk).update(latest_revision=revision.number)
+    audit.record(actor, "design.revision.create", revision, after=audit.snapshot(revision))
+    return revision
+
+
+def create_design(
+    actor: Actor,
+    principal: Principal,
+    *,
+    name: str,
+    options: dict[str, Any],
+    description: str = "",
+) -> tuple[Design, DesignRevision]:
+    """Plan from options and save the design with its first revision."""
+    _require_operator(principal)
+    result = _plan_or_invalid(options)
+    try:
+        with transaction.atomic():
+            design = Design.objects.create(
+                name=name,
+                description=description,
+                topology=result.topology,
+                options=result.options.as_dict(),
+                created_by_id=principal.user_id,
+            )
+            audit.record(actor, "design.create", design, after=audit.snapshot(design))
+            revision = _save_revision(
+                actor, design, result.graph, result.summary(), "generated", principal.user_id
+            )
+    except IntegrityError as exc:
+        raise Conflict(f"a design named {name!r} exists") from exc
+    design.refresh_from_db()
+    return design, revision
+
+
+def graph_from_payload(data: Any) -> FabricGraph:
+    """A graph posted by the browser designer or a script, or a precise 400."""
+    try:
+        return graph_from_dict(data, load_catalogue())
+    except ParseError as exc:
+        raise Invalid(str(exc), fields={"graph": [str(exc)]}) from None
+
+
+def validate_graph(graph: FabricGraph) -> dict[str, Any]:
+    """Re-validate and re-measure an edited graph (instantly, nothing saved)."""
+    try:
+        report, metrics = evaluate(graph)
+    except DesignerError as exc:
+        raise Invalid(str(exc), fields={"graph": [str(exc)]}) from None
+    result = PlanResult(
+        options=_options_of(graph),
+        graph=graph,
+        errors=list(report.errors),
+        warnings=list(report.warnings),
+        metrics=metrics,
+        topology=graph.topology,
+    )
+    summary = result.summary()
+    return {"summary": summary, "issues": summary["issues"]}
+
+
+def _options_of(graph: FabricGraph):
+    from designer.options import PlanOptions
+
+    return PlanOptions(topology=graph.topology if graph.topology in (
+        "fat-tree", "rail-optimized", "torus", "dragonfly-plus") else "fat-tree")  # fmt: skip
+
+
+def add_revision(
+    actor: Actor, principal: Principal, design: Design, *, graph_data: Any, message: str = ""
+) -> DesignRevision:
+    """Save an edited graph as the design's next revision (validation findings kept)."""
+    _require_operator(principal)
+    graph = graph_from_payload(graph_data)
+    checked = validate_graph(graph)
+    with transaction.atomic():
+        return _save_revision(
+            actor, design, graph, checked["summary"], message or "edited", principal.user_id
+        )
+
+
+def import_ibnetdiscover(
+    actor: Actor, principal: Principal, *, name: str, text: str, description: str = ""
+) -> tuple[Design, DesignRevision]:
+    """A brownfield fabric: ibnetdiscover output → a design with one revision."""
+    _require_operator(principal)
+    try:
+        graph = graph_from_ibnetdiscover(text, load_catalogue())
+    except DesignerError as exc:
+        raise Invalid(str(exc), fields={"text": [str(exc)]}) from None
+    checked = validate_graph(graph)
+    try:
+        with transaction.atomic():
+            design = Design.objects.create(
+                name=name, description=description, topology=graph.topology,
+                options={"imported": "ibnetdiscover"}, created_by_id=principal.user_id,
+            )  # fmt: skip
+            audit.record(actor, "design.import", design, after=audit.snapshot(design))
+            revision = _save_revision(
+                actor, design, graph, checked["summary"], "imported", principal.user_id
+            )
+    except IntegrityError as exc:
+        raise Conflict(f"a design named {name!r} exists") from exc
+    design.refresh_from_db()
+    return design, revision
+
+
+def delete_design(actor: Actor, principal: Principal, design: Design) -> None:
+    _require_operator(principal)
+    with transaction.atomic():
+        audit.record(actor, "design.delete", design, before=audit.snapshot(design))
+        design.delete()
+
+
+def revision_graph(revision: DesignRevision) -> FabricGraph:
+    return graph_from_dict(revision.graph, load_catalogue())
+
+
+def diff_revisions(a: DesignRevision, b: DesignRevision) -> dict[str, Any]:
+    """Switches, nodes and cables added, removed and changed from revision a to b."""
+    d = diff_graphs(revision_graph(a), revision_graph(b))
+    return {
+        "from": a.number,
+        "to": b.number,
+        "switches": {"added": d.added_switches, "removed": d.removed_switches,
+                     "changed": d.changed_switches},
+        "nodes": {"added": d.added_nodes, "removed": d.removed_nodes},
+        "cables": {"added": d.added_links, "removed": d.removed_links,
+                   "changed": d.changed_links},
+        "empty": d.empty,
+    }  # fmt: skip
+
+
+def save_catalogue_entry(
+    actor: Actor, principal: Principal, *, kind: str, name: str, data: dict[str, Any]
+) -> CatalogueEntry:
+    """Add or override a catalogue item; refused when it does not describe a valid item."""
+    _require_operator(principal)
+    cls = ITEM_TYPES[kind]
+    try:
+        probe = dict(data, name=name)
+        if cls is SwitchModel:
+            probe["split_modes"] = {k: tuple(v) for k, v in probe.get("split_modes", {}).items()}
+        cls(**probe)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise Invalid(f"not a valid {kind}: {exc}", fields={"data": [str(exc)]}) from None
+    with transaction.atomic():
+        entry = CatalogueEntry.objects.select_for_update().filter(kind=kind, name=name).first()
+        before = audit.snapshot(entry) if entry else None
+        if entry is None:
+            entry = CatalogueEntry(kind=kind, name=name)
+        entry.data = data
+        entry.save()
+        audit.record(actor, "catalogue.save", entry, before=before, after=audit.snapshot(entry))
+    return entry
+
+
+def delete_catalogue_entry(actor: Actor, principal: Principal, entry: CatalogueEntry) -> None:
+    _require_operator(principal)
+    with transaction.atomic():
+        audit.record(actor, "catalogue.delete", entry, before=audit.snapshot(entry))
+        entry.delete()

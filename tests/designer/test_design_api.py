@@ -1,0 +1,176 @@
+"""The designer through the REST API: preview, save, revisions, diff, exports, bad input."""
+
+from __future__ import annotations
+
+import pytest
+
+from console.tenancy.models import AuditEntry
+from designer.models import DesignRevision, ImmutableRevision
+
+pytestmark = pytest.mark.django_db
+
+REFERENCE = [  # NVIDIA DGX SuperPOD rows: SUs → GPUs, leaves, spines, node-leaf, leaf-spine
+    (1, 256, 8, 4, 256, 256),
+    (2, 512, 16, 8, 512, 512),
+    (4, 1024, 32, 16, 1024, 1024),
+    (8, 2048, 64, 32, 2048, 2048),
+]
+SU1 = {"topology": "rail-optimized", "gpus": 256, "node_type": "DGX-H100", "switch": "QM9700"}
+
+
+@pytest.fixture
+def api(operator, client_for):
+    return client_for(operator)
+
+
+@pytest.mark.parametrize(("sus", "gpus", "leaves", "spines", "node_leaf", "leaf_spine"), REFERENCE)
+def test_reference_rows_through_the_api(api, sus, gpus, leaves, spines, node_leaf, leaf_spine):
+    response = api.post("/api/designs/plan/", dict(SU1, gpus=gpus), format="json")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["gpus"] == gpus and body["nodes"] == sus * 32
+    assert (body["switches"]["leaf"], body["switches"]["spine"]) == (leaves, spines)
+    assert body["cables"]["node_leaf"] == node_leaf
+    assert body["cables"]["leaf_spine"] == leaf_spine
+    assert body["switches"]["total"] == leaves + spines
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"gpus": 0},
+        {"gpus": -8},
+        {"gpus": 256, "switch": "NoSuchSwitch"},
+        {"gpus": 256, "node_type": "toaster"},
+        {"gpus": 256, "oversubscription": "3:0"},
+        {"gpus": 256, "oversubscription": "banana"},
+        {"topology": "torus", "gpus": 256, "dims": "0x4"},
+        {"gpus": "many"},
+        {"gpus": 256, "colour": "blue"},
+    ],
+)
+def test_impossible_input_is_a_precise_400(api, payload):
+    response = api.post("/api/designs/plan/", payload, format="json")
+    assert response.status_code == 400, response.content
+    body = response.json()
+    assert body["code"] == "invalid" and body["detail"] and body["fields"]
+
+
+def test_save_revise_diff_export(api):
+    created = api.post("/api/designs/", {"name": "su1", "options": SU1}, format="json")
+    assert created.status_code == 201, created.content
+    design = created.json()
+    assert design["latest_revision"] == 1 and design["summary"]["switches"]["leaf"] == 8
+    base = f"/api/designs/{design['id']}/revisions"
+
+    graph = api.get(f"{base}/1/graph/").json()
+    # Edit: drop one leaf-spine cable, as an operator would in the browser.
+    dropped = next(link for link in graph["links"] if link[4] == "leaf_spine")
+    graph["links"].remove(dropped)
+    checked = api.post("/api/designs/validate/", {"graph": graph}, format="json").json()
+    assert checked["summary"]["cables"]["leaf_spine"] == 255
+    assert any(i["code"] == "ftree-symmetry" for i in checked["issues"]), checked["issues"]
+
+    saved = api.post(f"/api/designs/{design['id']}/revisions/", {"graph": graph,
+                     "message": "drop a cable"}, format="json")  # fmt: skip
+    assert saved.status_code == 201 and saved.json()["number"] == 2
+    diff = api.get(f"{base}/1/diff/2/").json()
+    assert len(diff["cables"]["removed"]) == 1 and not diff["cables"]["added"]
+    assert diff["cables"]["removed"][0]["a"] == dropped[0]
+
+    topo = api.get(f"{base}/2/export/ibnetdiscover/")
+    assert topo.status_code == 200
+    text = topo.content.decode()
+    assert text.count("\nswitchguid=") == 12 and "\ncaguid=" in text
+    assert "attachment" in topo["Content-Disposition"]
+    assert api.get(f"{base}/2/export/no-such-format/").status_code == 400
+    assert api.get(f"{base}/9/graph/").status_code == 404
+
+    actions = set(AuditEntry.objects.values_list("action", flat=True))
+    assert {"design.create", "design.revision.create"} <= actions
+
+
+def test_revisions_are_immutable(api):
+    design_id = api.post("/api/designs/", {"name": "im", "options": SU1}, format="json").json()[
+        "id"
+    ]
+    revision = DesignRevision.objects.get(design_id=design_id, number=1)
+    revision.message = "rewritten history"
+    with pytest.raises(ImmutableRevision):
+        revision.save()
+
+
+def test_malformed_graph_is_400(api):
+    for graph in ({}, {"format": "ib-fabric-designer"}, "nonsense", {"format": "x", "links": 3}):
+        response = api.post("/api/designs/validate/", {"graph": graph}, format="json")
+        assert response.status_code == 400, (graph, response.content)
+
+
+def test_duplicate_name_is_409(api):
+    assert (
+        api.post("/api/designs/", {"name": "dup", "options": SU1}, format="json").status_code == 201
+    )
+    again = api.post("/api/designs/", {"name": "dup", "options": SU1}, format="json")
+    assert again.status_code in (400, 409)
+
+
+def test_tenants_cannot_see_designs_auditors_can_read_only(api, member_a, auditor, client_for):
+    api.post("/api/designs/", {"name": "private", "options": SU1}, format="json")
+    assert client_for(member_a).get("/api/designs/").status_code == 403
+    reader = client_for(auditor)
+    assert reader.get("/api/designs/").json()["count"] == 1
+    assert reader.post("/api/designs/plan/", SU1, format="json").status_code == 200
+    refused = reader.post("/api/designs/", {"name": "x", "options": SU1}, format="json")
+    assert refused.status_code == 403
+
+
+def test_compare_and_can_i(api):
+    rows = api.post(
+        "/api/designs/compare/",
+        {"options": [SU1, dict(SU1, oversubscription="2:1"), dict(SU1, gpus=2048)]},
+        format="json",
+    ).json()["rows"]
+    assert [r["gpus"] for r in rows] == [256, 256, 2048]
+    assert rows[1]["switches"]["spine"] < rows[0]["switches"]["spine"]
+    answer = api.post(
+        "/api/designs/can-i/",
+        {"gpus": 2048, "switches": 10, "switch_model": "QM9700"},
+        format="json",
+    ).json()
+    assert answer["feasible"] is False
+    assert any("640" in step for step in answer["steps"])
+    assert any("96" in step for step in answer["steps"])
+
+
+def test_import_roundtrip_through_the_api(api):
+    design_id = api.post("/api/designs/", {"name": "src", "options": SU1}, format="json").json()[
+        "id"
+    ]
+    text = api.get(f"/api/designs/{design_id}/revisions/1/export/ibnetdiscover/").content.decode()
+    imported = api.post("/api/designs/import/", {"name": "brownfield", "text": text}, format="json")
+    assert imported.status_code == 201, imported.content
+    summary = imported.json()["summary"]
+    assert summary["switches"]["total"] == 12 and summary["cables"]["total"] == 512
+    bad = api.post(
+        "/api/designs/import/", {"name": "bad", "text": "Switch 64 garbage"}, format="json"
+    )
+    assert bad.status_code == 400 and "line" in bad.json()["detail"]
+
+
+def test_catalogue_override_changes_the_price(api):
+    before = api.post("/api/designs/plan/", SU1, format="json").json()["cost"]
+    effective = api.get("/api/catalogue/effective/").json()
+    qm = next(s for s in effective["switches"] if s["name"] == "QM9700")
+    data = {k: v for k, v in qm.items() if k != "name"} | {"list_price": qm["list_price"] + 1000}
+    assert (
+        api.post(
+            "/api/catalogue/", {"kind": "switch", "name": "QM9700", "data": data}, format="json"
+        ).status_code
+        == 201
+    )
+    after = api.post("/api/designs/plan/", SU1, format="json").json()["cost"]
+    assert after == before + 12 * 1000
+    broken = api.post(
+        "/api/catalogue/", {"kind": "switch", "name": "X", "data": {"ports": 1}}, format="json"
+    )
+    assert broken.status_code == 400

@@ -1,0 +1,85 @@
+"""The designer's automation contract: `manage.py design plan|export|import|can-i`."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+
+from designer.models import Design
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    try:
+        call_command("design", *args, stdout=out, stderr=io.StringIO())
+    except SystemExit as exc:
+        return int(exc.code or 0), out.getvalue()
+    return 0, out.getvalue()
+
+
+@pytest.mark.parametrize(("gpus", "leaves", "spines", "cables"),
+                         [(256, 8, 4, 256), (512, 16, 8, 512), (1024, 32, 16, 1024),
+                          (2048, 64, 32, 2048)])  # fmt: skip
+def test_reference_rows_through_the_cli(gpus, leaves, spines, cables):
+    code, out = run("plan", "--topology", "rail-optimized", "--gpus", str(gpus),
+                    "--node-type", "DGX-H100", "--switch", "QM9700", "--json")  # fmt: skip
+    assert code == 0
+    body = json.loads(out)
+    required = {"topology", "nodes", "gpus", "endpoints", "switches", "cables", "transceivers",
+                "oversubscription", "bisection_bandwidth_gbps", "diameter_switch_hops",
+                "power_w", "cost", "warnings", "errors"}  # fmt: skip
+    assert required <= set(body)
+    assert body["switches"] == {"leaf": leaves, "spine": spines, "core": 0,
+                                "total": leaves + spines}  # fmt: skip
+    assert body["cables"]["node_leaf"] == cables and body["cables"]["leaf_spine"] == cables
+    assert body["cables"]["total"] == 2 * cables
+
+
+def test_three_level_16k():
+    code, out = run("plan", "--gpus", "16384", "--levels", "3", "--json")
+    body = json.loads(out)
+    assert code == 0
+    assert body["switches"] == {"leaf": 512, "spine": 512, "core": 256, "total": 1280}
+    assert body["cables"]["total"] == 3 * 16384
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--gpus", "0"],
+        ["--gpus", "256", "--switch", "nope"],
+        ["--gpus", "256", "--oversubscription", "1:0"],
+    ],
+)
+def test_impossible_input_exits_non_zero_with_errors_in_json(args):
+    code, out = run("plan", *args, "--json")
+    assert code != 0
+    assert json.loads(out)["errors"]
+
+
+def test_save_then_export(tmp_path):
+    code, out = run("plan", "--topology", "rail-optimized", "--gpus", "256", "--json",
+                    "--save", "cli-su1")  # fmt: skip
+    body = json.loads(out)
+    assert code == 0 and body["revision"] == 1
+    assert Design.objects.get(pk=body["design_id"]).name == "cli-su1"
+    target = tmp_path / "su1.topo"
+    code, _ = run("export", "--design", f"{body['design_id']}/1", "--format", "ibnetdiscover",
+                  "--output", str(target))  # fmt: skip
+    assert code == 0 and target.read_text().count("\nswitchguid=") == 12
+    code, out = run("import", "--file", str(target), "--name", "cli-import", "--json")
+    assert code == 0 and json.loads(out)["switches"]["total"] == 12
+    code, out = run("export", "--design", "cli-su1", "--format", "slurm-topology")
+    assert code == 0 and "SwitchName=" in out
+
+
+def test_can_i_explains_the_seed_claim():
+    code, out = run("can-i", "--gpus", "2048", "--switches", "10", "--switch", "QM9700", "--json")
+    body = json.loads(out)
+    assert code == 1 and body["feasible"] is False
+    assert any("640" in s for s in body["steps"])

@@ -1,0 +1,136 @@
+"""The published DGX SuperPOD rows and the 3-level counts from the brief, exactly."""
+
+from __future__ import annotations
+
+import pytest
+
+from designer.plan import plan
+from designer.sizing import fewest_dividing, tree_shape
+from tests.designer.conftest import links_between
+
+
+@pytest.mark.parametrize(
+    ("sus", "gpus", "leaves", "spines", "node_leaf", "leaf_spine"),
+    [
+        (1, 256, 8, 4, 256, 256),
+        (2, 512, 16, 8, 512, 512),
+        (4, 1024, 32, 16, 1024, 1024),
+        (8, 2048, 64, 32, 2048, 2048),
+    ],
+)
+def test_superpod_reference_rows(catalogue, sus, gpus, leaves, spines, node_leaf, leaf_spine):
+    # given the published SuperPOD parameters (DGX-H100, QM9700)
+    result = plan({"topology": "rail-optimized", "gpus": gpus, "node_type": "DGX-H100",
+                   "switch": "QM9700"}, catalogue)  # fmt: skip
+    # then the summary reproduces the row
+    s = result.summary()
+    assert s["errors"] == []
+    assert s["gpus"] == gpus and s["nodes"] == sus * 32 and s["endpoints"] == gpus
+    assert (s["switches"]["leaf"], s["switches"]["spine"], s["switches"]["core"]) == (
+        leaves, spines, 0)  # fmt: skip
+    assert s["switches"]["total"] == leaves + spines
+    assert s["cables"]["node_leaf"] == node_leaf
+    assert s["cables"]["leaf_spine"] == leaf_spine
+    assert s["oversubscription"] == "1:1"
+    assert s["diameter_switch_hops"] == 2
+    assert s["bisection_bandwidth_gbps"] == gpus * 400 / 2
+    # and every leaf is one rail of one SU with 32 nodes below it
+    leaves_seen = [sw for sw in result.graph.switches.values() if sw.tier == "leaf"]
+    assert {(sw.su, sw.index) for sw in leaves_seen} == {
+        (su, r) for su in range(sus) for r in range(8)}  # fmt: skip
+
+
+def test_rail_leaf_carries_only_its_rail(one_su):
+    for lk in one_su.links:
+        if lk.tier == "node_leaf":
+            leaf = one_su.switches[lk.b]
+            assert one_su.nodes[lk.a].rails[lk.a_port - 1] == leaf.index
+
+
+@pytest.mark.parametrize(
+    ("endpoints", "leaves", "spines", "cores"),
+    [(16_384, 512, 512, 256), (4_096, 128, 128, 64)],
+)
+def test_three_level_counts(catalogue, endpoints, leaves, spines, cores):
+    result = plan({"topology": "fat-tree", "nodes": endpoints, "node_type": "generic",
+                   "gpus_per_node": 1, "hcas_per_node": 1}, catalogue)  # fmt: skip
+    s = result.summary()
+    assert s["errors"] == []
+    assert s["levels"] == 3
+    assert (s["switches"]["leaf"], s["switches"]["spine"], s["switches"]["core"]) == (
+        leaves, spines, cores)  # fmt: skip
+    # a non-blocking L-level tree uses L cables per host port
+    assert s["cables"]["total"] == 3 * endpoints
+    assert s["diameter_switch_hops"] == 4
+
+
+def test_16k_gpu_rail_optimised_is_1280_switches(catalogue):
+    s = plan({"topology": "rail-optimized", "gpus": 16_384}, catalogue).summary()
+    assert s["switches"]["total"] == 1_280
+    assert s["cables"] == {"node_leaf": 16_384, "leaf_spine": 16_384, "spine_core": 16_384,
+                           "total": 49_152}  # fmt: skip
+
+
+def test_spines_divide_uplinks_not_ceiling(catalogue):
+    # 3 SUs: 24 leaves × 32 uplinks = 768 ports → ⌈768/64⌉ = 12 spines would not divide 32
+    s = plan({"topology": "rail-optimized", "gpus": 768}, catalogue)
+    assert s.summary()["switches"]["spine"] == 16
+    per_leaf = links_between(s.graph, "leaf", "spine")
+    assert {c for counts in per_leaf.values() for c in counts.values()} == {2}
+    assert all(len(counts) == 16 for counts in per_leaf.values())
+
+
+def test_fewest_dividing_rule():
+    assert fewest_dividing(768, 64, 32) == 16
+    assert fewest_dividing(256, 64, 32) == 4
+    assert fewest_dividing(4096, 64, 32) is None
+
+
+def test_levels_auto_switches_to_three_beyond_k_squared_over_two():
+    assert tree_shape(2048, 64).levels == 2
+    assert tree_shape(2049, 64).levels == 3
+    assert tree_shape(64, 64).levels == 1
+
+
+def test_forced_two_levels_beyond_capacity_is_a_precise_error(catalogue):
+    s = plan({"topology": "fat-tree", "gpus": 4096, "levels": 2}, catalogue).summary()
+    assert s["errors"] == [
+        "2 levels of QM9700 (64 ports) reach at most 2,048 endpoints at 1:1; 4,096 requested: "
+        "use levels 3 or auto"
+    ]
+
+
+def test_forced_three_levels_small_fabric(catalogue):
+    result = plan({"topology": "rail-optimized", "gpus": 2048, "levels": 3}, catalogue)
+    s = result.summary()
+    assert result.ok and s["levels"] == 3
+    assert (s["switches"]["leaf"], s["switches"]["spine"], s["switches"]["core"]) == (64, 64, 32)
+    assert s["diameter_switch_hops"] == 4  # two pods: leaf → spine → core → spine → leaf
+
+
+def test_oversubscribed_leaf_ratio_and_bisection(catalogue):
+    s = plan({"topology": "fat-tree", "nodes": 2016, "node_type": "generic", "gpus_per_node": 1,
+              "hcas_per_node": 1, "oversubscription": "2:1"}, catalogue).summary()  # fmt: skip
+    assert s["errors"] == []
+    assert s["oversubscription"] == "2:1"
+    assert s["bisection_bandwidth_gbps"] == pytest.approx(2016 * 400 / 2 / 2, rel=0.02)
+
+
+def test_manager_slot_gives_31_nodes_and_an_appliance_per_su(catalogue):
+    result = plan({"topology": "rail-optimized", "nodes": 248, "manager_slot": True}, catalogue)
+    s = result.summary()
+    assert s["errors"] == []
+    assert not any("an SU holds" in w for w in s["warnings"])
+    assert s["nodes"] == 248 and s["gpus"] == 1984
+    assert (s["switches"]["leaf"], s["switches"]["spine"]) == (64, 32)
+    appliances = [n for n in result.graph.nodes.values() if n.role == "manager"]
+    assert len(appliances) == 8
+    # the appliance takes the 32nd slot on the first rails of its SU
+    ports = {(lk.b, lk.b_port) for lk in result.graph.links if lk.a == "su01-ufm"}
+    assert ports == {("su01-leaf-r1", 32), ("su01-leaf-r2", 32)}
+
+
+def test_manager_slot_with_gpus_not_filling_sus_warns(catalogue):
+    s = plan({"topology": "rail-optimized", "gpus": 2048, "manager_slot": True},
+             catalogue).summary()  # fmt: skip
+    assert any("an SU holds 31 nodes" in w for w in s["warnings"])

@@ -1,0 +1,1 @@
+"""Fabric operations tests: OpenSM artefacts, diags parsers, and the real OpenSM-on-ibsim lab."""
