@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "django_vite",
     "console.tenancy",
     "designer",
+    "console.fabric",
     "console.live",
     "console.web",
 ]
