@@ -43,3 +43,178 @@ class Fabric(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class FabricPartition(models.Model):
+    """A partition the fabric should carry. Operators define some by hand (``source=manual``);
+    reservations contribute theirs through scheduling (``source=reservation``)."""
+
+    class Source(models.TextChoices):
+        MANUAL = "manual"
+        RESERVATION = "reservation"
+
+    fabric = models.ForeignKey(Fabric, on_delete=models.CASCADE, related_name="partitions")
+    name = models.CharField(max_length=64)
+    pkey = models.PositiveIntegerField()
+    sl = models.PositiveSmallIntegerField(default=0)
+    ipoib = models.BooleanField(default=False)
+    # [["0x0002c90300000101", "full"|"limited"|"both"], …] — port GUIDs or OpenSM keywords.
+    members = models.JSONField(default=list)
+    source = models.CharField(max_length=12, choices=Source.choices, default=Source.MANUAL)
+    tenant = models.ForeignKey(
+        "tenancy.Tenant", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["fabric", "pkey"]
+        constraints = [
+            models.UniqueConstraint(fields=["fabric", "pkey"], name="partition_pkey_unique"),
+            models.UniqueConstraint(fields=["fabric", "name"], name="partition_name_unique"),
+            models.CheckConstraint(
+                name="partition_pkey_range", condition=models.Q(pkey__gte=1, pkey__lte=0x7FFE)
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} (0x{self.pkey:04x})"
+
+
+class PortAdminState(models.Model):
+    """A switch port the operator wants administratively down (isolated or unused)."""
+
+    fabric = models.ForeignKey(Fabric, on_delete=models.CASCADE, related_name="port_admin")
+    switch = models.CharField(max_length=64)
+    port = models.PositiveSmallIntegerField()
+    enabled = models.BooleanField(default=False)
+    reason = models.CharField(max_length=200, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["fabric", "switch", "port"]
+        constraints = [
+            models.UniqueConstraint(fields=["fabric", "switch", "port"], name="port_admin_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.switch}[{self.port}] {'up' if self.enabled else 'down'}"
+
+
+class ChangeRequest(models.Model):
+    """Desired state → rendered artefacts → diff → (approval) → apply → verify → outcome."""
+
+    class Status(models.TextChoices):
+        PENDING_APPROVAL = "pending_approval"
+        QUEUED = "queued"
+        APPLYING = "applying"
+        VERIFYING = "verifying"
+        APPLIED = "applied"  # verified on the fabric
+        UNCHANGED = "unchanged"  # desired already applied: nothing to push
+        PREVIEWED = "previewed"  # dry run: diff computed, nothing changed
+        FAILED = "failed"  # refused (lint) or could not apply; live state untouched
+        ROLLED_BACK = "rolled_back"  # applied, verification failed, last known good restored
+        CANCELLED = "cancelled"
+
+    TERMINAL = frozenset(
+        {Status.APPLIED, Status.UNCHANGED, Status.PREVIEWED, Status.FAILED,
+         Status.ROLLED_BACK, Status.CANCELLED}
+    )  # fmt: skip
+
+    fabric = models.ForeignKey(Fabric, on_delete=models.CASCADE, related_name="changes")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    dry_run = models.BooleanField(default=False)
+    reason = models.CharField(max_length=200, blank=True)
+    requested_by = models.ForeignKey(
+        "auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    requested_by_label = models.CharField(max_length=200, blank=True)
+    approved_by = models.ForeignKey(
+        "auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    approved_at = models.DateTimeField(null=True, blank=True)
+    correlation_id = models.CharField(max_length=64, blank=True)
+    desired = models.JSONField(default=dict)  # partitions, qos, port admin: declarative
+    artefacts = models.JSONField(default=dict)  # file name → rendered text
+    diff = models.TextField(blank=True)  # unified diff against what is applied
+    # A database lease: one worker at a time per change (and per fabric), expiring if it dies.
+    lease_owner = models.CharField(max_length=100, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    outcome = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["fabric", "status"])]
+
+    def __str__(self) -> str:
+        return f"change {self.pk} on {self.fabric} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in self.TERMINAL
+
+
+class ChangeStep(models.Model):
+    """One step of a change on one target (render, lint, swap, reload, verify, rollback…)."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        OK = "ok"
+        FAILED = "failed"
+        SKIPPED = "skipped"
+
+    change = models.ForeignKey(ChangeRequest, on_delete=models.CASCADE, related_name="steps")
+    seq = models.PositiveSmallIntegerField()
+    name = models.CharField(max_length=40)
+    target = models.CharField(max_length=100, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    log = models.TextField(blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_s = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["change", "seq"]
+        constraints = [models.UniqueConstraint(fields=["change", "seq"], name="step_seq_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.seq}. {self.name} {self.target} ({self.status})"
+
+
+class AppliedState(models.Model):
+    """What the fabric verifiably carries now (the last verified change's desired state)."""
+
+    fabric = models.OneToOneField(Fabric, on_delete=models.CASCADE, related_name="applied")
+    desired = models.JSONField(default=dict)
+    artefacts = models.JSONField(default=dict)
+    change = models.ForeignKey(
+        ChangeRequest, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    verified_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"applied state of {self.fabric_id}"
+
+
+class DiscoveryRun(models.Model):
+    """One ibnetdiscover sweep, and its comparison with the design and the routing check."""
+
+    fabric = models.ForeignKey(Fabric, on_delete=models.CASCADE, related_name="discoveries")
+    created_at = models.DateTimeField(auto_now_add=True)
+    duration_s = models.FloatField(default=0)
+    topology = models.JSONField(default=dict)  # discovered graph: nodes, links, GUIDs, LIDs, rates
+    summary = models.JSONField(default=dict)
+    compare = models.JSONField(default=dict)  # missing / extra / miswired links, mismatches, fixes
+    routing = models.JSONField(default=dict)  # configured vs in-use routing engine, evidence
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"discovery {self.pk} of {self.fabric_id}"
