@@ -129,6 +129,12 @@ def parse_dims(text: str | None) -> tuple[int, ...] | None:
     return dims
 
 
+#: Planning limits that keep every request bounded in time and memory (a subnet has 49,151
+#: unicast LIDs; these leave room for multi-subnet what-if sizing).
+MAX_ENDPOINTS = 131_072
+MAX_SWITCHES = 32_768
+
+
 def _positive(name: str, value: int | None) -> None:
     if value is None:
         return
@@ -226,6 +232,15 @@ def resolve(options: PlanOptions, catalogue: Catalogue) -> ResolvedOptions:
                 warnings.append(Issue("warning", "rounded-up", "gpus",
                     f"{options.gpus:,} GPUs need {nodes:,} nodes of {gpn} GPUs "
                     f"({nodes * gpn:,} GPUs)"))  # fmt: skip
+    if nodes * max(hpn, 1) > MAX_ENDPOINTS:
+        fail(
+            "gpus",
+            f"{nodes * hpn:,} endpoints requested: a design has at most "
+            f"{MAX_ENDPOINTS:,} endpoints (one subnet has 49,151 unicast LIDs)",
+        )
+    dims = parse_dims(options.dims) if options.dims else None
+    if dims is not None and math.prod(dims) > MAX_SWITCHES:
+        fail("dims", f"{options.dims} is {math.prod(dims):,} switches: at most {MAX_SWITCHES:,}")
     if issues:
         raise PlanError(issues)
     assert switch is not None and node_type is not None

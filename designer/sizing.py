@@ -151,7 +151,9 @@ def tree_shape(
         f"leaf: {ports} ports = {hosts_max} down + {ports - hosts_max} up at {ratio}; "
         f"leaves: ⌈{endpoints:,} / {hosts_max}⌉ = {first:,}",
     )
-    if levels in (None, 2):
+    two_level_fits = endpoints <= max_endpoints(ports, down, up, 2)
+    if levels in (None, 2) and two_level_fits:
+        # Bounded: within two levels the leaf count is at most the switch's port count.
         best: TreeShape | None = None
         for leaves in range(first, min(endpoints, 2 * first + 8) + 1):
             hosts = -(-endpoints // leaves)
@@ -160,12 +162,18 @@ def tree_shape(
                 best = shape
         if best is not None:
             return TreeShape(**{**best.__dict__, "steps": head + best.steps})
-        if levels == 2:
-            raise PlanError(
-                f"2 levels of {model} ({ports} ports) reach at most "
-                f"{max_endpoints(ports, down, up, 2):,} endpoints at {ratio}; {endpoints:,} "
-                f"requested: use levels 3 or auto", element="levels",
-            )  # fmt: skip
+    if levels == 2:
+        raise PlanError(
+            f"2 levels of {model} ({ports} ports) reach at most "
+            f"{max_endpoints(ports, down, up, 2):,} endpoints at {ratio}; {endpoints:,} "
+            f"requested: use levels 3 or auto", element="levels",
+        )  # fmt: skip
+    if endpoints > max_endpoints(ports, down, up, 3):
+        raise PlanError(
+            f"3 levels of {model} ({ports} ports) reach at most "
+            f"{max_endpoints(ports, down, up, 3):,} endpoints at {ratio}; {endpoints:,} "
+            f"requested: choose a switch with more ports or oversubscribe", element="gpus",
+        )  # fmt: skip
     hosts = -(-endpoints // first)
     shape = three_level(first, hosts, uplinks_for(hosts, down, up), ports)
     if shape is None:

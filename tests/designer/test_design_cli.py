@@ -83,3 +83,18 @@ def test_can_i_explains_the_seed_claim():
     body = json.loads(out)
     assert code == 1 and body["feasible"] is False
     assert any("640" in s for s in body["steps"])
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--gpus", "2000000000"],
+        ["--topology", "torus", "--gpus", "8000", "--dims", "1000x1000x100"],
+        ["--topology", "rail-optimized", "--gpus", "90000000"],
+    ],
+)
+def test_absurd_sizes_are_refused_quickly(args):
+    # Refused by arithmetic before any graph is built (these once took ~60 s and 3.7 GB).
+    code, out = run("plan", *args, "--json")
+    errors = json.loads(out)["errors"]
+    assert code != 0 and any("at most" in e for e in errors), errors
