@@ -8,6 +8,6 @@ export default defineConfig({
     outDir: "dist",
     emptyOutDir: true,
     manifest: "manifest.json",
-    rollupOptions: { input: { main: "src/main.ts" } },
+    rollupOptions: { input: { main: "src/main.ts", designer: "src/designer/main.ts" } },
   },
 });

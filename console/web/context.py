@@ -28,6 +28,7 @@ def principal_for(request: HttpRequest) -> Principal:
 def nav_items(principal: Principal) -> list[NavItem]:
     items = [NavItem("Overview", reverse("web:home"), "home")]
     if principal.role in (Role.OPERATOR, Role.AUDITOR):
+        items.append(NavItem("Designer", reverse("web:designer"), "designer"))
         items.append(NavItem("Tenants", reverse("web:tenants"), "tenants"))
     if principal.role in (Role.OPERATOR, Role.AUDITOR, Role.TENANT_ADMIN):
         items.append(NavItem("Audit log", reverse("web:audit"), "audit"))

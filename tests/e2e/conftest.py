@@ -12,6 +12,16 @@ import shutil
 import pytest
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+#: Also used by tests/benchmarks/bench_designer_canvas.py.
+CHROMIUM_ARGS = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -29,15 +39,7 @@ def browser_type_launch_args(browser_type_launch_args):
     return {
         **browser_type_launch_args,
         "executable_path": CHROMIUM,
-        "args": [
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-        ],
+        "args": list(CHROMIUM_ARGS),
     }
 
 

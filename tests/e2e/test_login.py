@@ -17,7 +17,7 @@ def test_operator_sees_operator_navigation_and_logs_out(
 ):
     page = login("op")
     expect(page.get_by_test_id("role")).to_have_text("operator")
-    assert nav_keys(page) == ["home", "tenants", "audit", "tokens", "api-docs"]
+    assert nav_keys(page) == ["home", "designer", "tenants", "audit", "tokens", "api-docs"]
     expect(page.get_by_test_id("tenant-count")).to_have_text("2")
     page.get_by_test_id("logout").click()
     page.wait_for_url(f"{live_server.url}/login/")

@@ -1,0 +1,165 @@
+"""The browser designer's pages: the parameter form and the canvas of a saved revision.
+
+Thin: the pages carry their initial data as `json_script`; everything else goes through the
+designer REST API (/api/designs/…). The one JSON endpoint here draws an *edited, unsaved* graph
+(the canvas of a saved revision comes from the API), so the browser never lays a graph out itself.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from console.tenancy.errors import ConsoleError
+from console.tenancy.models import Role
+from console.web.context import principal_for
+from designer.canvas import CanvasError, canvas_view
+from designer.errors import DesignerError
+from designer.exports import FORMATS
+from designer.models import Design, DesignRevision
+from designer.options import TOPOLOGIES
+from designer.services import graph_from_payload, load_catalogue
+
+READERS = {Role.OPERATOR, Role.AUDITOR}
+
+
+def _reader(request: HttpRequest) -> bool:
+    """Operators and auditors see the designer (auditors read-only); for anyone else it is 404."""
+    principal = principal_for(request)
+    if principal.role not in READERS:
+        raise Http404
+    return principal.role == Role.OPERATOR and principal.can_write
+
+
+def _catalogue_data() -> dict:
+    cat = load_catalogue()
+    switches = []
+    for m in cat.switches.values():
+        row = asdict(m)
+        row["split_modes"] = {k: list(v) for k, v in m.split_modes.items()}
+        switches.append(row)
+    return {
+        "switches": switches,
+        "nodes": [asdict(n) for n in cat.nodes.values()],
+        "cables": [asdict(c) for c in cat.cables.values()],
+        "transceivers": [asdict(t) for t in cat.transceivers.values()],
+    }
+
+
+@login_required
+def designer_new(request: HttpRequest) -> HttpResponse:
+    """A new design: parameters with instant preview, comparison, save."""
+    editable = _reader(request)
+    designs = Design.objects.order_by("-created_at")[:50]
+    init = {
+        "page": "new",
+        "editable": editable,
+        "topologies": list(TOPOLOGIES),
+        "catalogue": _catalogue_data(),
+        "designs": [
+            {
+                "id": d.id,
+                "name": d.name,
+                "topology": d.topology,
+                "latest": d.latest_revision,
+                "url": reverse("web:designer-design", args=[d.id]),
+            }  # fmt: skip
+            for d in designs
+        ],
+    }
+    context = {"init": init, "designs": init["designs"], "editable": editable, "active": "designer"}
+    return render(request, "web/designer.html", context)
+
+
+@login_required
+def designer_design(
+    request: HttpRequest, design_id: int, revision: int | None = None
+) -> HttpResponse:
+    """The canvas of a saved revision (the latest one unless a number is given)."""
+    editable = _reader(request)
+    design = get_object_or_404(Design, pk=design_id)
+    number = revision if revision is not None else design.latest_revision
+    revisions = list(
+        DesignRevision.objects.filter(design=design)
+        .order_by("number")
+        .values("number", "message", "created_at")
+    )
+    current = next((r for r in revisions if r["number"] == number), None)
+    if current is None:
+        raise Http404
+    init = {
+        "page": "canvas",
+        "editable": editable,
+        "design": {
+            "id": design.id,
+            "name": design.name,
+            "description": design.description,
+            "topology": design.topology,
+            "latest_revision": design.latest_revision,
+        },  # fmt: skip
+        "revision": number,
+        "revisions": [
+            {
+                "number": r["number"],
+                "message": r["message"],
+                "created_at": r["created_at"].isoformat(),
+                "url": reverse("web:designer-revision", args=[design.id, r["number"]]),
+            }  # fmt: skip
+            for r in revisions
+        ],
+        "catalogue": _catalogue_data(),
+        "exports": [
+            {
+                "name": f.name,
+                "filename": f.filename,
+                "description": f.description,
+                "url": f"/api/designs/{design.id}/revisions/{number}/export/{f.name}/",
+            }  # fmt: skip
+            for f in FORMATS.values()
+        ],
+        "canvas_url": reverse("web:designer-canvas"),
+    }
+    context = {
+        "init": init,
+        "design": design,
+        "revision": current,
+        "editable": editable,
+        "active": "designer",
+    }
+    return render(request, "web/designer_canvas.html", context)
+
+
+@login_required
+@require_POST
+def designer_canvas(request: HttpRequest) -> JsonResponse:
+    """Canvas of an edited, unsaved graph: body {"graph", "level", "focus"}."""
+    if not _reader(request):
+        raise Http404
+    try:
+        body = json.loads(request.body or b"{}")
+    except ValueError:
+        return _invalid("the body is not JSON")
+    if not isinstance(body, dict):
+        return _invalid("the body must be an object with graph, level and focus")
+    try:
+        graph = graph_from_payload(body.get("graph"))
+        view = canvas_view(graph, str(body.get("level") or "auto"), body.get("focus") or None)
+    except CanvasError as exc:
+        return _invalid(str(exc), "level")
+    except DesignerError as exc:
+        return _invalid(str(exc))
+    except ConsoleError as exc:
+        return JsonResponse(exc.as_dict(), status=exc.status)
+    return JsonResponse(view)
+
+
+def _invalid(detail: str, field: str = "graph") -> JsonResponse:
+    return JsonResponse(
+        {"code": "invalid", "detail": detail, "fields": {field: [detail]}}, status=400
+    )

@@ -1,0 +1,78 @@
+// One rendering of a plan/validation summary, used by the preview and by the canvas validation.
+
+import { fmt, h, kw, money, tbps } from "../dom";
+import type { Issue, Summary } from "./types";
+
+function tierTable(title: string, key: string, counts: Record<string, number>): HTMLElement {
+  const rows = Object.entries(counts).filter(([tier]) => tier !== "total");
+  return h(
+    "table",
+    { class: "grid compact", testid: `sum-${key}` },
+    h("thead", {}, h("tr", {}, h("th", {}, title), h("th", { class: "num" }, ""))),
+    h(
+      "tbody",
+      {},
+      ...rows.map(([tier, n]) =>
+        h("tr", {}, h("td", {}, tier.replace(/_/g, "–")), h("td", { class: "num", testid: `sum-${key}-${tier}` }, fmt(n))),
+      ),
+      h("tr", { class: "total" }, h("td", {}, "total"), h("td", { class: "num", testid: `sum-${key}-total` }, fmt(counts.total ?? 0))),
+    ),
+  );
+}
+
+export function issueList(issues: Issue[], errors: string[], warnings: string[]): HTMLElement {
+  const items: Issue[] = issues.length
+    ? issues
+    : [
+        ...errors.map((message) => ({ severity: "error", code: "", element: "", message })),
+        ...warnings.map((message) => ({ severity: "warning", code: "", element: "", message })),
+      ];
+  if (!items.length) return h("p", { class: "ok", testid: "issues-none" }, "No problems found.");
+  return h(
+    "ul",
+    { class: "issues", testid: "issues" },
+    ...items.map((i) =>
+      h(
+        "li",
+        { class: `issue issue-${i.severity}`, testid: "issue", "data-severity": i.severity },
+        h("span", { class: "sev" }, i.severity),
+        i.element ? h("code", {}, i.element) : null,
+        " ",
+        i.message,
+      ),
+    ),
+  );
+}
+
+export function renderSummary(target: HTMLElement, s: Summary): void {
+  const figures: [string, string, string][] = [
+    ["GPUs", "gpus", fmt(s.gpus)],
+    ["Nodes", "nodes", fmt(s.nodes)],
+    ["Endpoints", "endpoints", fmt(s.endpoints)],
+    ["Transceivers", "transceivers", fmt(s.transceivers)],
+    ["Oversubscription", "oversubscription", s.oversubscription ?? "–"],
+    ["Bisection", "bisection", tbps(s.bisection_bandwidth_gbps)],
+    ["Diameter", "diameter", s.diameter_switch_hops === null ? "–" : `${s.diameter_switch_hops} switch hops`],
+    ["Power", "power", kw(s.power_w)],
+    ["Cost", "cost", money(s.cost)],
+  ];
+  const errors = s.errors ?? [];
+  const warnings = s.warnings ?? [];
+  target.replaceChildren(
+    h(
+      "p",
+      { class: `verdict ${errors.length ? "bad" : "good"}`, testid: "verdict" },
+      errors.length
+        ? `${errors.length} error${errors.length === 1 ? "" : "s"}`
+        : `${s.topology}: buildable`,
+      warnings.length ? ` · ${warnings.length} warning${warnings.length === 1 ? "" : "s"}` : "",
+    ),
+    h("div", { class: "tier-tables" }, tierTable("Switches", "switches", s.switches ?? {}), tierTable("Cables", "cables", s.cables ?? {})),
+    h(
+      "dl",
+      { class: "figures" },
+      ...figures.flatMap(([label, key, value]) => [h("dt", {}, label), h("dd", { testid: `sum-${key}` }, value)]),
+    ),
+    issueList(s.issues ?? [], errors, warnings),
+  );
+}
