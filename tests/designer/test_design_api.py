@@ -56,6 +56,7 @@ def test_impossible_input_is_a_precise_400(api, payload):
     assert body["code"] == "invalid" and body["detail"] and body["fields"]
 
 
+@pytest.mark.smoke
 def test_save_revise_diff_export(api):
     created = api.post("/api/designs/", {"name": "su1", "options": SU1}, format="json")
     assert created.status_code == 201, created.content
@@ -142,6 +143,7 @@ def test_compare_and_can_i(api):
     assert any("96" in step for step in answer["steps"])
 
 
+@pytest.mark.smoke
 def test_import_roundtrip_through_the_api(api):
     design_id = api.post("/api/designs/", {"name": "src", "options": SU1}, format="json").json()[
         "id"
