@@ -7,9 +7,10 @@ from rest_framework.routers import DefaultRouter
 from console.tenancy.api import urls as tenancy_urls
 from console.tenancy.api.views import MeView
 from designer.api import urls as designer_urls
+from scheduling.api import urls as scheduling_urls
 
 router = DefaultRouter()
-for app_router in (tenancy_urls.router, designer_urls.router):
+for app_router in (tenancy_urls.router, designer_urls.router, scheduling_urls.router):
     router.registry.extend(app_router.registry)
 
 urlpatterns = [

@@ -92,6 +92,74 @@ def seed_designs(actor: Actor) -> list[str]:
     return created
 
 
+DEMO_FABRIC_DESIGN = "superpod-su1"
+DEMO_POOL = "su1"
+# (tenant slug, guaranteed GPUs, borrowable GPUs)
+DEMO_QUOTAS = [("aurora", 128, 64), ("borealis", 64, 32)]
+# (tenant slug, reservation name, GPUs, hours, priority class)
+DEMO_RESERVATIONS = [
+    ("aurora", "llm-pretrain-7b", 64, 8, "training"),
+    ("borealis", "inference-canary", 16, 4, "inference"),
+]
+
+
+def seed_scheduling(actor: Actor) -> list[str]:
+    """The demo fabric's inventory, a pool, quotas for both tenants and a couple of live
+    reservations. The fabric is the one bound to ``superpod-su1`` (the lab start creates it);
+    without one, a lab fabric is bound to the design's latest revision."""
+    import datetime as dt
+
+    from console.fabric.models import Fabric
+    from designer.models import DesignRevision
+    from scheduling.models import Node, Pool, Quota, Reservation
+    from scheduling.services import inventory, quotas, reservations
+
+    operator = Principal(None, Role.OPERATOR, None)
+    created: list[str] = []
+    fabric = Fabric.objects.filter(revision__design__name=DEMO_FABRIC_DESIGN).first()
+    if fabric is None:
+        revision = (
+            DesignRevision.objects.filter(design__name=DEMO_FABRIC_DESIGN)
+            .order_by("-number")
+            .first()
+        )
+        if revision is None:
+            return created
+        with transaction.atomic():
+            fabric, made = Fabric.objects.get_or_create(
+                name=DEMO_FABRIC_DESIGN, defaults={"revision": revision, "driver": "lab"}
+            )
+            if made:
+                audit.record(actor, "fabric.create", fabric, after=audit.snapshot(fabric))
+                created.append(f"fabric {fabric.name}")
+    if any(inventory.import_inventory(fabric, actor=actor).as_dict().values()):
+        created.append(f"inventory of {fabric.name}")
+    pool = Pool.objects.filter(fabric=fabric, name=DEMO_POOL).first()
+    if pool is None:
+        nodes = list(Node.objects.filter(fabric=fabric))
+        pool = inventory.create_pool(actor, operator, fabric=fabric, name=DEMO_POOL,
+                                     kind=Pool.Kind.BY_SU, nodes=nodes,
+                                     description="scalable unit 1: 32 DGX H100")  # fmt: skip
+        created.append(f"pool {pool.name}")
+    tenants = {t.slug: t for t in Tenant.objects.filter(slug__in=[q[0] for q in DEMO_QUOTAS])}
+    for slug, guaranteed, borrow in DEMO_QUOTAS:
+        if slug in tenants and not Quota.objects.filter(tenant=tenants[slug], pool=pool).exists():
+            quotas.set_quota(actor, operator, tenant=tenants[slug], pool=pool,
+                             guaranteed_gpus=guaranteed, borrow_limit_gpus=borrow)  # fmt: skip
+            created.append(f"quota {slug}")
+    for slug, name, gpus, hours, priority in DEMO_RESERVATIONS:
+        tenant = tenants.get(slug)
+        if tenant is None or Reservation.objects.live().filter(tenant=tenant, name=name).exists():
+            continue
+        request = reservations.ReservationRequest(
+            pool_id=pool.pk, gpus=gpus, duration=dt.timedelta(hours=hours),
+            priority_class=priority, name=name, tenant_id=tenant.pk,
+        )  # fmt: skip
+        reservation = reservations.reserve(actor, operator, request)
+        created.append(f"reservation {name} ({reservation.status})")
+    return created
+
+
 def seed_all() -> list[str]:
     actor = Actor.system("demo-seed")
-    return seed_tenancy(actor) + seed_designs(actor)
+    return seed_tenancy(actor) + seed_designs(actor) + seed_scheduling(actor)

@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    "django.contrib.postgres",
     "servestatic",
     "django.contrib.staticfiles",
     "rest_framework",
@@ -62,6 +63,7 @@ INSTALLED_APPS = [
     "console.tenancy",
     "designer",
     "console.fabric",
+    "scheduling",
     "console.live",
     "console.web",
 ]
@@ -240,4 +242,5 @@ LOGGING = {
 
 CELERY_BEAT_SCHEDULE = {
     "tenancy-prune-expired-tokens": {"task": "tenancy.prune_expired_tokens", "schedule": 3600.0},
+    "scheduling-tick": {"task": "scheduling.tick", "schedule": 30.0},
 }

@@ -21,16 +21,28 @@ class ReservationPartition(TypedDict):
 
 
 def desired_reservation_partitions(fabric_id: int) -> list[ReservationPartition]:
-    """Partitions the fabric must carry for live reservations (placed, provisioning, ready)."""
-    return []
+    """Partitions the fabric must carry for live reservations (placed, provisioning, ready).
+
+    Reservations winding down (ending, cancelled, preempted) are left out so the next change
+    removes them; their P_Keys stay reserved until :func:`on_fabric_verified` sees them gone.
+    """
+    from scheduling.services.lifecycle import desired_partitions
+
+    return desired_partitions(fabric_id)  # type: ignore[return-value]
 
 
 def on_fabric_verified(fabric_id: int, *, present_pkeys: set[int], change_id: int) -> None:
     """A change was verified on the fabric: these P_Keys are on their member ports. Reservations
     provisioning with a P_Key in ``present_pkeys`` become ready; releasing ones whose P_Key is no
     longer present become released."""
+    from scheduling.services.lifecycle import fabric_verified
+
+    fabric_verified(fabric_id, set(present_pkeys), change_id)
 
 
 def on_fabric_failed(fabric_id: int, *, change_id: int, error: str) -> None:
     """A change failed or was rolled back; reservations waiting on it stay provisioning and the
     failure is recorded so tenants see why."""
+    from scheduling.services.lifecycle import fabric_failed
+
+    fabric_failed(fabric_id, change_id, error)

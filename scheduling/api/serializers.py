@@ -1,0 +1,212 @@
+"""Serializers of the scheduling API. Writes only validate shapes; services apply the rules."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.db.models import Sum
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from console.fabric.models import Fabric
+from console.tenancy.api.base import TenantField
+from scheduling.models import Pool, PriorityClass, Quota, Reservation
+from scheduling.services import quotas
+from scheduling.services.reservations import MAX_SIZE, ReservationRequest
+
+
+class PoolSerializer(serializers.ModelSerializer):
+    """A pool; on create, its nodes are chosen by ``kind`` (GPU model, SUs or node names)."""
+
+    fabric = serializers.PrimaryKeyRelatedField(queryset=Fabric.objects.all())
+    node_count = serializers.SerializerMethodField()
+    gpus = serializers.SerializerMethodField()
+    gpu_model = serializers.CharField(write_only=True, required=False, allow_blank=True)
+    sus = serializers.ListField(
+        child=serializers.IntegerField(min_value=0), write_only=True, required=False
+    )
+    node_names = serializers.ListField(
+        child=serializers.CharField(max_length=64), write_only=True, required=False
+    )
+
+    class Meta:
+        model = Pool
+        fields = ["id", "fabric", "name", "kind", "description", "node_count", "gpus",
+                  "gpu_model", "sus", "node_names", "created_at"]  # fmt: skip
+        read_only_fields = ["created_at"]
+
+    def get_node_count(self, pool: Pool) -> int:
+        return pool.nodes.count()
+
+    def get_gpus(self, pool: Pool) -> int:
+        return pool.nodes.aggregate(total=Sum("gpus"))["total"] or 0
+
+
+class AvailabilitySlotSerializer(serializers.Serializer):
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField()
+    free_gpus = serializers.IntegerField()
+    free_nodes = serializers.IntegerField()
+    largest_free_leaf_group_nodes = serializers.IntegerField()
+
+
+class AvailabilitySerializer(serializers.Serializer):
+    pool = serializers.IntegerField()
+    total_gpus = serializers.IntegerField()
+    total_nodes = serializers.IntegerField()
+    leaf_groups = serializers.IntegerField()
+    slots = AvailabilitySlotSerializer(many=True)
+
+
+class QuotaUsageSerializer(serializers.Serializer):
+    guaranteed_gpus = serializers.IntegerField()
+    borrow_limit_gpus = serializers.IntegerField()
+    limit_gpus = serializers.IntegerField()
+    used_gpus = serializers.IntegerField()
+    borrowed_gpus = serializers.IntegerField()
+    peak_future_gpus = serializers.IntegerField()
+    headroom_gpus = serializers.IntegerField()
+
+
+class QuotaSerializer(serializers.ModelSerializer):
+    """A tenant's quota in a pool with its usage and headroom now."""
+
+    tenant = TenantField()
+    usage = serializers.SerializerMethodField()
+    guaranteed_gpus = serializers.IntegerField(min_value=0, max_value=MAX_SIZE)
+    borrow_limit_gpus = serializers.IntegerField(min_value=0, max_value=MAX_SIZE, default=0)
+    guaranteed_leaf_groups = serializers.IntegerField(
+        min_value=1, max_value=10_000, required=False, allow_null=True
+    )
+
+    class Meta:
+        model = Quota
+        fields = ["id", "tenant", "pool", "guaranteed_gpus", "borrow_limit_gpus",
+                  "guaranteed_leaf_groups", "usage", "updated_at"]  # fmt: skip
+        read_only_fields = ["updated_at"]
+
+    @extend_schema_field(QuotaUsageSerializer)
+    def get_usage(self, quota: Quota) -> dict:
+        return quotas.quota_usage(quota)
+
+
+class ReservationSerializer(serializers.ModelSerializer):
+    """A reservation as its tenant sees it, with its partition once placed."""
+
+    tenant = serializers.PrimaryKeyRelatedField(read_only=True)
+    pkey_hex = serializers.SerializerMethodField()
+    partition = serializers.CharField(source="partition_name", read_only=True)
+
+    class Meta:
+        model = Reservation
+        fields = ["id", "tenant", "pool", "name", "status", "priority_class", "requested_gpus",
+                  "requested_nodes", "gpu_model", "same_leaf", "max_switch_hops", "rail_aligned",
+                  "start", "end", "gpus", "borrowed", "pkey", "pkey_hex", "partition", "sl",
+                  "placement", "reason", "explanation", "fabric_error", "created_at",
+                  "ready_at", "ended_at"]  # fmt: skip
+        read_only_fields = fields
+
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_pkey_hex(self, reservation: Reservation) -> str | None:
+        return f"0x{reservation.pkey:04x}" if reservation.pkey is not None else None
+
+
+class ReservationRequestSerializer(serializers.Serializer):
+    """A reservation request: size (gpus or nodes), window and constraints."""
+
+    tenant = TenantField(help_text="operators only; tenant users always reserve for themselves")
+    pool = serializers.PrimaryKeyRelatedField(queryset=Pool.objects.all())
+    gpus = serializers.IntegerField(min_value=1, max_value=MAX_SIZE, required=False)
+    nodes = serializers.IntegerField(min_value=1, max_value=MAX_SIZE, required=False)
+    start = serializers.DateTimeField(required=False, allow_null=True, help_text="default: now")
+    end = serializers.DateTimeField(required=False, allow_null=True)
+    duration_minutes = serializers.IntegerField(min_value=1, max_value=90 * 24 * 60,
+                                                required=False)  # fmt: skip
+    priority_class = serializers.ChoiceField(PriorityClass.choices, default=PriorityClass.TRAINING)
+    gpu_model = serializers.CharField(max_length=40, required=False, allow_blank=True, default="")
+    same_leaf = serializers.BooleanField(default=False)
+    max_switch_hops = serializers.IntegerField(min_value=0, max_value=8, required=False,
+                                               allow_null=True)  # fmt: skip
+    rail_aligned = serializers.BooleanField(default=False)
+    name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+
+    def validate(self, attrs: dict) -> dict:
+        if ("gpus" in attrs) == ("nodes" in attrs):
+            raise serializers.ValidationError({"gpus": ["give exactly one of gpus or nodes"]})
+        if attrs.get("end") is None and "duration_minutes" not in attrs:
+            raise serializers.ValidationError({"end": ["give end or duration_minutes"]})
+        if attrs.get("end") is not None and "duration_minutes" in attrs:
+            raise serializers.ValidationError({"end": ["give end or duration_minutes, not both"]})
+        start, end = attrs.get("start"), attrs.get("end")
+        if start is not None and end is not None and end <= start:
+            raise serializers.ValidationError({"end": ["must be after start"]})
+        return attrs
+
+    def to_request(self) -> ReservationRequest:
+        data = self.validated_data
+        minutes = data.get("duration_minutes")
+        tenant = data.get("tenant")
+        return ReservationRequest(
+            pool_id=data["pool"].pk,
+            gpus=data.get("gpus"),
+            nodes=data.get("nodes"),
+            start=data.get("start"),
+            end=data.get("end"),
+            duration=dt.timedelta(minutes=minutes) if minutes else None,
+            priority_class=data["priority_class"],
+            gpu_model=data["gpu_model"],
+            same_leaf=data["same_leaf"],
+            max_switch_hops=data.get("max_switch_hops"),
+            rail_aligned=data["rail_aligned"],
+            name=data["name"],
+            tenant_id=tenant.pk if tenant is not None else None,
+        )
+
+
+class ExtendSerializer(serializers.Serializer):
+    end = serializers.DateTimeField()
+
+
+class PlacementSerializer(serializers.Serializer):
+    nodes = serializers.ListField(child=serializers.CharField())
+    gpu_indices = serializers.ListField(
+        child=serializers.ListField(child=serializers.IntegerField())
+    )
+    leaf_groups = serializers.ListField(child=serializers.CharField())
+    leaves = serializers.ListField(child=serializers.CharField())
+    spines = serializers.ListField(child=serializers.CharField())
+    rail_aligned = serializers.BooleanField()
+    max_switch_hops = serializers.IntegerField()
+    score = serializers.FloatField()
+
+
+class RejectionSerializer(serializers.Serializer):
+    reason = serializers.CharField()
+    message = serializers.CharField()
+    details = serializers.DictField()
+
+
+class PreviewQuotaSerializer(serializers.Serializer):
+    limit_gpus = serializers.IntegerField()
+    guaranteed_gpus = serializers.IntegerField()
+    held_gpus = serializers.IntegerField()
+
+
+class PreviewSerializer(serializers.Serializer):
+    placeable = serializers.BooleanField()
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField()
+    gpus = serializers.IntegerField()
+    borrowed = serializers.BooleanField()
+    quota = PreviewQuotaSerializer()
+    placement = PlacementSerializer(allow_null=True)
+    preempts = serializers.ListField(child=serializers.IntegerField())
+    rejection = RejectionSerializer(allow_null=True)
+
+
+class ReservationRefusedSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    detail = serializers.CharField()
+    fields = serializers.DictField()
+    reservation = ReservationSerializer()

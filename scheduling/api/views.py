@@ -1,0 +1,208 @@
+"""Scheduling endpoints: pools (+ availability), quotas, reservations (create, preview, extend,
+release, cancel). Thin: every rule lives in ``scheduling.services``."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from console.tenancy.api.base import (
+    GlobalResourceMixin,
+    TenantScopedCreateReadViewSet,
+    TenantScopedModelViewSet,
+)
+from console.tenancy.errors import Invalid
+from console.tenancy.models import Role
+from scheduling.api.serializers import (
+    AvailabilitySerializer,
+    ExtendSerializer,
+    PoolSerializer,
+    PreviewSerializer,
+    QuotaSerializer,
+    ReservationRefusedSerializer,
+    ReservationRequestSerializer,
+    ReservationSerializer,
+)
+from scheduling.models import Pool, Quota, Reservation
+from scheduling.services import inventory, lifecycle, quotas, reservations
+from scheduling.services.availability import availability
+
+OPERATORS = frozenset({Role.OPERATOR})
+
+
+class PoolViewSet(
+    GlobalResourceMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
+    """GPU pools of the managed fabrics. Everyone with a role reads (tenants reserve in them);
+    operators create and delete."""
+
+    global_reason = "pools group the operator's nodes; tenants hold quotas in them, not pools"
+    write_roles = OPERATORS
+    queryset = Pool.objects.select_related("fabric")
+    serializer_class = PoolSerializer
+    filterset_fields = ["fabric", "kind"]
+    ordering_fields = ["name", "created_at"]
+
+    def perform_create(self, serializer) -> None:
+        data = serializer.validated_data
+        fabric = data["fabric"]
+        nodes = inventory.select_nodes(
+            fabric,
+            data.get("kind", Pool.Kind.MANUAL),
+            gpu_model=data.get("gpu_model", ""),
+            sus=data.get("sus", ()),
+            names=data.get("node_names", ()),
+        )
+        serializer.instance = inventory.create_pool(
+            self.actor, self.principal, fabric=fabric, name=data["name"],
+            kind=data.get("kind", Pool.Kind.MANUAL), nodes=nodes,
+            description=data.get("description", ""),
+        )  # fmt: skip
+
+    def perform_destroy(self, instance) -> None:
+        inventory.delete_pool(self.actor, self.principal, instance)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("start", OpenApiTypes.DATETIME, description="default: now"),
+            OpenApiParameter("hours", OpenApiTypes.NUMBER, description="default 24"),
+            OpenApiParameter("step_minutes", OpenApiTypes.INT, description="default 60"),
+        ],
+        responses={200: AvailabilitySerializer},
+    )
+    @action(detail=True, methods=["get"])
+    def availability(self, request, pk=None):
+        """Free GPUs, free whole nodes and the largest free leaf group, slot by slot."""
+        params = _AvailabilityParams(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        data = params.validated_data
+        body = availability(
+            self.get_object(),
+            start=data.get("start"),
+            hours=data["hours"],
+            step=dt.timedelta(minutes=data["step_minutes"]),
+        )
+        return Response(AvailabilitySerializer(body).data)
+
+
+class _AvailabilityParams(serializers.Serializer):
+    start = serializers.DateTimeField(required=False)
+    hours = serializers.FloatField(min_value=0.1, max_value=24 * 90, default=24)
+    step_minutes = serializers.IntegerField(min_value=1, max_value=24 * 60, default=60)
+
+
+class QuotaViewSet(TenantScopedModelViewSet):
+    """Tenants' quotas per pool with usage and headroom. Tenants read their own; operators
+    write."""
+
+    queryset = Quota.objects.select_related("pool", "tenant")
+    serializer_class = QuotaSerializer
+    write_roles = OPERATORS
+    filterset_fields = ["tenant", "pool"]
+    ordering_fields = ["pool", "tenant"]
+
+    def perform_create(self, serializer) -> None:
+        data = serializer.validated_data
+        serializer.instance = quotas.set_quota(
+            self.actor, self.principal, tenant=self.tenant_for_create(serializer),
+            pool=data["pool"], guaranteed_gpus=data["guaranteed_gpus"],
+            borrow_limit_gpus=data.get("borrow_limit_gpus", 0),
+            guaranteed_leaf_groups=data.get("guaranteed_leaf_groups"),
+        )  # fmt: skip
+
+    def perform_update(self, serializer) -> None:
+        quota = serializer.instance
+        data = serializer.validated_data
+        if "pool" in data and data["pool"] != quota.pool:
+            raise Invalid("a quota cannot move to another pool", fields={"pool": ["read-only"]})
+        serializer.instance = quotas.set_quota(
+            self.actor, self.principal, tenant=quota.tenant, pool=quota.pool,
+            guaranteed_gpus=data.get("guaranteed_gpus", quota.guaranteed_gpus),
+            borrow_limit_gpus=data.get("borrow_limit_gpus", quota.borrow_limit_gpus),
+            guaranteed_leaf_groups=data.get("guaranteed_leaf_groups",
+                                            quota.guaranteed_leaf_groups),
+        )  # fmt: skip
+
+    def perform_destroy(self, instance) -> None:
+        quotas.delete_quota(self.actor, self.principal, instance)
+
+
+class ReservationViewSet(TenantScopedCreateReadViewSet):
+    """Reservations of GPUs. Create answers 201 when placed, 409 with the stored rejection and
+    its explanation when refused; ``preview`` shows where a request would land."""
+
+    queryset = Reservation.objects.select_related("pool")
+    serializer_class = ReservationSerializer
+    filterset_fields = ["status", "pool", "tenant", "priority_class"]
+    ordering_fields = ["created_at", "start", "end"]
+
+    def get_serializer_class(self):
+        if self.action in {"create", "preview"}:
+            return ReservationRequestSerializer
+        return ReservationSerializer
+
+    @extend_schema(
+        request=ReservationRequestSerializer,
+        responses={201: ReservationSerializer, 409: ReservationRefusedSerializer},
+    )
+    def create(self, request, *args, **kwargs):
+        """Reserve; placed → 201, rejected (capacity, constraints, quota) → 409 with the reason."""
+        serializer = ReservationRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        reservation = reservations.reserve(self.actor, self.principal, serializer.to_request())
+        body = ReservationSerializer(reservation).data
+        if reservation.status == Reservation.Status.REJECTED:
+            refused = {
+                "code": reservation.explanation.get("reason") or "rejected",
+                "detail": reservation.reason,
+                "fields": {},
+                "reservation": body,
+            }
+            return Response(refused, status=status.HTTP_409_CONFLICT)
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=ReservationRequestSerializer, responses={200: PreviewSerializer})
+    @action(detail=False, methods=["post"], safe_post=True)
+    def preview(self, request):
+        """Where the request would land now (or why not, and the earliest window); reserves
+        nothing."""
+        serializer = ReservationRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        body = reservations.preview(self.principal, serializer.to_request())
+        return Response(PreviewSerializer(body).data)
+
+    @extend_schema(request=ExtendSerializer, responses={200: ReservationSerializer})
+    @action(detail=True, methods=["post"])
+    def extend(self, request, pk=None):
+        """Move the end later if the GPUs stay free and the quota allows."""
+        reservation = self.get_object()
+        serializer = ExtendSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        reservation = lifecycle.extend(
+            self.actor, self.principal, reservation, serializer.validated_data["end"]
+        )
+        return Response(ReservationSerializer(reservation).data)
+
+    @extend_schema(request=None, responses={200: ReservationSerializer})
+    @action(detail=True, methods=["post"])
+    def release(self, request, pk=None):
+        """End early: GPUs free now, partition removed from the fabric."""
+        reservation = lifecycle.release(self.actor, self.principal, self.get_object())
+        return Response(ReservationSerializer(reservation).data)
+
+    @extend_schema(request=None, responses={200: ReservationSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        """Withdraw a reservation that is not ready yet."""
+        reservation = lifecycle.cancel(self.actor, self.principal, self.get_object())
+        return Response(ReservationSerializer(reservation).data)

@@ -1,0 +1,254 @@
+"""``manage.py schedule``: replay traces, import inventory, pools, quotas and reservations.
+
+    schedule replay --trace FILE [--format kalos|alibaba|generic] --design DESIGN
+                    --policy topology|first-fit [--json] [--max-jobs N]
+    schedule import-inventory --fabric FABRIC
+    schedule pool-create --fabric FABRIC --name NAME [--kind manual|by_model|by_su]
+                         [--gpu-model M] [--su N …] [--node NAME …]
+    schedule quota --tenant SLUG --pool POOL --guaranteed N [--borrow N]
+    schedule reserve --tenant SLUG --pool POOL (--gpus N | --nodes N) [--start ISO]
+                     (--end ISO | --hours H) [--same-leaf] [--max-hops N] [--rail-aligned]
+                     [--priority training|inference|best-effort] [--preview] [--json]
+    schedule list [--tenant SLUG] [--status S] [--json]
+    schedule release --id N
+    schedule tick
+
+DESIGN is a saved design (id or name; its latest revision) or plan options
+``TOPOLOGY:key=value,…`` as in ``manage.py design plan``, e.g. ``rail-optimized:gpus=2048`` or
+``fat-tree:nodes=64,node_type=DGX-H100,oversubscription=2:1``.
+FABRIC and POOL are ids or names. Refusals exit non-zero with the reason.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.dateparse import parse_datetime
+
+from console.fabric.models import Fabric
+from console.tenancy.context import Actor
+from console.tenancy.errors import ConsoleError
+from console.tenancy.models import Principal, Role, Tenant
+from scheduling.models import Pool, Reservation
+from scheduling.services import inventory, lifecycle, quotas, reservations
+
+OPERATOR = Principal(None, Role.OPERATOR, None)
+
+
+def design_graph(spec: str):
+    """A designer graph from a saved design (id or name) or ``topology:key=value,…`` options."""
+    from designer.models import Design, DesignRevision
+    from designer.plan import plan
+    from designer.services import load_catalogue, revision_graph
+
+    if ":" in spec or spec in {"fat-tree", "rail-optimized", "torus", "dragonfly-plus"}:
+        topology, _, rest = spec.partition(":")
+        options: dict[str, Any] = {"topology": topology}
+        for item in filter(None, rest.split(",")):
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise CommandError(f"design option {item!r} is not key=value")
+            options[key.strip()] = int(value) if value.strip().isdigit() else value.strip()
+        result = plan(options, load_catalogue())
+        if not result.ok:
+            raise CommandError(f"impossible design: {result.summary()['errors']}")
+        return result.graph
+    design = Design.objects.filter(pk=int(spec)).first() if spec.isdigit() else None
+    design = design or Design.objects.filter(name=spec).first()
+    if design is None:
+        raise CommandError(f"no design {spec!r} (give an id, a name or TOPOLOGY:key=value,…)")
+    revision = DesignRevision.objects.get(design=design, number=design.latest_revision)
+    return revision_graph(revision)
+
+
+def _by_id_or_name(model, value: str, label: str):
+    found = model.objects.filter(pk=int(value)).first() if value.isdigit() else None
+    found = found or model.objects.filter(name=value).first()
+    if found is None:
+        raise CommandError(f"no {label} {value!r}")
+    return found
+
+
+def _time(value: str | None, name: str) -> dt.datetime | None:
+    if value is None:
+        return None
+    parsed = parse_datetime(value)
+    if parsed is None:
+        raise CommandError(f"--{name} {value!r} is not an ISO 8601 time (e.g. 2026-12-01T14:00Z)")
+    return parsed
+
+
+class Command(BaseCommand):
+    help = __doc__
+
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        from argparse import RawDescriptionHelpFormatter
+
+        kwargs.setdefault("formatter_class", RawDescriptionHelpFormatter)
+        return super().create_parser(prog_name, subcommand, **kwargs)
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        sub = parser.add_subparsers(dest="action", required=True)
+        p = sub.add_parser("replay", help="replay a job trace through the placement engine")
+        p.add_argument("--trace", required=True, metavar="FILE")
+        p.add_argument("--format", choices=["kalos", "alibaba", "generic"], default="generic")
+        p.add_argument("--design", required=True,
+                       help="saved design id/name, or TOPOLOGY:key=value,… "
+                            "(e.g. rail-optimized:gpus=2048)")  # fmt: skip
+        p.add_argument("--policy", choices=["topology", "first-fit"], default="topology")
+        p.add_argument("--max-jobs", type=int)
+        p.add_argument("--json", action="store_true")
+        p = sub.add_parser("import-inventory", help="nodes, GPUs and HCAs from the fabric design")
+        p.add_argument("--fabric", required=True)
+        p = sub.add_parser("pool-create", help="create a pool")
+        p.add_argument("--fabric", required=True)
+        p.add_argument("--name", required=True)
+        p.add_argument("--kind", choices=Pool.Kind.values, default=Pool.Kind.MANUAL)
+        p.add_argument("--gpu-model", default="")
+        p.add_argument("--su", type=int, action="append", default=[])
+        p.add_argument("--node", action="append", default=[])
+        p = sub.add_parser("quota", help="set a tenant's quota in a pool")
+        p.add_argument("--tenant", required=True, help="tenant slug")
+        p.add_argument("--pool", required=True)
+        p.add_argument("--guaranteed", type=int, required=True)
+        p.add_argument("--borrow", type=int, default=0)
+        p = sub.add_parser("reserve", help="reserve GPUs for a tenant (or --preview)")
+        p.add_argument("--tenant", required=True, help="tenant slug")
+        p.add_argument("--pool", required=True)
+        size = p.add_mutually_exclusive_group(required=True)
+        size.add_argument("--gpus", type=int)
+        size.add_argument("--nodes", type=int)
+        p.add_argument("--start")
+        p.add_argument("--end")
+        p.add_argument("--hours", type=float)
+        p.add_argument("--same-leaf", action="store_true")
+        p.add_argument("--max-hops", type=int)
+        p.add_argument("--rail-aligned", action="store_true")
+        p.add_argument("--gpu-model", default="")
+        p.add_argument("--priority", default="training",
+                       choices=["training", "inference", "best-effort"])  # fmt: skip
+        p.add_argument("--name", default="")
+        p.add_argument("--preview", action="store_true")
+        p.add_argument("--json", action="store_true")
+        p = sub.add_parser("list", help="list reservations")
+        p.add_argument("--tenant")
+        p.add_argument("--status", choices=Reservation.Status.values)
+        p.add_argument("--json", action="store_true")
+        p = sub.add_parser("release", help="release a reservation early")
+        p.add_argument("--id", type=int, required=True)
+        sub.add_parser("tick", help="start due windows, expire ended ones (the periodic task)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        action = options["action"].replace("-", "_")
+        try:
+            getattr(self, f"do_{action}")(options)
+        except ConsoleError as exc:
+            raise CommandError(exc.detail) from None
+
+    # ---------------------------------------------------------------- subcommands
+
+    def do_replay(self, o: dict) -> None:
+        from scheduling.replay import RESULT_KEYS, ReplayOptions, TraceFormatError, load_trace
+        from scheduling.replay import replay as run_replay
+        from scheduling.services.topology import topology_from_graph
+
+        try:
+            jobs = load_trace(o["trace"], o["format"])
+        except (OSError, TraceFormatError) as exc:
+            raise CommandError(str(exc)) from None
+        topology = topology_from_graph(design_graph(o["design"])).topology
+        result = run_replay(jobs, topology, o["policy"], ReplayOptions(max_jobs=o["max_jobs"]))
+        if o["json"]:
+            self.stdout.write(json.dumps({k: result[k] for k in RESULT_KEYS}))
+            return
+        self.stdout.write(f"{o['policy']} on {topology.total_gpus} GPUs ({o['design']}):")
+        for key in RESULT_KEYS:
+            value = result[key]
+            shown = f"{value:.4g}" if isinstance(value, float) else value
+            self.stdout.write(f"  {key:24} {shown}")
+
+    def do_import_inventory(self, o: dict) -> None:
+        fabric = _by_id_or_name(Fabric, o["fabric"], "fabric")
+        result = inventory.import_inventory(fabric, actor=Actor.cli())
+        self.stdout.write(json.dumps(result.as_dict()))
+
+    def do_pool_create(self, o: dict) -> None:
+        fabric = _by_id_or_name(Fabric, o["fabric"], "fabric")
+        nodes = inventory.select_nodes(fabric, o["kind"], gpu_model=o["gpu_model"],
+                                       sus=o["su"], names=o["node"])  # fmt: skip
+        pool = inventory.create_pool(Actor.cli(), OPERATOR, fabric=fabric, name=o["name"],
+                                     kind=o["kind"], nodes=nodes)  # fmt: skip
+        self.stdout.write(f"pool {pool.pk} {pool.name}: {len(nodes)} nodes")
+
+    def do_quota(self, o: dict) -> None:
+        tenant = Tenant.objects.filter(slug=o["tenant"]).first()
+        if tenant is None:
+            raise CommandError(f"no tenant {o['tenant']!r}")
+        pool = _by_id_or_name(Pool, o["pool"], "pool")
+        quota = quotas.set_quota(Actor.cli(), OPERATOR, tenant=tenant, pool=pool,
+                                 guaranteed_gpus=o["guaranteed"],
+                                 borrow_limit_gpus=o["borrow"])  # fmt: skip
+        self.stdout.write(json.dumps(quotas.quota_usage(quota)))
+
+    def do_reserve(self, o: dict) -> None:
+        tenant = Tenant.objects.filter(slug=o["tenant"]).first()
+        if tenant is None:
+            raise CommandError(f"no tenant {o['tenant']!r}")
+        pool = _by_id_or_name(Pool, o["pool"], "pool")
+        request = reservations.ReservationRequest(
+            pool_id=pool.pk, gpus=o["gpus"], nodes=o["nodes"],
+            start=_time(o["start"], "start"), end=_time(o["end"], "end"),
+            duration=dt.timedelta(hours=o["hours"]) if o["hours"] else None,
+            priority_class=o["priority"], gpu_model=o["gpu_model"], same_leaf=o["same_leaf"],
+            max_switch_hops=o["max_hops"], rail_aligned=o["rail_aligned"], name=o["name"],
+            tenant_id=tenant.pk,
+        )  # fmt: skip
+        if o["preview"]:
+            self.stdout.write(json.dumps(reservations.preview(OPERATOR, request), default=str))
+            return
+        reservation = reservations.reserve(Actor.cli(), OPERATOR, request)
+        if o["json"]:
+            self.stdout.write(json.dumps(_row(reservation), default=str))
+        else:
+            self.stdout.write(_line(reservation))
+        if reservation.status == Reservation.Status.REJECTED:
+            sys.exit(2)
+
+    def do_list(self, o: dict) -> None:
+        queryset = Reservation.objects.select_related("tenant", "pool").order_by("pk")
+        if o["tenant"]:
+            queryset = queryset.filter(tenant__slug=o["tenant"])
+        if o["status"]:
+            queryset = queryset.filter(status=o["status"])
+        if o["json"]:
+            self.stdout.write(json.dumps([_row(r) for r in queryset], default=str))
+            return
+        for reservation in queryset:
+            self.stdout.write(_line(reservation))
+
+    def do_release(self, o: dict) -> None:
+        reservation = Reservation.objects.filter(pk=o["id"]).first()
+        if reservation is None:
+            raise CommandError(f"no reservation {o['id']}")
+        self.stdout.write(_line(lifecycle.release(Actor.cli(), OPERATOR, reservation)))
+
+    def do_tick(self, o: dict) -> None:
+        self.stdout.write(json.dumps(lifecycle.tick()))
+
+
+def _row(r: Reservation) -> dict[str, Any]:
+    return {"id": r.pk, "tenant": r.tenant.slug, "pool": r.pool.name, "status": r.status,
+            "gpus": r.gpus, "start": r.start, "end": r.end,
+            "pkey": f"0x{r.pkey:04x}" if r.pkey else None, "nodes": r.placement.get("nodes", []),
+            "reason": r.reason}  # fmt: skip
+
+
+def _line(r: Reservation) -> str:
+    pkey = f"0x{r.pkey:04x}" if r.pkey else "-"
+    text = (f"{r.pk:>5} {r.tenant.slug:<12} {r.pool.name:<12} {r.status:<12} {r.gpus:>5} GPUs "
+            f"{r.start:%Y-%m-%d %H:%M}–{r.end:%H:%M} P_Key {pkey}")  # fmt: skip
+    return f"{text}  {r.reason}" if r.reason else text

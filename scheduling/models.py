@@ -1,0 +1,294 @@
+"""Inventory (nodes, GPUs, HCAs) bound to a fabric, pools, tenants' quotas and reservations.
+
+Inventory rows are expanded from the fabric's design revision (``services.inventory``); the
+placement engine never reads them directly: ``services.topology`` turns a pool into a plain
+:class:`scheduling.placement.PoolTopology` once and caches it.
+
+Double booking is impossible on PostgreSQL: every reserved GPU has a
+:class:`ReservationAllocation` row and an exclusion constraint (``btree_gist``) forbids two rows
+for one GPU with overlapping half-open windows. A reservation's P_Key is unique per fabric for as
+long as it may be on the wire (``pkey_live``), again by a database constraint.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from django.conf import settings
+from django.contrib.postgres.constraints import ExclusionConstraint
+from django.db import models
+
+from console.tenancy.models import TenantOwnedModel, TenantScopedQuerySet
+from scheduling.db import EQUAL, OVERLAPS, TsTzRange
+
+
+class Node(models.Model):
+    """A GPU server of a fabric, bound to the designed node of the same name."""
+
+    class State(models.TextChoices):
+        AVAILABLE = "available"
+        DRAINING = "draining"
+        DOWN = "down"
+        OFF = "off", "powered off"
+
+    fabric = models.ForeignKey("fabric.Fabric", on_delete=models.CASCADE, related_name="nodes")
+    name = models.CharField(max_length=64)
+    node_type = models.CharField(max_length=40, blank=True)
+    su = models.IntegerField(default=-1, help_text="scalable unit (-1: none)")
+    rack = models.CharField(max_length=32, blank=True)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.AVAILABLE)
+    gpu_model = models.CharField(max_length=40, blank=True)
+    gpus = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["fabric", "name"]
+        constraints = [models.UniqueConstraint(fields=["fabric", "name"], name="node_name_unique")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class GPU(models.Model):
+    """One GPU of a node; a failed GPU takes its node out of placement."""
+
+    class Health(models.TextChoices):
+        OK = "ok"
+        DEGRADED = "degraded"
+        FAILED = "failed"
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpu_set")
+    index = models.PositiveSmallIntegerField()
+    model = models.CharField(max_length=40, blank=True)
+    memory_gb = models.PositiveIntegerField(default=0)
+    health = models.CharField(max_length=10, choices=Health.choices, default=Health.OK)
+
+    class Meta:
+        ordering = ["node", "index"]
+        constraints = [models.UniqueConstraint(fields=["node", "index"], name="gpu_index_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.node_id}/gpu{self.index}"
+
+
+class HCA(models.Model):
+    """A compute HCA port of a node: its rail, its port GUID and the leaf port it is cabled to."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="hcas")
+    index = models.PositiveSmallIntegerField(help_text="0-based node port (HCA) number")
+    rail = models.SmallIntegerField(default=-1)
+    port_guid = models.CharField(max_length=18, help_text="0x-prefixed, 16 hex digits")
+    leaf = models.CharField(max_length=64, blank=True)
+    leaf_port = models.PositiveSmallIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["node", "index"]
+        constraints = [models.UniqueConstraint(fields=["node", "index"], name="hca_index_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.node_id}/hca{self.index} {self.port_guid}"
+
+
+class Pool(models.Model):
+    """A named set of a fabric's nodes that quotas and reservations refer to."""
+
+    class Kind(models.TextChoices):
+        BY_MODEL = "by_model", "by GPU model"
+        BY_SU = "by_su", "by scalable unit"
+        MANUAL = "manual"
+
+    fabric = models.ForeignKey("fabric.Fabric", on_delete=models.CASCADE, related_name="pools")
+    name = models.CharField(max_length=64)
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.MANUAL)
+    description = models.TextField(blank=True)
+    nodes = models.ManyToManyField(Node, related_name="pools", blank=True)
+    # Bumped on every membership change: cached topologies are keyed by it.
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["fabric", "name"]
+        constraints = [models.UniqueConstraint(fields=["fabric", "name"], name="pool_name_unique")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class PriorityClass(models.TextChoices):
+    TRAINING = "training"
+    INFERENCE = "inference"
+    BEST_EFFORT = "best-effort"
+
+
+class ServiceLevels(models.Model):
+    """The InfiniBand SL each priority class gets on one fabric (defaults from settings)."""
+
+    fabric = models.OneToOneField(
+        "fabric.Fabric", on_delete=models.CASCADE, related_name="service_levels"
+    )
+    training = models.PositiveSmallIntegerField(default=1)
+    inference = models.PositiveSmallIntegerField(default=2)
+    best_effort = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        verbose_name_plural = "service levels"
+        constraints = [
+            models.CheckConstraint(
+                name="sl_range",
+                condition=models.Q(training__lte=15, inference__lte=15, best_effort__lte=15),
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"SLs of fabric {self.fabric_id}"
+
+
+class Quota(TenantOwnedModel):
+    """A tenant's share of a pool: guaranteed GPUs plus a borrowing limit above them.
+
+    Borrowed GPUs (beyond the guarantee) may be reclaimed when another tenant claims its
+    guarantee. ``guaranteed_leaf_groups`` optionally shapes the guarantee as whole leaf groups
+    (e.g. 2 SUs), so that it is always placeable. The reservation service locks this row first.
+    """
+
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="quotas")
+    guaranteed_gpus = models.PositiveIntegerField(default=0)
+    borrow_limit_gpus = models.PositiveIntegerField(default=0)
+    guaranteed_leaf_groups = models.PositiveSmallIntegerField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["pool", "tenant"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "pool"], name="quota_tenant_pool_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"quota of {self.tenant_id} in {self.pool_id}"
+
+    @property
+    def limit_gpus(self) -> int:
+        """Most GPUs the tenant may hold at once in the pool (guarantee + borrowing)."""
+        return self.guaranteed_gpus + self.borrow_limit_gpus
+
+
+class ReservationQuerySet(TenantScopedQuerySet):
+    def live(self) -> ReservationQuerySet:
+        """Reservations that hold (or will hold) their nodes."""
+        return self.filter(status__in=Reservation.HOLDING)
+
+
+class Reservation(TenantOwnedModel):
+    """A gang of GPUs for a tenant over ``[start, end)``, with its own partition on the fabric.
+
+    requested → placed → provisioning → ready → ending → released; or rejected (``reason``),
+    preempted (borrowed capacity reclaimed, ``reason`` is the notice) or cancelled.
+    """
+
+    class Status(models.TextChoices):
+        REQUESTED = "requested"
+        PLACED = "placed"
+        PROVISIONING = "provisioning"
+        READY = "ready"
+        ENDING = "ending"
+        RELEASED = "released"
+        REJECTED = "rejected"
+        PREEMPTED = "preempted"
+        CANCELLED = "cancelled"
+
+    #: States whose allocations hold nodes (quota usage counts these).
+    HOLDING: ClassVar[tuple[str, ...]] = (Status.PLACED, Status.PROVISIONING, Status.READY)
+
+    pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="reservations")
+    fabric = models.ForeignKey("fabric.Fabric", on_delete=models.PROTECT, related_name="+")
+    name = models.CharField(max_length=100, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.REQUESTED)
+    priority_class = models.CharField(
+        max_length=12, choices=PriorityClass.choices, default=PriorityClass.TRAINING
+    )
+    # What was asked.
+    requested_gpus = models.PositiveIntegerField(null=True, blank=True)
+    requested_nodes = models.PositiveIntegerField(null=True, blank=True)
+    gpu_model = models.CharField(max_length=40, blank=True)
+    same_leaf = models.BooleanField(default=False)
+    max_switch_hops = models.PositiveSmallIntegerField(null=True, blank=True)
+    rail_aligned = models.BooleanField(default=False)
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    # What was granted.
+    gpus = models.PositiveIntegerField(default=0)
+    borrowed = models.BooleanField(default=False)
+    pkey = models.PositiveIntegerField(null=True, blank=True)
+    # True from allocation until the fabric verified the P_Key gone: no reuse meanwhile.
+    pkey_live = models.BooleanField(default=False)
+    sl = models.PositiveSmallIntegerField(default=0)
+    placement = models.JSONField(default=dict, blank=True)
+    reason = models.TextField(blank=True)
+    explanation = models.JSONField(default=dict, blank=True)
+    fabric_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    ready_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ReservationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["fabric", "status"]),
+            models.Index(fields=["pool", "tenant", "status"]),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["fabric", "pkey"],
+                condition=models.Q(pkey_live=True),
+                name="reservation_pkey_live_unique",
+            ),
+            models.CheckConstraint(
+                name="reservation_window_valid", condition=models.Q(end__gt=models.F("start"))
+            ),
+            models.CheckConstraint(
+                name="reservation_pkey_range",
+                condition=models.Q(pkey__isnull=True) | models.Q(pkey__gte=1, pkey__lte=0x7FFE),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.partition_name
+
+    @property
+    def partition_name(self) -> str:
+        """The partition's name on the fabric (``res-42``)."""
+        return f"res-{self.pk}"
+
+
+class ReservationAllocation(models.Model):
+    """One GPU held by a reservation over ``[start, end)``; never two overlapping per GPU."""
+
+    reservation = models.ForeignKey(
+        Reservation, on_delete=models.CASCADE, related_name="allocations"
+    )
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="+")
+    gpu = models.ForeignKey(GPU, on_delete=models.PROTECT, related_name="+")
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+
+    class Meta:
+        ordering = ["reservation", "node", "gpu"]
+        indexes = [models.Index(fields=["node", "end"])]
+        constraints = [
+            models.CheckConstraint(
+                name="allocation_window_valid", condition=models.Q(end__gt=models.F("start"))
+            ),
+            # Created by a PostgreSQL-only migration operation (scheduling.db).
+            ExclusionConstraint(
+                name="allocation_no_double_booking",
+                expressions=[("gpu", EQUAL), (TsTzRange("start", "end"), OVERLAPS)],
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.reservation_id}: gpu {self.gpu_id} [{self.start}, {self.end})"

@@ -1,0 +1,237 @@
+"""Inventory and pools: nodes, GPUs and HCAs expanded from a fabric's design, grouped in pools.
+
+Every mutation is one function (permission check, change, audit row in one transaction).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+from django.db.models import F
+
+from console.tenancy import audit
+from console.tenancy.context import Actor
+from console.tenancy.errors import Conflict, Forbidden, Invalid
+from console.tenancy.models import Principal
+from scheduling.models import GPU, HCA, Node, Pool
+
+#: Memory of the GPU models the catalogue knows (GB); unknown models record 0.
+GPU_MEMORY_GB = {"H100": 80, "H200": 141, "A100": 80, "B200": 192, "GB200": 192, "L40S": 48}
+_GUID = re.compile(r"^(0x)?[0-9a-fA-F]{1,16}$")
+
+
+def require_operator(principal: Principal) -> None:
+    """Refuse anyone but a writing operator."""
+    if not (principal.is_operator and principal.can_write):
+        raise Forbidden("only operators manage inventory, pools and quotas")
+
+
+def format_guid(value: int | str) -> str:
+    """``0x`` + 16 lower-case hex digits, the form partitions.conf and discovery use."""
+    if isinstance(value, str):
+        if not _GUID.match(value.strip()):
+            raise Invalid(f"{value!r} is not a port GUID (up to 16 hex digits, 0x optional)")
+        value = int(value.strip(), 16)
+    return f"0x{value:016x}"
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """What :func:`import_inventory` created (zeros on a repeat run)."""
+
+    nodes: int
+    gpus: int
+    hcas: int
+
+    def as_dict(self) -> dict[str, int]:
+        return {"nodes": self.nodes, "gpus": self.gpus, "hcas": self.hcas}
+
+
+def import_inventory(fabric, *, actor: Actor | None = None) -> ImportResult:
+    """Create the fabric's nodes, GPUs and HCAs from its design revision; idempotent.
+
+    Existing rows are kept as they are (states, health and discovered GUIDs survive a re-run);
+    only missing nodes, GPUs and HCA ports are added, in bulk.
+    """
+    from designer.services import revision_graph
+    from scheduling.services.topology import specs_from_graph
+
+    graph = revision_graph(fabric.revision)
+    specs = {s.name: s for s in specs_from_graph(graph)}
+    actor = actor or Actor.system("scheduling.import_inventory")
+    with transaction.atomic():
+        existing = set(Node.objects.filter(fabric=fabric).values_list("name", flat=True))
+        new_nodes = [
+            Node(
+                fabric=fabric,
+                name=name,
+                node_type=graph.nodes[name].node_type,
+                su=spec.su,
+                rack=graph.nodes[name].rack,
+                gpu_model=spec.gpu_model,
+                gpus=spec.gpus,
+            )
+            for name, spec in specs.items()
+            if name not in existing
+        ]
+        Node.objects.bulk_create(new_nodes, batch_size=1000)
+        nodes = {n.name: n for n in Node.objects.filter(fabric=fabric, name__in=list(specs))}
+        have_gpu = set(GPU.objects.filter(node__fabric=fabric).values_list("node_id", "index"))
+        have_hca = set(HCA.objects.filter(node__fabric=fabric).values_list("node_id", "index"))
+        gpus, hcas = [], []
+        for name, node in nodes.items():
+            spec = specs[name]
+            designed = graph.nodes[name]
+            for i in range(spec.gpus):
+                if (node.pk, i) not in have_gpu:
+                    memory = GPU_MEMORY_GB.get(spec.gpu_model, 0)
+                    gpus.append(GPU(node=node, index=i, model=spec.gpu_model, memory_gb=memory))
+            for i, guid in enumerate(designed.port_guids):
+                if (node.pk, i) in have_hca:
+                    continue
+                link = graph.link_at(name, i + 1)
+                leaf_port = None
+                if link is not None:
+                    leaf_port = link.b_port if link.a == name else link.a_port
+                rail = designed.rails[i] if i < len(designed.rails) else -1
+                hcas.append(
+                    HCA(node=node, index=i, rail=rail, port_guid=format_guid(guid),
+                        leaf=spec.leaves[i], leaf_port=leaf_port)
+                )  # fmt: skip
+        GPU.objects.bulk_create(gpus, batch_size=2000)
+        HCA.objects.bulk_create(hcas, batch_size=2000)
+        result = ImportResult(len(new_nodes), len(gpus), len(hcas))
+        if new_nodes or gpus or hcas:
+            # GPU and node keys are cached in pool topologies: invalidate them.
+            Pool.objects.filter(fabric=fabric).update(version=F("version") + 1)
+            audit.record(
+                actor,
+                "inventory.import",
+                fabric,
+                object_type="fabric.fabric",
+                after={"revision": fabric.revision_id, **result.as_dict()},
+            )
+    return result
+
+
+def update_guids(fabric, guids: dict[str, list[str]], *, actor: Actor | None = None) -> int:
+    """Replace planned port GUIDs with discovered ones: ``{node name: [GUID of port 1, …]}``.
+
+    Returns the number of HCA ports whose GUID changed. Unknown nodes are an error that names
+    them; a node with fewer discovered ports keeps the planned GUIDs of the rest.
+    """
+    actor = actor or Actor.system("scheduling.update_guids")
+    unknown = sorted(set(guids) - set(
+        Node.objects.filter(fabric=fabric, name__in=list(guids)).values_list("name", flat=True)
+    ))  # fmt: skip
+    if unknown:
+        raise Invalid(f"unknown node(s) on fabric {fabric}: {', '.join(unknown[:10])}")
+    wanted = {
+        (name, i): format_guid(g) for name, ports in guids.items() for i, g in enumerate(ports)
+    }
+    changed: list[HCA] = []
+    with transaction.atomic():
+        for hca in HCA.objects.filter(
+            node__fabric=fabric, node__name__in=list(guids)
+        ).select_related("node"):
+            guid = wanted.get((hca.node.name, hca.index))
+            if guid is not None and guid != hca.port_guid:
+                hca.port_guid = guid
+                changed.append(hca)
+        HCA.objects.bulk_update(changed, ["port_guid"], batch_size=2000)
+        if changed:
+            audit.record(actor, "inventory.update_guids", fabric, object_type="fabric.fabric",
+                         after={"ports_changed": len(changed)})  # fmt: skip
+    return len(changed)
+
+
+def set_node_state(actor: Actor, principal: Principal, node: Node, state: str) -> Node:
+    """Mark a node available, draining, down or powered off (operators only)."""
+    require_operator(principal)
+    if state not in Node.State.values:
+        raise Invalid(f"unknown node state {state!r}", fields={"state": [str(Node.State.values)]})
+    with transaction.atomic():
+        node = Node.objects.select_for_update().get(pk=node.pk)
+        before = audit.snapshot(node)
+        node.state = state
+        node.save(update_fields=["state"])
+        audit.record(actor, "node.state", node, before=before, after=audit.snapshot(node))
+    return node
+
+
+def select_nodes(
+    fabric, kind: str, *, gpu_model: str = "", sus: Iterable[int] = (), names: Iterable[str] = ()
+) -> list[Node]:
+    """The fabric's nodes for a pool of ``kind``: by GPU model, by scalable unit or by name."""
+    queryset = Node.objects.filter(fabric=fabric)
+    if kind == Pool.Kind.BY_MODEL:
+        if not gpu_model:
+            raise Invalid("a by_model pool needs gpu_model", fields={"gpu_model": ["required"]})
+        return list(queryset.filter(gpu_model=gpu_model))
+    if kind == Pool.Kind.BY_SU:
+        wanted = sorted(set(sus))
+        if not wanted:
+            raise Invalid("a by_su pool needs scalable units", fields={"sus": ["required"]})
+        return list(queryset.filter(su__in=wanted))
+    if kind == Pool.Kind.MANUAL:
+        names = list(names)
+        found = list(queryset.filter(name__in=names)) if names else list(queryset)
+        missing = sorted(set(names) - {n.name for n in found})
+        if missing:
+            raise Invalid(f"unknown node(s): {', '.join(missing[:10])}", fields={"nodes": missing})
+        return found
+    raise Invalid(f"unknown pool kind {kind!r}", fields={"kind": [str(Pool.Kind.values)]})
+
+
+def create_pool(
+    actor: Actor,
+    principal: Principal,
+    *,
+    fabric,
+    name: str,
+    kind: str = Pool.Kind.MANUAL,
+    nodes: list[Node],
+    description: str = "",
+) -> Pool:
+    """Create a pool of ``nodes`` (operators only)."""
+    require_operator(principal)
+    if any(n.fabric_id != fabric.pk for n in nodes):
+        raise Invalid("every node of a pool must belong to its fabric")
+    try:
+        with transaction.atomic():
+            pool = Pool.objects.create(fabric=fabric, name=name, kind=kind, description=description)
+            pool.nodes.set(nodes)
+            audit.record(actor, "pool.create", pool,
+                         after={**audit.snapshot(pool), "nodes": len(nodes)})  # fmt: skip
+    except IntegrityError as exc:
+        raise Conflict(f"fabric {fabric} already has a pool named {name!r}") from exc
+    return pool
+
+
+def set_pool_nodes(actor: Actor, principal: Principal, pool: Pool, nodes: list[Node]) -> Pool:
+    """Replace a pool's nodes; live reservations keep theirs (they hold allocations)."""
+    require_operator(principal)
+    with transaction.atomic():
+        pool = Pool.objects.select_for_update().get(pk=pool.pk)
+        before = sorted(pool.nodes.values_list("name", flat=True))
+        pool.nodes.set(nodes)
+        Pool.objects.filter(pk=pool.pk).update(version=F("version") + 1)
+        audit.record(actor, "pool.nodes", pool, before={"nodes": before},
+                     after={"nodes": sorted(n.name for n in nodes)})  # fmt: skip
+    pool.refresh_from_db()
+    return pool
+
+
+def delete_pool(actor: Actor, principal: Principal, pool: Pool) -> None:
+    """Delete a pool without reservations (operators only)."""
+    require_operator(principal)
+    with transaction.atomic():
+        audit.record(actor, "pool.delete", pool, before=audit.snapshot(pool))
+        try:
+            with transaction.atomic():
+                pool.delete()
+        except IntegrityError as exc:
+            raise Conflict(f"pool {pool.name!r} still has reservations") from exc

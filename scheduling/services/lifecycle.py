@@ -1,0 +1,321 @@
+"""A reservation after placement: extend, release, cancel, preempt, expire, and what the fabric
+verified.
+
+requested → placed → provisioning → ready → ending → released; rejected, preempted, cancelled.
+A reservation is READY only when fabric operations verified its P_Key on its ports; it is
+RELEASED only when the P_Key is verified gone. Its P_Key stays reserved (``pkey_live``) until then.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from console.tenancy import audit
+from console.tenancy.context import Actor
+from console.tenancy.errors import Conflict, Forbidden, Invalid
+from console.tenancy.models import Principal, Tenant
+from scheduling.models import HCA, Quota, Reservation, ReservationAllocation
+from scheduling.services.quotas import usage
+from scheduling.services.reservations import MAX_WINDOW, enqueue_reconcile, lock_nodes
+
+S = Reservation.Status
+TRANSITIONS: dict[str, frozenset[str]] = {
+    S.REQUESTED: frozenset({S.PLACED, S.PROVISIONING, S.REJECTED}),
+    S.PLACED: frozenset({S.PROVISIONING, S.ENDING, S.CANCELLED, S.PREEMPTED}),
+    S.PROVISIONING: frozenset({S.READY, S.ENDING, S.CANCELLED, S.PREEMPTED}),
+    S.READY: frozenset({S.ENDING, S.PREEMPTED}),
+    S.ENDING: frozenset({S.RELEASED}),
+}
+#: States whose partition may be on the wire and must be removed before the P_Key is free.
+WINDING_DOWN = (S.ENDING, S.CANCELLED, S.PREEMPTED)
+#: Reconcile again for reservations stuck this long in provisioning or ending.
+STUCK_AFTER = dt.timedelta(minutes=2)
+
+
+class IllegalTransition(Conflict):
+    code = "illegal_transition"
+
+
+def transition(reservation: Reservation, new: str) -> None:
+    """Move to ``new`` or refuse with 409 naming both states."""
+    if new not in TRANSITIONS.get(reservation.status, frozenset()):
+        raise IllegalTransition(f"a reservation that is {reservation.status} cannot become {new}")
+    reservation.status = new
+
+
+def _check_access(principal: Principal, reservation: Reservation) -> None:
+    if not principal.can_write:
+        raise Forbidden("read-only access: this action changes data")
+    if not principal.is_operator and reservation.tenant_id != principal.tenant_id:
+        raise Forbidden("not your reservation")
+
+
+def _locked(reservation: Reservation) -> Reservation:
+    return Reservation.objects.select_for_update().get(pk=reservation.pk)
+
+
+def truncate_allocations(reservation: Reservation, at: dt.datetime) -> None:
+    """Free the reservation's GPUs from ``at`` on (its past stays recorded)."""
+    ReservationAllocation.objects.filter(reservation=reservation, start__gte=at).delete()
+    ReservationAllocation.objects.filter(reservation=reservation, end__gt=at).update(end=at)
+    if reservation.start < at < reservation.end:
+        reservation.end = at
+
+
+def _wind_down(
+    actor: Actor,
+    reservation: Reservation,
+    new: str,
+    action: str,
+    *,
+    at: dt.datetime | None = None,
+    **extra: Any,
+) -> None:
+    before = audit.snapshot(reservation)
+    now = at or timezone.now()
+    transition(reservation, new)
+    truncate_allocations(reservation, now)
+    reservation.ended_at = now
+    for key, value in extra.items():
+        setattr(reservation, key, value)
+    reservation.save()
+    audit.record(actor, action, reservation, before=before, after=audit.snapshot(reservation))
+    enqueue_reconcile(reservation.fabric_id)
+
+
+def release(actor: Actor, principal: Principal, reservation: Reservation) -> Reservation:
+    """End a reservation early: its GPUs are free now, its partition is removed (→ ending).
+
+    A reservation whose window has not started is cancelled instead.
+    """
+    _check_access(principal, reservation)
+    with transaction.atomic():
+        reservation = _locked(reservation)
+        if reservation.status == S.PLACED and reservation.start > timezone.now():
+            _wind_down(actor, reservation, S.CANCELLED, "reservation.cancel")
+        else:
+            _wind_down(actor, reservation, S.ENDING, "reservation.release")
+    return reservation
+
+
+def cancel(actor: Actor, principal: Principal, reservation: Reservation) -> Reservation:
+    """Withdraw a reservation that is not ready yet (a ready one is released)."""
+    _check_access(principal, reservation)
+    with transaction.atomic():
+        reservation = _locked(reservation)
+        _wind_down(actor, reservation, S.CANCELLED, "reservation.cancel")
+    return reservation
+
+
+def preempt(actor: Actor, reservation_id: int, *, by: Tenant, now: dt.datetime) -> Reservation:
+    """Reclaim a borrowed reservation for ``by``'s guaranteed request; the reason is the notice."""
+    reservation = Reservation.objects.select_for_update().get(pk=reservation_id)
+    notice = (
+        f"preempted at {now:%Y-%m-%d %H:%M} UTC: borrowed capacity reclaimed for a guaranteed "
+        f"reservation of tenant {by.name!r}"
+    )
+    # Freed from exactly the instant the claiming reservation starts.
+    _wind_down(actor, reservation, S.PREEMPTED, "reservation.preempt", at=now, reason=notice)
+    return reservation
+
+
+def extend(
+    actor: Actor, principal: Principal, reservation: Reservation, new_end: dt.datetime
+) -> Reservation:
+    """Move a live reservation's end later, if its GPUs are free and the quota allows."""
+    _check_access(principal, reservation)
+    if timezone.is_naive(new_end):
+        raise Invalid("end needs a time zone", fields={"end": ["give an offset or Z"]})
+    try:
+        with transaction.atomic():
+            # Same lock order as reserve: quota row, then nodes in primary-key order.
+            quota = (
+                Quota.objects.select_for_update()
+                .filter(tenant_id=reservation.tenant_id, pool_id=reservation.pool_id)
+                .first()
+            )
+            reservation = _locked(reservation)
+            if reservation.status not in Reservation.HOLDING:
+                raise IllegalTransition(f"a reservation that is {reservation.status} cannot be "
+                                        "extended")  # fmt: skip
+            if new_end <= reservation.end:
+                raise Invalid("the new end must be later (release to end early)",
+                              fields={"end": ["not after the current end"]})  # fmt: skip
+            if new_end - reservation.start > MAX_WINDOW:
+                raise Invalid(f"windows are at most {MAX_WINDOW.days} days",
+                              fields={"end": ["too far"]})  # fmt: skip
+            mine = ReservationAllocation.objects.filter(reservation=reservation)
+            lock_nodes(mine.values("node_id"))
+            _check_extension_quota(reservation, quota, new_end)
+            clash = (
+                ReservationAllocation.objects.filter(
+                    gpu_id__in=mine.values("gpu_id"), start__lt=new_end, end__gt=reservation.end
+                )
+                .exclude(reservation=reservation)
+                .order_by("start")
+                .first()
+            )
+            if clash is not None:
+                raise Conflict(
+                    f"its GPUs are reserved from {clash.start:%Y-%m-%d %H:%M} UTC; the longest "
+                    f"extension ends then",
+                    code="booked",
+                )
+            before = audit.snapshot(reservation)
+            mine.update(end=new_end)
+            reservation.end = new_end
+            reservation.save(update_fields=["end", "updated_at"])
+            audit.record(actor, "reservation.extend", reservation, before=before,
+                         after=audit.snapshot(reservation))  # fmt: skip
+    except IntegrityError as exc:
+        raise Conflict("its GPUs were reserved concurrently; try again", code="booked") from exc
+    return reservation
+
+
+def _check_extension_quota(reservation: Reservation, quota: Quota | None, new_end) -> None:
+    limit = quota.limit_gpus if quota else 0
+    held = usage(reservation.tenant_id, reservation.pool_id, reservation.end, new_end,
+                 exclude=reservation.pk)  # fmt: skip
+    if held + reservation.gpus > limit:
+        raise Conflict(
+            f"over quota: extending keeps {reservation.gpus} GPUs while the tenant holds up to "
+            f"{held} others in that time, of a limit of {limit}",
+            code="over_quota",
+        )
+
+
+# ---------------------------------------------------------------- the periodic tick
+
+
+def tick(now: dt.datetime | None = None) -> dict[str, int]:
+    """Start due windows (placed → provisioning), expire ended ones (→ ending), re-enqueue stuck
+    reconciles. Idempotent; the Celery beat runs it every 30 s."""
+    now = now or timezone.now()
+    actor = Actor.system("task:scheduling.tick")
+    counts = {"started": 0, "expired": 0, "reconciles": 0}
+    with transaction.atomic():
+        due = Reservation.objects.select_for_update(skip_locked=True).filter(
+            status__in=Reservation.HOLDING, end__lte=now
+        )
+        for reservation in due:
+            before = audit.snapshot(reservation)
+            transition(reservation, S.ENDING)
+            reservation.ended_at = now
+            reservation.save()
+            audit.record(actor, "reservation.expire", reservation, before=before,
+                         after=audit.snapshot(reservation))  # fmt: skip
+            enqueue_reconcile(reservation.fabric_id)
+            counts["expired"] += 1
+        starting = Reservation.objects.select_for_update(skip_locked=True).filter(
+            status=S.PLACED, start__lte=now, end__gt=now
+        )
+        for reservation in starting:
+            before = audit.snapshot(reservation)
+            transition(reservation, S.PROVISIONING)
+            reservation.save()
+            audit.record(actor, "reservation.start", reservation, before=before,
+                         after=audit.snapshot(reservation))  # fmt: skip
+            enqueue_reconcile(reservation.fabric_id)
+            counts["started"] += 1
+        stuck = set(
+            Reservation.objects.filter(
+                status__in=(S.PROVISIONING, S.ENDING), updated_at__lt=now - STUCK_AFTER
+            ).values_list("fabric_id", flat=True)
+        )
+        for fabric_id in stuck:
+            enqueue_reconcile(fabric_id)
+        counts["reconciles"] = len(stuck)
+    return counts
+
+
+# ---------------------------------------------------------------- fabric operations' callbacks
+
+
+def desired_partitions(fabric_id: int) -> list[dict[str, Any]]:
+    """Partitions of the fabric's reservations that hold nodes (see fabric_interface)."""
+    reservations = list(
+        Reservation.objects.filter(
+            fabric_id=fabric_id, status__in=Reservation.HOLDING, pkey__isnull=False
+        ).order_by("pkey")
+    )
+    nodes_of: dict[int, set[int]] = {r.pk: set() for r in reservations}
+    for res_id, node_id in (
+        ReservationAllocation.objects.filter(reservation__in=reservations)
+        .values_list("reservation_id", "node_id")
+        .distinct()
+    ):
+        nodes_of[res_id].add(node_id)
+    all_nodes = set().union(*nodes_of.values()) if nodes_of else set()
+    guids: dict[int, list[str]] = {}
+    for node_id, guid in HCA.objects.filter(node_id__in=all_nodes).values_list(
+        "node_id", "port_guid"
+    ):
+        guids.setdefault(node_id, []).append(guid)
+    partitions = []
+    for r in reservations:
+        members = sorted(g for n in nodes_of[r.pk] for g in guids.get(n, []))
+        partitions.append({
+            "reservation_id": r.pk,
+            "tenant_id": r.tenant_id,
+            "name": r.partition_name,
+            "pkey": r.pkey,
+            "sl": r.sl,
+            "members": [[guid, "full"] for guid in members],
+        })  # fmt: skip
+    return partitions
+
+
+def fabric_verified(fabric_id: int, present_pkeys: set[int], change_id: int) -> dict[str, int]:
+    """Provisioning reservations whose P_Key is present → ready; winding-down ones whose P_Key is
+    gone free it (ending → released)."""
+    actor = Actor.system(f"fabric.verify:change-{change_id}")
+    now = timezone.now()
+    counts = {"ready": 0, "released": 0}
+    with transaction.atomic():
+        for reservation in Reservation.objects.select_for_update().filter(
+            fabric_id=fabric_id, status=S.PROVISIONING, pkey__in=present_pkeys
+        ):
+            before = audit.snapshot(reservation)
+            transition(reservation, S.READY)
+            reservation.ready_at = now
+            reservation.fabric_error = ""
+            reservation.save()
+            audit.record(actor, "reservation.ready", reservation, before=before,
+                         after=audit.snapshot(reservation))  # fmt: skip
+            counts["ready"] += 1
+        gone = Reservation.objects.select_for_update().filter(
+            fabric_id=fabric_id, pkey_live=True, status__in=WINDING_DOWN
+        )
+        for reservation in gone.exclude(pkey__in=present_pkeys):
+            before = audit.snapshot(reservation)
+            if reservation.status == S.ENDING:
+                transition(reservation, S.RELEASED)
+            reservation.pkey_live = False
+            reservation.fabric_error = ""
+            reservation.save()
+            audit.record(actor, "reservation.released", reservation, before=before,
+                         after=audit.snapshot(reservation))  # fmt: skip
+            counts["released"] += 1
+    return counts
+
+
+def fabric_failed(fabric_id: int, change_id: int, error: str) -> int:
+    """Record a failed or rolled-back change on the reservations waiting for it."""
+    actor = Actor.system(f"fabric.verify:change-{change_id}")
+    message = f"fabric change {change_id} failed: {error}"[:2000]
+    waiting = 0
+    with transaction.atomic():
+        for reservation in Reservation.objects.select_for_update().filter(
+            fabric_id=fabric_id, status__in=(S.PROVISIONING, S.ENDING)
+        ):
+            before = audit.snapshot(reservation)
+            reservation.fabric_error = message
+            reservation.save(update_fields=["fabric_error", "updated_at"])
+            audit.record(actor, "reservation.fabric_failed", reservation, before=before,
+                         after=audit.snapshot(reservation))  # fmt: skip
+            waiting += 1
+    return waiting

@@ -1,0 +1,173 @@
+"""Tenants' quotas per pool: guarantee + borrowing, usage and headroom, SLs per priority class.
+
+Usage is the **peak** number of GPUs a tenant holds at once over a window (a sweep over its live
+reservations), so future reservations that never overlap do not add up, and a quota holds at every
+instant. The reservation service locks the quota row before counting.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Sum
+from django.utils import timezone
+
+from console.tenancy import audit
+from console.tenancy.context import Actor
+from console.tenancy.errors import Conflict, Invalid
+from console.tenancy.models import Principal, Tenant
+from scheduling.models import Pool, PriorityClass, Quota, Reservation, ServiceLevels
+from scheduling.services.inventory import require_operator
+
+DEFAULT_SLS = {"training": 1, "inference": 2, "best-effort": 0}
+FAR_FUTURE = dt.datetime.max.replace(tzinfo=dt.UTC)
+
+
+def service_level(fabric_id: int, priority_class: str) -> int:
+    """The SL of a priority class on a fabric (its ServiceLevels row, else settings defaults)."""
+    row = ServiceLevels.objects.filter(fabric_id=fabric_id).first()
+    if row is not None:
+        return {
+            PriorityClass.TRAINING: row.training,
+            PriorityClass.INFERENCE: row.inference,
+            PriorityClass.BEST_EFFORT: row.best_effort,
+        }[PriorityClass(priority_class)]
+    defaults = {**DEFAULT_SLS, **getattr(settings, "SCHEDULING_SERVICE_LEVELS", {})}
+    return int(defaults[priority_class])
+
+
+def peak_usage(windows: Iterable[tuple[dt.datetime, dt.datetime, int]]) -> int:
+    """Most GPUs held at once by half-open ``(start, end, gpus)`` windows."""
+    events: list[tuple[dt.datetime, int]] = []
+    for start, end, gpus in windows:
+        events.append((start, gpus))
+        events.append((end, -gpus))
+    # Ends sort before starts at the same instant: [a, b) and [b, c) never overlap.
+    events.sort(key=lambda e: (e[0], e[1]))
+    peak = current = 0
+    for _, delta in events:
+        current += delta
+        peak = max(peak, current)
+    return peak
+
+
+def usage(
+    tenant_id: int,
+    pool_id: int,
+    start: dt.datetime,
+    end: dt.datetime = FAR_FUTURE,
+    *,
+    exclude: int | None = None,
+    borrowed_only: bool = False,
+) -> int:
+    """Peak GPUs the tenant holds in the pool over ``[start, end)``."""
+    queryset = Reservation.objects.live().filter(
+        tenant_id=tenant_id, pool_id=pool_id, start__lt=end, end__gt=start
+    )
+    if exclude is not None:
+        queryset = queryset.exclude(pk=exclude)
+    if borrowed_only:
+        queryset = queryset.filter(borrowed=True)
+    windows = [(max(s, start), min(e, end), g) for s, e, g in
+               queryset.values_list("start", "end", "gpus")]  # fmt: skip
+    return peak_usage(windows)
+
+
+def quota_usage(quota: Quota, *, now: dt.datetime | None = None) -> dict[str, int]:
+    """Guarantee, limit, GPUs used now (and borrowed), the future peak and the headroom now."""
+    now = now or timezone.now()
+    second = now + dt.timedelta(seconds=1)
+    used_now = usage(quota.tenant_id, quota.pool_id, now, second)
+    return {
+        "guaranteed_gpus": quota.guaranteed_gpus,
+        "borrow_limit_gpus": quota.borrow_limit_gpus,
+        "limit_gpus": quota.limit_gpus,
+        "used_gpus": used_now,
+        "borrowed_gpus": usage(quota.tenant_id, quota.pool_id, now, second, borrowed_only=True),
+        "peak_future_gpus": usage(quota.tenant_id, quota.pool_id, now),
+        "headroom_gpus": max(0, quota.limit_gpus - used_now),
+    }
+
+
+def pool_capacity_gpus(pool: Pool) -> int:
+    """All GPUs of the pool's nodes."""
+    return pool.nodes.aggregate(total=Sum("gpus"))["total"] or 0
+
+
+def set_quota(
+    actor: Actor,
+    principal: Principal,
+    *,
+    tenant: Tenant,
+    pool: Pool,
+    guaranteed_gpus: int,
+    borrow_limit_gpus: int = 0,
+    guaranteed_leaf_groups: int | None = None,
+) -> Quota:
+    """Create or change a tenant's quota in a pool (operators only).
+
+    Refuses a limit below what the tenant already holds (release first), guarantees that together
+    exceed the pool, and topology-shaped guarantees the pool's leaf groups cannot all hold.
+    """
+    require_operator(principal)
+    if guaranteed_gpus < 0 or borrow_limit_gpus < 0:
+        raise Invalid("quotas cannot be negative")
+    capacity = pool_capacity_gpus(pool)
+    with transaction.atomic():
+        quota = Quota.objects.select_for_update().filter(tenant=tenant, pool=pool).first() or Quota(
+            tenant=tenant, pool=pool
+        )
+        before = audit.snapshot(quota) if quota.pk else None
+        others = Quota.objects.filter(pool=pool).exclude(tenant=tenant)
+        guaranteed_total = (others.aggregate(s=Sum("guaranteed_gpus"))["s"] or 0) + guaranteed_gpus
+        if guaranteed_total > capacity:
+            raise Conflict(
+                f"guarantees in pool {pool.name!r} would total {guaranteed_total} GPUs; "
+                f"the pool has {capacity}",
+                code="over_capacity",
+            )
+        if guaranteed_leaf_groups:
+            from scheduling.services.topology import topology_for_pool
+
+            groups = len(topology_for_pool(pool).groups)
+            shaped = (others.aggregate(s=Sum("guaranteed_leaf_groups"))["s"] or 0) + (
+                guaranteed_leaf_groups
+            )
+            if shaped > groups:
+                raise Conflict(
+                    f"leaf-group guarantees in pool {pool.name!r} would total {shaped}; "
+                    f"the pool has {groups} leaf groups",
+                    code="over_capacity",
+                )
+        held = usage(tenant.pk, pool.pk, timezone.now())
+        limit = guaranteed_gpus + borrow_limit_gpus
+        if limit < held:
+            raise Conflict(
+                f"tenant {tenant.name!r} holds up to {held} GPUs in pool {pool.name!r}; a limit "
+                f"of {limit} is below that (release reservations first)",
+                code="below_usage",
+            )
+        quota.guaranteed_gpus = guaranteed_gpus
+        quota.borrow_limit_gpus = borrow_limit_gpus
+        quota.guaranteed_leaf_groups = guaranteed_leaf_groups
+        try:
+            with transaction.atomic():
+                quota.save()
+        except IntegrityError as exc:
+            raise Conflict("the quota was created concurrently; try again") from exc
+        audit.record(actor, "quota.set", quota, before=before, after=audit.snapshot(quota))
+    return quota
+
+
+def delete_quota(actor: Actor, principal: Principal, quota: Quota) -> None:
+    """Remove a quota of a tenant that holds nothing in the pool any more."""
+    require_operator(principal)
+    with transaction.atomic():
+        quota = Quota.objects.select_for_update().get(pk=quota.pk)
+        if usage(quota.tenant_id, quota.pool_id, timezone.now()):
+            raise Conflict("the tenant still holds reservations in this pool", code="below_usage")
+        audit.record(actor, "quota.delete", quota, before=audit.snapshot(quota))
+        quota.delete()

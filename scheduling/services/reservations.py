@@ -1,0 +1,461 @@
+"""Reservations: preview and reserve, through the pure placement engine, safely under concurrency.
+
+``reserve`` takes its locks in one fixed order (the tenant's quota row, then the pool's node rows
+in primary-key order), counts usage under those locks, builds the engine from database state (no
+ORM in the engine's loop), inserts one allocation per GPU and retries on a serialization failure
+or constraint violation. On PostgreSQL an exclusion constraint makes an overlap impossible even if
+a caller skipped the locks; on SQLite ``BEGIN IMMEDIATE`` serialises writers. A request that
+cannot be placed is stored as ``rejected`` with the engine's explanation.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, OperationalError, transaction
+from django.db.models import Max, Min
+from django.utils import timezone
+
+from console.tenancy import audit
+from console.tenancy.context import Actor
+from console.tenancy.errors import Conflict, Forbidden, Invalid, NotFound
+from console.tenancy.models import Principal, Tenant
+from scheduling.models import (
+    GPU,
+    Node,
+    Pool,
+    PriorityClass,
+    Quota,
+    Reservation,
+    ReservationAllocation,
+)
+from scheduling.placement import (
+    NodeState,
+    Owner,
+    Placement,
+    PlacementEngine,
+    Rejection,
+    Request,
+    reclaim_plan,
+)
+from scheduling.services.quotas import service_level, usage
+from scheduling.services.topology import NamedTopology, pool_topology
+
+log = logging.getLogger(__name__)
+
+MAX_WINDOW = dt.timedelta(days=90)
+#: A start this far in the past is taken as "now" (clock skew, form latency); older is an error.
+PAST_TOLERANCE = dt.timedelta(minutes=5)
+MAX_SIZE = 1_000_000
+MAX_ATTEMPTS = 5
+RETRYABLE_SQLSTATES = {"40001", "40P01"}  # serialization failure, deadlock
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReservationRequest:
+    """What a tenant asks for. Size: ``gpus`` (whole nodes above one node) or ``nodes``.
+
+    Window: ``start`` (default now) and ``end`` or ``duration``. Operators name ``tenant_id``.
+    """
+
+    pool_id: int
+    gpus: int | None = None
+    nodes: int | None = None
+    start: dt.datetime | None = None
+    end: dt.datetime | None = None
+    duration: dt.timedelta | None = None
+    priority_class: str = PriorityClass.TRAINING
+    gpu_model: str = ""
+    same_leaf: bool = False
+    max_switch_hops: int | None = None
+    rail_aligned: bool = False
+    name: str = ""
+    tenant_id: int | None = None
+
+
+@dataclass
+class Snapshot:
+    """A pool's engine loaded with every booking from the database, at ``now``."""
+
+    named: NamedTopology
+    engine: PlacementEngine
+    now: dt.datetime
+
+
+@dataclass
+class Decision:
+    """The outcome of one placement attempt (shared by preview and reserve)."""
+
+    start: dt.datetime
+    end: dt.datetime
+    gpus: int
+    quota: Quota | None
+    held_gpus: int
+    borrowed: bool
+    result: Placement | Rejection
+    code: str = ""  # rejection code: no_quota | over_quota | the engine's reason
+
+    @property
+    def placed(self) -> bool:
+        return isinstance(self.result, Placement)
+
+
+# ---------------------------------------------------------------- validation
+
+
+def window_of(request: ReservationRequest, now: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
+    """The request's half-open window, or a 400 naming the field."""
+    start = request.start or now
+    for field, value in (("start", request.start), ("end", request.end)):
+        if value is not None and timezone.is_naive(value):
+            raise Invalid(f"{field} needs a time zone", fields={field: ["give an offset or Z"]})
+    if start < now - PAST_TOLERANCE:
+        raise Invalid("the window starts in the past", fields={"start": ["in the past"]})
+    start = max(start, now)
+    if request.end is not None and request.duration is not None:
+        raise Invalid("give end or duration, not both", fields={"end": ["or duration"]})
+    if request.duration is not None and request.duration <= dt.timedelta(0):
+        raise Invalid("the duration must be positive", fields={"duration": ["must be positive"]})
+    end = request.end or (start + request.duration if request.duration else None)
+    if end is None:
+        raise Invalid("give end or duration", fields={"end": ["required (or duration)"]})
+    if end <= start:
+        raise Invalid("the window must end after it starts", fields={"end": ["not after start"]})
+    if end - start > MAX_WINDOW:
+        raise Invalid(f"windows are at most {MAX_WINDOW.days} days", fields={"end": ["too far"]})
+    return start, end
+
+
+def engine_request(request: ReservationRequest, start: dt.datetime, end: dt.datetime) -> Request:
+    """The engine's :class:`Request`; size and constraint errors become 400s."""
+    for field in ("gpus", "nodes"):
+        value = getattr(request, field)
+        if value is not None and not 1 <= value <= MAX_SIZE:
+            raise Invalid(f"{field} must be between 1 and {MAX_SIZE}", fields={field: ["range"]})
+    if request.max_switch_hops is not None and request.max_switch_hops < 0:
+        raise Invalid("max_switch_hops cannot be negative", fields={"max_switch_hops": ["< 0"]})
+    if request.priority_class not in PriorityClass.values:
+        raise Invalid("unknown priority class", fields={"priority_class": PriorityClass.values})
+    try:
+        return Request(
+            gpus=request.gpus,
+            nodes=request.nodes,
+            start=start.timestamp(),
+            end=end.timestamp(),
+            gpu_model=request.gpu_model or None,
+            same_leaf=request.same_leaf,
+            max_switch_hops=request.max_switch_hops,
+            rail_aligned=request.rail_aligned,
+        )
+    except ValueError as exc:
+        raise Invalid(str(exc), fields={"gpus": [str(exc)]}) from None
+
+
+def tenant_of(principal: Principal, request: ReservationRequest) -> Tenant:
+    """Tenant users reserve for their own tenant (a posted tenant is ignored); operators name one."""
+    if principal.role is None:
+        raise Forbidden("you have no role in this console")
+    if not principal.sees_all_tenants:
+        return Tenant.objects.get(pk=principal.tenant_id)
+    if request.tenant_id is None:
+        raise Invalid("operators must say which tenant reserves", fields={"tenant": ["required"]})
+    tenant = Tenant.objects.filter(pk=request.tenant_id).first()
+    if tenant is None:
+        raise Invalid("unknown tenant", fields={"tenant": ["unknown"]})
+    return tenant
+
+
+def pool_of(pool_id: int) -> Pool:
+    pool = Pool.objects.select_related("fabric").filter(pk=pool_id).first()
+    if pool is None:
+        raise NotFound("no such pool")
+    return pool
+
+
+# ---------------------------------------------------------------- engine from database state
+
+
+def snapshot(pool: Pool, now: dt.datetime) -> Snapshot:
+    """The pool's engine with node states, failed GPUs and every allocation ending after now."""
+    named = pool_topology(pool)
+    engine = PlacementEngine(named.topology, now=now.timestamp())
+    index_of = {pk: i for i, pk in enumerate(named.node_pks)}
+    states = Node.objects.filter(pools=pool).exclude(state=Node.State.AVAILABLE)
+    for pk, state in states.values_list("pk", "state"):
+        engine.set_node_state(index_of[pk], NodeState(state))
+    failed = GPU.objects.filter(node__pools=pool, health=GPU.Health.FAILED)
+    for pk in set(failed.values_list("node_id", flat=True)):
+        engine.set_node_state(index_of[pk], NodeState.DOWN)
+    gpu_at = {pk: key for key, pk in named.gpu_pks.items()}
+    masks: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    rows = ReservationAllocation.objects.filter(node__pools=pool, end__gt=now)
+    # Integers per GPU, times per reservation: parsing thousands of timestamps costs more
+    # than the placement decision itself.
+    for res_id, gpu_id in rows.values_list("reservation_id", "gpu_id"):
+        node, index = gpu_at[gpu_id]
+        masks[res_id][node] |= 1 << index
+    windows = {
+        row["reservation_id"]: (row["first"], row["last"])
+        for row in rows.order_by()
+        .values("reservation_id")
+        .annotate(first=Min("start"), last=Max("end"))
+    }
+    owners = Reservation.objects.filter(pk__in=list(masks)).values_list(
+        "pk", "tenant_id", "borrowed"
+    )
+    for res_id, tenant_id, borrowed in owners:
+        start, end = windows[res_id]
+        engine.state.book(
+            f"r{res_id}",
+            Owner(tenant=str(tenant_id), borrowed=borrowed),
+            tuple(masks[res_id].items()),
+            start.timestamp(),
+            end.timestamp(),
+        )
+    return Snapshot(named, engine, now)
+
+
+def decide(
+    snap: Snapshot, request: ReservationRequest, tenant: Tenant, pool: Pool, quota: Quota | None
+) -> Decision:
+    """Quota check, then placement (with reclaim of borrowed capacity inside a guarantee)."""
+    start, end = window_of(request, snap.now)
+    wanted = engine_request(request, start, end)
+    engine = snap.engine
+    shape = engine.shape(wanted)
+    gpus = shape.nodes * shape.gpus_per_node if shape else (request.gpus or 0)
+    held = usage(tenant.pk, pool.pk, start, end)
+    if quota is None:
+        message = f"tenant {tenant.name!r} has no quota in pool {pool.name!r}"
+        return Decision(
+            start, end, gpus, None, held, False, Rejection("no_quota", message), "no_quota"
+        )  # type: ignore[arg-type]
+    if held + gpus > quota.limit_gpus:
+        message = (
+            f"over quota: {gpus} GPUs requested; tenant {tenant.name!r} already holds up to {held} "
+            f"GPUs in pool {pool.name!r} in that window, of a limit of {quota.limit_gpus} "
+            f"({quota.guaranteed_gpus} guaranteed + {quota.borrow_limit_gpus} borrowable); "
+            f"headroom {max(0, quota.limit_gpus - held)} GPUs"
+        )
+        details = {"requested_gpus": gpus, "held_gpus": held, "limit_gpus": quota.limit_gpus,
+                   "guaranteed_gpus": quota.guaranteed_gpus,
+                   "borrow_limit_gpus": quota.borrow_limit_gpus}  # fmt: skip
+        rejection = Rejection("over_quota", message, details)  # type: ignore[arg-type]
+        return Decision(start, end, gpus, quota, held, True, rejection, "over_quota")
+    borrowed = held + gpus > quota.guaranteed_gpus
+    result = engine.preview(wanted, explain=True)
+    if isinstance(result, Rejection) and not borrowed:
+        # Within its guarantee the tenant may take back capacity others borrowed.
+        reclaimed = reclaim_plan(engine, wanted, tenant=str(tenant.pk))
+        if isinstance(reclaimed, Placement):
+            result = reclaimed
+    code = "" if isinstance(result, Placement) else str(result.reason)
+    return Decision(start, end, gpus, quota, held, borrowed, result, code)
+
+
+def explanation(decision: Decision) -> dict[str, Any]:
+    """The rejection's figures, with epoch times as ISO strings."""
+    if not isinstance(decision.result, Rejection):
+        return {}
+    details: dict[str, Any] = {}
+    for key, value in decision.result.details.items():
+        if key in {"window_start", "window_end", "earliest_start", "earliest_end"} and isinstance(
+            value, int | float
+        ):
+            value = dt.datetime.fromtimestamp(value, dt.UTC).isoformat()
+        details[key] = value
+    return {"reason": decision.code, "message": decision.result.message, "details": details}
+
+
+# ---------------------------------------------------------------- preview
+
+
+def preview(principal: Principal, request: ReservationRequest) -> dict[str, Any]:
+    """Where the request would land now, with quota figures or the explained rejection.
+
+    Runs exactly the code ``reserve`` runs, without locks and without writing anything.
+    """
+    tenant = tenant_of(principal, request)
+    pool = pool_of(request.pool_id)
+    quota = Quota.objects.filter(tenant=tenant, pool=pool).first()
+    snap = snapshot(pool, timezone.now())
+    decision = decide(snap, request, tenant, pool, quota)
+    body: dict[str, Any] = {
+        "placeable": decision.placed,
+        "start": decision.start,
+        "end": decision.end,
+        "gpus": decision.gpus,
+        "borrowed": decision.borrowed if decision.placed else False,
+        "quota": {
+            "limit_gpus": quota.limit_gpus if quota else 0,
+            "guaranteed_gpus": quota.guaranteed_gpus if quota else 0,
+            "held_gpus": decision.held_gpus,
+        },
+        "placement": None,
+        "preempts": [],
+        "rejection": None,
+    }
+    if isinstance(decision.result, Placement):
+        body["placement"] = snap.named.describe(decision.result)
+        body["preempts"] = [int(b[1:]) for b in decision.result.preempts]
+    else:
+        body["rejection"] = explanation(decision)
+    return body
+
+
+# ---------------------------------------------------------------- reserve
+
+
+def reserve(actor: Actor, principal: Principal, request: ReservationRequest) -> Reservation:
+    """Place and record a reservation (status placed/provisioning) or a rejected one.
+
+    Losers of a race that cannot be retried into a decision get :class:`Conflict` (409).
+    """
+    if not principal.can_write:
+        raise Forbidden("read-only access: reserving changes data")
+    tenant = tenant_of(principal, request)
+    pool = pool_of(request.pool_id)
+    window_of(request, timezone.now())  # a 400 before any lock is taken
+    for _attempt in range(MAX_ATTEMPTS):
+        try:
+            return _reserve_once(actor, principal, tenant, pool, request)
+        except IntegrityError as exc:
+            log.info("reservation retry after constraint violation: %s", exc)
+        except OperationalError as exc:
+            if not _retryable(exc):
+                raise
+            log.info("reservation retry after %s", exc)
+    raise Conflict("the capacity was taken by concurrent requests; try again")
+
+
+def _retryable(exc: OperationalError) -> bool:
+    sqlstate = getattr(exc.__cause__, "sqlstate", None)
+    return sqlstate in RETRYABLE_SQLSTATES or "database is locked" in str(exc)
+
+
+def lock_nodes(node_ids) -> None:
+    """Lock node rows in primary-key order (the fixed order every writer uses)."""
+    list(
+        Node.objects.filter(pk__in=node_ids)
+        .order_by("pk")
+        .select_for_update(of=("self",))
+        .values_list("pk", flat=True)
+    )
+
+
+def _reserve_once(
+    actor: Actor, principal: Principal, tenant: Tenant, pool: Pool, request: ReservationRequest
+) -> Reservation:
+    with transaction.atomic():
+        quota = Quota.objects.select_for_update().filter(tenant=tenant, pool=pool).first()
+        lock_nodes(Node.objects.filter(pools=pool).values("pk"))
+        # The clock is read after the locks: waiting for them may take a while.
+        snap = snapshot(pool, timezone.now())
+        decision = decide(snap, request, tenant, pool, quota)
+        reservation = Reservation(
+            tenant=tenant,
+            pool=pool,
+            fabric_id=pool.fabric_id,
+            name=request.name[:100],
+            created_by_id=principal.user_id,
+            priority_class=request.priority_class,
+            requested_gpus=request.gpus,
+            requested_nodes=request.nodes,
+            gpu_model=request.gpu_model,
+            same_leaf=request.same_leaf,
+            max_switch_hops=request.max_switch_hops,
+            rail_aligned=request.rail_aligned,
+            start=decision.start,
+            end=decision.end,
+        )
+        if not isinstance(decision.result, Placement):
+            reservation.status = Reservation.Status.REJECTED
+            reservation.reason = decision.result.message
+            reservation.explanation = explanation(decision)
+            reservation.save()
+            audit.record(actor, "reservation.reject", reservation,
+                         after=audit.snapshot(reservation))  # fmt: skip
+            return reservation
+        placement = decision.result
+        for victim in placement.preempts:
+            from scheduling.services.lifecycle import preempt
+
+            preempt(actor, int(victim[1:]), by=tenant, now=snap.now)
+        pkey = allocate_pkey(pool.fabric)
+        if pkey is None:
+            raise Conflict(
+                f"fabric {pool.fabric} has no free P_Key in "
+                f"0x{pool.fabric.pkey_min:04x}..0x{pool.fabric.pkey_max:04x}",
+                code="no_pkey",
+            )
+        now_window = decision.start <= snap.now
+        reservation.status = (
+            Reservation.Status.PROVISIONING if now_window else Reservation.Status.PLACED
+        )
+        reservation.gpus = placement.gpus
+        reservation.borrowed = decision.borrowed
+        reservation.pkey = pkey
+        reservation.pkey_live = True
+        reservation.sl = service_level(pool.fabric_id, request.priority_class)
+        reservation.placement = snap.named.describe(placement)
+        reservation.save()
+        named = snap.named
+        ReservationAllocation.objects.bulk_create(
+            [
+                ReservationAllocation(
+                    reservation=reservation,
+                    node_id=named.node_pks[node],
+                    gpu_id=named.gpu_pks[(node, index)],
+                    start=decision.start,
+                    end=decision.end,
+                )
+                for node, indices in zip(placement.node_ids, placement.gpu_indices, strict=True)
+                for index in indices
+            ],
+            batch_size=2000,
+        )
+        audit.record(actor, "reservation.create", reservation,
+                     after=audit.snapshot(reservation))  # fmt: skip
+        enqueue_reconcile(pool.fabric_id)
+    return reservation
+
+
+def allocate_pkey(fabric) -> int | None:
+    """The lowest P_Key of the fabric's range held by no live reservation or other partition.
+
+    Uniqueness among live reservations is a database constraint; a concurrent pick of the same
+    key fails on insert and the caller retries.
+    """
+    from console.fabric.models import FabricPartition
+
+    used = set(
+        Reservation.objects.filter(fabric=fabric, pkey_live=True).values_list("pkey", flat=True)
+    )
+    used |= set(
+        FabricPartition.objects.filter(fabric=fabric)
+        .exclude(source=FabricPartition.Source.RESERVATION)
+        .values_list("pkey", flat=True)
+    )
+    for pkey in range(fabric.pkey_min, fabric.pkey_max + 1):
+        if pkey not in used:
+            return pkey
+    return None
+
+
+def enqueue_reconcile(fabric_id: int) -> None:
+    """After commit, ask fabric operations to converge the fabric (task named, not imported)."""
+    transaction.on_commit(lambda: publish_reconcile(fabric_id))
+
+
+def publish_reconcile(fabric_id: int) -> None:
+    """Publish ``fabric.reconcile``; a broker outage is logged, the periodic tick retries."""
+    from console.celery import app as celery_app
+
+    try:
+        celery_app.send_task("fabric.reconcile", kwargs={"fabric_id": fabric_id})
+    except Exception:  # the reservation is committed; the tick re-enqueues stuck ones
+        log.exception("could not enqueue fabric.reconcile for fabric %s", fabric_id)

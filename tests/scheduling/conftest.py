@@ -1,0 +1,68 @@
+"""Fixtures for the scheduling Django layer: a designed fabric, its inventory, pools and quotas.
+
+The small fabric is a plain fat tree of 16 DGX H100 (128 GPUs):
+
+    [spine-01] [spine-02]
+    [leaf-01] [leaf-02] [leaf-03] [leaf-04]     4 nodes (32 GPUs) under each leaf
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.utils import timezone
+
+from console.fabric.models import Fabric
+from console.tenancy.context import Actor
+from console.tenancy.models import Principal, Role
+from designer import services as designer_services
+from scheduling.models import Node, Pool
+from scheduling.services import inventory, quotas
+from scheduling.services.reservations import ReservationRequest
+
+OPERATOR = Principal(None, Role.OPERATOR, None)
+SYSTEM = Actor.system("tests")
+
+
+def make_fabric(name: str, options: dict, **fabric_kw) -> Fabric:
+    _, revision = designer_services.create_design(SYSTEM, OPERATOR, name=name, options=options)
+    fabric = Fabric.objects.create(name=name, revision=revision, **fabric_kw)
+    inventory.import_inventory(fabric)
+    return fabric
+
+
+def make_pool(fabric: Fabric, name: str = "all", nodes=None) -> Pool:
+    nodes = list(Node.objects.filter(fabric=fabric)) if nodes is None else nodes
+    return inventory.create_pool(SYSTEM, OPERATOR, fabric=fabric, name=name, nodes=nodes)
+
+
+def give_quota(tenant, pool, guaranteed: int, borrow: int = 0):
+    return quotas.set_quota(SYSTEM, OPERATOR, tenant=tenant, pool=pool,
+                            guaranteed_gpus=guaranteed, borrow_limit_gpus=borrow)  # fmt: skip
+
+
+def tenant_principal(tenant, role=Role.TENANT_ADMIN) -> Principal:
+    return Principal(None, role, tenant.pk)
+
+
+def request_for(pool, **kw) -> ReservationRequest:
+    if "end" not in kw:
+        kw.setdefault("duration", dt.timedelta(hours=2))
+    return ReservationRequest(pool_id=pool.pk, **kw)
+
+
+def at(hours: float) -> dt.datetime:
+    """A time ``hours`` from now, rounded to the minute (windows in tests)."""
+    base = timezone.now().replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
+    return base + dt.timedelta(hours=hours)
+
+
+@pytest.fixture
+def fat_tree(db) -> Fabric:
+    return make_fabric("ft16", {"topology": "fat-tree", "nodes": 16, "node_type": "DGX-H100"})
+
+
+@pytest.fixture
+def pool(fat_tree) -> Pool:
+    return make_pool(fat_tree)
