@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "designer",
     "console.fabric",
     "scheduling",
+    "console.telemetry",
     "console.live",
     "console.web",
 ]
@@ -126,7 +127,14 @@ if REDIS_URL:
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {
-                "hosts": [{"address": REDIS_URL}],
+                # max_connections: the async pool per process. redis-py's default (100) raised
+                # on a burst of simultaneous disconnects (docs RELIABILITY 8); size it explicitly.
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "max_connections": int(os.environ.get("CHANNELS_REDIS_POOL", "1000")),
+                    }
+                ],
                 # Explicit, see docs/operations.md: a short expiry keeps ghost members of dead
                 # sockets from piling up after reconnect storms; capacity bounds memory per channel.
                 "group_expiry": 300,
@@ -189,6 +197,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Several models have a `status`; name the fabric pipeline's enums explicitly.
+    "ENUM_NAME_OVERRIDES": {
+        "ChangeStatusEnum": "console.fabric.models.ChangeRequest.Status",
+        "ChangeStepStatusEnum": "console.fabric.models.ChangeStep.Status",
+    },
 }
 
 # --- static and frontend ----------------------------------------------------------------------
@@ -242,5 +255,30 @@ LOGGING = {
 
 CELERY_BEAT_SCHEDULE = {
     "tenancy-prune-expired-tokens": {"task": "tenancy.prune_expired_tokens", "schedule": 3600.0},
+    "fabric-reap-stuck-changes": {"task": "fabric.reap_stuck_changes", "schedule": 60.0},
     "scheduling-tick": {"task": "scheduling.tick", "schedule": 30.0},
+    # Fallback when no `manage.py collector` process runs (skips while one heartbeats).
+    "telemetry-collect": {"task": "telemetry.collect", "schedule": 5.0},
+    "telemetry-prune": {"task": "telemetry.prune", "schedule": 60.0},
 }
+
+# Live telemetry (console/telemetry): sweep interval of the collector, how often averaged samples
+# are stored, how long raw and minute samples are kept, error alarm thresholds (errors per sweep
+# to open, to clear), the lab traffic model on/off.
+TELEMETRY_INTERVAL_S = float(os.environ.get("TELEMETRY_INTERVAL_S", "1.0"))
+TELEMETRY_STORE_INTERVAL_S = float(os.environ.get("TELEMETRY_STORE_INTERVAL_S", "10"))
+TELEMETRY_RAW_RETENTION_S = float(os.environ.get("TELEMETRY_RAW_RETENTION_S", "3600"))
+TELEMETRY_MINUTE_RETENTION_S = float(os.environ.get("TELEMETRY_MINUTE_RETENTION_S", "604800"))
+TELEMETRY_ERROR_OPEN = int(os.environ.get("TELEMETRY_ERROR_OPEN", "10"))
+TELEMETRY_ERROR_CLEAR = int(os.environ.get("TELEMETRY_ERROR_CLEAR", "0"))
+TELEMETRY_ERROR_CLEAR_SWEEPS = int(os.environ.get("TELEMETRY_ERROR_CLEAR_SWEEPS", "5"))
+TELEMETRY_LAB_TRAFFIC = env_bool("TELEMETRY_LAB_TRAFFIC", True)
+# /metrics: an operator/auditor session, or this bearer token (Prometheus scrape config).
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+
+# Fabric push pipeline (console/fabric/changes/pipeline.py): a change's database lease lasts this
+# long without renewal (renewed at every step), a change is tried at most this many times, and
+# a queued change older than this is re-published in case its task was lost.
+FABRIC_CHANGE_LEASE_S = float(os.environ.get("FABRIC_CHANGE_LEASE_S", "120"))
+FABRIC_CHANGE_MAX_ATTEMPTS = int(os.environ.get("FABRIC_CHANGE_MAX_ATTEMPTS", "3"))
+FABRIC_CHANGE_REPUBLISH_S = float(os.environ.get("FABRIC_CHANGE_REPUBLISH_S", "300"))

@@ -2,11 +2,13 @@
 
 from django.urls import include, path
 
+from console.telemetry.api.views import metrics
 from console.web import views as web_views
 
 urlpatterns = [
     path("api/", include("console.api_urls")),
     path("healthz", web_views.healthz, name="healthz"),
+    path("metrics", metrics, name="metrics"),
     path("", include("console.web.urls")),
 ]
 

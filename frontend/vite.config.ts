@@ -8,6 +8,13 @@ export default defineConfig({
     outDir: "dist",
     emptyOutDir: true,
     manifest: "manifest.json",
-    rollupOptions: { input: { main: "src/main.ts", designer: "src/designer/main.ts" } },
+    rollupOptions: {
+      input: {
+        main: "src/main.ts",
+        designer: "src/designer/main.ts",
+        reservations: "src/reservations/main.ts",
+        live: "src/live/main.ts",
+      },
+    },
   },
 });

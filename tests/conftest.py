@@ -92,3 +92,20 @@ def session_client_for():
         return client
 
     return make
+
+
+@pytest.fixture
+def subprocess_env(transactional_db) -> dict[str, str]:
+    """Environment for a ``manage.py`` subprocess that must see this test's database."""
+    import os
+
+    from django.db import connection
+
+    s = connection.settings_dict
+    env = dict(os.environ)
+    if connection.vendor == "postgresql":
+        auth = s["USER"] + (f":{s['PASSWORD']}" if s.get("PASSWORD") else "")
+        env["DATABASE_URL"] = (
+            f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+        )
+    return env

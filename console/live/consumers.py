@@ -21,6 +21,7 @@ class AuthenticatedConsumer(AsyncJsonWebsocketConsumer):
 
     async def connect(self) -> None:
         user = self.scope.get("user")
+        self._closed_early = True
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
@@ -29,6 +30,7 @@ class AuthenticatedConsumer(AsyncJsonWebsocketConsumer):
         if self.principal.role is None:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
+        self._closed_early = False
         self.control_groups = [user_group(user.pk)]
         if token is not None:
             self.control_groups.append(token_group(token.pk))
@@ -92,3 +94,78 @@ class AuthenticatedConsumer(AsyncJsonWebsocketConsumer):
 
 class NotificationsConsumer(AuthenticatedConsumer):
     """``/ws/notifications/``: the per-user stream (later issues add fabric and tenant views)."""
+
+
+class LiveConsumer(AuthenticatedConsumer):
+    """Base of the live streams: one group per socket, access checked before joining, the
+    group's current sequence number sent on subscribe (the client resyncs from REST on a gap)."""
+
+    kind = ""
+
+    async def connect(self) -> None:
+        await super().connect()
+        if not hasattr(self, "control_groups") or getattr(self, "_closed_early", False):
+            return
+        object_id = int(self.scope["url_route"]["kwargs"]["object_id"])
+        if not await database_sync_to_async(self.allowed)(object_id):
+            await self.send_json({"type": "error", "code": "not_found",
+                                  "detail": f"no {self.kind} {object_id} for you"})  # fmt: skip
+            await self.close(code=CLOSE_REVOKED)
+            return
+        self.group = f"{self.kind}.{object_id}"
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        self.control_groups.append(self.group)
+        from console.telemetry.store import current_seq
+
+        seq = await database_sync_to_async(current_seq)(self.group)
+        await self.send_json({"type": "subscribed", "group": self.group, "seq": seq})
+        await self.after_subscribe(object_id)
+
+    def allowed(self, object_id: int) -> bool:
+        raise NotImplementedError
+
+    async def after_subscribe(self, object_id: int) -> None:
+        return None
+
+    async def live_message(self, event: dict) -> None:
+        await self.send_json(event["message"])
+
+
+class FabricConsumer(LiveConsumer):
+    """``/ws/live/fabric/<id>/``: every link and event of a fabric (operators and auditors)."""
+
+    kind = "fabric"
+
+    def allowed(self, object_id: int) -> bool:
+        from console.fabric.models import Fabric
+
+        return self.principal.sees_all_tenants and Fabric.objects.filter(pk=object_id).exists()
+
+
+class TenantConsumer(LiveConsumer):
+    """``/ws/live/tenant/<id>/``: a tenant's reservations' links and events (that tenant only)."""
+
+    kind = "tenant"
+
+    def allowed(self, object_id: int) -> bool:
+        return self.principal.tenant_id == object_id and not self.principal.sees_all_tenants
+
+
+class ChangeConsumer(LiveConsumer):
+    """``/ws/live/change/<id>/``: push progress of one change request (operators, auditors)."""
+
+    kind = "change"
+
+    def allowed(self, object_id: int) -> bool:
+        from console.fabric.models import ChangeRequest
+
+        return (
+            self.principal.sees_all_tenants and ChangeRequest.objects.filter(pk=object_id).exists()
+        )
+
+    async def after_subscribe(self, object_id: int) -> None:
+        from console.telemetry.services import change_progress
+
+        message = await database_sync_to_async(change_progress)(object_id)
+        if message is not None:
+            await self.send_json(dict(message, group=self.group, seq=0))

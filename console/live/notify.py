@@ -27,3 +27,62 @@ def close_user_sockets(user_id: int) -> None:
     if layer is None:
         return
     async_to_sync(layer.group_send)(user_group(user_id), {"type": "access.revoked"})
+
+
+def fabric_group(fabric_id: int) -> str:
+    return f"fabric.{fabric_id}"
+
+
+def tenant_group(tenant_id: int) -> str:
+    return f"tenant.{tenant_id}"
+
+
+def change_group(change_id: int) -> str:
+    return f"change.{change_id}"
+
+
+def publish(group: str, message: dict) -> None:
+    """The one way live messages leave the server: numbered per group, sent after commit.
+
+    Inside a transaction the send waits for the commit (a rolled-back change is never
+    announced); outside one it goes at once.
+    """
+    from django.db import transaction
+
+    def send() -> None:
+        layer = get_channel_layer()
+        if layer is None:
+            return
+        from console.telemetry.store import next_seq
+
+        body = dict(message, group=group, seq=next_seq(group))
+        async_to_sync(layer.group_send)(group, {"type": "live.message", "message": body})
+
+    transaction.on_commit(send)
+
+
+def publish_many(messages: list[tuple[str, dict]]) -> None:
+    """:func:`publish` for a batch (one event-loop hop for the collector's whole sweep)."""
+    from django.db import transaction
+
+    if not messages:
+        return
+
+    def send() -> None:
+        layer = get_channel_layer()
+        if layer is None:
+            return
+        from console.telemetry.store import next_seq
+
+        bodies = [(g, dict(m, group=g, seq=next_seq(g))) for g, m in messages]
+
+        async def go() -> None:
+            import asyncio
+
+            await asyncio.gather(
+                *(layer.group_send(g, {"type": "live.message", "message": b}) for g, b in bodies)
+            )
+
+        async_to_sync(go)()
+
+    transaction.on_commit(send)

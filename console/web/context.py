@@ -29,7 +29,13 @@ def nav_items(principal: Principal) -> list[NavItem]:
     items = [NavItem("Overview", reverse("web:home"), "home")]
     if principal.role in (Role.OPERATOR, Role.AUDITOR):
         items.append(NavItem("Designer", reverse("web:designer"), "designer"))
+        items.append(NavItem("Fabrics", reverse("web:fabrics"), "fabrics"))
+    if principal.role is not None:
+        items.append(NavItem("Live", reverse("web:live"), "live"))
+    if principal.role in (Role.OPERATOR, Role.AUDITOR):
         items.append(NavItem("Tenants", reverse("web:tenants"), "tenants"))
+    if principal.role in (Role.OPERATOR, Role.TENANT_ADMIN, Role.TENANT_MEMBER):
+        items.append(NavItem("Reservations", reverse("web:reservations"), "reservations"))
     if principal.role in (Role.OPERATOR, Role.AUDITOR, Role.TENANT_ADMIN):
         items.append(NavItem("Audit log", reverse("web:audit"), "audit"))
     if principal.role is not None:

@@ -1,7 +1,14 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from console.web import designer_views, views
+from console.web import (
+    designer_views,
+    fabric_change_views,
+    fabric_views,
+    live_views,
+    reservation_views,
+    views,
+)
 
 app_name = "web"
 
@@ -16,6 +23,29 @@ urlpatterns = [
         "designer/<int:design_id>/r/<int:revision>/",
         designer_views.designer_design,
         name="designer-revision",
+    ),
+    path("fabrics/", fabric_views.fabrics, name="fabrics"),
+    path("fabrics/<int:fabric_id>/", fabric_views.fabric_detail, name="fabric"),
+    path("fabrics/<int:fabric_id>/live/", live_views.fabric_live, name="fabric-live"),
+    path("live/", live_views.live_home, name="live"),
+    path(
+        "fabrics/<int:fabric_id>/changes/<int:change_id>/",
+        fabric_change_views.fabric_change,
+        name="fabric-change",
+    ),
+    path("reservations/", reservation_views.reservations, name="reservations"),
+    path("reservations/all/", reservation_views.reservations_all, name="reservations-all"),
+    path("reservations/quotas/", reservation_views.reservation_quotas, name="reservation-quotas"),
+    path(
+        "reservations/occupancy/",
+        reservation_views.reservation_occupancy,
+        name="reservation-occupancy",
+    ),
+    path("reservations/<int:pk>/", reservation_views.reservation_detail, name="reservation"),
+    path(
+        "reservations/<int:pk>/connection/",
+        reservation_views.reservation_connection,
+        name="reservation-connection",
     ),
     path("audit/", views.audit_log, name="audit"),
     path("tenants/", views.tenants, name="tenants"),

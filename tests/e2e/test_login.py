@@ -17,7 +17,17 @@ def test_operator_sees_operator_navigation_and_logs_out(
 ):
     page = login("op")
     expect(page.get_by_test_id("role")).to_have_text("operator")
-    assert nav_keys(page) == ["home", "designer", "tenants", "audit", "tokens", "api-docs"]
+    assert nav_keys(page) == [
+        "home",
+        "designer",
+        "fabrics",
+        "live",
+        "tenants",
+        "reservations",
+        "audit",
+        "tokens",
+        "api-docs",
+    ]
     expect(page.get_by_test_id("tenant-count")).to_have_text("2")
     page.get_by_test_id("logout").click()
     page.wait_for_url(f"{live_server.url}/login/")
@@ -29,7 +39,7 @@ def test_tenant_member_sees_tenant_navigation_only(login, member_a, live_server)
     page = login("member-a")
     expect(page.get_by_test_id("role")).to_have_text("tenant-member")
     expect(page.get_by_test_id("tenant-name")).to_have_text("Tenant A")
-    assert nav_keys(page) == ["home", "tokens", "api-docs"]
+    assert nav_keys(page) == ["home", "live", "reservations", "tokens", "api-docs"]
     response = page.goto(f"{live_server.url}/audit/")
     assert response.status == 404
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -37,7 +38,7 @@ def start_lab(tmp_path: Path, net_text: str) -> Iterator[Callable[..., Lab]]:
             net_text=str(kw.pop("net_text", net_text)),
             workdir=tmp_path / name,
             sm_host=str(kw.pop("sm_host", "hca24")),
-            socket_name=f"t-{tmp_path.name[-20:]}-{name}",
+            socket_name=f"t-{uuid.uuid4().hex[:8]}-{name}",
             **kw,  # type: ignore[arg-type]
         )
         lab = Lab.start(spec)

@@ -3,6 +3,7 @@
 Layout of a lab's workdir::
 
     lab.json          state (pids, socket, paths): lets `lab status` / `lab down` find the lab
+    lids.json         port GUID → [LID, port] of every HCA port, from the ibnetdiscover at subnet up
     fabric.net        the topology ibsim simulates
     console.fifo      ibsim's console input (see :meth:`Lab.console`)
     ibsim.log         ibsim's console output (our commands' replies are read from here)
@@ -33,12 +34,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from console.fabric.diags import mad
 from console.fabric.diags.runner import DiagEnv, DiagError, DiagRunner
 from console.fabric.diags.topology import Topology, parse_topology
 from console.fabric.lab.spec import LabError, LabLimits, LabSpec, find_umad2sim
 from console.fabric.opensm.files import ArtefactStore
 
 STATE_FILE = "lab.json"
+LIDS_FILE = "lids.json"
+# What OpenSM logs (level SYS, flushed: force_log_flush TRUE) when a heavy sweep ends.
+SWEEP_DONE = (b"SUBNET UP", b"Errors during initialization")
 _IBSIM_READY = "Network simulator ready"
 _PROMPT = "sim> "
 
@@ -312,13 +317,28 @@ class Lab:
         for child in self._children:
             child.poll()
 
+    def _refresh(self) -> None:
+        """Re-read lab.json: another process (a worker's push) may have restarted OpenSM, and a
+        stale pid would leave the new OpenSM running after stop() or miss it on reload()."""
+        try:
+            raw = json.loads((self.workdir / STATE_FILE).read_text())
+            fresh = LabState(**raw)
+        except (FileNotFoundError, ValueError, TypeError):
+            return
+        # Only the same incarnation: a lab whose start failed before its first save must not
+        # adopt the pids of an older, stopped lab that used this workdir.
+        if fresh.started_at == self._state.started_at:
+            self._state = fresh
+
     def stop(self) -> None:
         """Stop OpenSM, then ibsim (whole process groups). Safe to call repeatedly."""
+        self._refresh()
         s = self._state
         # OpenSM first: with ibsim gone it can block in a umad read and ignore SIGTERM.
         self._kill(s.opensm_pid, s.opensm_start)
         self._kill(s.ibsim_pid, s.ibsim_start)
         s.state = "stopped"
+        mad.close_shared(lambda env: env.ibsim_sockname == s.ibsim_sockname)
         if self.workdir.exists():
             self._save()
 
@@ -333,10 +353,56 @@ class Lab:
 
     def reload(self) -> None:
         """SIGHUP OpenSM: re-read partitions, QoS policy and reloadable options; heavy sweep."""
+        self._refresh()
         if not _alive(self._state.opensm_pid, self._state.opensm_start):
             raise LabError("OpenSM is not running")
         assert self._state.opensm_pid is not None
         os.kill(self._state.opensm_pid, signal.SIGHUP)
+
+    def sweep_mark(self) -> int:
+        """A mark in OpenSM's log; :meth:`swept_since` tells whether a sweep ended after it.
+
+        Take it before :meth:`reload`: a heavy sweep that ends after the mark ran (at least its
+        end did) after the SIGHUP. The lab's OpenSM flushes every line (force_log_flush TRUE).
+        """
+        try:
+            return self.opensm_log.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def swept_since(self, mark: int) -> bool:
+        """True when OpenSM logged the end of a heavy sweep (SUBNET UP, or its error twin)
+        after ``mark``. A log that shrank (OpenSM restarted on a fresh log) is read whole."""
+        try:
+            with open(self.opensm_log, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                fh.seek(mark if mark <= size else 0)
+                tail = fh.read()
+        except FileNotFoundError:
+            return False
+        return any(word in tail for word in SWEEP_DONE)
+
+    def port_lids(self) -> dict[int, tuple[int, int]]:
+        """Port GUID → (LID, port) of every HCA port as discovered when the subnet came up.
+
+        A hint, not the truth: LIDs are OpenSM's to change. Users check the port behind a LID
+        (NodeInfo) and rediscover on a miss.
+        """
+        try:
+            raw = json.loads((self.workdir / LIDS_FILE).read_text())
+        except (FileNotFoundError, ValueError):
+            return {}
+        return {int(guid, 16): (int(lid), int(port)) for guid, (lid, port) in raw.items()}
+
+    def _save_lids(self, topology: Topology) -> None:
+        lids = {
+            f"{guid:#018x}": [topology.nodes[nid].lid, port]
+            for (nid, port), guid in topology.port_guids.items()
+            if not topology.nodes[nid].is_switch and topology.nodes[nid].lid
+        }
+        tmp = self.workdir / f".{LIDS_FILE}.tmp"
+        tmp.write_text(json.dumps(lids, sort_keys=True))
+        os.replace(tmp, self.workdir / LIDS_FILE)
 
     # -- readiness ---------------------------------------------------------------------------
 
@@ -364,6 +430,7 @@ class Lab:
                     # table queries return only their first record in the lab.
                     found = self.diags(timeout=limits.diag_timeout).ibnetdiscover()
                     if len(found.nodes) >= expected and diags.portinfo(sm.lid, 1).is_active:
+                        self._save_lids(found)
                         break
                     last = f"discovered {len(found.nodes)}/{expected} nodes"
                 else:
@@ -478,8 +545,14 @@ class Lab:
         reply = self.console(f'{verb} "{self.node_id(node)}"[{port}]{suffix}')
         # ibsim answers success silently (Unlink/ReLink) or with "... has been set to N"
         # (PerformanceSet); failures are free text, so look for its failure words only.
+        # Lines starting "ibwarn:" are ibsim's own diagnostics, not a refusal: an Unlink of the
+        # port the switch routes traps through prints "send_trap: routing failed: no route to
+        # dest lid N" and still unlinks the port.
         words = ("not found", "bad ", "invalid", "failed", "can't", "cannot", "usage", "unknown")
-        if any(w in reply.lower() for w in words):
+        verdict = "\n".join(
+            line for line in reply.lower().splitlines() if not line.startswith("ibwarn:")
+        )
+        if any(w in verdict for w in words):
             raise LabError(f"ibsim refused {verb} {node}[{port}]: {reply}")
         return reply
 

@@ -298,6 +298,10 @@ def push_partitions(
     step.status = "ok"
     lkg_text = store.read_lkg(FILENAME)
     previous = parse_partitions(lkg_text, require_default=False) if lkg_text else []
+    # A live file that is not the last known good was swapped by a push that never finished
+    # (a worker killed between swap and SIGHUP): OpenSM may never have read it, so reload it
+    # even though this swap finds nothing to write.
+    interrupted = store.read(FILENAME) != lkg_text
 
     t = time.monotonic()
     step = steps.run("swap")
@@ -311,10 +315,11 @@ def push_partitions(
 
     t = time.monotonic()
     step = steps.run("reload")
-    if swap.changed:
+    reloaded = bool(swap.changed) or interrupted
+    if reloaded:
         target.reload()
         step.status = "ok"
-        step.log.append("SIGHUP sent")
+        step.log.append("SIGHUP sent" + ("" if swap.changed else " (unfinished earlier push)"))
     else:
         step.status = "skipped"
     step.duration_s = time.monotonic() - t
@@ -323,12 +328,12 @@ def push_partitions(
     diags = target.diags(timeout=options.diag_timeout)
     t = time.monotonic()
     step = steps.run("verify")
-    mismatches = _verify(diags, desired, previous, options, step, settle=bool(swap.changed))
+    mismatches = _verify(diags, desired, previous, options, step, settle=reloaded)
     step.duration_s = time.monotonic() - t
     if not mismatches:
         step.status = "ok"
         store.mark_good([FILENAME])
-        return finish("verified" if swap.changed else "unchanged")
+        return finish("verified" if reloaded else "unchanged")
     step.status = "failed"
     step.log += mismatches
 

@@ -18,6 +18,12 @@ from django.core.management.base import BaseCommand
 
 from console.demo import DEMO_ACCOUNTS, DEMO_PASSWORD
 
+DEMO_LAB_DESIGN = "superpod-su1"  # one scalable unit, 256 HCAs: up in about a second
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
 
 class Command(BaseCommand):
     help = "Start the console (web over ASGI, Celery worker and beat) until Ctrl-C."
@@ -25,13 +31,93 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("--host", default=os.environ.get("CONSOLE_HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("CONSOLE_PORT", "8000")))
+        parser.add_argument(
+            "--no-lab",
+            action="store_true",
+            default=os.environ.get("CONSOLE_LAB", "1").lower() in ("0", "false", "no", "off"),
+            help="do not start the demo lab (also CONSOLE_LAB=0)",
+        )
 
-    def handle(self, *args, host: str, port: int, **options) -> None:
+    def handle(self, *args, host: str, port: int, no_lab: bool = False, **options) -> None:
         self._banner(host, port)
-        if settings.EMBEDDED:
-            self._run_embedded(host, port)
-        else:
-            self._run_processes(host, port)
+        lab_fabric = None if no_lab else self._start_demo_lab()
+        # uvicorn re-raises the SIGTERM it caught once it has shut down; with the default
+        # handler that kills the process before the `finally` below stops the lab.
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+        self.collect = not no_lab and self._lab_fabrics_exist()
+        self.stdout.write("  Ctrl-C stops everything.\n\n")
+        self.stdout.flush()
+        try:
+            if settings.EMBEDDED:
+                self._run_embedded(host, port)
+            else:
+                self._run_processes(host, port)
+        finally:
+            if lab_fabric is not None:
+                from console.fabric.labs import stop_lab
+
+                stop_lab(lab_fabric)
+                self.stdout.write(f"lab {lab_fabric.name} stopped.")
+
+    def _start_demo_lab(self):
+        """Start the demo design's lab (reusing its Fabric); returns the Fabric to stop on exit,
+        or None when there is no lab to stop (packages missing, no demo design, already up)."""
+        from console.fabric import labs
+        from console.fabric.lab.spec import LabError
+        from console.fabric.models import Fabric
+        from console.tenancy.context import Actor
+        from console.tenancy.errors import ConsoleError
+        from designer.models import DesignRevision
+
+        missing = labs.missing_packages()
+        if missing:
+            self.stdout.write(
+                f"  Lab fabric:         not started: needs {', '.join(missing)} "
+                f"({labs.INSTALL_HINT})\n"
+            )
+            return None
+        revision = (
+            DesignRevision.objects.filter(design__name=DEMO_LAB_DESIGN).order_by("-number").first()
+        )
+        if revision is None:
+            self.stdout.write(
+                f"  Lab fabric:         not started: no design {DEMO_LAB_DESIGN!r} "
+                "(run `manage.py demo seed`)\n"
+            )
+            return None
+        try:
+            existing = Fabric.objects.filter(revision=revision, driver="lab").first()
+            was_up = existing is not None and labs.lab_status(existing)["state"] == "up"
+            fabric, _ = labs.start_lab(revision, actor=Actor.system("up"))
+        except (ConsoleError, LabError) as exc:
+            self.stdout.write(f"  Lab fabric:         not started: {exc}\n")
+            return None
+        status = labs.lab_status(fabric)
+        self.stdout.write(
+            f"  Lab fabric:         {fabric.name} ({DEMO_LAB_DESIGN}, {status['state']}, "
+            f"routing {status.get('routing', {}).get('in_use')}): "
+            f"/fabrics/{fabric.pk}/\n"
+            f"    diags: {status['env_line']}\n"
+        )
+        return None if was_up else fabric
+
+    def _lab_fabrics_exist(self) -> bool:
+        from console.fabric.models import Fabric
+
+        return Fabric.objects.filter(driver=Fabric.Driver.LAB).exists()
+
+    def _collector_thread(self):
+        """Embedded mode: the live collector runs as a thread (the channel layer is in-memory,
+        so it must share the web process); production runs ``manage.py collector``."""
+        from console.fabric.models import Fabric
+        from console.telemetry.collector import CollectorOptions
+        from console.telemetry.runner import start_thread
+
+        fabrics = list(Fabric.objects.filter(driver=Fabric.Driver.LAB).select_related("revision"))
+        options = CollectorOptions(interval=settings.TELEMETRY_INTERVAL_S,
+                                   lab_traffic=settings.TELEMETRY_LAB_TRAFFIC,
+                                   store_interval=settings.TELEMETRY_STORE_INTERVAL_S)  # fmt: skip
+        return start_thread(fabrics, options)
 
     def _banner(self, host: str, port: int) -> None:
         mode = "embedded (SQLite, in-memory broker)" if settings.EMBEDDED else "production"
@@ -41,7 +127,6 @@ class Command(BaseCommand):
             f"  API docs:           http://{host}:{port}/api/docs/",
             "  Demo accounts (password: " + DEMO_PASSWORD + "):",
             *(f"    {a.username:<10} {a.note}" for a in DEMO_ACCOUNTS),
-            "  Ctrl-C stops everything.",
             "",
         ]
         self.stdout.write("\n".join(lines))
@@ -54,6 +139,7 @@ class Command(BaseCommand):
         from console.celery import app
 
         services = embedded.start(app)
+        stop_collector = self._collector_thread() if self.collect else None
         try:
             uvicorn.run(
                 "console.asgi:application",
@@ -64,6 +150,8 @@ class Command(BaseCommand):
                 ws_max_size=65536,
             )
         finally:
+            if stop_collector is not None:
+                stop_collector.set()
             services.stop()
 
     def _run_processes(self, host: str, port: int) -> None:
@@ -110,6 +198,8 @@ class Command(BaseCommand):
                 settings.CELERY_BEAT_SCHEDULE_FILENAME,
             ],
         }
+        if self.collect:
+            commands["collector"] = [python, "manage.py", "collector"]
         children = {
             name: subprocess.Popen(cmd, start_new_session=True) for name, cmd in commands.items()
         }

@@ -1,0 +1,105 @@
+"""Discovery and design-vs-actual compare of a fabric over REST (operators run, auditors read).
+
+    GET  /api/fabrics/{id}/discovery/   the latest discovery run (404 before the first one)
+    POST /api/fabrics/{id}/discovery/   sweep now: discover + compare (operators)
+    GET  /api/fabrics/{id}/compare/     the latest run compared with the bound design revision
+
+Fabrics belong to the operator, not to a tenant: tenant roles get 403 on every verb.
+"""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from console.fabric.discovery import services
+from console.fabric.models import DiscoveryRun, Fabric
+from console.tenancy.api.base import PrincipalMixin
+from console.tenancy.errors import NotFound
+from console.tenancy.models import Role
+
+READERS = frozenset({Role.OPERATOR, Role.AUDITOR})
+
+
+class DiscoveryRunSerializer(serializers.ModelSerializer):
+    """One discovery run: when, how long, counts, routing check and comparison."""
+
+    class Meta:
+        model = DiscoveryRun
+        fields = ["id", "fabric", "created_at", "duration_s", "summary", "routing", "compare"]
+
+
+class DiscoveryRunDetailSerializer(DiscoveryRunSerializer):
+    """A run with the discovered topology (nodes with GUIDs and LIDs, links with rates)."""
+
+    class Meta(DiscoveryRunSerializer.Meta):
+        fields = [*DiscoveryRunSerializer.Meta.fields, "topology"]
+
+
+CompareSerializer = inline_serializer(
+    "FabricCompare",
+    {
+        "fabric_id": serializers.IntegerField(),
+        "discovery_id": serializers.IntegerField(),
+        "missing": serializers.ListField(child=serializers.DictField()),
+        "extra": serializers.ListField(child=serializers.DictField()),
+        "miswired": serializers.ListField(child=serializers.DictField()),
+        "mismatches": serializers.ListField(child=serializers.DictField()),
+        "fixes": serializers.ListField(child=serializers.CharField()),
+        "routing": serializers.DictField(),
+        "speed_check": serializers.DictField(),
+        "summary": serializers.DictField(),
+        "ok": serializers.BooleanField(),
+    },
+)
+TOPOLOGY_PARAM = OpenApiParameter(
+    "topology", bool, description="include the discovered topology (large)", required=False
+)
+
+
+def _fabric(fabric_id: int) -> Fabric:
+    return get_object_or_404(Fabric.objects.select_related("revision__design"), pk=fabric_id)
+
+
+class FabricDiscoveryView(PrincipalMixin, APIView):
+    """The fabric's latest discovery (GET), or a new sweep with its comparison (POST)."""
+
+    read_roles = READERS
+    write_roles = frozenset({Role.OPERATOR})
+
+    @extend_schema(parameters=[TOPOLOGY_PARAM], responses={200: DiscoveryRunDetailSerializer})
+    def get(self, request, fabric_id: int) -> Response:
+        """The latest discovery run; 404 until one has run."""
+        fabric = _fabric(fabric_id)
+        run = services.latest_run(fabric)
+        if run is None:
+            raise NotFound(f"no discovery of {fabric.name} yet: POST here to run one")
+        with_topology = request.query_params.get("topology") in ("1", "true", "yes")
+        cls = DiscoveryRunDetailSerializer if with_topology else DiscoveryRunSerializer
+        return Response(cls(run).data)
+
+    @extend_schema(request=None, responses={201: DiscoveryRunSerializer})
+    def post(self, request, fabric_id: int) -> Response:
+        """Run ibnetdiscover now, store it and compare it with the design (audited)."""
+        fabric = _fabric(fabric_id)
+        run = services.discover(fabric, actor=self.actor)
+        return Response(DiscoveryRunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+
+class FabricCompareView(PrincipalMixin, APIView):
+    """Designed vs discovered for the latest discovery: missing, extra and miswired cables,
+    rate mismatches, the fix list and the routing check."""
+
+    read_roles = READERS
+
+    @extend_schema(responses={200: CompareSerializer})
+    def get(self, request, fabric_id: int) -> Response:
+        """The comparison of the latest discovery run; 404 until one has run."""
+        fabric = _fabric(fabric_id)
+        run = services.latest_run(fabric)
+        if run is None:
+            raise NotFound(f"no discovery of {fabric.name} yet: POST to its discovery/ first")
+        return Response(services.compare(fabric, run))

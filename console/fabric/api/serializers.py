@@ -1,0 +1,103 @@
+"""Serializers of the fabric API: fabrics, partitions, change requests with their steps."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from console.fabric.models import ChangeRequest, ChangeStep, Fabric, FabricPartition
+
+TERMINAL_STEP = {"ok", "failed", "skipped"}
+
+
+class FabricSerializer(serializers.ModelSerializer):
+    """A managed subnet and how it is reached. ``config`` never holds secrets, only their names."""
+
+    # Explicit bounds: the schema must not depend on the database backend's integer ranges.
+    pkey_min = serializers.IntegerField(min_value=1, max_value=0x7FFE, required=False)
+    pkey_max = serializers.IntegerField(min_value=1, max_value=0x7FFE, required=False)
+
+    class Meta:
+        model = Fabric
+        fields = ["id", "name", "description", "driver", "revision", "config",
+                  "approval_required", "pkey_min", "pkey_max", "created_at"]  # fmt: skip
+        read_only_fields = ["id", "created_at"]
+
+
+class PartitionSerializer(serializers.ModelSerializer):
+    """A partition of the fabric's desired state. ``pkey`` accepts ``"0x0003"`` or 3."""
+
+    pkey = serializers.CharField(help_text="0x0001-0x7ffe, e.g. 0x0003")
+    members = serializers.ListField(
+        child=serializers.JSONField(),
+        help_text='["0x0002c90300002001=full", ["0x…", "limited"], …]',
+    )
+    sl = serializers.IntegerField(required=False, default=0, min_value=0, max_value=15)
+    ipoib = serializers.BooleanField(required=False, default=False)
+
+    class Meta:
+        model = FabricPartition
+        fields = ["id", "fabric", "name", "pkey", "sl", "ipoib", "members", "source", "tenant",
+                  "created_at", "updated_at"]  # fmt: skip
+        read_only_fields = ["id", "fabric", "source", "tenant", "created_at", "updated_at"]
+
+    def to_representation(self, instance: FabricPartition) -> dict:
+        data = super().to_representation(instance)
+        data["pkey"] = f"{instance.pkey:#06x}"
+        return data
+
+
+class ChangeStepSerializer(serializers.ModelSerializer):
+    """One step of a change on one target."""
+
+    seq = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = ChangeStep
+        fields = ["seq", "name", "target", "status", "log", "started_at", "finished_at",
+                  "duration_s"]  # fmt: skip
+
+
+class ChangeSerializer(serializers.ModelSerializer):
+    """A change request: desired state, diff, status, steps and a progress estimate."""
+
+    steps = ChangeStepSerializer(many=True, read_only=True)
+    attempts = serializers.IntegerField(read_only=True)
+    progress = serializers.SerializerMethodField()
+    is_terminal = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = ChangeRequest
+        fields = ["id", "fabric", "status", "is_terminal", "dry_run", "reason",
+                  "requested_by", "requested_by_label", "approved_by", "approved_at",
+                  "correlation_id", "diff", "artefacts", "desired", "attempts", "outcome",
+                  "error", "created_at", "started_at", "finished_at", "progress", "steps"]  # fmt: skip
+        read_only_fields = fields
+
+    def get_progress(self, change: ChangeRequest) -> dict:
+        """Finished steps out of those expected (render, lint, swap, reload, verify …)."""
+        steps = list(change.steps.all())
+        done = sum(1 for s in steps if s.status in TERMINAL_STEP)
+        if change.is_terminal:
+            return {"done": done, "total": done, "percent": 100}
+        expected = 6 + len(change.desired.get("port_admin", []))
+        if (change.desired.get("qos") or {}).get("classes"):
+            expected += 2
+        total = max(expected, len(steps) + 1)
+        return {"done": done, "total": total, "percent": int(100 * done / total)}
+
+
+class ChangeListSerializer(ChangeSerializer):
+    """A change in a list (no artefacts or desired state)."""
+
+    class Meta(ChangeSerializer.Meta):
+        fields = ["id", "fabric", "status", "is_terminal", "dry_run", "reason",
+                  "requested_by_label", "attempts", "error", "created_at", "finished_at",
+                  "progress"]  # fmt: skip
+        read_only_fields = fields
+
+
+class ChangeCreateSerializer(serializers.Serializer):
+    """Ask for a push of the fabric's desired state (or only its diff)."""
+
+    dry_run = serializers.BooleanField(default=False)
+    reason = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")

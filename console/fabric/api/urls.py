@@ -1,0 +1,16 @@
+"""Routes of the fabric API (registered in console/api_urls.py)."""
+
+from rest_framework.routers import DefaultRouter
+
+from console.fabric.api import views
+
+router = DefaultRouter()
+router.register("fabrics", views.FabricViewSet, basename="fabric")
+router.register(
+    r"fabrics/(?P<fabric_pk>[0-9]+)/partitions",
+    views.FabricPartitionViewSet,
+    basename="fabric-partition",
+)
+router.register(
+    r"fabrics/(?P<fabric_pk>[0-9]+)/changes", views.FabricChangeViewSet, basename="fabric-change"
+)

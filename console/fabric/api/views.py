@@ -1,0 +1,153 @@
+"""Fabric endpoints: fabrics, their partitions (desired state) and change requests.
+
+Thin: every write calls a service of :mod:`console.fabric.changes` (permission check, precise
+validation, change and audit row together). Operators write; operators and auditors read;
+tenant users get 403 (fabrics belong to the operator, not to a tenant).
+"""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from console.fabric import changes
+from console.fabric.api.serializers import (
+    ChangeCreateSerializer,
+    ChangeListSerializer,
+    ChangeSerializer,
+    FabricSerializer,
+    PartitionSerializer,
+)
+from console.fabric.models import ChangeRequest, Fabric, FabricPartition
+from console.tenancy.api.base import GlobalResourceMixin
+from console.tenancy.errors import Invalid
+from console.tenancy.models import Role
+
+READERS = frozenset({Role.OPERATOR, Role.AUDITOR})
+FABRIC_PK = OpenApiParameter("fabric_pk", int, OpenApiParameter.PATH, description="fabric id")
+_NESTED = extend_schema(parameters=[FABRIC_PK])
+
+
+class FabricViewSet(GlobalResourceMixin, viewsets.ModelViewSet):
+    """Managed fabrics: one InfiniBand subnet each, bound to a design revision and a driver."""
+
+    global_reason = "a fabric is the operator's network, shared by every tenant"
+    read_roles = READERS
+    queryset = Fabric.objects.all()
+    serializer_class = FabricSerializer
+    filterset_fields = ["driver"]
+    ordering_fields = ["name", "created_at"]
+
+    def perform_create(self, serializer) -> None:
+        serializer.instance = changes.create_fabric(
+            self.actor, self.principal, **serializer.validated_data
+        )
+
+    def perform_update(self, serializer) -> None:
+        serializer.instance = changes.update_fabric(
+            self.actor, self.principal, serializer.instance, **serializer.validated_data
+        )
+
+    def perform_destroy(self, instance: Fabric) -> None:
+        changes.delete_fabric(self.actor, self.principal, instance)
+
+
+class _FabricChild(GlobalResourceMixin):
+    """Routes below ``/api/fabrics/{fabric_pk}/``: an unknown fabric answers 404."""
+
+    global_reason = "partitions and changes belong to a fabric, which no tenant owns"
+    read_roles = READERS
+
+    def fabric(self) -> Fabric:
+        if not hasattr(self, "_fabric"):
+            self._fabric = get_object_or_404(Fabric, pk=self.kwargs["fabric_pk"])
+        return self._fabric
+
+
+@extend_schema_view(list=_NESTED, retrieve=_NESTED, create=_NESTED, update=_NESTED,
+                    partial_update=_NESTED, destroy=_NESTED)  # fmt: skip
+class FabricPartitionViewSet(_FabricChild, viewsets.ModelViewSet):
+    """A fabric's partitions (desired state). Writes are linted up front and audited; a change
+    request pushes them."""
+
+    serializer_class = PartitionSerializer
+    queryset = FabricPartition.objects.all()
+
+    def get_queryset(self):
+        return FabricPartition.objects.filter(fabric=self.fabric()).order_by("pkey")
+
+    def _set(self, data: dict, *, name: str, status_code: int) -> Response:
+        shape = PartitionSerializer(data=data, partial=True)
+        shape.is_valid(raise_exception=True)
+        row = changes.set_partition(
+            self.actor, self.principal, self.fabric(), name=name, pkey=data.get("pkey"),
+            members=data.get("members") or [], sl=data.get("sl", 0),
+            ipoib=bool(data.get("ipoib", False)),
+        )  # fmt: skip
+        return Response(PartitionSerializer(row).data, status=status_code)
+
+    def create(self, request, *args, **kwargs):
+        """Add a partition (P_Key, members with full/limited membership)."""
+        self.fabric()
+        name = request.data.get("name")
+        if FabricPartition.objects.filter(fabric=self.fabric(), name=name).exists():
+            raise Invalid(f"partition {name!r} exists; update it instead", fields={"name": [name]})
+        return self._set(dict(request.data), name=name, status_code=status.HTTP_201_CREATED)
+
+    def update(self, request, *args, **kwargs):
+        """Replace (PUT) or change (PATCH) a partition; renaming is delete + create."""
+        row = self.get_object()
+        data = {"pkey": f"{row.pkey:#06x}", "members": row.members, "sl": row.sl,
+                "ipoib": row.ipoib, **dict(request.data)}  # fmt: skip
+        if data.get("name", row.name) != row.name:
+            raise Invalid("partitions are not renamed: delete and create", fields={"name": []})
+        return self._set(data, name=row.name, status_code=status.HTTP_200_OK)
+
+    def perform_destroy(self, instance: FabricPartition) -> None:
+        changes.delete_partition(self.actor, self.principal, self.fabric(), name=instance.name)
+
+
+@extend_schema_view(list=_NESTED, retrieve=_NESTED, approve=_NESTED, cancel=_NESTED)
+class FabricChangeViewSet(
+    _FabricChild,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Change requests of a fabric: create (or dry-run), approve, cancel; steps and progress."""
+
+    queryset = ChangeRequest.objects.all()
+    filterset_fields = ["status", "dry_run"]
+
+    def get_queryset(self):
+        return ChangeRequest.objects.filter(fabric=self.fabric()).prefetch_related("steps")
+
+    def get_serializer_class(self):
+        return ChangeListSerializer if self.action == "list" else ChangeSerializer
+
+    @extend_schema(parameters=[FABRIC_PK], request=ChangeCreateSerializer,
+                   responses={201: ChangeSerializer})  # fmt: skip
+    def create(self, request, fabric_pk=None):
+        """Snapshot desired state and queue its push (``dry_run``: only compute the diff)."""
+        serializer = ChangeCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        change = changes.request_change(self.actor, self.principal, self.fabric(),
+                                        **serializer.validated_data)  # fmt: skip
+        return Response(ChangeSerializer(change).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={200: ChangeSerializer})
+    @action(detail=True, methods=["post"])
+    def approve(self, request, fabric_pk=None, pk=None):
+        """Approve a pending change (an operator other than its requester)."""
+        change = changes.approve(self.actor, self.principal, self.get_object())
+        return Response(ChangeSerializer(change).data)
+
+    @extend_schema(request=None, responses={200: ChangeSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, fabric_pk=None, pk=None):
+        """Cancel a change that has not started."""
+        change = changes.cancel(self.actor, self.principal, self.get_object())
+        return Response(ChangeSerializer(change).data)

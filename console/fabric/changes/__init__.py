@@ -1,0 +1,25 @@
+"""Fabric change requests: desired state, diff, approval, the push pipeline (plain services)."""
+
+from console.fabric.changes.partitions import (
+    create_fabric,
+    delete_fabric,
+    delete_partition,
+    set_partition,
+    update_fabric,
+)
+from console.fabric.changes.pipeline import apply_change, reap_stuck_changes
+from console.fabric.changes.requests import approve, cancel, reconcile, request_change
+
+__all__ = [
+    "apply_change",
+    "approve",
+    "cancel",
+    "create_fabric",
+    "delete_fabric",
+    "delete_partition",
+    "reap_stuck_changes",
+    "reconcile",
+    "request_change",
+    "set_partition",
+    "update_fabric",
+]

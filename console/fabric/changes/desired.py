@@ -1,0 +1,133 @@
+"""Desired state of a fabric: what it should carry, as canonical JSON, its artefacts and the diff.
+
+Desired state is declarative and complete: the manual ``FabricPartition`` rows, the partitions
+live reservations need (``scheduling.fabric_interface.desired_reservation_partitions``), the
+Default rule, QoS classes (P_Key → SL for every partition with a non-zero SL) and the wanted
+``PortAdminState`` of switch ports. The same JSON is stored on a ChangeRequest and, once
+verified, on ``AppliedState``; equal JSON means nothing to push.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from console.fabric.drivers.base import DesiredFabric
+from console.fabric.models import AppliedState, Fabric, FabricPartition, PortAdminState
+from console.fabric.opensm.lint import format_guid, parse_guid
+from console.fabric.opensm.partitions import DEFAULT_PKEY, PORT_KEYWORDS, render_partitions
+from console.fabric.opensm.qos import render_qos_policy
+from console.tenancy.errors import Conflict
+from scheduling import fabric_interface
+
+DEFAULT_RULE = {
+    "name": "Default",
+    "pkey": f"{DEFAULT_PKEY:#06x}",
+    "ipoib": True,
+    "sl": 0,
+    "members": [["ALL", "full"]],
+    "source": "default",
+}
+
+
+def _canonical_members(members: list[list[str]]) -> list[list[str]]:
+    out = []
+    for port, membership in members:
+        text = str(port).strip()
+        if text not in PORT_KEYWORDS:
+            guid = parse_guid(text)
+            text = format_guid(guid) if guid is not None else text
+        out.append([text, str(membership or "full")])
+    return sorted(out)
+
+
+def build_desired(fabric: Fabric) -> dict[str, Any]:
+    """The complete desired state of ``fabric`` as canonical JSON.
+
+    Raises :class:`Conflict` when a reservation's partition collides with a manual one (same
+    P_Key or name): pushing either silently would cut someone off.
+    """
+    partitions: list[dict[str, Any]] = [dict(DEFAULT_RULE)]
+    for row in FabricPartition.objects.filter(fabric=fabric).order_by("pkey"):
+        partitions.append(
+            {
+                "name": row.name,
+                "pkey": f"{row.pkey:#06x}",
+                "ipoib": row.ipoib,
+                "sl": row.sl,
+                "members": _canonical_members(row.members),
+                "source": row.source,
+            }
+        )
+    taken_keys = {p["pkey"]: p["name"] for p in partitions}
+    taken_names = {p["name"] for p in partitions}
+    for res in fabric_interface.desired_reservation_partitions(fabric.id):
+        pkey = f"{int(res['pkey']):#06x}"
+        if pkey in taken_keys or res["name"] in taken_names:
+            raise Conflict(
+                f"reservation {res['reservation_id']} wants P_Key {pkey} ({res['name']}), "
+                f"already used by partition {taken_keys.get(pkey, res['name'])!r}",
+                fields={"pkey": [pkey]},
+            )
+        taken_keys[pkey] = res["name"]
+        taken_names.add(res["name"])
+        partitions.append(
+            {
+                "name": res["name"],
+                "pkey": pkey,
+                "ipoib": False,
+                "sl": int(res.get("sl", 0)),
+                "members": _canonical_members(res["members"]),
+                "source": "reservation",
+                "reservation_id": res["reservation_id"],
+            }
+        )
+    partitions.sort(key=lambda p: (p["pkey"] != DEFAULT_RULE["pkey"], p["pkey"]))
+    classes = [[p["pkey"], p["sl"], p["name"]] for p in partitions if p["sl"]]
+    port_admin = [
+        {"switch": a.switch, "port": a.port, "enabled": a.enabled}
+        for a in PortAdminState.objects.filter(fabric=fabric).order_by("switch", "port")
+    ]
+    return {
+        "partitions": partitions,
+        "qos": {"default_sl": 0, "classes": classes},
+        "port_admin": port_admin,
+    }
+
+
+def render_artefacts(desired: dict[str, Any]) -> dict[str, str]:
+    """The files (and the port-admin table) the desired state renders to.
+
+    Raises ValueError (with every problem) when the state cannot render lint-clean.
+    """
+    state = DesiredFabric.from_json(desired)
+    artefacts = {"partitions.conf": render_partitions(state.partitions)}
+    if state.qos is not None:
+        artefacts["qos-policy.conf"] = render_qos_policy(state.qos)
+    if state.port_admin:
+        lines = [f"{a.label} {'enabled' if a.enabled else 'disabled'}" for a in state.port_admin]
+        artefacts["port-admin"] = "\n".join(lines) + "\n"
+    return artefacts
+
+
+def diff_artefacts(applied: dict[str, str], desired: dict[str, str]) -> str:
+    """Unified diff, file by file, from what is applied to what is desired ('' = no change)."""
+    chunks: list[str] = []
+    for name in sorted(set(applied) | set(desired)):
+        old, new = applied.get(name, ""), desired.get(name, "")
+        if old == new:
+            continue
+        chunks.extend(
+            difflib.unified_diff(
+                old.splitlines(keepends=True),
+                new.splitlines(keepends=True),
+                fromfile=f"applied/{name}",
+                tofile=f"desired/{name}",
+            )
+        )
+    return "".join(chunks)
+
+
+def applied_of(fabric: Fabric) -> AppliedState | None:
+    """The fabric's applied state, if any change was ever verified."""
+    return AppliedState.objects.filter(fabric=fabric).first()

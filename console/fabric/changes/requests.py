@@ -1,0 +1,155 @@
+"""Change requests: create (or preview), approve, cancel, and reconcile desired with applied.
+
+A change snapshots the complete desired state, its rendered artefacts and the unified diff
+against what is applied. A dry run ends ``previewed`` and changes nothing else. With
+``fabric.approval_required`` a change waits for an operator other than its requester. The push
+itself is a Celery task enqueued only after the change's row commits.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from console.fabric.changes.desired import applied_of, build_desired, diff_artefacts
+from console.fabric.changes.desired import render_artefacts as render
+from console.fabric.changes.partitions import require_operator
+from console.fabric.models import ChangeRequest, ChangeStep, Fabric
+from console.tenancy import audit
+from console.tenancy.context import Actor, current_correlation_id
+from console.tenancy.errors import Conflict, Forbidden, Invalid
+from console.tenancy.models import Principal
+
+Status = ChangeRequest.Status
+OPEN = (Status.PENDING_APPROVAL, Status.QUEUED, Status.APPLYING, Status.VERIFYING)
+
+
+def enqueue_apply(change_id: int) -> None:
+    """Publish ``fabric.apply_change`` once the surrounding transaction commits (never before:
+    a worker must find the row, and a rolled-back change must not be pushed)."""
+    from console.fabric.tasks import apply_change_task
+
+    transaction.on_commit(lambda: apply_change_task.apply_async(kwargs={"change_id": change_id}))
+
+
+def _plan(fabric: Fabric) -> tuple[dict, dict[str, str], str]:
+    desired = build_desired(fabric)
+    try:
+        artefacts = render(desired)
+    except ValueError as exc:
+        detail = f"desired state does not render: {exc}"
+        raise Invalid(detail, fields={"desired": [str(exc)]}) from None
+    applied = applied_of(fabric)
+    diff = diff_artefacts(applied.artefacts if applied else {}, artefacts)
+    return desired, artefacts, diff
+
+
+def _create(
+    actor: Actor,
+    fabric: Fabric,
+    *,
+    dry_run: bool,
+    reason: str,
+    user_id: int | None,
+    plan: tuple[dict, dict[str, str], str],
+) -> ChangeRequest:
+    desired, artefacts, diff = plan
+    if dry_run:
+        status = Status.PREVIEWED
+    elif fabric.approval_required:
+        status = Status.PENDING_APPROVAL
+    else:
+        status = Status.QUEUED
+    now = timezone.now()
+    change = ChangeRequest.objects.create(
+        fabric=fabric,
+        status=status,
+        dry_run=dry_run,
+        reason=reason[:200],
+        requested_by_id=user_id,
+        requested_by_label=actor.label[:200],
+        correlation_id=current_correlation_id(),
+        desired=desired,
+        artefacts=artefacts,
+        diff=diff,
+        finished_at=now if dry_run else None,
+    )
+    changed = diff.count("\n+") + diff.count("\n-")
+    ChangeStep.objects.create(
+        change=change, seq=1, name="plan", target=fabric.name, status=ChangeStep.Status.OK,
+        log=f"{len(desired['partitions'])} partitions, {len(desired['port_admin'])} port states; "
+        f"{'no difference' if not diff else f'{changed} changed lines'} against applied state",
+        started_at=now, finished_at=now, duration_s=0.0,
+    )  # fmt: skip
+    audit.record(actor, "fabric.change.create", change,
+                 after={"status": status, "dry_run": dry_run, "reason": reason, "diff": diff})  # fmt: skip
+    if status == Status.QUEUED:
+        enqueue_apply(change.pk)
+    return change
+
+
+def request_change(
+    actor: Actor, principal: Principal, fabric: Fabric, *, dry_run: bool = False, reason: str = ""
+) -> ChangeRequest:
+    """Snapshot desired state, diff it and queue (or preview, or hold for approval) a push."""
+    if dry_run:
+        if principal.role not in ("operator", "auditor"):
+            raise Forbidden("only operators and auditors preview fabric changes")
+    else:
+        require_operator(principal)
+    plan = _plan(fabric)
+    with transaction.atomic():
+        Fabric.objects.select_for_update().get(pk=fabric.pk)
+        return _create(actor, fabric, dry_run=dry_run, reason=reason,
+                       user_id=principal.user_id, plan=plan)  # fmt: skip
+
+
+def approve(actor: Actor, principal: Principal, change: ChangeRequest) -> ChangeRequest:
+    """Approve a pending change; its requester may not approve it themselves."""
+    require_operator(principal)
+    with transaction.atomic():
+        change = ChangeRequest.objects.select_for_update().get(pk=change.pk)
+        if change.status != Status.PENDING_APPROVAL:
+            raise Conflict(f"change {change.pk} is {change.status}, not pending approval")
+        if principal.user_id is None or principal.user_id == change.requested_by_id:
+            raise Forbidden("a change needs an operator other than its requester to approve it")
+        change.status = Status.QUEUED
+        change.approved_by_id = principal.user_id
+        change.approved_at = timezone.now()
+        change.save(update_fields=["status", "approved_by", "approved_at"])
+        audit.record(actor, "fabric.change.approve", change, after={"status": change.status})
+        enqueue_apply(change.pk)
+    return change
+
+
+def cancel(actor: Actor, principal: Principal, change: ChangeRequest) -> ChangeRequest:
+    """Cancel a change that has not started (pending approval or queued)."""
+    require_operator(principal)
+    with transaction.atomic():
+        change = ChangeRequest.objects.select_for_update().get(pk=change.pk)
+        if change.status not in (Status.PENDING_APPROVAL, Status.QUEUED) or change.lease_owner:
+            raise Conflict(f"change {change.pk} is {change.status}; only waiting changes cancel")
+        before = change.status
+        change.status = Status.CANCELLED
+        change.finished_at = timezone.now()
+        change.save(update_fields=["status", "finished_at"])
+        audit.record(actor, "fabric.change.cancel", change,
+                     before={"status": before}, after={"status": change.status})  # fmt: skip
+    return change
+
+
+def reconcile(fabric: Fabric, *, actor: Actor) -> ChangeRequest | None:
+    """Create a change only when desired state differs from the applied one and no open change
+    already carries exactly this desired state. Running it twice creates nothing the second time.
+    """
+    plan = _plan(fabric)
+    desired = plan[0]
+    with transaction.atomic():
+        Fabric.objects.select_for_update().get(pk=fabric.pk)
+        applied = applied_of(fabric)
+        if applied is not None and applied.desired == desired:
+            return None
+        if any(c.desired == desired for c in fabric.changes.filter(status__in=OPEN)):
+            return None
+        return _create(actor, fabric, dry_run=False, reason="reconcile: desired ≠ applied",
+                       user_id=None, plan=plan)  # fmt: skip

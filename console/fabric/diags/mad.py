@@ -1,0 +1,288 @@
+"""Client of the MAD helper (:mod:`console.fabric.diags.madworker`): many MADs, one process.
+
+A :class:`MadSession` starts ``python -m console.fabric.diags.madworker`` with the environment of
+a :class:`~console.fabric.diags.runner.DiagEnv` (``LD_PRELOAD`` umad2sim, ``SIM_HOST``,
+``IBSIM_SOCKNAME`` in the lab; nothing on a real host), sends it one JSON request per line and
+reads one reply per line. Every request has a deadline: a helper that does not answer in time
+is killed (whole process group) and :class:`MadTimeout` raised; the next request starts a fresh
+helper. A helper that cannot start (no libibmad, no umad port) raises :class:`MadUnavailable`,
+which callers take as "use the diag processes instead".
+
+Use it as a context manager, or call :meth:`MadSession.close`::
+
+    with MadSession(lab.diag_env()) as mad:
+        tables = mad.pkeys([(lid, 1) for lid in lids])
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from console.fabric.diags.parsers import PkeyEntry, PkeyTable
+from console.fabric.diags.runner import DiagEnv
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+MODULE = "console.fabric.diags.madworker"
+DEFAULT_TIMEOUT = 10.0
+START_TIMEOUT = 10.0
+
+
+class MadError(RuntimeError):
+    """The helper failed a request (bad request, broken pipe, garbled reply)."""
+
+
+class MadUnavailable(MadError):
+    """The helper could not start here (no libibmad, no umad port, no python)."""
+
+
+class MadTimeout(MadError):
+    """The helper did not answer within the deadline; it was killed."""
+
+
+class MadSession:
+    """One long-lived MAD helper for one :class:`DiagEnv`; thread-safe, restartable."""
+
+    def __init__(
+        self,
+        env: DiagEnv,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        start_timeout: float = START_TIMEOUT,
+    ) -> None:
+        self.env = env
+        self.timeout = timeout
+        self.start_timeout = start_timeout
+        self.proc: subprocess.Popen[str] | None = None
+        self.starts = 0
+        self._lock = threading.Lock()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def __enter__(self) -> MadSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def alive(self) -> bool:
+        """True while a helper process is running."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> None:
+        """Start the helper unless it runs; raises :class:`MadUnavailable` when it cannot."""
+        with self._lock:
+            self._ensure()
+
+    def _ensure(self) -> subprocess.Popen[str]:
+        if self.proc is not None and self.proc.poll() is None:
+            return self.proc
+        self._kill()
+        env = self.env.environ()
+        path = env.get("PYTHONPATH")
+        env["PYTHONPATH"] = str(PROJECT_ROOT) + (os.pathsep + path if path else "")
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", MODULE],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=env,
+                text=True,
+                start_new_session=True,  # own process group: a kill takes everything with it
+            )
+        except OSError as exc:
+            raise MadUnavailable(f"cannot start the MAD helper: {exc}") from exc
+        self.starts += 1
+        try:
+            hello = self._read(self.proc, self.start_timeout)
+        except MadError as exc:
+            self._kill()
+            raise MadUnavailable(f"MAD helper did not start: {exc}") from exc
+        if not hello.get("ok"):
+            self._kill()
+            raise MadUnavailable(f"MAD helper failed to start: {hello.get('error')}")
+        return self.proc
+
+    def _read(self, proc: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], timeout)
+        if not ready:
+            self._kill()
+            raise MadTimeout(f"MAD helper gave no answer within {timeout:.1f}s (killed)")
+        line = proc.stdout.readline()
+        if not line:
+            self._kill()
+            raise MadError("MAD helper exited")
+        try:
+            reply = json.loads(line)
+        except ValueError as exc:
+            self._kill()
+            raise MadError(f"garbled reply from the MAD helper: {line[:200]!r}") from exc
+        if not isinstance(reply, dict):
+            self._kill()
+            raise MadError(f"unexpected reply from the MAD helper: {line[:200]!r}")
+        return reply
+
+    def _kill(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+            proc.wait(2)
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+
+    def close(self) -> None:
+        """Stop the helper: close its stdin (it exits on EOF), kill it if it lingers."""
+        with self._lock:
+            proc = self.proc
+            if proc is None:
+                return
+            if proc.poll() is None and proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(1)
+            self._kill()
+
+    # -- requests --------------------------------------------------------------------------
+
+    def request(self, request: dict[str, Any], *, timeout: float | None = None) -> Any:
+        """Send one request and return its ``data``; raises MadError / MadTimeout.
+
+        A helper that died since the last request is restarted first (once per request).
+        """
+        deadline = timeout if timeout is not None else self.timeout
+        with self._lock:
+            proc = self._ensure()
+            assert proc.stdin is not None
+            try:
+                proc.stdin.write(json.dumps(request) + "\n")
+                proc.stdin.flush()
+            except (BrokenPipeError, OSError) as exc:
+                self._kill()
+                raise MadError(f"MAD helper gone: {exc}") from exc
+            reply = self._read(proc, deadline)
+        if not reply.get("ok"):
+            raise MadError(str(reply.get("error")))
+        return reply.get("data")
+
+    def ping(self, *, timeout: float | None = None) -> float:
+        """Round trip to the helper in seconds (starts it when needed)."""
+        started = time.monotonic()
+        self.request({"op": "ping"}, timeout=timeout)
+        return time.monotonic() - started
+
+    @staticmethod
+    def _ports(ports: Iterable[tuple[int, int]]) -> list[list[int]]:
+        return [[int(lid), int(port)] for lid, port in ports]
+
+    def pkeys(
+        self, ports: Sequence[tuple[int, int]], *, timeout: float | None = None
+    ) -> list[PkeyTable | None]:
+        """P_Key table (block 0: the first 32 keys) of each ``(lid, port)``; None where the
+        SMP failed. On an HCA ``port`` is its CA port (1); on a switch the switch port."""
+        if not ports:
+            return []
+        data = self.request({"op": "pkeys", "ports": self._ports(ports)}, timeout=timeout)
+        if not isinstance(data, list) or len(data) != len(ports):
+            raise MadError("MAD helper answered pkeys for a different number of ports")
+        return [
+            None
+            if entries is None
+            else PkeyTable(tuple(PkeyEntry(int(i), int(raw)) for i, raw in entries), None)
+            for entries in data
+        ]
+
+    def portinfo(
+        self, ports: Sequence[tuple[int, int]], *, timeout: float | None = None
+    ) -> list[dict[str, Any] | None]:
+        """LID, SM LID, logical and physical state of each ``(lid, port)``; None on failure."""
+        if not ports:
+            return []
+        return self.request({"op": "portinfo", "ports": self._ports(ports)}, timeout=timeout)
+
+    def counters(self, ports: Sequence[tuple[int, int]], *, timeout: float | None = None) -> Any:
+        """``[xmit, rcv, errors, state]`` per ``(lid, port)`` (None where the PMA failed)."""
+        return self.request({"op": "counters", "ports": self._ports(ports)}, timeout=timeout)
+
+    def lft(self, lid: int, top: int, *, timeout: float | None = None) -> list[int] | None:
+        """Egress port per destination LID 0..top of the switch at ``lid`` (None on failure)."""
+        return self.request({"op": "lft", "lid": int(lid), "top": int(top)}, timeout=timeout)
+
+    def nodeinfo(
+        self, lids: Sequence[int], *, timeout: float | None = None
+    ) -> list[dict[str, Any] | None]:
+        """NodeInfo through each LID: ``port_guid`` is the GUID of the port owning the LID."""
+        if not lids:
+            return []
+        return self.request({"op": "nodeinfo", "lids": [int(lid) for lid in lids]},
+                            timeout=timeout)  # fmt: skip
+
+    def sminfo(self, lid: int, *, timeout: float | None = None) -> dict[str, Any] | None:
+        """SMInfo of the SM at ``lid`` (guid, act_count, priority, state); None on failure."""
+        return self.request({"op": "sminfo", "lid": int(lid)}, timeout=timeout)
+
+
+# -- sessions shared within a process ---------------------------------------------------------
+#
+# Starting a helper costs ~0.2 s (Python, ctypes, umad attach), a tenth of a push's budget, so
+# a worker keeps one per fabric (DiagEnv) and reuses it across pushes. Bounded: a process that
+# talks to many labs (the test suite) closes the least recently used helpers.
+
+MAX_SHARED = 4
+_shared: dict[tuple, MadSession] = {}
+_shared_lock = threading.Lock()
+
+
+def env_key(env: DiagEnv) -> tuple:
+    """A hashable identity of a DiagEnv (it holds a dict, so it is not hashable itself)."""
+    return (env.umad2sim, env.sim_host, env.ibsim_sockname, env.ca, env.ca_port,
+            tuple(sorted(env.extra.items())))  # fmt: skip
+
+
+def shared_session(env: DiagEnv, *, timeout: float = DEFAULT_TIMEOUT) -> MadSession:
+    """The process-wide session for ``env`` (created, not started: requests start it)."""
+    key = env_key(env)
+    evicted: list[MadSession] = []
+    with _shared_lock:
+        session = _shared.pop(key, None)
+        if session is None:
+            session = MadSession(env, timeout=timeout)
+        _shared[key] = session  # most recently used last
+        while len(_shared) > MAX_SHARED:
+            evicted.append(_shared.pop(next(iter(_shared))))
+    for old in evicted:
+        old.close()
+    return session
+
+
+def close_shared(predicate: Callable[[DiagEnv], bool] = lambda env: True) -> int:
+    """Close the shared sessions whose env matches (a lab closes its own when it stops)."""
+    with _shared_lock:
+        keys = [k for k, s in _shared.items() if predicate(s.env)]
+        closing = [_shared.pop(k) for k in keys]
+    for session in closing:
+        session.close()
+    return len(closing)
+
+
+atexit.register(close_shared)

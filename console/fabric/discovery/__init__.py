@@ -1,0 +1,1 @@
+"""Discovery (ibnetdiscover) and design-vs-actual compare of managed fabrics."""

@@ -1,0 +1,132 @@
+"""What every fabric driver offers the push pipeline: push, verify, read back, port admin.
+
+A driver receives the complete declarative desired state (:class:`DesiredFabric`) and reports a
+:class:`~console.fabric.opensm.push.PushResult` whose steps the pipeline records. Drivers never
+touch the database; they speak to OpenSM files and SMPs (``lab``, ``opensm``, ``switch``) or to
+UFM's REST API (``ufm``). Every push is set-style and idempotent: pushing the same state twice
+changes nothing the second time and only re-verifies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from console.fabric.opensm.partitions import Member, Membership, Partition
+from console.fabric.opensm.push import PushOptions, PushResult
+from console.fabric.opensm.qos import QosClass, QosPolicy
+
+# progress(step_name, "running"): called when a step starts, so the pipeline can show it live
+# (and renew its lease). Drivers call it before slow work; it must be cheap.
+Progress = Callable[[str, str], None]
+
+
+def no_progress(step: str, status: str) -> None:
+    """The default progress callback: nobody is watching."""
+
+
+class DriverError(RuntimeError):
+    """The driver could not reach or control its target (not a verification mismatch)."""
+
+
+class DriverUnavailable(DriverError):
+    """The target is not running or not configured (lab down, UFM unreachable)."""
+
+
+@dataclass(frozen=True, order=True)
+class PortAdmin:
+    """One switch port's wanted administrative state."""
+
+    switch: str
+    port: int
+    enabled: bool
+
+    @property
+    def label(self) -> str:
+        """``leaf3[6]`` as operators write it."""
+        return f"{self.switch}[{self.port}]"
+
+
+@dataclass(frozen=True)
+class DesiredFabric:
+    """The complete desired state of one fabric, as drivers consume it."""
+
+    partitions: tuple[Partition, ...] = ()
+    qos: QosPolicy | None = None
+    port_admin: tuple[PortAdmin, ...] = ()
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DesiredFabric:
+        """Rebuild from the canonical JSON stored on a ChangeRequest (see changes.desired)."""
+        partitions = []
+        for p in data.get("partitions", []):
+            members = []
+            for port, membership in p["members"]:
+                key: int | str = port if not str(port).startswith("0x") else int(port, 16)
+                members.append(Member(key, Membership(membership) if membership else None))
+            partitions.append(
+                Partition(
+                    name=p["name"],
+                    pkey=int(p["pkey"], 16) if isinstance(p["pkey"], str) else p["pkey"],
+                    ipoib=bool(p.get("ipoib")),
+                    # P_Key → SL is QoS policy (qos-ulps), not the partition's multicast SL flag.
+                    members=tuple(members),
+                )
+            )
+        qos_data = data.get("qos") or {}
+        qos = None
+        if qos_data.get("classes"):
+            qos = QosPolicy(
+                default_sl=int(qos_data.get("default_sl", 0)),
+                classes=tuple(
+                    QosClass(int(pkey, 16) if isinstance(pkey, str) else pkey, int(sl), label)
+                    for pkey, sl, label in qos_data["classes"]
+                ),
+            )
+        admin = tuple(
+            PortAdmin(a["switch"], int(a["port"]), bool(a["enabled"]))
+            for a in data.get("port_admin", [])
+        )
+        return cls(tuple(partitions), qos, admin)
+
+
+@dataclass
+class PortStateResult:
+    """Outcome of one port-admin operation, verified by reading the port back."""
+
+    switch: str
+    port: int
+    enabled: bool
+    changed: bool
+    verified: bool
+    log: list[str] = field(default_factory=list)
+
+
+class FabricDriver(Protocol):
+    """The one interface the push pipeline uses, whatever manages the fabric."""
+
+    name: str
+
+    def push(
+        self,
+        desired: DesiredFabric,
+        *,
+        previous: DesiredFabric | None = None,
+        options: PushOptions | None = None,
+        progress: Progress = no_progress,
+    ) -> PushResult:
+        """Make the fabric carry ``desired`` and prove it on the wire; roll back on mismatch."""
+        ...
+
+    def verify(self, desired: DesiredFabric, *, options: PushOptions | None = None) -> list[str]:
+        """Mismatches between ``desired`` and what the fabric shows now (empty = verified)."""
+        ...
+
+    def read_applied(self) -> dict[str, str]:
+        """What the target carries now, as artefact name → text (for drift and diffs)."""
+        ...
+
+    def set_port_state(self, switch: str, port: int, enabled: bool) -> PortStateResult:
+        """Enable or disable one switch port and read its state back."""
+        ...

@@ -1,0 +1,517 @@
+"""The lab registry: which lab fabric (ibsim + a real OpenSM) belongs to which ``Fabric`` row.
+
+``start_lab`` turns a design revision into a running lab and binds it to a Fabric (created or
+reused, driver ``lab``); ``lab_for`` finds a running lab from any process (the push pipeline,
+discovery, the CLI, the web page); ``stop_lab`` stops it. The lab's workdir and socket name live
+in ``fabric.config``, so nothing but the workdir's ``lab.json`` is needed to find it again.
+
+What OpenSM is started with follows the design (:func:`lab_plan`): ftree with root and
+compute-node GUID files for fat trees and rail-optimised fabrics, torus-2QoS with the design's
+torus file for tori, up/down with the top tier as roots otherwise (minhop without one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import shlex
+import shutil
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils.text import slugify
+
+from console.fabric.lab.manager import Lab
+from console.fabric.lab.routing import routing_engine_in_use
+from console.fabric.lab.spec import LabError, LabSpec, find_umad2sim
+from console.fabric.models import Fabric
+from console.fabric.opensm.conf import OpenSmConfig
+from console.fabric.opensm.qos import QosPolicy
+from console.tenancy import audit
+from console.tenancy.context import Actor
+from console.tenancy.errors import Conflict, ConsoleError, NotFound
+from designer.exports import export
+from designer.exports.opensm import root_switches
+from designer.graph import FabricGraph
+from designer.models import DesignRevision
+from designer.services import revision_graph
+
+#: Debian package → the programs the lab needs from it.
+LAB_PACKAGES: dict[str, tuple[str, ...]] = {
+    "ibsim-utils": ("ibsim",),
+    "opensm": ("opensm",),
+    "infiniband-diags": ("ibnetdiscover", "sminfo", "saquery", "smpquery", "perfquery"),
+}
+INSTALL_HINT = "sudo apt-get install opensm ibsim-utils infiniband-diags"
+#: Data counters live in both PortCounters (32 bit, perfquery) and PortCountersExtended
+#: (64 bit, perfquery -x); the lab sets both so every reader agrees.
+DATA_COUNTERS = frozenset({"PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts"})
+_COUNTER_GROUPS = ("PortCounters", "PortCountersExtended")
+
+
+class LabUnavailable(ConsoleError):
+    """The Debian packages the lab needs are not installed."""
+
+    status = 503
+    code = "lab_unavailable"
+
+
+class LabNotRunning(ConsoleError, LabError):
+    """The fabric has no running lab (never started, stopped, or its processes died)."""
+
+    status = 409
+    code = "lab_not_running"
+
+
+# -- what the design calls for -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LabPlan:
+    """How a design is brought up as a lab: net file, routing engine and its input files."""
+
+    net_text: str
+    routing_engine: str
+    root_guids: tuple[int, ...] = ()
+    cn_guids: tuple[int, ...] = ()
+    torus_conf: str | None = None
+    sm_host: str = ""  # ibsim node id of the CA OpenSM runs on
+    sm_host_name: str = ""  # the same CA as the design names it
+
+
+@dataclass(frozen=True)
+class DesignLabSpec(LabSpec):
+    """A :class:`LabSpec` with extra ``opensm.conf`` options (e.g. ``torus_config``)."""
+
+    opensm_options: Mapping[str, str] = field(default_factory=dict)
+
+    def opensm_config(self) -> OpenSmConfig:
+        """The base lab options plus this design's own."""
+        base = super().opensm_config()
+        extra = dict(base.extra)
+        extra.update(self.opensm_options)
+        return OpenSmConfig(
+            routing_engine=base.routing_engine,
+            partition_config_file=base.partition_config_file,
+            qos_policy_file=base.qos_policy_file,
+            root_guid_file=base.root_guid_file,
+            cn_guid_file=base.cn_guid_file,
+            qos=base.qos,
+            force_log_flush=base.force_log_flush,
+            sweep_interval=base.sweep_interval,
+            extra=extra,
+        )
+
+
+def _sm_node(graph: FabricGraph) -> tuple[str, str]:
+    """(ibsim node id, design name) of the CA OpenSM runs on: a manager node if the design has
+    one (where the subnet manager lives in a SuperPOD), else the last compute node's first HCA,
+    far from the first leaf ports tests and demos unplug."""
+    nodes = [n for n in graph.nodes.values() if n.port_guids]
+    if not nodes:
+        raise LabError("the design has no HCAs: OpenSM needs a CA port to run on")
+    managers = [n for n in nodes if n.role == "manager"]
+    node = managers[0] if managers else nodes[-1]
+    return f"H-{node.ca_guids[0]:016x}", f"{node.name} {node.hca_name(1)}"
+
+
+def lab_plan(graph: FabricGraph) -> LabPlan:
+    """The lab a design calls for (pure: no database, no processes)."""
+    net_text, _, _ = export(graph, "ibnetdiscover")
+    sm_host, sm_name = _sm_node(graph)
+    routing = graph.meta.get("routing")
+    if graph.meta.get("dims"):
+        torus_conf, _, _ = export(graph, "torus-2qos")
+        return LabPlan(net_text, "torus-2QoS,minhop", torus_conf=torus_conf,
+                       sm_host=sm_host, sm_host_name=sm_name)  # fmt: skip
+    roots = tuple(graph.switches[name].guid for name in root_switches(graph))
+    if routing == "ftree":
+        cns = tuple(g for n in graph.nodes.values() if n.role == "compute" for g in n.port_guids)
+        return LabPlan(net_text, "ftree", roots, cns, sm_host=sm_host, sm_host_name=sm_name)
+    if roots and routing != "minhop":
+        return LabPlan(net_text, "updn", roots, sm_host=sm_host, sm_host_name=sm_name)
+    return LabPlan(net_text, "minhop", sm_host=sm_host, sm_host_name=sm_name)
+
+
+def _spec(plan: LabPlan, workdir: Path, socket_name: str | None) -> LabSpec:
+    options: dict[str, str] = {}
+    if plan.torus_conf:
+        # A design input, not a managed artefact: written next to the net file, never swapped.
+        path = workdir / "torus-2QoS.conf"
+        path.write_text(plan.torus_conf)
+        options["torus_config"] = str(path)
+    return DesignLabSpec(
+        net_text=plan.net_text,
+        workdir=workdir,
+        sm_host=plan.sm_host,
+        routing_engine=plan.routing_engine,
+        root_guids=plan.root_guids,
+        cn_guids=plan.cn_guids,
+        socket_name=socket_name,
+        # torus-2QoS refuses to route without QoS ("ERR 4E44: ... Enable QoS") and OpenSM
+        # then silently uses minhop: a default policy turns QoS on.
+        qos_policy=QosPolicy() if plan.torus_conf else None,
+        opensm_options=options,
+    )
+
+
+# -- packages ------------------------------------------------------------------------------
+
+
+def missing_packages() -> list[str]:
+    """Debian packages the lab needs that are not installed (empty when the lab can run)."""
+    missing = [
+        pkg for pkg, tools in LAB_PACKAGES.items() if any(not shutil.which(t) for t in tools)
+    ]
+    if "ibsim-utils" not in missing:
+        try:
+            find_umad2sim()
+        except LabError:
+            missing.append("ibsim-utils")
+    return missing
+
+
+def require_lab_packages() -> None:
+    """Raise :class:`LabUnavailable` naming what to install when the lab cannot run here."""
+    missing = missing_packages()
+    if missing:
+        raise LabUnavailable(
+            f"the lab needs the Debian packages {', '.join(missing)}: {INSTALL_HINT}",
+            fields={"missing": missing},
+        )
+
+
+# -- the registry --------------------------------------------------------------------------
+
+
+def default_workdir(fabric: Fabric) -> Path:
+    """Where a fabric's lab lives: ``DATA_DIR/labs/<fabric name>``."""
+    return Path(settings.DATA_DIR) / "labs" / (slugify(fabric.name) or f"fabric-{fabric.pk}")
+
+
+def _default_name(revision: DesignRevision) -> str:
+    base = f"{revision.design.name}-r{revision.number}"
+    name, n = base, 1
+    while Fabric.objects.filter(name=name).exists():
+        n += 1
+        name = f"{base}-{n}"
+    return name
+
+
+def _fabric_for(revision: DesignRevision, name: str | None, actor: Actor) -> Fabric:
+    """The lab Fabric bound to ``revision`` (by ``name`` if given), created and audited if new."""
+    with transaction.atomic():
+        if name:
+            fabric = Fabric.objects.select_for_update().filter(name=name).first()
+            if fabric is not None:
+                if fabric.revision_id != revision.pk or fabric.driver != Fabric.Driver.LAB:
+                    raise Conflict(
+                        f"fabric {name!r} exists bound to {fabric.revision} with driver "
+                        f"{fabric.driver}; pick another --name"
+                    )
+                return fabric
+        else:
+            fabric = (
+                Fabric.objects.select_for_update()
+                .filter(revision=revision, driver=Fabric.Driver.LAB)
+                .order_by("pk")
+                .first()
+            )
+            if fabric is not None:
+                return fabric
+        fabric = Fabric.objects.create(
+            name=name or _default_name(revision),
+            description=f"lab fabric of {revision}",
+            driver=Fabric.Driver.LAB,
+            revision=revision,
+        )
+        audit.record(actor, "fabric.create", fabric, after=audit.snapshot(fabric))
+        return fabric
+
+
+@contextlib.contextmanager
+def _workdir_lock(workdir: Path) -> Iterator[None]:
+    """One start at a time per workdir, across processes (two `lab up` racing each other)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    with open(workdir / ".start.lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _running_lab(workdir: Path | str | None) -> Lab | None:
+    if not workdir:
+        return None
+    try:
+        lab = Lab.attach(workdir)
+    except (LabError, OSError, ValueError, TypeError):
+        return None
+    return lab if lab.is_running() else None
+
+
+def _bind(fabric: Fabric, lab: Lab, plan_sm_name: str | None = None) -> None:
+    status = lab.status()
+    config = dict(fabric.config)
+    config.update(workdir=status["workdir"], ibsim_sockname=status["ibsim_sockname"])
+    if plan_sm_name:
+        config["sm_host_name"] = plan_sm_name
+    if config != fabric.config:
+        Fabric.objects.filter(pk=fabric.pk).update(config=config)
+        fabric.config = config
+
+
+def start_lab(
+    revision: DesignRevision,
+    *,
+    name: str | None = None,
+    actor: Actor,
+    workdir: Path | str | None = None,
+    socket_name: str | None = None,
+    wait: bool = True,
+) -> tuple[Fabric, Lab]:
+    """Start (or find already running) the lab of ``revision``, bound to its lab Fabric.
+
+    Creates or reuses the Fabric (driver ``lab``); its lab lives in ``workdir`` (default
+    ``DATA_DIR/labs/<fabric name>``) with its own ``IBSIM_SOCKNAME`` (derived from the workdir
+    unless ``socket_name`` is given). Returns once OpenSM has brought the subnet up (polled
+    through sminfo/ibnetdiscover, never the log) unless ``wait`` is False.
+    """
+    require_lab_packages()
+    fabric = _fabric_for(revision, name, actor)
+    running = _running_lab(fabric.config.get("workdir"))
+    if running is not None:
+        if workdir is not None and Path(workdir).resolve() != running.workdir.resolve():
+            raise Conflict(f"the lab of {fabric.name} already runs in {running.workdir}; "
+                           "stop it first (manage.py lab down)")  # fmt: skip
+        _bind(fabric, running)
+        return fabric, running
+    target = Path(workdir) if workdir else default_workdir(fabric)
+    with _workdir_lock(target):
+        running = _running_lab(target)
+        if running is not None:  # another process started it while we waited for the lock
+            _bind(fabric, running)
+            return fabric, running
+        plan = lab_plan(revision_graph(revision))
+        spec = _spec(plan, target.resolve(), socket_name)
+        try:
+            running = Lab.start(spec, wait=wait)
+        except LabError as exc:
+            raise ConsoleError(f"lab of {fabric.name} did not start: {exc}",
+                               code="lab_failed") from exc  # fmt: skip
+    with transaction.atomic():
+        _bind(fabric, running, plan.sm_host_name)
+        audit.record(actor, "fabric.lab.start", fabric, after={"lab": running.status()})
+    return fabric, running
+
+
+def lab_for(fabric: Fabric) -> Lab:
+    """The running lab of ``fabric`` (from any process); :class:`LabNotRunning` otherwise."""
+    if fabric.driver != Fabric.Driver.LAB:
+        raise LabNotRunning(f"fabric {fabric.name} uses the {fabric.driver} driver, not a lab")
+    workdir = fabric.config.get("workdir")
+    hint = f"start it with: manage.py lab up --design {_design_ref(fabric)}"
+    if not workdir:
+        raise LabNotRunning(f"no lab has been started for fabric {fabric.name}; {hint}")
+    try:
+        lab = Lab.attach(workdir)
+    except (LabError, OSError, ValueError, TypeError):
+        raise LabNotRunning(f"no lab found in {workdir} for fabric {fabric.name}; {hint}") from None
+    if not lab.is_running():
+        state = lab.status()["state"]
+        raise LabNotRunning(f"the lab of fabric {fabric.name} is not running ({state}); {hint}")
+    return lab
+
+
+def _design_ref(fabric: Fabric) -> str:
+    revision = fabric.revision
+    return f"{revision.design.name}/{revision.number} --name {fabric.name}"
+
+
+def stop_lab(fabric: Fabric, *, actor: Actor | None = None) -> dict[str, Any]:
+    """Stop the fabric's lab (idempotent); returns its final status."""
+    workdir = fabric.config.get("workdir")
+    if not workdir:
+        return lab_status(fabric)
+    try:
+        lab = Lab.attach(workdir)
+    except (LabError, OSError, ValueError, TypeError):
+        return lab_status(fabric)
+    was_running = lab.is_running()
+    lab.stop()
+    if actor is not None and was_running:
+        with transaction.atomic():
+            audit.record(actor, "fabric.lab.stop", fabric, before={"workdir": workdir})
+    return lab_status(fabric)
+
+
+def env_line(status: Mapping[str, Any]) -> str:
+    """The shell line that points any infiniband-diags tool at the lab."""
+    env = status.get("env") or {}
+    if not env:
+        return ""
+    return " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items() if value)
+
+
+def lab_status(fabric: Fabric) -> dict[str, Any]:
+    """Operator-facing status of a fabric's lab (``state`` ``not_started`` if it never ran)."""
+    base: dict[str, Any] = {
+        "fabric_id": fabric.pk,
+        "fabric": fabric.name,
+        "driver": fabric.driver,
+        "design": fabric.revision.design.name,
+        "revision": fabric.revision.number,
+    }
+    workdir = fabric.config.get("workdir")
+    lab = None
+    if workdir:
+        with contextlib.suppress(LabError, OSError, ValueError, TypeError):
+            lab = Lab.attach(workdir)
+    if lab is None:
+        base.update(state="not_started", workdir=workdir,
+                    ibsim_sockname=fabric.config.get("ibsim_sockname"), umad2sim=None,
+                    sm_host=None, opensm_pid=None, env={}, env_line="")  # fmt: skip
+        return base
+    status = lab.status()
+    status.update(base)
+    status["sm_host_name"] = fabric.config.get("sm_host_name", "")
+    status["env_line"] = "export " + env_line(status) if status["state"] == "up" else ""
+    if status["state"] == "up":
+        routing = routing_engine_in_use(lab)
+        status["routing"] = {"configured": routing.configured, "in_use": routing.in_use,
+                             "fallback": routing.fallback}  # fmt: skip
+    return status
+
+
+# -- fault injection -----------------------------------------------------------------------
+
+
+@lru_cache(maxsize=16)
+def _port_index(revision_pk: int, created_at: float) -> dict[tuple[str, int], tuple[str, int]]:
+    """(design device, design port) → (ibsim node id, its port). Revisions are immutable."""
+    graph = revision_graph(DesignRevision.objects.get(pk=revision_pk))
+    index: dict[tuple[str, int], tuple[str, int]] = {}
+    for sw in graph.switches.values():
+        for port in range(1, graph.port_count(sw.name) + 1):
+            index[(sw.name, port)] = (f"S-{sw.guid:016x}", port)
+    for node in graph.nodes.values():
+        ports = node.ca_ports or (1,) * node.hcas
+        for i, ca in enumerate(node.ca_guids):
+            index[(node.name, i + 1)] = (f"H-{ca:016x}", ports[i])
+    return index
+
+
+def resolve_port(fabric: Fabric, node: str, port: int) -> tuple[str, int]:
+    """Map a design name and port (``su01-leaf-r1`` 33, ``su01-n01`` 3 = its HCA-3) to the
+    ibsim node id and port; anything else (a node id, an ibsim description) passes through."""
+    revision = fabric.revision
+    found = _port_index(revision.pk, revision.created_at.timestamp()).get((node, port))
+    return found if found is not None else (node, port)
+
+
+def _fault(fabric: Fabric, actor: Actor | None, action: str, detail: dict[str, Any]) -> None:
+    if actor is not None:
+        with transaction.atomic():
+            audit.record(actor, action, fabric, after=detail)
+
+
+def unplug(fabric: Fabric, node: str, port: int, *, actor: Actor | None = None) -> str:
+    """Pull the cable at ``node`` ``port`` in the fabric's lab (ibsim ``Unlink``)."""
+    lab = lab_for(fabric)
+    node_id, sim_port = resolve_port(fabric, node, port)
+    reply = lab.unplug(node_id, sim_port)
+    _fault(fabric, actor, "fabric.lab.unplug", {"node": node, "port": port})
+    return reply
+
+
+def replug(fabric: Fabric, node: str, port: int, *, actor: Actor | None = None) -> str:
+    """Put back a cable pulled with :func:`unplug` (ibsim ``ReLink``)."""
+    lab = lab_for(fabric)
+    node_id, sim_port = resolve_port(fabric, node, port)
+    reply = lab.replug(node_id, sim_port)
+    _fault(fabric, actor, "fabric.lab.replug", {"node": node, "port": port})
+    return reply
+
+
+def parse_counter_assignments(items: list[str]) -> dict[str, int]:
+    """``["SymbolErrorCounter=50", "PortCountersExtended.PortXmitData=1e6"]`` → dict; values
+    are integers (decimal or 0x hex). Raises ValueError naming the bad item."""
+    out: dict[str, int] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        group, dot, name = key.rpartition(".")
+        if not sep or not name.isidentifier() or (dot and group not in _COUNTER_GROUPS):
+            raise ValueError(f"expected COUNTER=VALUE (e.g. SymbolErrorCounter=50), got {item!r}")
+        try:
+            number = int(value.strip(), 0)
+        except ValueError:
+            raise ValueError(f"{key}: {value!r} is not an integer") from None
+        if number < 0:
+            raise ValueError(f"{key}: counters cannot be negative")
+        out[key] = number
+    if not out:
+        raise ValueError("give at least one COUNTER=VALUE")
+    return out
+
+
+def set_counters(
+    fabric: Fabric, node: str, port: int, counters: Mapping[str, int], *, actor: Actor | None = None
+) -> list[str]:
+    """Set port counters through ibsim ``PerformanceSet``: error counters (``SymbolErrorCounter``)
+    and data counters (``PortXmitData`` sets both the 32-bit and the extended 64-bit counter;
+    ``PortCountersExtended.X`` sets only the extended one)."""
+    lab = lab_for(fabric)
+    node_id, sim_port = resolve_port(fabric, node, port)
+    node_id = lab.node_id(node_id)  # ibsim's console knows node ids only
+    replies: list[str] = []
+    for key, value in sorted(counters.items()):
+        group, _, name = key.rpartition(".")
+        groups = [group] if group else ["PortCounters"]
+        if not group and name in DATA_COUNTERS:
+            groups.append("PortCountersExtended")
+        for grp in groups:
+            width_max = 0xFFFFFFFF if grp == "PortCounters" and name in DATA_COUNTERS else None
+            shown = min(value, width_max) if width_max else value
+            reply = lab.console(f'PerformanceSet "{node_id}"[{sim_port}] {grp}.{name}={shown}')
+            if "has been set to" not in reply:
+                raise LabError(f"ibsim refused {grp}.{name} on {node}[{port}]: {reply}")
+            replies.append(reply)
+    _fault(fabric, actor, "fabric.lab.counters", {"node": node, "port": port, **counters})
+    return replies
+
+
+# -- lookups for the CLI -------------------------------------------------------------------
+
+
+def find_revision(ref: str) -> DesignRevision:
+    """``<design id or name>[/<revision number>]`` → the revision (default: the latest)."""
+    design_ref, _, number = ref.partition("/")
+    qs = DesignRevision.objects.select_related("design")
+    by = {"design_id": int(design_ref)} if design_ref.isdigit() else {"design__name": design_ref}
+    if number and not number.lstrip("r").isdigit():
+        raise NotFound(f"bad revision {number!r}: expected a number, e.g. {design_ref}/2")
+    if number:
+        revision = qs.filter(number=int(number.lstrip("r")), **by).first()
+    else:
+        revision = qs.filter(**by).order_by("-number").first()
+    if revision is None:
+        raise NotFound(f"no design revision {ref!r} (give a design id or name, optionally /rev)")
+    return revision
+
+
+def find_fabric(ref: str) -> Fabric:
+    """A fabric by id or name."""
+    qs = Fabric.objects.select_related("revision__design")
+    fabric = (qs.filter(pk=int(ref)).first() if ref.isdigit() else None) or qs.filter(
+        name=ref
+    ).first()
+    if fabric is None:
+        raise NotFound(f"no fabric {ref!r} (give its id or name)")
+    return fabric

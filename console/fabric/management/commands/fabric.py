@@ -1,0 +1,157 @@
+"""``manage.py fabric``: push a fabric's desired state, set partitions, discover and compare.
+
+    fabric apply --fabric F [--dry-run] [--wait] --json
+    fabric partition set --fabric F --name NAME --pkey 0xHHHH --member GUID[=full|limited] … [--wait] --json
+    fabric partition delete --fabric F --name NAME [--wait] --json
+    fabric discover --fabric F --json
+    fabric compare --fabric F --json
+
+F is a fabric id or name. A thin layer over the same change-request services as the API: with
+``--wait`` the command returns when the change is verified or failed, prints that outcome and
+exits non-zero unless it was applied. In embedded mode (no separate worker) ``--wait`` runs the
+push in this process; the database lease makes that as safe as a worker doing it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from console.fabric import changes
+from console.fabric.api.serializers import ChangeSerializer
+from console.fabric.models import ChangeRequest, Fabric
+from console.tenancy.context import Actor
+from console.tenancy.errors import ConsoleError
+from console.tenancy.models import Principal, Role
+
+SUCCESS = {ChangeRequest.Status.APPLIED, ChangeRequest.Status.UNCHANGED,
+           ChangeRequest.Status.PREVIEWED}  # fmt: skip
+
+
+def _fabric(ref: str) -> Fabric:
+    fabric = Fabric.objects.filter(pk=int(ref)).first() if ref.isdigit() else None
+    fabric = fabric or Fabric.objects.filter(name=ref).first()
+    if fabric is None:
+        raise CommandError(f"no fabric {ref!r}")
+    return fabric
+
+
+class Command(BaseCommand):
+    help = "Push fabric changes, set partitions, discover and compare fabrics."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--as", dest="as_user", help="act as this operator (default: CLI)")
+        sub = parser.add_subparsers(dest="action", required=True)
+
+        def common(p: CommandParser, wait: bool = True) -> None:
+            p.add_argument("--fabric", required=True, help="fabric id or name")
+            p.add_argument("--json", action="store_true", help="print JSON")
+            if wait:
+                p.add_argument("--wait", action="store_true", help="until verified or failed")
+                p.add_argument("--timeout", type=float, default=600.0)
+
+        common(p := sub.add_parser("apply", help="push the desired state"))
+        p.add_argument("--dry-run", action="store_true", help="only show the diff")
+        p.add_argument("--reason", default="")
+        part = sub.add_parser("partition", help="set or delete a partition, then push")
+        psub = part.add_subparsers(dest="partition_action", required=True)
+        common(p := psub.add_parser("set"))
+        p.add_argument("--name", required=True)
+        p.add_argument("--pkey", required=True, help="0x0001-0x7ffe")
+        p.add_argument("--member", action="append", default=[], metavar="GUID[=full|limited]")
+        p.add_argument("--sl", type=int, default=0)
+        p.add_argument("--ipoib", action="store_true")
+        common(p := psub.add_parser("delete"))
+        p.add_argument("--name", required=True)
+        common(sub.add_parser("discover", help="ibnetdiscover and store the graph"), wait=False)
+        common(sub.add_parser("compare", help="discovered vs designed"), wait=False)
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        actor, principal = self._who(opts.get("as_user"))
+        fabric = _fabric(opts["fabric"])
+        try:
+            if opts["action"] == "discover":
+                from console.fabric.discovery.services import compare, discover
+
+                run = discover(fabric, actor=actor)
+                body = {"duration_s": run.duration_s, "summary": run.summary}
+                return self._print(opts, {**body, **_jsonable(compare(fabric, run))})
+            if opts["action"] == "compare":
+                from console.fabric.discovery.services import compare
+
+                return self._print(opts, _jsonable(compare(fabric)))
+            if opts["action"] == "partition":
+                if opts["partition_action"] == "set":
+                    changes.set_partition(actor, principal, fabric, name=opts["name"],
+                                          pkey=opts["pkey"], members=opts["member"],
+                                          sl=opts["sl"], ipoib=opts["ipoib"])  # fmt: skip
+                else:
+                    changes.delete_partition(actor, principal, fabric, name=opts["name"])
+            change = changes.request_change(
+                actor, principal, fabric, dry_run=bool(opts.get("dry_run")),
+                reason=opts.get("reason") or f"cli: {opts['action']}",
+            )  # fmt: skip
+        except ConsoleError as exc:
+            self._print(opts, exc.as_dict())
+            raise CommandError(exc.detail) from None
+        if opts.get("wait") and not change.is_terminal:
+            change = self._wait(change, opts["timeout"])
+        body = ChangeSerializer(change).data
+        body = {"change": body, "status": change.status, "ok": change.status in SUCCESS}
+        self._print(opts, body)
+        if opts.get("wait") and change.status not in SUCCESS:
+            raise CommandError(f"change {change.pk} {change.status}: {change.error}")
+
+    def _who(self, username: str | None) -> tuple[Actor, Principal]:
+        if username:
+            user = get_user_model().objects.filter(username=username).first()
+            if user is None:
+                raise CommandError(f"no user {username!r}")
+            return Actor.cli(user), Principal.of(user)
+        return Actor.cli(), Principal(None, Role.OPERATOR, None)
+
+    def _wait(self, change: ChangeRequest, timeout: float) -> ChangeRequest:
+        if settings.EMBEDDED and change.status == ChangeRequest.Status.QUEUED:
+            from console.fabric.changes.pipeline import apply_change
+
+            apply_change(change.pk, worker_id=f"cli/{socket.gethostname()}/{os.getpid()}")
+        deadline = time.monotonic() + timeout
+        while True:
+            change.refresh_from_db()
+            if change.is_terminal or change.status == ChangeRequest.Status.PENDING_APPROVAL:
+                return change
+            if time.monotonic() > deadline:
+                raise CommandError(f"change {change.pk} still {change.status} after {timeout}s")
+            time.sleep(0.2)
+
+    def _print(self, opts: dict[str, Any], body: Any) -> None:
+        if opts.get("json"):
+            self.stdout.write(json.dumps(body, indent=2, sort_keys=True, default=str))
+        elif isinstance(body, dict) and "change" in body:
+            c = body["change"]
+            self.stdout.write(f"change {c['id']}: {c['status']}")
+            for step in c.get("steps", []):
+                self.stdout.write(f"  {step['seq']:>2}. {step['name']:<12} {step['target']:<16} "
+                                  f"{step['status']}")  # fmt: skip
+            if c.get("diff"):
+                self.stdout.write(c["diff"])
+        else:
+            self.stdout.write(json.dumps(body, indent=2, default=str))
+
+
+def _jsonable(value: Any) -> Any:
+    """Discovery results may be dataclasses, models or dicts: print what JSON can carry."""
+    if hasattr(value, "as_dict"):
+        return value.as_dict()
+    if hasattr(value, "_meta"):
+        from console.tenancy.audit import snapshot
+
+        return snapshot(value)
+    return value

@@ -1,0 +1,71 @@
+"""Celery tasks of the push pipeline. Thin: each calls one service.
+
+All are late-acked and rejected back to the queue when their worker dies; their hard time limit
+(``FABRIC_TASK_TIME_LIMIT``) stays below the broker's visibility timeout so a slow push is never
+redelivered while it still runs, and the database lease makes any redelivery harmless. Transient
+errors (a diag timeout, a dropped database connection, the fabric busy with another change) retry
+with exponential backoff.
+"""
+
+from __future__ import annotations
+
+import socket
+
+from celery import shared_task
+from django.conf import settings
+
+from console.fabric.changes import pipeline
+from console.fabric.changes.requests import reconcile
+from console.fabric.models import Fabric
+from console.tenancy.context import Actor
+
+VISIBILITY = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("visibility_timeout", 3600)
+TIME_LIMIT = min(settings.CELERY_TASK_TIME_LIMIT, int(VISIBILITY * 0.5))
+assert TIME_LIMIT < VISIBILITY, "a push must never outlive the broker's visibility timeout"
+
+COMMON = {
+    "acks_late": True,
+    "reject_on_worker_lost": True,
+    "ignore_result": True,
+    "time_limit": TIME_LIMIT,
+    "soft_time_limit": TIME_LIMIT - 30,
+}
+
+
+@shared_task(
+    name="fabric.apply_change",
+    bind=True,
+    autoretry_for=pipeline.TRANSIENT,
+    retry_backoff=2,
+    retry_backoff_max=60,
+    retry_jitter=True,
+    max_retries=8,
+    **COMMON,
+)
+def apply_change_task(self, change_id: int) -> str | None:
+    """Push one change (lease, steps, verification, outcome written once)."""
+    worker_id = f"{self.request.hostname or socket.gethostname()}/{self.request.id}"
+    change = pipeline.apply_change(change_id, worker_id=worker_id)
+    return change.status if change is not None else None
+
+
+@shared_task(
+    name="fabric.reconcile",
+    autoretry_for=pipeline.TRANSIENT,
+    retry_backoff=2,
+    max_retries=5,
+    **COMMON,
+)
+def reconcile_task(fabric_id: int) -> int | None:
+    """Create a change when the fabric's desired state differs from what is applied."""
+    fabric = Fabric.objects.filter(pk=fabric_id).first()
+    if fabric is None:
+        return None
+    change = reconcile(fabric, actor=Actor.system("task:fabric.reconcile"))
+    return change.pk if change is not None else None
+
+
+@shared_task(name="fabric.reap_stuck_changes", **COMMON)
+def reap_stuck_changes_task() -> dict[str, list[int]]:
+    """Periodic: re-enqueue (or fail) changes whose worker died mid-push."""
+    return pipeline.reap_stuck_changes()

@@ -1,0 +1,16 @@
+from django.urls import path
+from rest_framework.routers import DefaultRouter
+
+from console.telemetry.api import views
+
+router = DefaultRouter()
+router.register("telemetry/events", views.FabricEventViewSet, basename="fabric-event")
+
+urlpatterns = [
+    path("telemetry/fabrics/<int:fabric_id>/snapshot/", views.LiveSnapshotView.as_view(),
+         name="telemetry-snapshot"),
+    path("telemetry/fabrics/<int:fabric_id>/history/", views.HistoryView.as_view(),
+         name="telemetry-history"),
+    path("telemetry/fabrics/<int:fabric_id>/links/<path:link_id>/",
+         views.LinkDetailView.as_view(), name="telemetry-link"),
+]  # fmt: skip

@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class TelemetryConfig(AppConfig):
+    name = "console.telemetry"
+    label = "telemetry"
+    verbose_name = "Telemetry"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,127 @@
+"""The pure collector core: counter readings → per-link rates, error deltas, state, colour bucket.
+
+No database, no processes: a sweep is a mapping ``(switch, port) → PortReading`` and the core
+turns two consecutive sweeps into :class:`LinkStatus` rows. InfiniBand data counters
+(``PortXmitData``/``PortRcvData``) count 4-octet words, so bytes = words × 4.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+WORD_BYTES = 4
+#: Error counters the console watches (PortCounters names, as perfquery prints them).
+ERROR_COUNTERS = ("SymbolErrorCounter", "LinkDownedCounter", "PortRcvErrors", "PortXmitDiscards")
+#: Utilisation colour buckets: upper bounds (fraction of line rate) of buckets 0..4; 5 = above.
+BUCKETS = (0.01, 0.25, 0.5, 0.75, 0.9)
+
+
+def bucket_of(utilisation: float) -> int:
+    """Colour bucket 0 (idle) … 5 (≥ 90 %) of a utilisation fraction."""
+    for i, bound in enumerate(BUCKETS):
+        if utilisation < bound:
+            return i
+    return len(BUCKETS)
+
+
+@dataclass(frozen=True)
+class PortReading:
+    """One port's counters at one instant (``state``: Active, Down, Init, … or '' if unknown)."""
+
+    xmit_words: int = 0
+    rcv_words: int = 0
+    errors: Mapping[str, int] = field(default_factory=dict)
+    state: str = ""
+
+
+@dataclass(frozen=True)
+class LinkEnd:
+    """The switch port a link is measured at, and the far end it goes to."""
+
+    link_id: str
+    switch: str
+    port: int
+    peer: str
+    peer_port: int
+    tier: str
+    gbps: float
+
+
+@dataclass
+class LinkStatus:
+    """A link as the live view shows it after one sweep."""
+
+    link_id: str
+    up: bool
+    tx_bps: float = 0.0  # switch port → peer
+    rx_bps: float = 0.0  # peer → switch port
+    utilisation: float = 0.0  # max of both directions, fraction of line rate
+    bucket: int = 0
+    errors: dict[str, int] = field(default_factory=dict)  # deltas over the sweep
+    error_totals: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {
+            "id": self.link_id,
+            "up": self.up,
+            "tx_bps": round(self.tx_bps),
+            "rx_bps": round(self.rx_bps),
+            "util": round(self.utilisation, 4),
+            "bucket": self.bucket,
+            "errors": {k: v for k, v in self.errors.items() if v},
+            "error_totals": {k: v for k, v in self.error_totals.items() if v},
+        }
+
+    @property
+    def key(self) -> tuple[bool, int, bool]:
+        """What a live delta is about: state, colour bucket, erroring."""
+        return (self.up, self.bucket, any(self.errors.values()))
+
+
+def _delta(now: int, before: int) -> int:
+    # A counter that went backwards was reset (or saturated and cleared): count from zero.
+    return now - before if now >= before else now
+
+
+def link_status(
+    end: LinkEnd, now: PortReading | None, before: PortReading | None, dt: float
+) -> LinkStatus:
+    """Rates and error deltas of one link between two readings ``dt`` seconds apart."""
+    if now is None:
+        return LinkStatus(end.link_id, up=False)
+    up = now.state in ("", "Active")
+    status = LinkStatus(end.link_id, up=up, error_totals=dict(now.errors))
+    if before is None or dt <= 0:
+        return status
+    status.tx_bps = _delta(now.xmit_words, before.xmit_words) * WORD_BYTES * 8 / dt
+    status.rx_bps = _delta(now.rcv_words, before.rcv_words) * WORD_BYTES * 8 / dt
+    capacity = end.gbps * 1e9 if end.gbps else 0.0
+    if capacity and up:
+        status.utilisation = min(1.0, max(status.tx_bps, status.rx_bps) / capacity)
+    status.bucket = bucket_of(status.utilisation) if up else 0
+    status.errors = {
+        name: _delta(now.errors.get(name, 0), before.errors.get(name, 0)) for name in ERROR_COUNTERS
+    }
+    return status
+
+
+def sweep_status(
+    ends: Iterable[LinkEnd],
+    now: Mapping[tuple[str, int], PortReading],
+    before: Mapping[tuple[str, int], PortReading],
+    dt: float,
+) -> dict[str, LinkStatus]:
+    """Every link's status from two sweeps."""
+    out = {}
+    for end in ends:
+        key = (end.switch, end.port)
+        out[end.link_id] = link_status(end, now.get(key), before.get(key), dt)
+    return out
+
+
+def changed_links(
+    current: Mapping[str, LinkStatus], published: Mapping[str, tuple[bool, int, bool]]
+) -> list[str]:
+    """Links whose state, colour bucket or erroring changed since the last published delta."""
+    return [lid for lid, st in current.items() if published.get(lid) != st.key]

@@ -1,0 +1,112 @@
+"""Telemetry rows: link samples (raw and minute averages) and fabric events with their lifecycle.
+
+Samples are written by the collector at ``TELEMETRY_STORE_INTERVAL_S`` (averages over the sweeps
+in between), folded into minute averages and pruned by ``telemetry.prune`` (raw kept
+``TELEMETRY_RAW_RETENTION_S``, minutes ``TELEMETRY_MINUTE_RETENTION_S``).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from django.conf import settings
+from django.db import models
+
+from console.tenancy.models import TenantScopedQuerySet
+
+
+class LinkSample(models.Model):
+    """One link's averaged rates and error deltas over a storage interval (raw) or a minute."""
+
+    class Resolution(models.IntegerChoices):
+        RAW = 0, "raw"
+        MINUTE = 60, "minute"
+
+    fabric = models.ForeignKey("fabric.Fabric", on_delete=models.CASCADE, related_name="+")
+    link_id = models.CharField(max_length=80)
+    switch = models.CharField(max_length=64)
+    tier = models.CharField(max_length=20, blank=True)
+    resolution = models.PositiveSmallIntegerField(choices=Resolution.choices, default=0)
+    at = models.DateTimeField()
+    tx_bps = models.FloatField(default=0)
+    rx_bps = models.FloatField(default=0)
+    util = models.FloatField(default=0)
+    errors = models.PositiveIntegerField(default=0)
+    up = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["fabric", "link_id", "at"]
+        indexes = [
+            models.Index(fields=["fabric", "resolution", "link_id", "at"], name="sample_link_at"),
+            models.Index(fields=["fabric", "resolution", "at"], name="sample_fabric_at"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.link_id} @ {self.at:%H:%M:%S}"
+
+
+class EventQuerySet(TenantScopedQuerySet):
+    def unresolved(self) -> EventQuerySet:
+        return self.exclude(status=FabricEvent.Status.RESOLVED)
+
+
+class FabricEvent(models.Model):
+    """Something an operator must know: a link down, errors over threshold, routing fallback,
+    an SM state change or a failed push. open → acknowledged → resolved; conditions that clear
+    by themselves (a link back up) resolve automatically. ``tenants`` are the tenants whose
+    reservations it affects (a tenant sees only those events)."""
+
+    class Kind(models.TextChoices):
+        LINK_DOWN = "link_down"
+        LINK_ERRORS = "link_errors"
+        ROUTING_FALLBACK = "routing_fallback"
+        SM_STATE = "sm_state"
+        PUSH_FAILED = "push_failed"
+
+    class Severity(models.TextChoices):
+        INFO = "info"
+        WARNING = "warning"
+        CRITICAL = "critical"
+
+    class Status(models.TextChoices):
+        OPEN = "open"
+        ACKNOWLEDGED = "acknowledged"
+        RESOLVED = "resolved"
+
+    fabric = models.ForeignKey("fabric.Fabric", on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    severity = models.CharField(max_length=10, choices=Severity.choices, default=Severity.WARNING)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.OPEN)
+    subject = models.CharField(max_length=100, help_text="link id, change id or 'sm'")
+    message = models.CharField(max_length=300)
+    detail = models.JSONField(default=dict, blank=True)
+    reservations = models.JSONField(default=list, blank=True)
+    tenants = models.ManyToManyField("tenancy.Tenant", blank=True, related_name="+")
+    opened_at = models.DateTimeField()
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    resolution = models.CharField(max_length=200, blank=True)
+
+    tenant_lookup: ClassVar[str] = "tenants"
+    objects = EventQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-opened_at", "-id"]
+        indexes = [models.Index(fields=["fabric", "status"], name="event_fabric_status")]
+        constraints = [
+            # One unresolved event per condition: a flapping link re-opens, never duplicates.
+            models.UniqueConstraint(
+                fields=["fabric", "kind", "subject"],
+                condition=~models.Q(status="resolved"),
+                name="event_one_unresolved_per_subject",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.subject} ({self.status})"

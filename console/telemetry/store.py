@@ -1,0 +1,89 @@
+"""Where the collector leaves the latest sweep for the web processes, and the live sequence numbers.
+
+With ``REDIS_URL`` both live in Redis (one key per fabric, ``INCR`` per group, so every process
+numbers a group's messages in one sequence); embedded, in this process's memory (the collector
+then runs as a thread of the web process).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from django.conf import settings
+
+_memory: dict[str, Any] = {}
+_lock = threading.Lock()
+_client = None
+SNAPSHOT_TTL_S = 120
+
+
+def _redis():
+    global _client
+    if not settings.REDIS_URL:
+        return None
+    if _client is None:
+        import redis
+
+        _client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
+    return _client
+
+
+def _key(kind: str, name: str | int) -> str:
+    return f"ibc:telemetry:{kind}:{name}"
+
+
+def next_seq(group: str) -> int:
+    """The next sequence number of a live group (1, 2, …; never repeats while Redis lives)."""
+    r = _redis()
+    if r is not None:
+        return int(r.incr(_key("seq", group)))
+    with _lock:
+        _memory[group] = _memory.get(group, 0) + 1
+        return _memory[group]
+
+
+def current_seq(group: str) -> int:
+    """The last sequence number sent to ``group`` (0 before the first)."""
+    r = _redis()
+    if r is not None:
+        return int(r.get(_key("seq", group)) or 0)
+    return int(_memory.get(group, 0))
+
+
+def save_snapshot(fabric_id: int, snapshot: dict[str, Any]) -> None:
+    r = _redis()
+    if r is not None:
+        r.set(_key("snap", fabric_id), json.dumps(snapshot), ex=SNAPSHOT_TTL_S)
+    else:
+        with _lock:
+            _memory[_key("snap", fabric_id)] = snapshot
+
+
+def load_snapshot(fabric_id: int) -> dict[str, Any] | None:
+    r = _redis()
+    if r is not None:
+        raw = r.get(_key("snap", fabric_id))
+        return json.loads(raw) if raw else None
+    return _memory.get(_key("snap", fabric_id))
+
+
+def heartbeat(fabric_id: int, ttl: float) -> None:
+    """The collector process of ``fabric_id`` is alive for the next ``ttl`` seconds."""
+    r = _redis()
+    if r is not None:
+        r.set(_key("beat", fabric_id), "1", px=int(ttl * 1000))
+    else:
+        import time
+
+        _memory[_key("beat", fabric_id)] = time.monotonic() + ttl
+
+
+def alive(fabric_id: int) -> bool:
+    r = _redis()
+    if r is not None:
+        return bool(r.exists(_key("beat", fabric_id)))
+    import time
+
+    return _memory.get(_key("beat", fabric_id), 0) > time.monotonic()

@@ -1,0 +1,42 @@
+"""Celery tasks: a fallback collector sweep (when no collector process heartbeats) and pruning."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from console.fabric.models import Fabric
+from console.telemetry import services, store
+
+COMMON = {"acks_late": True, "reject_on_worker_lost": True, "ignore_result": True,
+          "time_limit": 60, "soft_time_limit": 50}  # fmt: skip
+
+
+@shared_task(name="telemetry.collect", **COMMON)
+def collect() -> dict[str, str]:
+    """One sweep of every lab fabric whose collector process is not running."""
+    from console.fabric.labs import LabNotRunning
+    from console.telemetry.collector import CollectorOptions, FabricCollector
+
+    out = {}
+    for fabric in Fabric.objects.filter(driver=Fabric.Driver.LAB).select_related("revision"):
+        if store.alive(fabric.pk):
+            out[fabric.name] = "collector running"
+            continue
+        try:
+            collector = FabricCollector(fabric, CollectorOptions(lab_traffic=False))
+            collector.setup()
+        except LabNotRunning:
+            out[fabric.name] = "lab not running"
+            continue
+        try:
+            collector.sweep()
+            out[fabric.name] = "swept"
+        finally:
+            collector.close()
+    return out
+
+
+@shared_task(name="telemetry.prune", **COMMON)
+def prune() -> dict[str, int]:
+    """Minute averages of finished minutes; raw and minute rows past their retention dropped."""
+    return services.downsample_and_prune()

@@ -1,0 +1,77 @@
+"""Fabric pages: every managed fabric with its lab state, and one fabric's discovery and compare.
+
+Operators and auditors only (for anyone else the pages do not exist: 404). Thin: the lab
+registry and the discovery services do the work; the run-discovery button posts back here.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+
+from console.fabric import labs
+from console.fabric.discovery import services as discovery
+from console.fabric.models import Fabric
+from console.tenancy.context import Actor
+from console.tenancy.errors import ConsoleError
+from console.tenancy.models import Role
+from console.web.context import principal_for
+
+READERS = {Role.OPERATOR, Role.AUDITOR}
+
+
+def _can_run(request: HttpRequest) -> bool:
+    """Operators may run discovery; auditors read. Anyone else gets 404."""
+    principal = principal_for(request)
+    if principal.role not in READERS:
+        raise Http404
+    return principal.role == Role.OPERATOR and principal.can_write
+
+
+def _lab_state(fabric: Fabric) -> dict:
+    if fabric.driver != Fabric.Driver.LAB:
+        return {"state": "n/a"}
+    return labs.lab_status(fabric)
+
+
+@login_required
+def fabrics(request: HttpRequest) -> HttpResponse:
+    """Every managed fabric: driver, bound design revision, lab state, last discovery."""
+    _can_run(request)
+    rows = []
+    for fabric in Fabric.objects.select_related("revision__design"):
+        run = discovery.latest_run(fabric)
+        rows.append({"fabric": fabric, "lab": _lab_state(fabric), "run": run,
+                     "ok": (run.compare or {}).get("ok") if run else None})  # fmt: skip
+    return render(request, "web/fabrics.html", {"rows": rows, "active": "fabrics"})
+
+
+@login_required
+def fabric_detail(request: HttpRequest, fabric_id: int) -> HttpResponse:
+    """One fabric: lab status with the env line, latest discovery + compare, routing check.
+    POST (operators) runs discovery now."""
+    can_run = _can_run(request)
+    fabric = get_object_or_404(Fabric.objects.select_related("revision__design"), pk=fabric_id)
+    if request.method == "POST":
+        if not can_run:
+            raise Http404
+        try:
+            run = discovery.discover(fabric, actor=Actor.for_user(request.user))
+        except ConsoleError as exc:
+            messages.error(request, exc.detail)
+        else:
+            verdict = "matches the design" if run.compare.get("ok") else "differs from the design"
+            messages.success(request, f"Discovery {run.pk}: the fabric {verdict}.")
+        return redirect("web:fabric", fabric_id=fabric.pk)
+    run = discovery.latest_run(fabric)
+    context = {
+        "fabric": fabric,
+        "lab": _lab_state(fabric),
+        "run": run,
+        "result": run.compare if run else None,
+        "can_run": can_run,
+        "active": "fabrics",
+    }
+    return render(request, "web/fabric.html", context)

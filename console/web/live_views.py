@@ -1,0 +1,69 @@
+"""The live topology page: ``fabrics/<id>/live/`` for operators, auditors and tenants.
+
+Thin: positions come from the designer's server-side canvas (level of detail) on the fabric's
+design revision; everything live comes over the WebSocket and the telemetry API.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+
+from console.fabric.models import Fabric
+from console.web.context import principal_for
+from designer.canvas import CanvasError, canvas_view
+from designer.services import revision_graph
+
+
+def _principal(request: HttpRequest):
+    principal = principal_for(request)
+    if principal.role is None:
+        raise Http404
+    return principal
+
+
+@login_required
+def live_home(request: HttpRequest) -> HttpResponse:
+    """The nav entry: the first lab fabric (a tenant's: the one its reservations run on)."""
+    principal = _principal(request)
+    fabric = None
+    if not principal.sees_all_tenants:
+        from scheduling.models import Reservation
+
+        mine = Reservation.objects.filter(tenant_id=principal.tenant_id,
+                                          status=Reservation.Status.READY)  # fmt: skip
+        fabric_id = mine.order_by("-pk").values_list("fabric_id", flat=True).first()
+        fabric = Fabric.objects.filter(pk=fabric_id).first() if fabric_id else None
+    if fabric is None:
+        fabric = (Fabric.objects.filter(driver=Fabric.Driver.LAB).first()
+                  or Fabric.objects.first())  # fmt: skip
+    if fabric is None:
+        return render(request, "web/live.html", {"fabric": None, "active": "live"})
+    return redirect("web:fabric-live", fabric_id=fabric.pk)
+
+
+@login_required
+def fabric_live(request: HttpRequest, fabric_id: int) -> HttpResponse:
+    """Links coloured by utilisation, down links dashed red, events, change progress."""
+    principal = _principal(request)
+    fabric = get_object_or_404(Fabric.objects.select_related("revision__design"), pk=fabric_id)
+    try:
+        view = canvas_view(revision_graph(fabric.revision), request.GET.get("level", "auto"),
+                           request.GET.get("focus") or None)  # fmt: skip
+    except CanvasError as exc:
+        raise Http404(str(exc)) from exc
+    operator = principal.sees_all_tenants
+    init = {
+        "fabric": fabric.pk,
+        "name": fabric.name,
+        "role": principal.role,
+        "operator": operator,
+        "can_write": principal.is_operator and principal.can_write,
+        "tenant": principal.tenant_id,
+        "ws": f"/ws/live/fabric/{fabric.pk}/"
+        if operator
+        else f"/ws/live/tenant/{principal.tenant_id}/",
+        "canvas": view,
+    }
+    return render(request, "web/live.html", {"fabric": fabric, "init": init, "active": "live"})

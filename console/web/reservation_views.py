@@ -1,0 +1,223 @@
+"""Reservation pages: tenant self-service, one reservation, and the operator's views.
+
+Thin: the self-service and detail pages carry their initial data as ``json_script`` and talk to
+the scheduling REST API (/api/pools/, /api/quotas/, /api/reservations/); the operator pages read
+through ``scheduling.api.pages_support`` and write quotas through ``quotas.set_quota``. Tenant
+users see their own tenant's rows only (``visible_to``): another tenant's reservation is 404,
+and the operator pages do not exist for them (404) either.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+
+from console.tenancy.context import Actor
+from console.tenancy.errors import ConsoleError
+from console.tenancy.models import Principal, Role, Tenant
+from console.web.context import principal_for
+from scheduling.api import pages_support
+from scheduling.api.serializers import ReservationSerializer
+from scheduling.models import Pool, PriorityClass, Quota, Reservation
+from scheduling.services import quotas
+
+#: Who reserves: tenant users for their tenant, operators for any tenant.
+RESERVERS = {Role.OPERATOR, Role.TENANT_ADMIN, Role.TENANT_MEMBER}
+OPERATORS = {Role.OPERATOR}
+POLL_MS = 2000
+
+
+def _principal(request: HttpRequest, roles: set[str]) -> Principal:
+    """The principal, or 404 for roles the page does not exist for."""
+    principal = principal_for(request)
+    if principal.role not in roles:
+        raise Http404
+    return principal
+
+
+def _tabs(principal: Principal) -> list[dict[str, str]]:
+    tabs = [{"key": "reserve", "label": "Reserve", "url": reverse("web:reservations")}]
+    if principal.role in OPERATORS:
+        tabs += [
+            {"key": "all", "label": "All reservations", "url": reverse("web:reservations-all")},
+            {"key": "quotas", "label": "Quotas", "url": reverse("web:reservation-quotas")},
+            {"key": "occupancy", "label": "Occupancy", "url": reverse("web:reservation-occupancy")},
+        ]
+    return tabs
+
+
+def _page(request: HttpRequest, template: str, principal: Principal, tab: str, **context):
+    context.update(active="reservations", tabs=_tabs(principal), tab=tab)
+    return render(request, template, context)
+
+
+def _visible_reservation(principal: Principal, pk: int) -> Reservation:
+    reservation = (
+        Reservation.objects.visible_to(principal).select_related("pool", "tenant").filter(pk=pk)
+    ).first()
+    if reservation is None:
+        raise Http404  # another tenant's reservation does not exist for this user
+    return reservation
+
+
+def _urls() -> dict[str, str]:
+    """URL templates the script fills with a reservation id (``0`` is the placeholder)."""
+    return {
+        "detail": reverse("web:reservation", args=[0]),
+        "connection": reverse("web:reservation-connection", args=[0]),
+        "api": "/api/",
+    }
+
+
+@login_required
+def reservations(request: HttpRequest) -> HttpResponse:
+    """Self-service: quota and usage, availability timelines, the form with live preview, and
+    the reservations of the tenant (all of them for operators)."""
+    principal = _principal(request, RESERVERS)
+    tenant = Tenant.objects.filter(pk=principal.tenant_id).first()
+    tenants = (
+        [{"id": t.pk, "name": t.name} for t in Tenant.objects.order_by("name")]
+        if principal.sees_all_tenants
+        else []
+    )
+    init = {
+        "page": "reserve",
+        "role": principal.role,
+        "can_write": principal.can_write,
+        "is_operator": principal.is_operator,
+        "tenant": {"id": tenant.pk, "name": tenant.name} if tenant else None,
+        "tenants": tenants,
+        "pools": pages_support.pool_summaries(),
+        "priority_classes": list(PriorityClass.values),
+        "urls": _urls(),
+        "poll_ms": POLL_MS,
+    }
+    return _page(request, "web/reservations.html", principal, "reserve", init=init, tenant=tenant)
+
+
+@login_required
+def reservation_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """One reservation: status (live until ready), window, nodes, GPUs, partition, connection."""
+    principal = _principal(request, RESERVERS)
+    reservation = _visible_reservation(principal, pk)
+    init = {
+        "page": "detail",
+        "role": principal.role,
+        "can_write": principal.can_write,
+        "is_operator": principal.is_operator,
+        "reservation": ReservationSerializer(reservation).data,
+        "connection": pages_support.connection_details(reservation),
+        "tenant_name": reservation.tenant.name,
+        "pool_name": reservation.pool.name,
+        "urls": _urls(),
+        "poll_ms": POLL_MS,
+    }
+    return _page(request, "web/reservations_detail.html", principal, "reserve",
+                 init=init, reservation=reservation)  # fmt: skip
+
+
+@login_required
+def reservation_connection(request: HttpRequest, pk: int) -> JsonResponse:
+    """Connection details of a visible reservation: nodes, GPUs and HCA port GUIDs."""
+    principal = _principal(request, RESERVERS)
+    reservation = _visible_reservation(principal, pk)
+    return JsonResponse({"id": reservation.pk,
+                         "nodes": pages_support.connection_details(reservation)})  # fmt: skip
+
+
+class ReservationFilterForm(forms.Form):
+    tenant = forms.ModelChoiceField(Tenant.objects.order_by("name"), required=False)
+    pool = forms.ModelChoiceField(Pool.objects.order_by("name"), required=False)
+    status = forms.ChoiceField(choices=[("", "any")] + list(Reservation.Status.choices),
+                               required=False)  # fmt: skip
+
+
+@login_required
+def reservations_all(request: HttpRequest) -> HttpResponse:
+    """Operators: every tenant's reservations, filtered by tenant, pool and status."""
+    principal = _principal(request, OPERATORS)
+    form = ReservationFilterForm(request.GET or None)
+    rows = Reservation.objects.visible_to(principal).select_related("tenant", "pool")
+    if form.is_valid():
+        data = form.cleaned_data
+        if data["tenant"]:
+            rows = rows.filter(tenant=data["tenant"])
+        if data["pool"]:
+            rows = rows.filter(pool=data["pool"])
+        if data["status"]:
+            rows = rows.filter(status=data["status"])
+    elif form.is_bound:
+        rows = rows.none()
+    return _page(request, "web/reservations_all.html", principal, "all",
+                 form=form, rows=rows[:500])  # fmt: skip
+
+
+class QuotaForm(forms.Form):
+    tenant = forms.ModelChoiceField(Tenant.objects.all())
+    pool = forms.ModelChoiceField(Pool.objects.all())
+    guaranteed_gpus = forms.IntegerField(min_value=0, max_value=1_000_000)
+    borrow_limit_gpus = forms.IntegerField(min_value=0, max_value=1_000_000, initial=0)
+
+
+@login_required
+def reservation_quotas(request: HttpRequest) -> HttpResponse:
+    """Operators: guaranteed and borrowable GPUs of every tenant in every pool, with usage.
+    POST sets one tenant's quota in one pool (through the quota service)."""
+    principal = _principal(request, OPERATORS)
+    if request.method == "POST":
+        form = QuotaForm(request.POST)
+        if not form.is_valid():
+            messages.error(
+                request, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+            )
+        else:
+            data = form.cleaned_data
+            try:
+                quota = quotas.set_quota(
+                    Actor.for_user(request.user), principal, tenant=data["tenant"],
+                    pool=data["pool"], guaranteed_gpus=data["guaranteed_gpus"],
+                    borrow_limit_gpus=data["borrow_limit_gpus"],
+                )  # fmt: skip
+            except ConsoleError as exc:
+                messages.error(request, exc.detail)
+            else:
+                messages.success(
+                    request,
+                    f"Quota of {data['tenant'].name} in {data['pool'].name}: "
+                    f"{quota.guaranteed_gpus} guaranteed + {quota.borrow_limit_gpus} borrowable.",
+                )
+        return redirect("web:reservation-quotas")
+    existing = {(q.tenant_id, q.pool_id): q for q in Quota.objects.visible_to(principal)}
+    pools = list(Pool.objects.select_related("fabric").order_by("name"))
+    capacity = {p.pk: quotas.pool_capacity_gpus(p) for p in pools}
+    rows = []
+    for pool in pools:
+        for tenant in Tenant.objects.order_by("name"):
+            quota = existing.get((tenant.pk, pool.pk))
+            rows.append({"pool": pool, "tenant": tenant, "quota": quota,
+                         "usage": quotas.quota_usage(quota) if quota else None,
+                         "capacity": capacity[pool.pk]})  # fmt: skip
+    return _page(request, "web/reservations_quotas.html", principal, "quotas",
+                 rows=rows, can_write=principal.can_write)  # fmt: skip
+
+
+@login_required
+def reservation_occupancy(request: HttpRequest) -> HttpResponse:
+    """Operators: the pool's leaf groups as a grid of nodes coloured by the tenant using them."""
+    principal = _principal(request, OPERATORS)
+    pools = list(Pool.objects.select_related("fabric").order_by("name"))
+    selected = None
+    wanted = request.GET.get("pool", "")
+    if wanted.isdigit():
+        selected = next((p for p in pools if p.pk == int(wanted)), None)
+        if selected is None:
+            raise Http404
+    elif pools:
+        selected = pools[0]
+    occupancy = pages_support.occupancy(selected) if selected else None
+    return _page(request, "web/reservations_occupancy.html", principal, "occupancy",
+                 pools=pools, selected=selected, occupancy=occupancy)  # fmt: skip

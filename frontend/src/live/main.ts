@@ -1,0 +1,344 @@
+// The live topology page: the designer's server-positioned canvas, links coloured from the
+// live stream, events, link detail with a sparkline and history, change-request progress.
+
+import "../designer/designer.css";
+import "./live.css";
+import { api } from "../api";
+import { FabricCanvas, type Picked } from "../designer/canvas";
+import type { CanvasEdge } from "../designer/types";
+import { byTestId, fmt, h } from "../dom";
+import { LiveStream } from "./stream";
+import type { ChangeStep, LinkState, LiveEvent, LiveInit, Message, Snapshot } from "./types";
+
+const BUCKET_COLOURS = ["#9aa7b4", "#2e7d32", "#9e9d24", "#f9a825", "#ef6c00", "#c62828"];
+const BUCKET_LABELS = ["idle", "< 25 %", "< 50 %", "< 75 %", "< 90 %", "≥ 90 %"];
+
+interface EdgeState {
+  down: number;
+  bucket: number;
+  errors: number;
+  mine: boolean;
+}
+
+class LivePage {
+  private canvas: FabricCanvas;
+  private links = new Map<string, LinkState>();
+  private edgeOfLink = new Map<string, string>();
+  private linksOfEdge = new Map<string, string[]>();
+  private edgeState = new Map<string, string>();
+  private tierOfEdge = new Map<string, string>();
+  private mine = new Set<string>();
+  private highlight: Set<string> | null = null;
+  private events = new Map<number, LiveEvent>();
+  private selected: string | null = null;
+  private spark: number[] = [];
+  private sparkTimer: number | undefined;
+  private changes = new Map<number, WebSocket>();
+  private snapshot: Snapshot | null = null;
+  lastApplyMs = 0;
+  stream: LiveStream;
+
+  constructor(private init: LiveInit) {
+    this.canvas = new FabricCanvas(byTestId("live-canvas"), {
+      pick: (item: Picked) => this.pick(item),
+      drill: () => undefined,
+    });
+    this.canvas.render(init.canvas);
+    this.indexEdges(init.canvas.edges);
+    this.canvas.cy
+      .style()
+      .selector("edge.live-down")
+      .style({ "line-color": "#c62828", "line-style": "dashed", width: 3, opacity: 1 })
+      .selector("edge.live-err")
+      .style({ label: "data(badge)", color: "#c62828", "font-size": 10, "text-background-color": "#fff", "text-background-opacity": 1 })
+      .selector("edge.live-dim")
+      .style({ opacity: 0.15 })
+      .selector("edge.live-mine")
+      .style({ opacity: 1, width: 4 })
+      .update();
+    for (let b = 1; b < BUCKET_COLOURS.length; b++) {
+      this.canvas.cy.style().selector(`edge[bucket = ${b}]`).style({ "line-color": BUCKET_COLOURS[b], opacity: 1 }).update();
+    }
+    this.legend();
+    this.stream = new LiveStream(init.ws, {
+      message: (m) => this.onMessage(m),
+      resync: () => this.resync(),
+      status: (t) => (byTestId("live-conn").textContent = t),
+    });
+    this.stream.open();
+    void this.loadEvents();
+    if (init.operator) void this.loadChanges();
+  }
+
+  private indexEdges(edges: CanvasEdge[]): void {
+    for (const e of edges) {
+      const ids: string[] = [];
+      for (const lk of e.links ?? []) {
+        const id = `${lk[2]}/${lk[3]}`;
+        this.edgeOfLink.set(id, e.id);
+        ids.push(id);
+      }
+      this.linksOfEdge.set(e.id, ids);
+      this.tierOfEdge.set(e.id, e.tier);
+    }
+  }
+
+  private legend(): void {
+    const el = byTestId("live-legend");
+    el.replaceChildren(
+      ...BUCKET_LABELS.map((label, i) => h("span", { class: "swatch", style: `--c:${BUCKET_COLOURS[i]}` }, label)),
+      h("span", { class: "swatch down" }, "down"),
+    );
+  }
+
+  private async resync(): Promise<number> {
+    const snap = await api<Snapshot>(`/api/telemetry/fabrics/${this.init.fabric}/snapshot/`);
+    this.snapshot = snap;
+    this.links.clear();
+    if (!this.init.operator) this.mine = new Set(snap.links.map((l) => l.id));
+    this.apply(snap.links, true);
+    this.filters();
+    const s = snap.summary;
+    byTestId("live-summary").textContent = s
+      ? `${fmt(s.up)} up · ${fmt(s.down)} down · ${fmt(s.hot)} hot · collector ${snap.collector}`
+      : `${snap.links.length} links of your reservations · collector ${snap.collector}`;
+    return snap.seq;
+  }
+
+  /** Apply link states; returns main-thread milliseconds spent (kept for the benchmark). */
+  apply(states: LinkState[], full = false): number {
+    const t0 = performance.now();
+    const touched = new Set<string>();
+    for (const st of states) {
+      this.links.set(st.id, st);
+      const edge = this.edgeOfLink.get(st.id);
+      if (edge) touched.add(edge);
+    }
+    const edges = full ? [...this.linksOfEdge.keys()] : [...touched];
+    const cy = this.canvas.cy;
+    cy.batch(() => {
+      for (const edgeId of edges) {
+        const agg = this.aggregate(edgeId);
+        const key = `${agg.down}|${agg.bucket}|${agg.errors}|${agg.mine}`;
+        if (!full && this.edgeState.get(edgeId) === key) continue;
+        this.edgeState.set(edgeId, key);
+        const el = cy.getElementById(edgeId);
+        el.data("bucket", agg.bucket);
+        el.toggleClass("live-down", agg.down > 0);
+        el.toggleClass("live-err", agg.errors > 0);
+        el.data("badge", agg.errors > 0 ? `⚠ ${agg.errors}` : "");
+        el.toggleClass("live-mine", agg.mine);
+        el.toggleClass("live-dim", this.dimmed(edgeId, agg));
+      }
+    });
+    this.downList();
+    if (this.selected && touched.has(this.edgeOfLink.get(this.selected) ?? "")) this.showLink(this.selected);
+    this.lastApplyMs = performance.now() - t0;
+    return this.lastApplyMs;
+  }
+
+  private aggregate(edgeId: string): EdgeState {
+    const agg: EdgeState = { down: 0, bucket: 0, errors: 0, mine: false };
+    for (const id of this.linksOfEdge.get(edgeId) ?? []) {
+      const st = this.links.get(id);
+      if (this.mine.has(id) || this.highlight?.has(id)) agg.mine = true;
+      if (!st) continue;
+      if (!st.up) agg.down += 1;
+      agg.bucket = Math.max(agg.bucket, st.bucket);
+      agg.errors += Object.values(st.errors).reduce((a, b) => a + b, 0);
+    }
+    return agg;
+  }
+
+  private dimmed(edgeId: string, agg: EdgeState): boolean {
+    const tier = document.querySelector<HTMLSelectElement>('[data-testid="filter-tier"]')?.value ?? "";
+    if (tier && this.tierOfEdge.get(edgeId) !== tier) return true;
+    if (!this.init.operator || this.highlight) return !agg.mine;
+    return false;
+  }
+
+  private downList(): void {
+    const down = [...this.links.values()].filter((l) => !l.up).map((l) => l.id).sort();
+    byTestId("down-links").replaceChildren(
+      ...down.map((id) => h("li", { "data-link": id, testid: "down-link" }, id)),
+    );
+  }
+
+  private filters(): void {
+    const box = byTestId("live-filters");
+    if (box.childElementCount) return;
+    const tiers = [...new Set(this.tierOfEdge.values())].sort();
+    const tier = h("select", { testid: "filter-tier", "aria-label": "Tier" }, h("option", { value: "" }, "all tiers"),
+      ...tiers.map((t) => h("option", { value: t }, t)));
+    tier.addEventListener("change", () => this.apply([], true));
+    box.append(tier);
+    const groups = this.init.operator ? this.snapshot?.tenants ?? {} : { mine: { links: [...this.mine], reservations: this.snapshot?.reservations ?? {} } };
+    const res = h("select", { testid: "filter-reservation", "aria-label": "Reservation" }, h("option", { value: "" }, this.init.operator ? "all tenants" : "all my reservations"));
+    for (const [tid, slice] of Object.entries(groups)) {
+      if (this.init.operator) res.append(h("option", { value: `t:${tid}` }, `tenant ${tid}`));
+      for (const rid of Object.keys(slice.reservations)) res.append(h("option", { value: `r:${tid}:${rid}` }, `reservation ${rid}`));
+    }
+    res.addEventListener("change", () => {
+      const v = res.value;
+      this.highlight = null;
+      if (v.startsWith("t:")) this.highlight = new Set(groups[v.slice(2)]?.links ?? []);
+      if (v.startsWith("r:")) {
+        const [, tid, rid] = v.split(":");
+        void api<{ links: Record<string, unknown> }>(
+          `/api/telemetry/fabrics/${this.init.fabric}/history/?reservation=${rid}&minutes=1`,
+        ).then((body) => {
+          this.highlight = new Set(Object.keys(body.links).length ? Object.keys(body.links) : groups[tid]?.links ?? []);
+          this.apply([], true);
+        });
+      }
+      this.apply([], true);
+    });
+    box.append(res);
+  }
+
+  private onMessage(msg: Message): void {
+    if (msg.type === "link.delta") {
+      if (msg.fabric === this.init.fabric) this.apply(msg.links);
+    } else if (msg.type === "event") {
+      if (msg.fabric === this.init.fabric) this.upsertEvent(msg.event);
+    }
+  }
+
+  private async loadEvents(): Promise<void> {
+    const body = await api<{ results: LiveEvent[] }>(`/api/telemetry/events/?fabric=${this.init.fabric}&page_size=50`);
+    for (const ev of body.results.reverse()) this.upsertEvent(ev);
+  }
+
+  private upsertEvent(ev: LiveEvent): void {
+    this.events.set(ev.id, ev);
+    const list = [...this.events.values()].sort((a, b) => b.id - a.id).slice(0, 50);
+    byTestId("events").replaceChildren(
+      ...list.map((e) => {
+        const li = h("li", { class: `ev ev-${e.severity} ev-${e.status}`, testid: "event", "data-kind": e.kind, "data-subject": e.subject, "data-status": e.status },
+          h("strong", {}, e.kind.replace("_", " ")), " ", e.message, " ", h("span", { class: "badge" }, e.status),
+          e.reservations.length ? h("span", { class: "muted" }, ` · reservations ${e.reservations.join(", ")}`) : null);
+        if (this.init.can_write && e.status !== "resolved") {
+          for (const verb of e.status === "open" ? ["acknowledge", "resolve"] : ["resolve"]) {
+            const b = h("button", { class: "link", type: "button" }, verb);
+            b.addEventListener("click", () => void api(`/api/telemetry/events/${e.id}/${verb}/`, { method: "POST" }).then((r) => this.upsertEvent(r as LiveEvent)));
+            li.append(" ", b);
+          }
+        }
+        return li;
+      }),
+    );
+  }
+
+  private pick(item: Picked): void {
+    if (item.type !== "edge") return;
+    const ids = this.linksOfEdge.get(item.edge.id) ?? [];
+    const visible = ids.filter((id) => this.init.operator || this.mine.has(id));
+    const panel = byTestId("link-panel");
+    panel.replaceChildren(h("h2", {}, `${item.edge.source} — ${item.edge.target}`),
+      h("ul", { class: "plain" }, ...visible.map((id) => {
+        const st = this.links.get(id);
+        const b = h("button", { class: "link", type: "button", testid: "pick-link" }, id);
+        b.addEventListener("click", () => this.select(id));
+        return h("li", {}, b, " ", st ? (st.up ? `${Math.round(st.util * 100)} %` : "down") : "–");
+      })),
+      h("div", { testid: "link-detail" }));
+    if (visible.length === 1) this.select(visible[0]);
+  }
+
+  private select(id: string): void {
+    this.selected = id;
+    this.spark = [];
+    window.clearInterval(this.sparkTimer);
+    const poll = () => void api<{ link: LinkState; history: number[][] }>(
+      `/api/telemetry/fabrics/${this.init.fabric}/links/${id}/?minutes=60`,
+    ).then((body) => {
+      if (body.link.tx_bps !== undefined) this.links.set(id, body.link);
+      this.spark.push(Math.max(body.link.tx_bps ?? 0, body.link.rx_bps ?? 0));
+      this.spark = this.spark.slice(-60);
+      this.showLink(id, body.history);
+    }).catch(() => window.clearInterval(this.sparkTimer));
+    poll();
+    this.sparkTimer = window.setInterval(poll, 1000);
+  }
+
+  private showLink(id: string, history?: number[][]): void {
+    const el = document.querySelector<HTMLElement>('[data-testid="link-detail"]');
+    if (!el) return;
+    const st = this.links.get(id);
+    const rows: [string, string][] = st
+      ? [["state", st.up ? "Active" : "Down"], ["tx", gbps(st.tx_bps)], ["rx", gbps(st.rx_bps)],
+         ["utilisation", `${(st.util * 100).toFixed(1)} %`],
+         ...Object.entries(st.error_totals).map(([k, v]) => [k, String(v)] as [string, string])]
+      : [["state", "no data"]];
+    const keep = el.querySelector(".history");
+    el.replaceChildren(h("h3", {}, id), h("table", { class: "grid" }, ...rows.map(([k, v]) => h("tr", {}, h("th", {}, k), h("td", {}, v)))),
+      h("div", { class: "muted" }, "last minute"), plot(this.spark, 240, 40, "spark"));
+    if (history) el.append(h("div", { class: "muted" }, "history (hour)"), plot(history.map((r) => Math.max(r[1], r[2])), 240, 80, "history"));
+    else if (keep) el.append(keep);
+  }
+
+  private async loadChanges(): Promise<void> {
+    const body = await api<{ results: { id: number; status: string; created_at: string }[] }>(
+      `/api/fabrics/${this.init.fabric}/changes/?page_size=5`,
+    ).catch(() => ({ results: [] }));
+    for (const c of body.results) this.watchChange(c.id);
+  }
+
+  private watchChange(id: number): void {
+    if (this.changes.has(id)) return;
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    const ws = new WebSocket(`${scheme}://${location.host}/ws/live/change/${id}/`);
+    this.changes.set(id, ws);
+    ws.onmessage = (ev: MessageEvent<string>) => {
+      const msg = JSON.parse(ev.data) as Message;
+      if (msg.type === "change.progress") this.progress(msg.change, msg.status, msg.steps);
+    };
+  }
+
+  private progress(id: number, status: string, steps: ChangeStep[]): void {
+    const box = byTestId("changes");
+    let row = box.querySelector<HTMLElement>(`[data-change="${id}"]`);
+    if (!row) {
+      row = h("div", { class: "change", "data-change": id, testid: "change" });
+      box.prepend(row);
+    }
+    const done = steps.filter((s) => s.status === "ok" || s.status === "skipped").length;
+    const pct = steps.length ? Math.round((100 * done) / steps.length) : 0;
+    row.replaceChildren(h("div", {}, `change ${id} · ${status} · ${steps.at(-1)?.name ?? ""}`),
+      h("progress", { max: 100, value: ["applied", "unchanged", "previewed"].includes(status) ? 100 : pct, "data-status": status }));
+  }
+}
+
+function gbps(bps: number): string {
+  return `${(bps / 1e9).toFixed(2)} Gb/s`;
+}
+
+function plot(values: number[], w: number, hgt: number, cls: string): SVGSVGElement {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", `0 0 ${w} ${hgt}`);
+  svg.setAttribute("class", cls);
+  const max = Math.max(1, ...values);
+  const pts = values.map((v, i) => `${((i / Math.max(1, values.length - 1)) * w).toFixed(1)},${(hgt - (v / max) * (hgt - 2) - 1).toFixed(1)}`);
+  const line = document.createElementNS(ns, "polyline");
+  line.setAttribute("points", pts.join(" "));
+  line.setAttribute("fill", "none");
+  line.setAttribute("stroke", "#0b6bcb");
+  svg.append(line);
+  return svg;
+}
+
+declare global {
+  interface Window {
+    __live?: LivePage;
+  }
+}
+
+function start(): void {
+  const el = document.getElementById("live-init");
+  if (!el?.textContent) return;
+  window.__live = new LivePage(JSON.parse(el.textContent) as LiveInit);
+}
+
+if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+else start();

@@ -1,0 +1,221 @@
+// Reservation cards: status, size, partition (P_Key, SL), window, placement and connection
+// details, with extend/release/cancel. The board polls the API every poll_ms for reservations
+// still on their way (requested, provisioning, ending, or placed and due) until they settle.
+
+import { api, ApiError } from "../api";
+import { h } from "../dom";
+import type { ConnectionNode, Reservation, Urls } from "./types";
+
+const SETTLED = new Set(["ready", "rejected", "released", "cancelled", "preempted"]);
+const CAN_CANCEL = new Set(["placed", "provisioning"]);
+const CAN_RELEASE = new Set(["placed", "provisioning", "ready"]);
+const CAN_EXTEND = new Set(["placed", "provisioning", "ready"]);
+
+export interface BoardOptions {
+  urls: Urls;
+  pollMs: number;
+  canWrite: boolean;
+  tenantNames: Map<number, string>;
+  poolNames: Map<number, string>;
+  linkTitles: boolean;
+  onChange?: () => void;
+}
+
+export const urlFor = (template: string, id: number): string => template.replace("/0/", `/${id}/`);
+
+export function when(iso: string | null): string {
+  if (!iso) return "–";
+  const d = new Date(iso);
+  return `${d.toISOString().slice(0, 16).replace("T", " ")} UTC`;
+}
+
+function pending(r: Reservation): boolean {
+  if (SETTLED.has(r.status)) return false;
+  if (r.status === "placed") return new Date(r.start).getTime() <= Date.now();
+  return true;
+}
+
+export class Board {
+  private items = new Map<number, { data: Reservation; el: HTMLElement; key: string }>();
+  private connections = new Map<number, ConnectionNode[]>();
+  private timer: number | undefined;
+  private empty: HTMLElement;
+
+  constructor(private root: HTMLElement, private opts: BoardOptions) {
+    this.empty = h("p", { class: "muted", testid: "reservations-empty" }, "No reservations yet.");
+    root.replaceChildren(this.empty);
+  }
+
+  setConnection(id: number, nodes: ConnectionNode[]): void {
+    if (nodes.length) this.connections.set(id, nodes);
+  }
+
+  show(list: Reservation[]): void {
+    for (const r of list) this.upsert(r, false);
+    this.schedule();
+  }
+
+  upsert(r: Reservation, first = true): void {
+    const key = JSON.stringify(r);
+    const current = this.items.get(r.id);
+    if (current && current.key === key) return;
+    const el = this.render(r);
+    if (current) current.el.replaceWith(el);
+    else if (first) this.root.prepend(el);
+    else this.root.append(el);
+    this.items.set(r.id, { data: r, el, key });
+    this.empty.remove();
+    if (r.placement?.nodes?.length && !this.connections.has(r.id)) void this.loadConnection(r.id);
+    this.schedule();
+  }
+
+  private schedule(): void {
+    const waiting = [...this.items.values()].some((i) => pending(i.data));
+    if (waiting && this.timer === undefined) {
+      this.timer = window.setInterval(() => void this.poll(), this.opts.pollMs);
+    } else if (!waiting && this.timer !== undefined) {
+      window.clearInterval(this.timer);
+      this.timer = undefined;
+    }
+  }
+
+  private async poll(): Promise<void> {
+    const ids = [...this.items.values()].filter((i) => pending(i.data)).map((i) => i.data.id);
+    let changed = false;
+    for (const id of ids) {
+      try {
+        const fresh = await api<Reservation>(`${this.opts.urls.api}reservations/${id}/`);
+        if (fresh.status !== this.items.get(id)?.data.status) changed = true;
+        this.upsert(fresh);
+      } catch {
+        // a failed poll is retried on the next tick
+      }
+    }
+    if (changed) this.opts.onChange?.();
+    this.schedule();
+  }
+
+  private async loadConnection(id: number): Promise<void> {
+    try {
+      const body = await api<{ nodes: ConnectionNode[] }>(urlFor(this.opts.urls.connection, id));
+      this.connections.set(id, body.nodes);
+      const item = this.items.get(id);
+      if (item) {
+        const el = this.render(item.data);
+        item.el.replaceWith(el);
+        item.el = el;
+      }
+    } catch {
+      // connection details are shown once they load; the card is useful without them
+    }
+  }
+
+  private render(r: Reservation): HTMLElement {
+    const p = r.placement ?? {};
+    const nodes = p.nodes ?? [];
+    const title = r.name || r.partition;
+    const detailUrl = urlFor(this.opts.urls.detail, r.id);
+    const tenant = this.opts.tenantNames.get(r.tenant);
+    const size = r.gpus || r.requested_gpus || (r.requested_nodes ? `${r.requested_nodes} nodes` : "?");
+    const card = h(
+      "article",
+      { class: `res-card res-${r.status}`, testid: "reservation", "data-id": r.id, "data-status": r.status },
+      h(
+        "header",
+        {},
+        this.opts.linkTitles ? h("a", { href: detailUrl, testid: "res-link" }, title) : h("strong", {}, title),
+        " ",
+        h("span", { class: `status status-${r.status}`, testid: "res-status" }, r.status),
+        tenant ? h("span", { class: "muted" }, ` · ${tenant}`) : null,
+        h("span", { class: "muted" }, ` · ${this.opts.poolNames.get(r.pool) ?? `pool ${r.pool}`} · ${r.partition}`),
+      ),
+      h(
+        "dl",
+        { class: "res-facts" },
+        h("dt", {}, "GPUs"), h("dd", { testid: "res-gpus" }, String(size)),
+        h("dt", {}, "Nodes"), h("dd", { testid: "res-node-count" }, String(nodes.length || "–")),
+        h("dt", {}, "P_Key"), h("dd", {}, h("code", { testid: "res-pkey" }, r.pkey_hex ?? "–")),
+        h("dt", {}, "SL"), h("dd", { testid: "res-sl" }, String(r.sl)),
+        h("dt", {}, "Priority"), h("dd", {}, r.priority_class + (r.borrowed ? " (borrowed)" : "")),
+        h("dt", {}, "Window"), h("dd", { testid: "res-window" }, `${when(r.start)} → ${when(r.end)}`),
+      ),
+      p.leaf_groups?.length
+        ? h("p", { class: "muted small", testid: "res-placement" },
+            `leaf groups ${p.leaf_groups.join(", ")} · leaves ${p.leaves?.length ?? 0} · ` +
+            `max ${p.max_switch_hops ?? 0} switch hops${p.rail_aligned ? " · rail-aligned" : ""}`)
+        : null,
+      r.reason ? h("p", { class: r.status === "rejected" ? "error" : "muted", testid: "res-reason" }, r.reason) : null,
+      r.fabric_error ? h("p", { class: "error", testid: "res-fabric-error" }, r.fabric_error) : null,
+      r.status === "provisioning"
+        ? h("p", { class: "muted small" }, "Waiting for the fabric to verify the partition on its ports…")
+        : null,
+      this.connectionTable(r.id, nodes),
+      this.actions(r),
+    );
+    return card;
+  }
+
+  private connectionTable(id: number, names: string[]): HTMLElement | null {
+    const nodes = this.connections.get(id);
+    if (!names.length) return null;
+    if (!nodes) return h("p", { class: "muted small" }, `Nodes: ${names.join(", ")}`);
+    const rows = nodes.map((n) =>
+      h(
+        "tr",
+        { testid: "conn-node", "data-node": n.node },
+        h("td", {}, n.node),
+        h("td", {}, n.gpus.join(",")),
+        h("td", {}, ...n.hcas.map((p) => h("code", { class: "guid", title: `rail ${p.rail}, ${p.leaf} port ${p.leaf_port ?? "?"}` }, p.port_guid))),
+      ),
+    );
+    return h(
+      "details",
+      { class: "res-connection", testid: "res-connection" },
+      h("summary", {}, `Connection details: ${nodes.length} nodes, ${nodes.reduce((a, n) => a + n.hcas.length, 0)} HCA ports`),
+      h("table", { class: "grid" },
+        h("thead", {}, h("tr", {}, h("th", {}, "Node"), h("th", {}, "GPUs"), h("th", {}, "HCA port GUIDs"))),
+        h("tbody", {}, ...rows)),
+    );
+  }
+
+  private actions(r: Reservation): HTMLElement | null {
+    if (!this.opts.canWrite) return null;
+    const error = h("span", { class: "error", testid: "res-action-error", role: "alert" });
+    const run = async (verb: string, body?: unknown) => {
+      error.textContent = "";
+      try {
+        const fresh = await api<Reservation>(`${this.opts.urls.api}reservations/${r.id}/${verb}/`, {
+          method: "POST",
+          body: body === undefined ? undefined : JSON.stringify(body),
+        });
+        this.upsert(fresh);
+        this.opts.onChange?.();
+      } catch (exc) {
+        error.textContent = exc instanceof ApiError ? exc.body.detail : String(exc);
+      }
+    };
+    const bar = h("div", { class: "actions" });
+    if (CAN_EXTEND.has(r.status)) {
+      const hours = h("input", { type: "number", min: "0.25", step: "0.25", value: "1", size: 4, "aria-label": "extend by hours", testid: "res-extend-hours" });
+      const button = h("button", { type: "button", testid: "res-extend" }, "Extend");
+      button.addEventListener("click", () => {
+        const end = new Date(new Date(r.end).getTime() + Number(hours.value) * 3_600_000);
+        void run("extend", { end: end.toISOString() });
+      });
+      bar.append(h("span", { class: "extend" }, "+", hours, " h ", button));
+    }
+    if (CAN_RELEASE.has(r.status)) {
+      const button = h("button", { type: "button", class: "danger", testid: "res-release" }, "Release");
+      button.addEventListener("click", () => void run("release"));
+      bar.append(button);
+    }
+    if (CAN_CANCEL.has(r.status)) {
+      const button = h("button", { type: "button", class: "danger", testid: "res-cancel" }, "Cancel");
+      button.addEventListener("click", () => void run("cancel"));
+      bar.append(button);
+    }
+    if (!bar.childElementCount) return null;
+    bar.append(error);
+    return bar;
+  }
+}

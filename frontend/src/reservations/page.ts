@@ -1,0 +1,230 @@
+// The self-service page: quota and usage, availability, the reservation form with a live
+// placement preview, and the reservations list that follows each one until it settles.
+
+import { api, ApiError } from "../api";
+import { byTestId, debounce, h } from "../dom";
+import { Board } from "./cards";
+import { renderTimelines } from "./timeline";
+import type { Paged, Preview, Quota, Reservation, ReserveInit } from "./types";
+
+type Body = Record<string, unknown>;
+
+export function startReservePage(init: ReserveInit): void {
+  const tenantNames = new Map(init.tenants.map((t) => [t.id, t.name]));
+  const poolNames = new Map(init.pools.map((p) => [p.id, p.name]));
+  const refresh = () => {
+    void loadQuotas(init, tenantNames, poolNames);
+    void renderTimelines(byTestId("timelines"), init.urls.api, init.pools);
+  };
+  const board = new Board(byTestId("reservation-list"), {
+    urls: init.urls,
+    pollMs: init.poll_ms,
+    canWrite: init.can_write,
+    tenantNames: init.is_operator ? tenantNames : new Map(),
+    poolNames,
+    linkTitles: true,
+    onChange: refresh,
+  });
+  refresh();
+  void api<Paged<Reservation>>(`${init.urls.api}reservations/?page_size=50&ordering=-created_at`)
+    .then((page) => board.show(page.results))
+    .catch((exc) => byTestId("reservation-list").replaceChildren(h("p", { class: "error" }, String(exc))));
+  const form = document.querySelector<HTMLFormElement>("#reserve-form");
+  if (form) startForm(init, form, board, refresh);
+}
+
+async function loadQuotas(
+  init: ReserveInit,
+  tenantNames: Map<number, string>,
+  poolNames: Map<number, string>,
+): Promise<void> {
+  const body = byTestId("quota-table").querySelector("tbody")!;
+  try {
+    const page = await api<Paged<Quota>>(`${init.urls.api}quotas/?page_size=500`);
+    const rows = page.results.map((q) =>
+      h(
+        "tr",
+        { testid: "quota-row", "data-pool": poolNames.get(q.pool) ?? String(q.pool) },
+        init.is_operator ? h("td", {}, tenantNames.get(q.tenant) ?? String(q.tenant)) : null,
+        h("td", {}, poolNames.get(q.pool) ?? String(q.pool)),
+        h("td", { testid: "quota-guaranteed" }, String(q.usage.guaranteed_gpus)),
+        h("td", { testid: "quota-borrow" }, String(q.usage.borrow_limit_gpus)),
+        h("td", { testid: "quota-used" }, String(q.usage.used_gpus)),
+        h("td", { testid: "quota-borrowed" }, String(q.usage.borrowed_gpus)),
+        h("td", { testid: "quota-peak" }, String(q.usage.peak_future_gpus)),
+        h("td", { testid: "quota-headroom" }, String(q.usage.headroom_gpus)),
+      ),
+    );
+    body.replaceChildren(
+      ...(rows.length ? rows : [h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No quota in any pool yet: ask an operator."))]),
+    );
+  } catch (exc) {
+    body.replaceChildren(h("tr", {}, h("td", { colspan: 8, class: "error" }, String(exc))));
+  }
+}
+
+function field<T extends HTMLInputElement | HTMLSelectElement>(form: HTMLFormElement, name: string): T {
+  return form.elements.namedItem(name) as T;
+}
+
+/** The API request of the form, or a message saying what is missing. */
+export function requestOf(form: HTMLFormElement, init: ReserveInit): Body | string {
+  const value = (name: string) => field<HTMLInputElement>(form, name)?.value?.trim() ?? "";
+  const checked = (name: string) => field<HTMLInputElement>(form, name)?.checked ?? false;
+  const size = Number(value("size"));
+  if (!Number.isInteger(size) || size < 1) return "Give a whole number of GPUs or nodes.";
+  const hours = Number(value("duration_hours"));
+  if (!(hours > 0)) return "Give a duration.";
+  const body: Body = {
+    pool: Number(value("pool")),
+    [value("size_by") === "nodes" ? "nodes" : "gpus"]: size,
+    duration_minutes: Math.max(1, Math.round(hours * 60)),
+    priority_class: value("priority_class"),
+    gpu_model: value("gpu_model"),
+    same_leaf: checked("same_leaf"),
+    rail_aligned: checked("rail_aligned"),
+    name: value("name"),
+  };
+  const hops = value("max_switch_hops");
+  if (hops !== "") body.max_switch_hops = Number(hops);
+  const windowed = (form.querySelector<HTMLInputElement>("input[name=when]:checked")?.value ?? "now") === "window";
+  if (windowed) {
+    const start = value("start");
+    if (!start) return "Pick the window's start.";
+    body.start = new Date(start).toISOString();
+  }
+  if (init.is_operator) body.tenant = Number(value("tenant"));
+  return body;
+}
+
+function startForm(init: ReserveInit, form: HTMLFormElement, board: Board, refresh: () => void): void {
+  const models = field<HTMLSelectElement>(form, "gpu_model");
+  const pool = field<HTMLSelectElement>(form, "pool");
+  const fillModels = () => {
+    const info = init.pools.find((p) => String(p.id) === pool.value);
+    models.replaceChildren(h("option", { value: "" }, "any"), ...(info?.gpu_models ?? []).map((m) => h("option", { value: m }, m)));
+  };
+  fillModels();
+  pool.addEventListener("change", fillModels);
+  const start = field<HTMLInputElement>(form, "start");
+  start.addEventListener("focus", () => {
+    form.querySelector<HTMLInputElement>("input[name=when][value=window]")!.checked = true;
+  });
+
+  const state = byTestId("preview-state");
+  const out = byTestId("res-preview");
+  let seq = 0;
+  const preview = debounce(async () => {
+    const mine = ++seq;
+    const body = requestOf(form, init);
+    if (typeof body === "string") {
+      state.textContent = "incomplete";
+      out.replaceChildren(h("p", { class: "muted" }, body));
+      return;
+    }
+    state.textContent = "…";
+    try {
+      const result = await api<Preview>(`${init.urls.api}reservations/preview/`, {
+        method: "POST",
+        body: JSON.stringify(body),
+      });
+      if (mine === seq) renderPreview(result, state, out);
+    } catch (exc) {
+      if (mine !== seq) return;
+      state.textContent = "invalid";
+      out.replaceChildren(h("p", { class: "error", testid: "preview-error" }, errorText(exc)));
+    }
+  }, 300);
+  form.addEventListener("input", () => preview());
+  form.addEventListener("change", () => preview());
+  preview();
+
+  const error = byTestId("submit-error");
+  const submit = byTestId<HTMLButtonElement>("res-submit");
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    error.textContent = "";
+    const body = requestOf(form, init);
+    if (typeof body === "string") {
+      error.textContent = body;
+      return;
+    }
+    submit.disabled = true;
+    try {
+      const created = await api<Reservation>(`${init.urls.api}reservations/`, {
+        method: "POST",
+        body: JSON.stringify(body),
+      });
+      board.upsert(created);
+      refresh();
+      preview();
+    } catch (exc) {
+      error.textContent = errorText(exc);
+      const refused = exc instanceof ApiError ? (exc.body as { reservation?: Reservation }).reservation : undefined;
+      if (refused) board.upsert(refused);
+    } finally {
+      submit.disabled = false;
+    }
+  });
+}
+
+function errorText(exc: unknown): string {
+  if (!(exc instanceof ApiError)) return String(exc);
+  const fields = Object.entries(exc.body.fields ?? {})
+    .map(([k, v]) => `${k}: ${Array.isArray(v) ? v.join(" ") : JSON.stringify(v)}`)
+    .join("; ");
+  return fields ? `${exc.body.detail} (${fields})` : exc.body.detail;
+}
+
+function renderPreview(p: Preview, state: HTMLElement, out: HTMLElement): void {
+  const quota = h(
+    "p",
+    { class: "muted small", testid: "preview-quota" },
+    `Quota: ${p.quota.held_gpus} GPUs held in that window of a limit of ${p.quota.limit_gpus} (${p.quota.guaranteed_gpus} guaranteed).`,
+  );
+  if (!p.placeable || !p.placement) {
+    state.textContent = "refused";
+    const r = p.rejection;
+    const earliest = r?.details?.earliest_start;
+    out.replaceChildren(
+      ...present(
+      h("p", { class: "error", testid: "preview-rejection" }, r?.message ?? "cannot be placed"),
+      typeof earliest === "string"
+        ? h("p", { testid: "preview-earliest" }, `Earliest window that fits starts ${earliest.slice(0, 16).replace("T", " ")} UTC.`)
+        : null,
+      quota,
+      ),
+    );
+    return;
+  }
+  const pl = p.placement;
+  state.textContent = "placeable";
+  out.replaceChildren(
+    ...present(
+    h(
+      "p",
+      { testid: "preview-summary" },
+      `${p.gpus} GPUs on ${pl.nodes.length} node${pl.nodes.length === 1 ? "" : "s"} in ` +
+        `${pl.leaf_groups.length} leaf group${pl.leaf_groups.length === 1 ? "" : "s"}, ` +
+        `at most ${pl.max_switch_hops} switch hops${pl.rail_aligned ? ", rail-aligned" : ""}` +
+        `${p.borrowed ? " (borrowed capacity)" : ""}.`,
+    ),
+    h(
+      "dl",
+      { class: "res-facts" },
+      h("dt", {}, "Leaf groups"), h("dd", { testid: "preview-groups" }, pl.leaf_groups.join(", ")),
+      h("dt", {}, "Leaves"), h("dd", {}, pl.leaves.join(", ")),
+      h("dt", {}, "Spines"), h("dd", {}, pl.spines.length ? pl.spines.join(", ") : "none (one leaf group)"),
+      h("dt", {}, "Nodes"), h("dd", { testid: "preview-nodes" }, pl.nodes.join(", ")),
+    ),
+    p.preempts.length
+      ? h("p", { class: "warn", testid: "preview-preempts" }, `Reclaims borrowed reservations ${p.preempts.join(", ")}.`)
+      : null,
+    quota,
+    ),
+  );
+}
+
+function present(...nodes: (HTMLElement | null)[]): HTMLElement[] {
+  return nodes.filter((n): n is HTMLElement => n !== null);
+}

@@ -1,0 +1,178 @@
+"""Benchmark of fabric operations on the demo 2,048-GPU design, against the real lab.
+
+The design: 8 scalable units of 32 DGX H100 (2,048 HCAs), 64 rail leaves and 32 spines
+(96 QM9700 switches), rail-optimised, OpenSM ftree with the design's root/compute GUID files.
+
+1. Lab up: ``start_lab`` from the saved revision to subnet up (export, ibsim, OpenSM, polled
+   through sminfo/ibnetdiscover) — median of ``--lab-runs`` cold starts.
+2. Discover + compare: ``discover`` (ibnetdiscover through the lab, parse, map to design names,
+   routing check, compare, store) + ``compare`` — median of ``--runs``. Target < 2 s.
+3. A 128-GPU partition change end to end with ``push_partitions(lab, partitions, options)``:
+   render → lint → atomic swap → SIGHUP → verified with ``smpquery pkeys`` on all 128 member
+   ports (twice, ``settle_s`` apart) and a sample of non-members, plus ``saquery`` path checks.
+   Each run grants a new P_Key to 16 DGX nodes (128 HCAs), then releases it (also verified).
+   Median of ``--runs``. Target: grant verified < 2 s.
+
+Run: ``.venv/bin/python tests/benchmarks/bench_fabric.py [--runs 5] [--lab-runs 3]``
+(uses ``DATABASE_URL`` like the console; migrates it first). Ends by printing ONE JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+
+import django  # noqa: E402 - path and settings set up above for direct runs
+
+django.setup()
+
+from django.core.management import call_command  # noqa: E402
+
+from console.demo import seed_designs  # noqa: E402
+from console.fabric import labs  # noqa: E402
+from console.fabric.discovery import services as discovery  # noqa: E402
+from console.fabric.lab.manager import Lab  # noqa: E402
+from console.fabric.lab.routing import routing_engine_in_use  # noqa: E402
+from console.fabric.models import DiscoveryRun, Fabric  # noqa: E402
+from console.fabric.opensm.partitions import Member, Partition  # noqa: E402
+from console.fabric.opensm.push import PushOptions, push_partitions  # noqa: E402
+from console.tenancy.context import Actor  # noqa: E402
+from designer.models import DesignRevision  # noqa: E402
+from designer.services import revision_graph  # noqa: E402
+
+DESIGN = "superpod-2048"
+BENCH_FABRIC = "bench-superpod-2048"  # one Fabric row, reused by every run of this benchmark
+ACTOR = Actor.system("bench-fabric")
+TARGET_S = 2.0
+
+
+def median(values: list[float]) -> float:
+    return round(statistics.median(values), 3)
+
+
+def demo_revision() -> DesignRevision:
+    """The demo design's latest revision (seeded when missing, as `manage.py demo seed` does)."""
+    seed_designs(ACTOR)
+    return DesignRevision.objects.filter(design__name=DESIGN).order_by("-number").first()
+
+
+def lab_up_runs(revision: DesignRevision, base: Path, runs: int) -> tuple[list[float], list[float]]:
+    """Cold starts to subnet up: wall time of start_lab and OpenSM's own up_seconds."""
+    wall, opensm = [], []
+    for i in range(runs):
+        t = time.monotonic()
+        fabric, lab = labs.start_lab(
+            revision, name=BENCH_FABRIC, actor=ACTOR, workdir=base / f"up{i}"
+        )
+        wall.append(time.monotonic() - t)
+        opensm.append(lab.status()["up_seconds"])
+        routing = routing_engine_in_use(lab)
+        assert routing.in_use == "ftree" and not routing.fallback, routing
+        labs.stop_lab(fabric)
+    return wall, opensm
+
+
+def partition(i: int, port_guids: list[int]) -> Partition:
+    return Partition(f"bench{i}", 0x0100 + i, members=[Member(g, "full") for g in port_guids])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--lab-runs", type=int, default=3)
+    parser.add_argument("--parallel", type=int, default=PushOptions().parallel,
+                        help="concurrent smpquery reads during verification")  # fmt: skip
+    args = parser.parse_args()
+    call_command("migrate", verbosity=0)
+    if labs.missing_packages():
+        sys.exit(f"the lab needs {', '.join(labs.missing_packages())}: {labs.INSTALL_HINT}")
+    revision = demo_revision()
+    graph = revision_graph(revision)
+    figures: dict[str, object] = {
+        "benchmark": "fabric",
+        "design": DESIGN,
+        "switches": len(graph.switches),
+        "hcas": sum(n.hcas for n in graph.nodes.values()),
+        "runs": args.runs,
+        "verify_parallel": args.parallel,
+        "loadavg_1m_start": round(os.getloadavg()[0], 2),
+    }
+    with tempfile.TemporaryDirectory(prefix="bench-fabric-") as tmp:
+        base = Path(tmp)
+        wall, opensm = lab_up_runs(revision, base, args.lab_runs)
+        figures["lab_up_s_median"] = median(wall)
+        figures["lab_up_opensm_s_median"] = median(opensm)
+        fabric, lab = labs.start_lab(revision, name=BENCH_FABRIC, actor=ACTOR, workdir=base / "lab")
+        try:
+            figures.update(measure_discovery(fabric, args.runs))
+            figures.update(measure_partitions(lab, graph, args.runs, args.parallel))
+        finally:
+            labs.stop_lab(fabric)
+            DiscoveryRun.objects.filter(fabric=fabric).delete()
+    figures["loadavg_1m_end"] = round(os.getloadavg()[0], 2)
+    figures["target_s"] = TARGET_S
+    figures["target_met"] = (
+        figures["discover_compare_s_median"] < TARGET_S  # type: ignore[operator]
+        and figures["partition_grant_s_median"] < TARGET_S  # type: ignore[operator]
+    )
+    print(json.dumps(figures))
+
+
+def measure_discovery(fabric: Fabric, runs: int) -> dict[str, object]:
+    """discover + compare on the pristine lab (must match the design)."""
+    totals, sweeps = [], []
+    result: dict = {}
+    for _ in range(runs):
+        t = time.monotonic()
+        run = discovery.discover(fabric, actor=ACTOR)
+        result = discovery.compare(fabric)
+        totals.append(time.monotonic() - t)
+        sweeps.append(run.summary["ibnetdiscover_s"])
+        assert result["ok"], result["fixes"][:5]
+    return {
+        "discover_compare_s_median": median(totals),
+        "discover_compare_s_max": round(max(totals), 3),
+        "ibnetdiscover_s_median": median(sweeps),
+        "discovered_links": result["summary"]["discovered_links"],
+        "routing_in_use": result["routing"]["in_use"],
+    }
+
+
+def measure_partitions(lab: Lab, graph, runs: int, parallel: int) -> dict[str, object]:
+    """Grant a 128-GPU partition (16 DGX nodes × 8 HCAs), verified; then release it."""
+    nodes = list(graph.nodes.values())
+    grants, releases, checks = [], [], 0
+    options = PushOptions(non_member_sample=8, parallel=parallel)
+    for i in range(runs):
+        block = nodes[(i * 16) % len(nodes) :][:16]  # a different SU slice each run
+        members = [g for n in block for g in n.port_guids]
+        assert len(members) == 128
+        result = push_partitions(lab, [partition(i, members)], options)
+        assert result.outcome == "verified", result.mismatches
+        grants.append(result.duration_s)
+        checks = int(result.step("verify").log[0].split()[0])
+        result = push_partitions(lab, [], options)
+        assert result.outcome == "verified", result.mismatches
+        releases.append(result.duration_s)
+    return {
+        "partition_grant_s_median": median(grants),
+        "partition_grant_s_max": round(max(grants), 3),
+        "partition_release_s_median": median(releases),
+        "partition_members": 128,
+        "partition_port_checks": checks,
+    }
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""Fixtures for lab fabrics started from saved designs: own DATA_DIR, own sockets, torn down.
+
+Import the fixtures into a test module (``from tests.fabric.lab_fixtures import ...``).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from console.fabric import labs
+from console.fabric.lab.manager import Lab
+from console.fabric.models import Fabric
+from console.tenancy.context import Actor
+from console.tenancy.models import Principal, Role
+from designer.models import DesignRevision
+from designer.services import create_design
+
+ONE_SU = {"topology": "rail-optimized", "gpus": 256, "node_type": "DGX-H100", "switch": "QM9700"}
+ACTOR = Actor.system("test")
+
+
+@pytest.fixture
+def lab_data_dir(settings, tmp_path: Path) -> Path:
+    """settings.DATA_DIR under tmp_path, so every lab workdir is the test's own."""
+    settings.DATA_DIR = tmp_path / "data"
+    return settings.DATA_DIR
+
+
+@pytest.fixture
+def su1_revision(db) -> DesignRevision:
+    """A saved 1-SU rail-optimised design (32 DGX H100, 8 rail leaves, 4 spines, 256 HCAs)."""
+    principal = Principal(None, Role.OPERATOR, None)
+    _, revision = create_design(ACTOR, principal, name=f"su1-{uuid.uuid4().hex[:6]}",
+                                options=ONE_SU)  # fmt: skip
+    return revision
+
+
+@pytest.fixture
+def lab_fabric(
+    lab_data_dir: Path, su1_revision: DesignRevision
+) -> Iterator[Callable[..., tuple[Fabric, Lab]]]:
+    """Factory: ``lab_fabric("a")`` starts a lab of the 1-SU design as fabric ``a-<uid>``, with
+    its own socket name; every lab it started is stopped at teardown."""
+    started: list[Fabric] = []
+
+    def start(name: str = "lab", revision: DesignRevision | None = None) -> tuple[Fabric, Lab]:
+        uid = uuid.uuid4().hex[:6]
+        fabric, lab = labs.start_lab(
+            revision or su1_revision,
+            name=f"{name}-{uid}",
+            actor=ACTOR,
+            socket_name=f"t-{name}-{uid}",
+        )
+        started.append(fabric)
+        return fabric, lab
+
+    yield start
+    for fabric in started:
+        fabric.refresh_from_db()
+        labs.stop_lab(fabric)
+
+
+def routing_passes(lab: Lab) -> int:
+    """How many routing passes OpenSM has logged so far."""
+    text = lab.opensm_log.read_text(errors="replace")
+    return text.count("tables configured on all switches")
+
+
+def wait_for_new_routing_pass(lab: Lab, before: int, timeout: float = 15.0) -> int:
+    """Poll until OpenSM logged a routing pass after ``before`` passes; returns the new count."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        now = routing_passes(lab)
+        if now > before:
+            return now
+        time.sleep(0.1)
+    raise AssertionError(f"no new routing pass within {timeout}s")

@@ -1,0 +1,137 @@
+"""``kill -9`` of the Celery worker in the middle of a push: the change completes exactly once.
+
+A real ``celery -A console worker`` subprocess on Redis, using this test run's database (the
+``test_…`` database pytest-django created; ``transaction=True`` so the worker sees committed
+rows). A test-only hook in ``fabric.config`` pauses the first attempt after the swap and before
+the SIGHUP, the worst moment: the file is live but OpenSM has not read it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from django.conf import settings
+from django.db import connection
+
+from console.fabric import changes
+from console.fabric.changes.pipeline import reap_stuck_changes
+from console.fabric.models import AppliedState, ChangeRequest, ChangeStep
+from console.fabric.tasks import apply_change_task
+from console.tenancy.models import AuditEntry
+from tests.fabric.conftest import requires_lab
+from tests.fabric.pipeline_fixtures import *  # noqa: F403
+from tests.fabric.pipeline_fixtures import OPERATOR, SYSTEM, hca_guids, lids, wait_for
+
+pytestmark = [requires_lab, pytest.mark.lab, pytest.mark.timeout(240),
+              pytest.mark.django_db(transaction=True)]  # fmt: skip
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_database_url() -> str:
+    """The URL of the database this test run uses (``test_<name>``), for the subprocess."""
+    s = connection.settings_dict
+    auth = s["USER"] + (f":{s['PASSWORD']}" if s.get("PASSWORD") else "")
+    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+test_database_url.__test__ = False  # a helper, not a test
+
+
+class Worker:
+    """One ``celery -A console worker`` process (solo pool) in its own process group."""
+
+    def __init__(self, name: str, log: Path) -> None:
+        env = dict(os.environ, DATABASE_URL=test_database_url(), REDIS_URL=settings.REDIS_URL,
+                   CELERY_QUEUE=settings.CELERY_TASK_DEFAULT_QUEUE, PYTHONUNBUFFERED="1")  # fmt: skip
+        self.log = log
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "console", "worker", "--pool", "solo",
+             "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "-l", "INFO"],
+            cwd=ROOT, env=env, stdout=open(log, "ab"), stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+        wait_for(lambda: "ready." in log.read_text(errors="replace") or self._died(), timeout=60)
+        assert self.proc.poll() is None, log.read_text()[-2000:]
+
+    def _died(self) -> bool:
+        return self.proc.poll() is not None
+
+    def kill9(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def workers(tmp_path):
+    redis.Redis.from_url(settings.REDIS_URL).flushdb()  # this run's own Redis db: no stale tasks
+    started: list[Worker] = []
+
+    def start(name: str) -> Worker:
+        w = Worker(name, tmp_path / f"{name}.log")
+        started.append(w)
+        return w
+
+    yield start
+    for w in started:
+        w.stop()
+
+
+def test_kill_9_mid_push_then_restart_completes_exactly_once(start_lab, make_fabric, workers):
+    lab = start_lab("crash")
+    fabric = make_fabric("crash-lab", workdir=str(lab.workdir), verify_timeout=8,
+                         lease_seconds=4,
+                         test_hooks={"pause_before": {"reload": 120}, "pause_attempts": [1]})  # fmt: skip
+    g = hca_guids(lab)
+    first = workers("crash-a")
+    # given a change being pushed by worker A, paused after the swap and before the SIGHUP
+    changes.set_partition(SYSTEM, OPERATOR, fabric, name="res-7", pkey="0x0011",
+                          members=[f"{g['hca01']:#018x}", f"{g['hca02']:#018x}=limited"])  # fmt: skip
+    change = changes.request_change(SYSTEM, OPERATOR, fabric, reason="crash test")
+    wait_for(lambda: ChangeStep.objects.filter(change=change, name="reload",
+                                               status="running").exists(), timeout=60)  # fmt: skip
+    assert "res-7=0x0011" in lab.artefacts.read("partitions.conf")  # swapped, not yet reloaded
+    # when the worker is killed -9 and a new one starts after the lease expired
+    first.kill9()
+    assert ChangeRequest.objects.get(pk=change.pk).status == "applying"
+    workers("crash-b")
+    time.sleep(4.5)
+    reaped = reap_stuck_changes()
+    assert reaped["requeued"] == [change.pk], reaped
+    # then the change completes on the new worker, exactly once
+    done = wait_for(lambda: (c := ChangeRequest.objects.get(pk=change.pk)).is_terminal and c,
+                    timeout=60)  # fmt: skip
+    assert done.status == "applied", (done.error, list(done.steps.values("name", "status", "log")))
+    assert done.attempts == 2
+    lost = done.steps.get(name="reload", status="failed")
+    assert "worker lost" in lost.log
+    attempt2 = [s.name for s in done.steps.filter(seq__gt=lost.seq)]
+    assert attempt2 == ["render", "lint", "swap", "reload", "verify"], attempt2
+    assert "unfinished earlier push" in done.steps.filter(name="reload").last().log
+    assert lab.diags().pkeys(lids(lab)["hca02"]).membership(0x0011) == "limited"
+    assert AppliedState.objects.get(fabric=fabric).change_id == change.pk
+    # a redelivered copy of the task (what the broker does after the visibility timeout) is a no-op
+    apply_change_task.apply_async(kwargs={"change_id": change.pk})
+    time.sleep(2)
+    assert (
+        AuditEntry.objects.filter(action="fabric.change.applied", object_id=str(change.pk)).count()
+        == 1
+    )
+    assert AuditEntry.objects.filter(action="fabric.change.requeue").count() == 1
+    assert not ChangeRequest.objects.exclude(status__in=ChangeRequest.TERMINAL).exists()
+    assert ChangeRequest.objects.get(pk=change.pk).attempts == 2

@@ -1,0 +1,94 @@
+"""The pure collector core, alarms and schemas (no database, no lab)."""
+
+from __future__ import annotations
+
+import pytest
+
+from console.live.schemas import SchemaError, check
+from console.telemetry.alarms import AlarmEngine, AlarmRules
+from console.telemetry.core import LinkEnd, LinkStatus, PortReading, bucket_of, link_status
+from console.telemetry.readers import parse_ibroute, parse_perfquery_ports
+
+END = LinkEnd("leaf1/7", "leaf1", 7, "spine1", 1, "leaf_spine", 400.0)
+
+
+def test_data_counters_count_four_octet_words():
+    # 100 Gb/s for 2 s = 25 GB = 6.25 G words
+    before = PortReading(xmit_words=1_000, rcv_words=0)
+    now = PortReading(xmit_words=1_000 + 6_250_000_000, rcv_words=0, state="Active")
+    st = link_status(END, now, before, 2.0)
+    assert st.tx_bps == pytest.approx(100e9)
+    assert st.utilisation == pytest.approx(0.25)
+    assert st.bucket == 2
+
+
+def test_counter_reset_is_not_a_negative_rate_and_down_links_are_not_coloured():
+    st = link_status(END, PortReading(10, 10, {}, "Active"), PortReading(500, 500), 1.0)
+    assert st.tx_bps == 320 and st.rx_bps == 320
+    down = link_status(END, PortReading(10**12, 0, {}, "Down"), PortReading(0, 0), 1.0)
+    assert not down.up and down.bucket == 0
+    assert link_status(END, None, None, 1.0).up is False
+    assert [bucket_of(x) for x in (0, 0.2, 0.3, 0.6, 0.8, 0.95)] == [0, 1, 2, 3, 4, 5]
+
+
+def test_error_alarm_opens_over_threshold_and_clears_only_after_quiet_sweeps():
+    engine = AlarmEngine(AlarmRules(open_at=10, clear_at=0, clear_sweeps=3))
+
+    def sweep(errors: int):
+        return engine.links({"a/1": LinkStatus("a/1", True, errors={"SymbolErrorCounter": errors})})
+
+    assert sweep(9) == []
+    opened = sweep(12)
+    assert [(t.action, t.kind) for t in opened] == [("open", "link_errors")]
+    # hovering errors and two quiet sweeps do not clear it
+    assert sweep(3) == [] and sweep(0) == [] and sweep(0) == []
+    assert sweep(5) == []
+    assert sweep(0) == [] and sweep(0) == []
+    assert [t.action for t in sweep(0)] == ["clear"]
+
+
+def test_link_down_and_routing_fallback_and_sm_transitions():
+    engine = AlarmEngine()
+    down = engine.links({"a/1": LinkStatus("a/1", False)})
+    assert [(t.action, t.kind, t.severity) for t in down] == [("open", "link_down", "critical")]
+    assert engine.links({"a/1": LinkStatus("a/1", False)}) == []
+    assert [t.action for t in engine.links({"a/1": LinkStatus("a/1", True)})] == ["clear"]
+    assert [t.action for t in engine.routing("ftree", "minhop", True)] == ["open"]
+    assert engine.routing("ftree", "minhop", True) == []
+    assert [t.action for t in engine.routing("ftree", "ftree", False)] == ["clear"]
+    assert engine.sm_state("MASTER") == []
+    assert [t.action for t in engine.sm_state("NO ANSWER")] == ["open"]
+    assert [t.action for t in engine.sm_state("MASTER")] == ["clear"]
+
+
+def test_perfquery_loop_output_and_ibroute_parse():
+    text = (
+        "# Port extended counters: Lid 2 port 1 (CapMask: 0x1300)\nPortSelect:....1\n"
+        "PortXmitData:......22464\nPortRcvData:.....7\n"
+        "# Port extended counters: Lid 2 port 2 (CapMask: 0x1300)\nPortSelect:....2\n"
+        "PortXmitData:......5\nPortRcvData:.....6\n"
+    )
+    ports = parse_perfquery_ports(text)
+    assert ports[1]["PortXmitData"] == 22464 and ports[2]["PortRcvData"] == 6
+    route = (
+        "Unicast lids [0x0-0x5] of switch Lid 2\n  Lid  Out\n0x0003 033 : (CA)\n0x0005 007 : (SW)\n"
+    )
+    assert parse_ibroute(route, 5) == [0, 0, 0, 33, 0, 7]
+
+
+def test_live_message_schemas_are_checked():
+    link = {"id": "l/1", "up": True, "bucket": 1, "util": 0.1, "tx_bps": 1, "rx_bps": 2,
+            "errors": {}, "error_totals": {}}  # fmt: skip
+    check({"type": "link.delta", "group": "fabric.1", "seq": 1, "fabric": 1, "at": 1.5,
+           "links": [link]})  # fmt: skip
+    with pytest.raises(SchemaError):
+        check({"type": "link.delta", "group": "fabric.1", "seq": 1, "fabric": 1, "at": 1.5,
+               "links": [dict(link, tenant="acme")]})  # fmt: skip
+    with pytest.raises(SchemaError, match="seq: expected int"):
+        check({"type": "link.delta", "group": "g", "seq": "1", "fabric": 1, "at": 1.0,
+               "links": []})  # fmt: skip
+    with pytest.raises(SchemaError, match="up: expected bool"):
+        check({"type": "link.delta", "group": "g", "seq": 1, "fabric": 1, "at": 1.0,
+               "links": [dict(link, up=1)]})  # fmt: skip
+    with pytest.raises(SchemaError):
+        check({"type": "nope"})
