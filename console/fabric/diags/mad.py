@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from console.fabric.diags.parsers import PkeyEntry, PkeyTable
-from console.fabric.diags.runner import DiagEnv
+from console.fabric.diags.runner import DiagEnv, scratch_dir
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 MODULE = "console.fabric.diags.madworker"
@@ -102,6 +102,7 @@ class MadSession:
                 env=env,
                 text=True,
                 start_new_session=True,  # own process group: a kill takes everything with it
+                cwd=scratch_dir(),  # umad2sim leaves its sys-<pid>/ tree in the cwd
             )
         except OSError as exc:
             raise MadUnavailable(f"cannot start the MAD helper: {exc}") from exc
@@ -196,13 +197,21 @@ class MadSession:
         return [[int(lid), int(port)] for lid, port in ports]
 
     def pkeys(
-        self, ports: Sequence[tuple[int, int]], *, timeout: float | None = None
+        self,
+        ports: Sequence[tuple[int, int]],
+        *,
+        blocks: Sequence[int] | None = None,
+        timeout: float | None = None,
     ) -> list[PkeyTable | None]:
-        """P_Key table (block 0: the first 32 keys) of each ``(lid, port)``; None where the
-        SMP failed. On an HCA ``port`` is its CA port (1); on a switch the switch port."""
+        """P_Key table of each ``(lid, port)``: block 0 (the first 32 keys, where OpenSM puts
+        them) or ``blocks[i]`` blocks; None where an SMP failed. On an HCA ``port`` is its CA
+        port (1); on a switch the switch port."""
         if not ports:
             return []
-        data = self.request({"op": "pkeys", "ports": self._ports(ports)}, timeout=timeout)
+        wire = self._ports(ports)
+        if blocks is not None:
+            wire = [[lid, port, int(n)] for (lid, port), n in zip(wire, blocks, strict=True)]
+        data = self.request({"op": "pkeys", "ports": wire}, timeout=timeout)
         if not isinstance(data, list) or len(data) != len(ports):
             raise MadError("MAD helper answered pkeys for a different number of ports")
         return [

@@ -14,16 +14,17 @@ helper writes is ``{"ok": true, "ready": true}`` (or ``{"ok": false, "error": ..
     {"op": "ping"}                                    → {"ok": true, "data": "pong"}
     {"op": "counters", "ports": [[lid, port], ...]}   → {"ok": true, "data": [[x, r, errs, state]...]}
     {"op": "lft", "lid": 12, "top": 300}              → {"ok": true, "data": [port per lid...]}
-    {"op": "pkeys", "ports": [[lid, port], ...]}      → {"ok": true, "data": [[[index, raw]...]...]}
+    {"op": "pkeys", "ports": [[lid, port(, blocks)], ...]} → {"ok": true, "data": [[[index, raw]...]...]}
     {"op": "portinfo", "ports": [[lid, port], ...]}   → {"ok": true, "data": [{"lid":..}...]}
     {"op": "nodeinfo", "lids": [lid, ...]}            → {"ok": true, "data": [{"port_guid":..}...]}
     {"op": "sminfo", "lid": 1}                        → {"ok": true, "data": {"act_count": ...}}
 
 Per-port answers are ``null`` where the MAD failed (timeout, no such LID). ``pkeys`` is
-SubnGet(P_KeyTable) block 0 (the first 32 keys, where OpenSM puts them; ``smpquery pkeys``
-reads the same block) and returns the non-zero entries as ``[index, raw]`` — the top bit of
-``raw`` is full membership. The attribute modifier carries the port in bits 16-23 as smpquery
-sends it; a CA's port answers for itself whatever the port field says.
+SubnGet(P_KeyTable) of block 0 (the first 32 keys, where OpenSM puts them) or of the first
+``blocks`` blocks (``smpquery pkeys`` reads PartitionCap/32 blocks, NodeInfo ``partition_cap``
+gives it) and returns the non-zero entries as ``[index, raw]`` — the top bit of ``raw`` is full
+membership. The attribute modifier is ``port << 16 | block`` as smpquery sends it; on an HCA
+the port is its CA port (the one owning the LID).
 
 Standard library only (no Django): ``python -m console.fabric.diags.madworker``.
 """
@@ -127,13 +128,17 @@ class Mad:
             out.extend(data[:64])
         return out[: top + 1]
 
-    def pkeys(self, lid: int, port: int) -> list[list[int]] | None:
-        """Non-zero entries ``[index, raw]`` of P_Key table block 0 (the first 32 keys)."""
-        data = self.smp(lid, ATTR_PKEY_TABLE, (port & 0xFF) << 16)
-        if data is None:
-            return None
-        keys = struct.unpack_from(">32H", data, 0)
-        return [[i, raw] for i, raw in enumerate(keys) if raw & 0x7FFF]
+    def pkeys(self, lid: int, port: int, blocks: int = 1) -> list[list[int]] | None:
+        """Non-zero entries ``[index, raw]`` of the first ``blocks`` P_Key table blocks (32 keys
+        each; block 0 is where OpenSM puts a port's keys). None when any block fails."""
+        out: list[list[int]] = []
+        for block in range(max(1, blocks)):
+            data = self.smp(lid, ATTR_PKEY_TABLE, ((port & 0xFF) << 16) | block)
+            if data is None:
+                return None
+            keys = struct.unpack_from(">32H", data, 0)
+            out += [[block * 32 + i, raw] for i, raw in enumerate(keys) if raw & 0x7FFF]
+        return out
 
     def portinfo(self, lid: int, port: int) -> dict | None:
         """The PortInfo fields the console uses (LID, logical and physical state)."""
@@ -152,8 +157,8 @@ class Mad:
         data = self.smp(lid, ATTR_NODE_INFO, 0)
         if data is None:
             return None
-        node_guid, port_guid = struct.unpack_from(">QQ", data, 12)
-        return {"node_guid": node_guid, "port_guid": port_guid,
+        node_guid, port_guid, cap = struct.unpack_from(">QQH", data, 12)
+        return {"node_guid": node_guid, "port_guid": port_guid, "partition_cap": cap,
                 "type": NODE_TYPES.get(data[2], "Unknown"), "ports": data[3],
                 "local_port": data[36]}  # fmt: skip
 
@@ -180,8 +185,9 @@ def answer(mad: Mad, req: dict) -> object:
         return [mad.counters(lid, port) for lid, port in _ports(req)]
     if op == "lft":
         return mad.lft(int(req["lid"]), int(req["top"]))
-    if op == "pkeys":
-        return [mad.pkeys(lid, port) for lid, port in _ports(req)]
+    if op == "pkeys":  # ports: [lid, port] or [lid, port, blocks]
+        return [mad.pkeys(int(p[0]), int(p[1]), int(p[2]) if len(p) > 2 else 1)
+                for p in req["ports"]]  # fmt: skip
     if op == "portinfo":
         return [mad.portinfo(lid, port) for lid, port in _ports(req)]
     if op == "nodeinfo":

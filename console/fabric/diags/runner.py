@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -110,6 +111,14 @@ class DiagResult:
     duration_s: float
 
 
+def scratch_dir() -> str:
+    """Working directory for diag processes: umad2sim creates a ``sys-<pid>/`` tree in the
+    current directory (its fake sysfs) and leaves it behind when the process is killed."""
+    path = os.path.join(tempfile.gettempdir(), "ibconsole-diags")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
 class DiagRunner:
     """Runs diag tools for one :class:`DiagEnv`; every method has a timeout."""
 
@@ -134,6 +143,7 @@ class DiagRunner:
             env=self.env.environ(),
             text=True,
             start_new_session=True,  # own process group, so a timeout kills every child too
+            cwd=scratch_dir(),
         )
         try:
             stdout, stderr = proc.communicate(timeout=deadline)

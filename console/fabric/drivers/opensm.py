@@ -146,6 +146,18 @@ class LabHost:
         """Diags pointed at the lab."""
         return self.lab.diags(timeout=timeout)
 
+    def sweep_mark(self) -> int:
+        """Where OpenSM's (flushed) log ends now; see :meth:`swept_since`."""
+        return self.lab.sweep_mark()
+
+    def swept_since(self, mark: int) -> bool:
+        """True once OpenSM logged the end of a heavy sweep after ``mark``."""
+        return self.lab.swept_since(mark)
+
+    def port_lids(self) -> dict[int, tuple[int, int]]:
+        """HCA port GUID → (LID, port) as discovered when the lab came up (a hint)."""
+        return self.lab.port_lids()
+
 
 class _ProgressTarget:
     """The engine's PushTarget, reporting steps as they start (and running test pauses)."""
@@ -167,6 +179,19 @@ class _ProgressTarget:
     def diags(self, *, timeout: float | None = None) -> DiagRunner:
         self.progress("verify", "running")
         return self.host.diags(timeout=timeout)
+
+    # The engine's optional hooks, passed through when the host has them.
+
+    def sweep_mark(self) -> object | None:
+        mark = getattr(self.host, "sweep_mark", None)
+        return mark() if callable(mark) else None
+
+    def swept_since(self, mark: object) -> bool:
+        return bool(self.host.swept_since(mark))  # type: ignore[attr-defined]
+
+    def port_lids(self) -> dict[int, tuple[int, int]]:
+        lids = getattr(self.host, "port_lids", None)
+        return lids() if callable(lids) else {}
 
 
 def qos_artefacts(policy: QosPolicy, store: ArtefactStore) -> list[Artefact]:

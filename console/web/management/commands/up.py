@@ -45,6 +45,8 @@ class Command(BaseCommand):
         # handler that kills the process before the `finally` below stops the lab.
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
         self.collect = not no_lab and self._lab_fabrics_exist()
+        stop_flapping = self._start_flapper(lab_fabric) if lab_fabric is not None else None
+        self.lab_fabric = lab_fabric
         self.stdout.write("  Ctrl-C stops everything.\n\n")
         self.stdout.flush()
         try:
@@ -53,11 +55,35 @@ class Command(BaseCommand):
             else:
                 self._run_processes(host, port)
         finally:
+            if stop_flapping is not None:
+                stop_flapping.set()
             if lab_fabric is not None:
                 from console.fabric.labs import stop_lab
 
                 stop_lab(lab_fabric)
                 self.stdout.write(f"lab {lab_fabric.name} stopped.")
+
+    def _reconcile_lab(self) -> None:
+        """Push what the fabric should carry (e.g. the demo reservations' partitions) to the
+        lab that just started, instead of waiting for the periodic re-send."""
+        if getattr(self, "lab_fabric", None) is None:
+            return
+        from console.celery import app
+
+        app.send_task("fabric.reconcile", kwargs={"fabric_id": self.lab_fabric.pk})
+
+    def _start_flapper(self, fabric):
+        """The demo's marginal cable: one leaf-spine link that drops now and then."""
+        if os.environ.get("CONSOLE_FLAP", "1").lower() in ("0", "false", "no", "off"):
+            return None
+        from console.fabric.flapper import DEMO_FLAP, start_flapper
+
+        stop = start_flapper(fabric, DEMO_FLAP)
+        self.stdout.write(
+            f"  Flapping link:      {DEMO_FLAP.node} port {DEMO_FLAP.port} drops for "
+            f"{DEMO_FLAP.down_s:.0f} s every {DEMO_FLAP.every_s:.0f} s (CONSOLE_FLAP=0 stops it)\n"
+        )
+        return stop
 
     def _start_demo_lab(self):
         """Start the demo design's lab (reusing its Fabric); returns the Fabric to stop on exit,
@@ -139,6 +165,7 @@ class Command(BaseCommand):
         from console.celery import app
 
         services = embedded.start(app)
+        self._reconcile_lab()
         stop_collector = self._collector_thread() if self.collect else None
         try:
             uvicorn.run(
@@ -203,6 +230,7 @@ class Command(BaseCommand):
         children = {
             name: subprocess.Popen(cmd, start_new_session=True) for name, cmd in commands.items()
         }
+        self._reconcile_lab()  # queued in Redis; the worker picks it up when it is ready
         stopping = False
 
         def stop(*_: object) -> None:

@@ -1,0 +1,168 @@
+"""The MAD helper (console.fabric.diags.madworker) and its client MadSession, on a real small lab,
+and the push engine's use of it (LID map reuse, fallback to smpquery)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from console.fabric.diags import mad as mad_module
+from console.fabric.diags.mad import MadSession, MadTimeout, MadUnavailable
+from console.fabric.diags.runner import DiagEnv
+from console.fabric.lab.manager import Lab
+from console.fabric.opensm import push as push_module
+from console.fabric.opensm.partitions import Member, Partition
+from console.fabric.opensm.push import PushOptions, push_partitions
+from tests.fabric.conftest import requires_lab
+
+pytestmark = [requires_lab, pytest.mark.lab, pytest.mark.timeout(180)]
+
+
+def hca_guids(lab: Lab) -> dict[str, int]:
+    return {n.description: n.guid + 1 for n in lab.topology.cas()}
+
+
+def reservation(lab: Lab, pkey: int = 0x0003) -> Partition:
+    g = hca_guids(lab)
+    members = [Member(g[f"hca{i:02d}"], "limited" if i % 4 == 0 else "full") for i in range(1, 17)]
+    return Partition("resv1", pkey, members=members)
+
+
+@pytest.fixture
+def lab(start_lab) -> Lab:
+    return start_lab("mad")
+
+
+def test_pkeys_op_matches_smpquery_on_every_port(lab):
+    assert push_partitions(lab, [reservation(lab)]).ok
+    topo = lab.diags().ibnetdiscover()
+    cas = sorted((n for n in topo.nodes.values() if not n.is_switch), key=lambda n: n.lid)
+    switch = next(n for n in topo.nodes.values() if n.is_switch)
+    with MadSession(lab.diag_env()) as mad:
+        tables = mad.pkeys([(n.lid, 1) for n in cas] + [(switch.lid, 1), (999, 1)])
+        assert tables[-1] is None  # no such LID: no answer, not an empty table
+        diags = lab.diags()
+        for node, table in zip(cas, tables, strict=False):
+            assert table is not None
+            assert table.pkeys() == diags.pkeys(node.lid).pkeys(), node.description
+        assert tables[-2].pkeys() == diags.pkeys(switch.lid, 1).pkeys()
+        by_name = {n.description: t for n, t in zip(cas, tables, strict=False)}
+        assert by_name["hca01"].membership(0x0003) == "full"
+        assert 0x8003 in {e.raw for e in by_name["hca01"].entries}
+        assert by_name["hca04"].membership(0x0003) == "limited"
+        assert by_name["hca20"].membership(0x0003) is None
+        assert by_name["hca20"].membership(0x7FFF) == "full"  # the default partition
+        # Reading every block the port has (PartitionCap 64 in ibsim: 2 blocks) changes nothing.
+        two = mad.pkeys([(cas[0].lid, 1)], blocks=[2])[0]
+        assert two is not None and two.pkeys() == tables[0].pkeys()
+
+
+def test_nodeinfo_portinfo_and_sminfo(lab):
+    topo = lab.diags().ibnetdiscover()
+    ca_ports = {guid: (topo.nodes[nid].lid, port)
+                for (nid, port), guid in topo.port_guids.items()
+                if not topo.nodes[nid].is_switch}  # fmt: skip
+    assert lab.port_lids() == ca_ports  # written when the lab came up
+    guid, (lid, port) = sorted(ca_ports.items())[0]
+    sm = lab.diags().sminfo()
+    with MadSession(lab.diag_env()) as mad:
+        info = mad.nodeinfo([lid, 999])
+        assert info[0]["port_guid"] == guid and info[0]["type"] == "CA"
+        assert info[0]["partition_cap"] == 64 and info[1] is None
+        state = mad.portinfo([(lid, port)])[0]
+        assert state["lid"] == lid and state["link_state"] == "Active"
+        first, second = mad.sminfo(sm.lid), mad.sminfo(sm.lid)
+        assert first["state"] == "MASTER" and first["guid"] == sm.guid
+        assert second["act_count"] > first["act_count"]
+
+
+def test_session_times_out_restarts_and_closes(lab):
+    with MadSession(lab.diag_env(), timeout=5) as mad:
+        assert mad.ping() < 5 and mad.starts == 1
+        pid = mad.proc.pid
+        lid, port = next(iter(lab.port_lids().values()))
+        # 20,000 SMPs take ibsim seconds: far beyond a 0.2 s deadline.
+        with pytest.raises(MadTimeout, match="killed"):
+            mad.pkeys([(lid, port)] * 10_000, blocks=[2] * 10_000, timeout=0.2)
+        assert not mad.alive
+        assert not Path(f"/proc/{pid}").exists() or _zombie(pid)
+        assert mad.pkeys([(lid, port)])[0] is not None  # a fresh helper
+        assert mad.starts == 2
+        os.kill(mad.proc.pid, 9)  # the helper dies between requests
+        mad.proc.wait(5)
+        assert mad.pkeys([(lid, port)])[0] is not None
+        assert mad.starts == 3
+        pid = mad.proc.pid
+    assert mad.proc is None
+    assert not Path(f"/proc/{pid}").exists() or _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_session_unavailable_without_a_umad_port(tmp_path):
+    if Path("/sys/class/infiniband").exists():
+        pytest.skip("this host has a real HCA")
+    with pytest.raises(MadUnavailable), MadSession(DiagEnv(), start_timeout=10) as mad:
+        mad.ping()
+
+
+def test_lab_reports_the_end_of_opensm_sweeps(lab):
+    mark = lab.sweep_mark()
+    assert not lab.swept_since(mark)
+    lab.reload()
+    deadline = time.monotonic() + 15
+    while not lab.swept_since(mark) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert lab.swept_since(mark)
+
+
+def test_push_reuses_lids_and_waits_for_the_sweep(lab):
+    result = push_partitions(lab, [reservation(lab)])
+    assert result.outcome == "verified", result.mismatches
+    log = result.step("verify").log
+    assert log[0] == "20 port checks on 20 ports"
+    assert "LIDs: lab; P_Key tables via the MAD helper" in log
+    assert not any(line.startswith("ibnetdiscover") for line in log)
+    released = push_partitions(lab, [])
+    assert released.outcome == "verified", released.mismatches
+    assert "LIDs: lab; P_Key tables via the MAD helper" in released.step("verify").log
+
+
+def test_push_rediscovers_when_the_lid_map_is_wrong(lab, monkeypatch):
+    lids = lab.port_lids()
+    guids = sorted(lids)
+    swapped = dict(lids)
+    for a, b in zip(guids[::2], guids[1::2], strict=False):  # every LID names another port
+        swapped[a], swapped[b] = lids[b], lids[a]
+    monkeypatch.setattr(lab, "port_lids", lambda: swapped)
+    push_module._cache_lids(mad_module.env_key(lab.diag_env()), None)
+    result = push_partitions(lab, [reservation(lab)])
+    assert result.outcome == "verified", result.mismatches
+    log = result.step("verify").log
+    assert any("rediscovering" in line for line in log), log
+    assert any(line.startswith("ibnetdiscover:") for line in log), log
+    # The fresh map is cached for the next push of this fabric.
+    again = push_partitions(lab, [])
+    assert "LIDs: cached; P_Key tables via the MAD helper" in again.step("verify").log
+
+
+def test_push_falls_back_to_smpquery_without_the_helper(lab, monkeypatch):
+    monkeypatch.setattr(mad_module, "MODULE", "console.fabric.diags.no_such_helper")
+    mad_module.close_shared()
+    result = push_partitions(lab, [reservation(lab)])
+    assert result.outcome == "verified", result.mismatches
+    log = result.step("verify").log
+    assert any("MAD helper unavailable" in line for line in log), log
+    assert "LIDs: ibnetdiscover; P_Key tables via smpquery" in log
+    forced = push_partitions(lab, [], PushOptions(use_mad=False))
+    assert forced.outcome == "verified", forced.mismatches
+    assert "LIDs: ibnetdiscover; P_Key tables via smpquery" in forced.step("verify").log
+    mad_module.close_shared()
