@@ -82,12 +82,28 @@ class FabricPartition(models.Model):
 
 
 class PortAdminState(models.Model):
-    """A switch port the operator wants administratively down (isolated or unused)."""
+    """A switch port the operator administers: down (isolated or unused), or up with an
+    enabled link width / speed. ``width`` and ``speed`` are ibportstate codes (LinkWidthEnabled /
+    LinkSpeedEnabled); null leaves the port's own setting alone."""
+
+    class Width(models.IntegerChoices):
+        W1X = 1, "1X"
+        W4X = 2, "4X"
+        W8X = 4, "8X"
+        W12X = 8, "12X"
+        W2X = 16, "2X"
+
+    class Speed(models.IntegerChoices):
+        SDR = 1, "2.5 Gbps"
+        DDR = 2, "5.0 Gbps"
+        QDR = 4, "10.0 Gbps"
 
     fabric = models.ForeignKey(Fabric, on_delete=models.CASCADE, related_name="port_admin")
     switch = models.CharField(max_length=64)
     port = models.PositiveSmallIntegerField()
     enabled = models.BooleanField(default=False)
+    width = models.PositiveSmallIntegerField(null=True, blank=True, choices=Width.choices)
+    speed = models.PositiveSmallIntegerField(null=True, blank=True, choices=Speed.choices)
     reason = models.CharField(max_length=200, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 

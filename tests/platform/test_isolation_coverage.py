@@ -19,6 +19,7 @@ GLOBAL_VIEWSET_NAMES = {
     "FabricViewSet",
     "FabricPartitionViewSet",
     "FabricChangeViewSet",
+    "FabricPortViewSet",
 }
 
 

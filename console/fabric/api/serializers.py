@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from console.fabric.models import ChangeRequest, ChangeStep, Fabric, FabricPartition
+from console.fabric.models import (
+    ChangeRequest,
+    ChangeStep,
+    Fabric,
+    FabricPartition,
+    PortAdminState,
+)
 
 TERMINAL_STEP = {"ok", "failed", "skipped"}
 
@@ -43,6 +49,36 @@ class PartitionSerializer(serializers.ModelSerializer):
     def to_representation(self, instance: FabricPartition) -> dict:
         data = super().to_representation(instance)
         data["pkey"] = f"{instance.pkey:#06x}"
+        return data
+
+
+class PortAdminSerializer(serializers.ModelSerializer):
+    """How one switch port should be: enabled or disabled, and optionally its enabled link
+    width and speed. ``width``/``speed`` accept a name or the ibportstate code and are shown by
+    name; null leaves the port's own setting alone."""
+
+    port = serializers.IntegerField(min_value=1, max_value=255)
+    enabled = serializers.BooleanField(required=False, default=True)
+    width = serializers.CharField(
+        required=False, allow_null=True, default=None,
+        help_text="1X, 4X, 8X, 12X or 2X (or the ibportstate code 1, 2, 4, 8, 16); null: unset",
+    )  # fmt: skip
+    speed = serializers.CharField(
+        required=False, allow_null=True, default=None,
+        help_text="2.5, 5.0 or 10.0 Gbps (or the ibportstate code 1, 2, 4); null: unset",
+    )  # fmt: skip
+    reason = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+
+    class Meta:
+        model = PortAdminState
+        fields = ["id", "fabric", "switch", "port", "enabled", "width", "speed", "reason",
+                  "updated_at"]  # fmt: skip
+        read_only_fields = ["id", "fabric", "updated_at"]
+
+    def to_representation(self, instance: PortAdminState) -> dict:
+        data = super().to_representation(instance)
+        data["width"] = instance.get_width_display() if instance.width is not None else None
+        data["speed"] = instance.get_speed_display() if instance.speed is not None else None
         return data
 
 

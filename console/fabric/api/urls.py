@@ -12,5 +12,8 @@ router.register(
     basename="fabric-partition",
 )
 router.register(
+    r"fabrics/(?P<fabric_pk>[0-9]+)/ports", views.FabricPortViewSet, basename="fabric-port"
+)
+router.register(
     r"fabrics/(?P<fabric_pk>[0-9]+)/changes", views.FabricChangeViewSet, basename="fabric-change"
 )

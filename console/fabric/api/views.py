@@ -1,4 +1,5 @@
-"""Fabric endpoints: fabrics, their partitions (desired state) and change requests.
+"""Fabric endpoints: fabrics, their partitions and port administration (desired state) and
+change requests.
 
 Thin: every write calls a service of :mod:`console.fabric.changes` (permission check, precise
 validation, change and audit row together). Operators write; operators and auditors read;
@@ -20,8 +21,9 @@ from console.fabric.api.serializers import (
     ChangeSerializer,
     FabricSerializer,
     PartitionSerializer,
+    PortAdminSerializer,
 )
-from console.fabric.models import ChangeRequest, Fabric, FabricPartition
+from console.fabric.models import ChangeRequest, Fabric, FabricPartition, PortAdminState
 from console.tenancy.api.base import GlobalResourceMixin
 from console.tenancy.errors import Invalid
 from console.tenancy.models import Role
@@ -53,6 +55,13 @@ class FabricViewSet(GlobalResourceMixin, viewsets.ModelViewSet):
 
     def perform_destroy(self, instance: Fabric) -> None:
         changes.delete_fabric(self.actor, self.principal, instance)
+
+
+def _object(data) -> dict:
+    """The request body as a dict; anything else (a list, a scalar) is a precise 400."""
+    if not hasattr(data, "keys"):
+        raise Invalid("expected a JSON object", fields={"non_field_errors": ["object"]})
+    return dict(data)
 
 
 class _FabricChild(GlobalResourceMixin):
@@ -108,6 +117,58 @@ class FabricPartitionViewSet(_FabricChild, viewsets.ModelViewSet):
 
     def perform_destroy(self, instance: FabricPartition) -> None:
         changes.delete_partition(self.actor, self.principal, self.fabric(), name=instance.name)
+
+
+@extend_schema_view(list=_NESTED, retrieve=_NESTED, create=_NESTED, update=_NESTED,
+                    partial_update=_NESTED, destroy=_NESTED)  # fmt: skip
+class FabricPortViewSet(_FabricChild, viewsets.ModelViewSet):
+    """Switch port administration (desired state): a port enabled or disabled, optionally with
+    its enabled link width and speed. Checked against the fabric's design and audited; a change
+    request pushes it (over SMPs, read back)."""
+
+    serializer_class = PortAdminSerializer
+    queryset = PortAdminState.objects.all()
+    filterset_fields = ["switch", "enabled"]
+
+    def get_queryset(self):
+        return PortAdminState.objects.filter(fabric=self.fabric()).order_by("switch", "port")
+
+    def _set(self, data: dict, *, status_code: int) -> Response:
+        shape = PortAdminSerializer(data=data, partial=True)
+        shape.is_valid(raise_exception=True)
+        row = changes.set_port_admin(
+            self.actor, self.principal, self.fabric(), switch=data.get("switch"),
+            port=data.get("port"), enabled=shape.validated_data.get("enabled", True),
+            width=data.get("width"), speed=data.get("speed"), reason=data.get("reason") or "",
+        )  # fmt: skip
+        return Response(PortAdminSerializer(row).data, status=status_code)
+
+    def create(self, request, *args, **kwargs):
+        """Administer a switch port (by switch name from the design and port number)."""
+        self.fabric()
+        data = _object(request.data)
+        exists = PortAdminState.objects.filter(
+            fabric=self.fabric(), switch=data.get("switch"), port=data.get("port")
+        )
+        if isinstance(data.get("port"), int) and exists.exists():
+            detail = f"{data['switch']}[{data['port']}] is already administered; update it instead"
+            raise Invalid(detail, fields={"port": [detail]})
+        return self._set(data, status_code=status.HTTP_201_CREATED)
+
+    def update(self, request, *args, **kwargs):
+        """Replace (PUT) or change (PATCH) a port's wanted state; switch and port stay."""
+        row = self.get_object()
+        data = {"switch": row.switch, "port": row.port, "enabled": row.enabled,
+                "width": row.width, "speed": row.speed, "reason": row.reason,
+                **_object(request.data)}  # fmt: skip
+        if data["switch"] != row.switch or data["port"] != row.port:
+            detail = "a port's switch and number do not change: delete and create"
+            raise Invalid(detail, fields={"switch": [detail], "port": [detail]})
+        return self._set(data, status_code=status.HTTP_200_OK)
+
+    def perform_destroy(self, instance: PortAdminState) -> None:
+        changes.clear_port_admin(self.actor, self.principal, self.fabric(),
+                                 switch=instance.switch, port=instance.port)  # fmt: skip
 
 
 @extend_schema_view(list=_NESTED, retrieve=_NESTED, approve=_NESTED, cancel=_NESTED)

@@ -84,10 +84,15 @@ def build_desired(fabric: Fabric) -> dict[str, Any]:
         )
     partitions.sort(key=lambda p: (p["pkey"] != DEFAULT_RULE["pkey"], p["pkey"]))
     classes = [[p["pkey"], p["sl"], p["name"]] for p in partitions if p["sl"]]
-    port_admin = [
-        {"switch": a.switch, "port": a.port, "enabled": a.enabled}
-        for a in PortAdminState.objects.filter(fabric=fabric).order_by("switch", "port")
-    ]
+    port_admin = []
+    for a in PortAdminState.objects.filter(fabric=fabric).order_by("switch", "port"):
+        row: dict[str, Any] = {"switch": a.switch, "port": a.port, "enabled": a.enabled}
+        # Only when set: desired (and applied) JSON of ports without them stays as it was.
+        if a.width is not None:
+            row["width"] = a.width
+        if a.speed is not None:
+            row["speed"] = a.speed
+        port_admin.append(row)
     return {
         "partitions": partitions,
         "qos": {"default_sl": 0, "classes": classes},
@@ -105,7 +110,7 @@ def render_artefacts(desired: dict[str, Any]) -> dict[str, str]:
     if state.qos is not None:
         artefacts["qos-policy.conf"] = render_qos_policy(state.qos)
     if state.port_admin:
-        lines = [f"{a.label} {'enabled' if a.enabled else 'disabled'}" for a in state.port_admin]
+        lines = [f"{a.label} {a.describe()}" for a in state.port_admin]
         artefacts["port-admin"] = "\n".join(lines) + "\n"
     return artefacts
 

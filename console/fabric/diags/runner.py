@@ -215,12 +215,27 @@ class DiagRunner:
         return parse_portinfo(result.stdout)
 
     def set_port_state(
-        self, lid: int, port: int, op: str, *, timeout: float | None = None
+        self,
+        lid: int,
+        port: int,
+        op: str,
+        value: int | None = None,
+        *,
+        timeout: float | None = None,
     ) -> DiagResult:
-        """``ibportstate <lid> <port> enable|disable|reset`` (switch port administration)."""
-        if op not in ("enable", "disable", "reset"):
+        """``ibportstate <lid> <port> enable|disable|reset`` (switch port administration), or
+        ``width|speed <code>`` (LinkWidthEnabled / LinkSpeedEnabled, an integer code)."""
+        if op in ("enable", "disable", "reset"):
+            if value is not None:
+                raise ValueError(f"ibportstate {op} takes no value")
+            args = [op]
+        elif op in ("width", "speed"):
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 < value < 256:
+                raise ValueError(f"ibportstate {op} needs an integer code 1-255, not {value!r}")
+            args = [op, str(value)]
+        else:
             raise ValueError(f"unsupported ibportstate operation {op!r}")
-        return self.run("ibportstate", str(lid), str(port), op, timeout=timeout, check=False)
+        return self.run("ibportstate", str(lid), str(port), *args, timeout=timeout, check=False)
 
     def ibroute(self, lid: int, *, timeout: float | None = None) -> str:
         """Raw unicast forwarding table of a switch."""

@@ -34,18 +34,47 @@ class DriverUnavailable(DriverError):
     """The target is not running or not configured (lab down, UFM unreachable)."""
 
 
+# ibportstate codes of LinkWidthEnabled / LinkSpeedEnabled and how the tools print them.
+WIDTH_NAMES = {1: "1X", 2: "4X", 4: "8X", 8: "12X", 16: "2X"}
+SPEED_NAMES = {1: "2.5 Gbps", 2: "5.0 Gbps", 4: "10.0 Gbps"}
+
+
+def decode_enabled(text: str, names: Mapping[int, str]) -> int | None:
+    """``"1X or 4X"`` → 3 (the bit mask of the names); None when a part is not one of them."""
+    codes = {name: code for code, name in names.items()}
+    mask = 0
+    for part in text.split(" or "):
+        code = codes.get(part.strip())
+        if code is None:
+            return None
+        mask |= code
+    return mask or None
+
+
 @dataclass(frozen=True, order=True)
 class PortAdmin:
-    """One switch port's wanted administrative state."""
+    """One switch port's wanted administrative state (``width``/``speed``: ibportstate codes of
+    the enabled link width and speed, None = leave the port's own setting)."""
 
     switch: str
     port: int
     enabled: bool
+    width: int | None = None
+    speed: int | None = None
 
     @property
     def label(self) -> str:
         """``leaf3[6]`` as operators write it."""
         return f"{self.switch}[{self.port}]"
+
+    def describe(self) -> str:
+        """``enabled width=1X speed=2.5 Gbps`` (only what is set)."""
+        text = "enabled" if self.enabled else "disabled"
+        if self.width is not None:
+            text += f" width={WIDTH_NAMES.get(self.width, self.width)}"
+        if self.speed is not None:
+            text += f" speed={SPEED_NAMES.get(self.speed, self.speed)}"
+        return text
 
 
 @dataclass(frozen=True)
@@ -85,7 +114,13 @@ class DesiredFabric:
                 ),
             )
         admin = tuple(
-            PortAdmin(a["switch"], int(a["port"]), bool(a["enabled"]))
+            PortAdmin(
+                a["switch"],
+                int(a["port"]),
+                bool(a["enabled"]),
+                int(a["width"]) if a.get("width") is not None else None,
+                int(a["speed"]) if a.get("speed") is not None else None,
+            )
             for a in data.get("port_admin", [])
         )
         return cls(tuple(partitions), qos, admin)
@@ -127,6 +162,14 @@ class FabricDriver(Protocol):
         """What the target carries now, as artefact name → text (for drift and diffs)."""
         ...
 
-    def set_port_state(self, switch: str, port: int, enabled: bool) -> PortStateResult:
-        """Enable or disable one switch port and read its state back."""
+    def set_port_state(
+        self,
+        switch: str,
+        port: int,
+        enabled: bool,
+        *,
+        width: int | None = None,
+        speed: int | None = None,
+    ) -> PortStateResult:
+        """Enable or disable one switch port (and set its enabled width/speed), read it back."""
         ...

@@ -247,9 +247,17 @@ class OpenSmDriver:
         result = push_partitions(self.host, list(desired.partitions), options)
         return list(result.mismatches)
 
-    def set_port_state(self, switch: str, port: int, enabled: bool) -> PortStateResult:
+    def set_port_state(
+        self,
+        switch: str,
+        port: int,
+        enabled: bool,
+        *,
+        width: int | None = None,
+        speed: int | None = None,
+    ) -> PortStateResult:
         """Port administration over SMPs (``ibportstate``), read back."""
-        return self.ports.set_port_state(switch, port, enabled)
+        return self.ports.set_port_state(switch, port, enabled, width=width, speed=speed)
 
     def push(
         self,
@@ -393,7 +401,8 @@ class OpenSmDriver:
         step = PushStep(f"port-admin:{wanted.label}", status="running")
         result.steps.append(step)
         try:
-            outcome = self.ports.set_port_state(wanted.switch, wanted.port, wanted.enabled)
+            outcome = self.ports.set_port_state(wanted.switch, wanted.port, wanted.enabled,
+                                                width=wanted.width, speed=wanted.speed)  # fmt: skip
         except DriverError as exc:
             outcome = PortStateResult(wanted.switch, wanted.port, wanted.enabled, False, False)
             outcome.log.append(str(exc))
@@ -401,7 +410,7 @@ class OpenSmDriver:
         step.duration_s = time.monotonic() - t
         if not outcome.verified:
             step.status = "failed"
-            result.mismatches.append(f"{wanted.label}: not {'up' if wanted.enabled else 'down'}")
+            result.mismatches.append(f"{wanted.label}: not {wanted.describe()}")
             result.outcome = "failed"
             return
         step.status = "ok" if outcome.changed else "skipped"

@@ -378,9 +378,23 @@ class UfmDriver:
                 return p
         raise DriverError(f"UFM knows no port {switch}[{port}]")
 
-    def set_port_state(self, switch: str, port: int, enabled: bool) -> PortStateResult:
-        """``POST /ufmRest/actions`` enable/disable, verified by reading the port back."""
+    def set_port_state(
+        self,
+        switch: str,
+        port: int,
+        enabled: bool,
+        *,
+        width: int | None = None,
+        speed: int | None = None,
+    ) -> PortStateResult:
+        """``POST /ufmRest/actions`` enable/disable, verified by reading the port back.
+
+        Link width/speed are not set through UFM here (the switch driver does that over SMPs).
+        """
         result = PortStateResult(switch, port, enabled, changed=False, verified=False)
+        if width is not None or speed is not None:
+            result.log.append(f"{switch}[{port}]: the UFM driver does not set link width/speed")
+            return result
 
         def is_enabled(p: dict[str, Any]) -> bool:
             return str(p.get("physical_state", "")).lower() != "disabled"
@@ -409,7 +423,8 @@ class UfmDriver:
             s = PushStep(f"port-admin:{wanted.label}", status="running")
             result.steps.append(s)
             try:
-                outcome = self.set_port_state(wanted.switch, wanted.port, wanted.enabled)
+                outcome = self.set_port_state(wanted.switch, wanted.port, wanted.enabled,
+                                              width=wanted.width, speed=wanted.speed)  # fmt: skip
             except DriverError as exc:
                 outcome = PortStateResult(wanted.switch, wanted.port, wanted.enabled, False, False)
                 outcome.log.append(str(exc))

@@ -3,6 +3,9 @@
     fabric apply --fabric F [--dry-run] [--wait] --json
     fabric partition set --fabric F --name NAME --pkey 0xHHHH --member GUID[=full|limited] … [--wait] --json
     fabric partition delete --fabric F --name NAME [--wait] --json
+    fabric port set --fabric F --switch S --port N [--enable|--disable] [--width 1X|4X|8X|12X|2X]
+                    [--speed 2.5|5.0|10.0] [--reason TEXT] [--wait] --json
+    fabric port clear --fabric F --switch S --port N [--wait] --json
     fabric discover --fabric F --json
     fabric compare --fabric F --json
 
@@ -26,7 +29,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from console.fabric import changes
 from console.fabric.api.serializers import ChangeSerializer
-from console.fabric.models import ChangeRequest, Fabric
+from console.fabric.models import ChangeRequest, Fabric, PortAdminState
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
 from console.tenancy.models import Principal, Role
@@ -44,7 +47,7 @@ def _fabric(ref: str) -> Fabric:
 
 
 class Command(BaseCommand):
-    help = "Push fabric changes, set partitions, discover and compare fabrics."
+    help = "Push fabric changes, set partitions and switch ports, discover and compare fabrics."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--as", dest="as_user", help="act as this operator (default: CLI)")
@@ -70,6 +73,21 @@ class Command(BaseCommand):
         p.add_argument("--ipoib", action="store_true")
         common(p := psub.add_parser("delete"))
         p.add_argument("--name", required=True)
+        port = sub.add_parser("port", help="administer a switch port, then push")
+        portsub = port.add_subparsers(dest="port_action", required=True)
+        common(p := portsub.add_parser("set"))
+        p.add_argument("--switch", required=True, help="switch name in the fabric's design")
+        p.add_argument("--port", required=True, type=int)
+        state = p.add_mutually_exclusive_group()
+        state.add_argument("--enable", dest="enabled", action="store_const", const=True,
+                           help="port up (default for a port not administered yet)")  # fmt: skip
+        state.add_argument("--disable", dest="enabled", action="store_const", const=False)
+        p.add_argument("--width", help="1X, 4X, 8X, 12X or 2X ('none': leave the port's own)")
+        p.add_argument("--speed", help="2.5, 5.0 or 10.0 Gbps ('none': leave the port's own)")
+        p.add_argument("--reason", default="")
+        common(p := portsub.add_parser("clear", help="stop administering the port"))
+        p.add_argument("--switch", required=True)
+        p.add_argument("--port", required=True, type=int)
         common(sub.add_parser("discover", help="ibnetdiscover and store the graph"), wait=False)
         common(sub.add_parser("compare", help="discovered vs designed"), wait=False)
 
@@ -94,6 +112,8 @@ class Command(BaseCommand):
                                           sl=opts["sl"], ipoib=opts["ipoib"])  # fmt: skip
                 else:
                     changes.delete_partition(actor, principal, fabric, name=opts["name"])
+            if opts["action"] == "port":
+                self._port(actor, principal, fabric, opts)
             change = changes.request_change(
                 actor, principal, fabric, dry_run=bool(opts.get("dry_run")),
                 reason=opts.get("reason") or f"cli: {opts['action']}",
@@ -108,6 +128,25 @@ class Command(BaseCommand):
         self._print(opts, body)
         if opts.get("wait") and change.status not in SUCCESS:
             raise CommandError(f"change {change.pk} {change.status}: {change.error}")
+
+    def _port(self, actor: Actor, principal: Principal, fabric: Fabric, opts: dict) -> None:
+        """``port set``: options not given keep the port's current wanted state (a new port is
+        enabled, width and speed left alone); ``port clear`` stops administering it."""
+        if opts["port_action"] == "clear":
+            changes.clear_port_admin(actor, principal, fabric, switch=opts["switch"],
+                                     port=opts["port"])  # fmt: skip
+            return
+        row = PortAdminState.objects.filter(
+            fabric=fabric, switch=opts["switch"], port=opts["port"]
+        ).first()
+        keep = {"enabled": row.enabled, "width": row.width, "speed": row.speed} if row else {}
+        changes.set_port_admin(
+            actor, principal, fabric, switch=opts["switch"], port=opts["port"],
+            enabled=opts["enabled"] if opts["enabled"] is not None else keep.get("enabled", True),
+            width=opts["width"] if opts["width"] is not None else keep.get("width"),
+            speed=opts["speed"] if opts["speed"] is not None else keep.get("speed"),
+            reason=opts["reason"] or (row.reason if row else ""),
+        )  # fmt: skip
 
     def _who(self, username: str | None) -> tuple[Actor, Principal]:
         if username:
