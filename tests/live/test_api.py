@@ -76,7 +76,8 @@ def test_history_per_reservation_switch_and_downsampling(world, client_for, oper
     _publish_snapshot(world)
     collector = world["collector"]
     fid = world["fabric"].pk
-    past = timezone.now() - timezone.timedelta(minutes=3)
+    # Both samples in one minute bucket (at :00 and :10), whatever the clock says now.
+    past = (timezone.now() - timezone.timedelta(minutes=3)).replace(second=0, microsecond=0)
     where = {lid: (e.switch, e.tier) for lid, e in collector.lm.ends.items()}
     rows = {lid: {"tx_bps": 1e9, "rx_bps": 2e9, "util": 0.5, "errors": 1, "up": True}
             for lid in where}  # fmt: skip
