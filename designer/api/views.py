@@ -132,9 +132,14 @@ class DesignViewSet(
         return Response(DesignSerializer(self.queryset.get(pk=design.pk)).data, status=201)
 
     # --- revisions ------------------------------------------------------------------------
+    def _design(self) -> Design:
+        """The design of this request, looked up (and permission-checked) once."""
+        if not hasattr(self, "_design_cache"):
+            self._design_cache = self.get_object()
+        return self._design_cache
+
     def _revision(self, number, *, with_graph: bool = True) -> DesignRevision:
-        design = self.get_object()
-        queryset = DesignRevision.objects.filter(design=design)
+        queryset = DesignRevision.objects.filter(design=self._design())
         if not with_graph:
             queryset = queryset.defer("graph")
         return get_object_or_404(queryset, number=number)
@@ -202,7 +207,7 @@ class DesignViewSet(
     def export(self, request, pk=None, number=None, fmt=None):
         """Download the revision in one of the export formats."""
         graph = services.revision_graph(self._revision(number))
-        graph.meta["name"] = self.get_object().name
+        graph.meta["name"] = self._design().name
         try:
             content, filename, content_type = export(graph, fmt)
         except UnknownItemError as exc:

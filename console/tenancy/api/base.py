@@ -18,9 +18,6 @@ from console.tenancy.errors import Invalid
 from console.tenancy.models import ApiToken, Principal, Tenant, TenantScopedQuerySet
 from console.tenancy.permissions import principal_of
 
-# Every scoped viewset class, for the meta-test that checks each is covered by isolation tests.
-SCOPED_VIEWSETS: list[type] = []
-
 
 class PrincipalMixin:
     """Who is asking (for scoping and permissions) and who is acting (for the audit log)."""
@@ -67,8 +64,6 @@ class TenantScopedMixin(PrincipalMixin):
                 f"{cls.__name__} overrides get_queryset; override narrow_queryset instead so the "
                 "tenant filter stays last"
             )
-        if getattr(cls, "queryset", None) is not None:
-            SCOPED_VIEWSETS.append(cls)
 
     def narrow_queryset(self, queryset):
         return queryset

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError
-from django.http import Http404, JsonResponse
+from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -59,7 +59,3 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         code = codes if isinstance(codes, str) else exc.default_code
         response.data = {"code": code, "detail": _flatten(exc.detail), "fields": {}}
     return response
-
-
-def json_error(request, code: str, detail: str, status_code: int) -> JsonResponse:
-    return JsonResponse({"code": code, "detail": detail, "fields": {}}, status=status_code)
