@@ -150,6 +150,10 @@ def update_member(
         audit.record(
             actor, "member.update", membership, before=before, after=audit.snapshot(membership)
         )
+        if (before["role"], before["tenant_id"]) != (membership.role, membership.tenant_id):
+            # Open sockets were authorised for the old role or tenant: make them reconnect.
+            user_id = membership.user_id
+            transaction.on_commit(lambda: _close_user_sockets(user_id))
     return membership
 
 
@@ -165,7 +169,9 @@ def remove_member(actor: Actor, principal: Principal, membership: Membership) ->
             revoked_at=timezone.now()
         )
         audit.record(actor, "member.remove", membership, before=before)
+        user_id = membership.user_id
         membership.delete()
+        transaction.on_commit(lambda: _close_user_sockets(user_id))
 
 
 def issue_token(
@@ -227,6 +233,12 @@ def revoke_token(actor: Actor, principal: Principal, token: ApiToken) -> ApiToke
         token_id = token.pk
         transaction.on_commit(lambda: _close_token_sockets(token_id))
     return token
+
+
+def _close_user_sockets(user_id: int) -> None:
+    from console.live.notify import close_user_sockets
+
+    close_user_sockets(user_id)
 
 
 def _close_token_sockets(token_id: int) -> None:

@@ -70,3 +70,46 @@ async def test_malformed_and_oversized_frames_get_errors_not_crashes(member_a):
     await communicator.send_json_to({"type": "ping"})
     assert (await communicator.receive_json_from(timeout=5))["type"] == "pong"
     await communicator.disconnect()
+
+
+def _membership(user):
+    from console.tenancy.models import Membership
+
+    return Membership.objects.get(user=user)
+
+
+async def _open_token_socket(user):
+    _, plaintext = await sync_to_async(_issue)(user)
+    communicator, connected, _ = await _connect([f"bearer.{plaintext}"])
+    assert connected
+    assert (await communicator.receive_json_from(timeout=5))["type"] == "hello"
+    return communicator
+
+
+async def _assert_closed_revoked(communicator):
+    assert (await communicator.receive_json_from(timeout=5))["type"] == "access.revoked"
+    closed = await communicator.receive_output(timeout=5)
+    assert closed["type"] == "websocket.close" and closed["code"] == 4403
+
+
+async def test_removed_member_sockets_close(admin_a, member_a):
+    communicator = await _open_token_socket(member_a)
+
+    def remove():
+        actions.remove_member(Actor.for_user(admin_a), Principal.of(admin_a), _membership(member_a))
+
+    await sync_to_async(remove)()
+    await _assert_closed_revoked(communicator)
+
+
+async def test_role_change_closes_sockets_authorised_for_the_old_role(admin_a, member_a):
+    from console.tenancy.models import Role
+
+    communicator = await _open_token_socket(member_a)
+
+    def promote():
+        actor, principal = Actor.for_user(admin_a), Principal.of(admin_a)
+        actions.update_member(actor, principal, _membership(member_a), role=Role.TENANT_ADMIN)
+
+    await sync_to_async(promote)()
+    await _assert_closed_revoked(communicator)
