@@ -1,0 +1,148 @@
+"""Reservations made real on a lab fabric, without stand-ins between scheduling and the wire.
+
+A 1-SU rail-optimised design (32 DGX H100, 256 HCAs under 8 rail leaves) runs as a lab (OpenSM
+on ibsim). Reservations are made through the service, the fabric is reconciled and the change
+applied by the real pipeline, and the P_Key tables are read back from the ports with smpquery:
+a reservation is ready only with its partition on exactly its nodes' HCAs, a release removes it,
+a preemption swaps the borrower's partition for the claimant's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+import pytest
+
+from console.fabric import changes, labs
+from console.fabric.changes.pipeline import apply_change
+from console.fabric.models import ChangeRequest
+from console.tenancy.context import Actor
+from console.tenancy.models import Principal, Role
+from designer.services import create_design
+from scheduling.models import HCA, Node, Pool, Reservation
+from scheduling.services import inventory, lifecycle, quotas
+from scheduling.services.reservations import ReservationRequest, reserve
+from tests.fabric.conftest import requires_lab
+
+pytestmark = [requires_lab, pytest.mark.lab, pytest.mark.timeout(300), pytest.mark.django_db]
+
+ONE_SU = {"topology": "rail-optimized", "gpus": 256, "node_type": "DGX-H100", "switch": "QM9700"}
+ACTOR = Actor.system("test")
+OPERATOR = Principal(None, Role.OPERATOR, None)
+S = Reservation.Status
+
+
+@pytest.fixture
+def su1(tmp_path, tenant_a, tenant_b):
+    """The lab of a 1-SU design, its inventory, pool ``su1``; A guaranteed 128, B 64 + 192."""
+    uid = uuid.uuid4().hex[:6]
+    _, revision = create_design(ACTOR, OPERATOR, name=f"life-{uid}", options=ONE_SU)
+    fabric, lab = labs.start_lab(
+        revision, name=f"life-{uid}", actor=ACTOR, workdir=tmp_path / "lab",
+        socket_name=f"life-{uid}",
+    )  # fmt: skip
+    try:
+        inventory.import_inventory(fabric, actor=ACTOR)
+        pool = inventory.create_pool(ACTOR, OPERATOR, fabric=fabric, name="su1",
+                                     kind=Pool.Kind.BY_SU, nodes=list(Node.objects.filter(fabric=fabric)))  # fmt: skip
+        quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_a, pool=pool, guaranteed_gpus=128)
+        quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_b, pool=pool, guaranteed_gpus=64,
+                         borrow_limit_gpus=192)  # fmt: skip
+        yield fabric, lab, pool
+    finally:
+        fabric.refresh_from_db()
+        labs.stop_lab(fabric)
+
+
+def book(pool, tenant, gpus: int, name: str) -> Reservation:
+    request = ReservationRequest(pool_id=pool.pk, gpus=gpus, duration=dt.timedelta(hours=2),
+                                 name=name, tenant_id=tenant.pk)  # fmt: skip
+    reservation = reserve(ACTOR, OPERATOR, request)
+    assert reservation.status == S.PROVISIONING, reservation.reason
+    return reservation
+
+
+def converge(fabric) -> ChangeRequest:
+    """What the ``fabric.reconcile`` task does: one change for the new desired state, applied."""
+    change = changes.reconcile(fabric, actor=ACTOR)
+    assert change is not None, "scheduling's desired partitions did not produce a change"
+    applied = apply_change(change.pk, worker_id="test")
+    assert applied is not None and applied.status == ChangeRequest.Status.APPLIED, applied and (
+        applied.error,
+        applied.outcome,
+    )
+    return applied
+
+
+def guids_of(reservation: Reservation) -> set[int]:
+    nodes = reservation.allocations.values("node_id")
+    return {int(g, 16) for g in HCA.objects.filter(node_id__in=nodes).values_list("port_guid", flat=True)}  # fmt: skip
+
+
+def holders_of(lab, pkey: int, guids: set[int]) -> dict[int, str | None]:
+    """Membership of ``pkey`` on each HCA port in ``guids``, read from the port's P_Key table."""
+    diags = lab.diags(timeout=20)
+    # ibsim gives a CA's port 1 the node GUID + 1 (what the lab's inventory records).
+    cas = (n for n in diags.ibnetdiscover().nodes.values() if not n.is_switch)
+    lid_of = {n.guid + 1: n.lid for n in cas if n.guid is not None}
+    return {guid: diags.pkeys(lid_of[guid]).membership(pkey) for guid in sorted(guids)}
+
+
+def neighbours(reservation: Reservation, count: int = 8) -> set[int]:
+    """HCA port GUIDs of nodes the reservation does not hold (same fabric)."""
+    held = reservation.allocations.values("node_id")
+    others = HCA.objects.filter(node__fabric=reservation.fabric).exclude(node_id__in=held)
+    return {int(g, 16) for g in others.order_by("pk").values_list("port_guid", flat=True)[:count]}
+
+
+def test_ready_only_with_its_partition_on_exactly_its_hcas_and_release_removes_it(su1, tenant_a):
+    fabric, lab, pool = su1
+    # given a 16-GPU reservation of tenant A, placed and waiting for the fabric
+    reservation = book(pool, tenant_a, 16, "train-16")
+    members = guids_of(reservation)
+    assert len(members) == 16  # 2 nodes × 8 HCAs
+
+    # when fabric operations converge
+    change = converge(fabric)
+
+    # then it is ready, and the P_Key is on its 16 HCA ports and on no one else's
+    reservation.refresh_from_db()
+    assert reservation.status == S.READY and reservation.ready_at is not None
+    assert change.status == ChangeRequest.Status.APPLIED
+    assert set(holders_of(lab, reservation.pkey, members).values()) == {"full"}
+    assert set(holders_of(lab, reservation.pkey, neighbours(reservation)).values()) == {None}
+
+    # when it is released early: ending until the fabric shows the partition gone
+    lifecycle.release(ACTOR, OPERATOR, reservation)
+    reservation.refresh_from_db()
+    assert reservation.status == S.ENDING and reservation.pkey_live
+    converge(fabric)
+    reservation.refresh_from_db()
+    assert reservation.status == S.RELEASED and not reservation.pkey_live
+    assert set(holders_of(lab, reservation.pkey, members).values()) == {None}
+
+
+def test_preemption_swaps_the_borrowers_partition_for_the_claimants(su1, tenant_a, tenant_b):
+    fabric, lab, pool = su1
+    # given tenant B borrowed the whole pool and its partition is on the fabric
+    borrower = book(pool, tenant_b, 256, "borrow-all")
+    assert borrower.borrowed
+    converge(fabric)
+    borrower.refresh_from_db()
+    assert borrower.status == S.READY
+
+    # when tenant A claims 16 GPUs of its guarantee
+    claimant = book(pool, tenant_a, 16, "claim-16")
+
+    # then B is preempted with notice, and one change swaps the partitions on the wire
+    borrower.refresh_from_db()
+    assert borrower.status == S.PREEMPTED and "borrowed capacity reclaimed" in borrower.reason
+    converge(fabric)
+    borrower.refresh_from_db()
+    claimant.refresh_from_db()
+    assert claimant.status == S.READY and not borrower.pkey_live
+    claimed = guids_of(claimant)
+    assert set(holders_of(lab, claimant.pkey, claimed).values()) == {"full"}
+    assert set(holders_of(lab, borrower.pkey, claimed | neighbours(claimant, 4)).values()) == {None}
+    assert claimant.pkey != borrower.pkey  # a key is not reused while it was live
