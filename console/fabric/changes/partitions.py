@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, models, transaction
 
 from console.fabric.models import Fabric, FabricPartition
 from console.fabric.opensm.lint import format_guid, parse_guid
@@ -128,20 +128,39 @@ def set_partition(
             raise Conflict(detail, fields={"pkey": [detail]})
         if row is not None and row.source != FabricPartition.Source.MANUAL:
             raise Conflict(f"partition {name!r} belongs to a reservation", fields={"name": [name]})
-        before = audit.snapshot(row) if row else None
         values = {"pkey": key, "members": canonical, "sl": sl, "ipoib": bool(ipoib)}
-        try:
-            with transaction.atomic():
-                if row is None:
-                    row = FabricPartition.objects.create(fabric=fabric, name=name, **values)
-                else:
-                    for field, value in values.items():
-                        setattr(row, field, value)
-                    row.save()
-        except IntegrityError as exc:
-            raise Conflict(f"partition {name!r} or P_Key {key:#06x} exists") from exc
-        action = "fabric.partition.create" if before is None else "fabric.partition.update"
-        audit.record(actor, action, row, before=before, after=audit.snapshot(row))
+        row = save_audited(
+            actor, FabricPartition, row, keys={"fabric": fabric, "name": name}, values=values,
+            action="fabric.partition", conflict=f"partition {name!r} or P_Key {key:#06x} exists",
+        )  # fmt: skip
+    return row
+
+
+def save_audited(
+    actor: Actor,
+    model: type[models.Model],
+    row: models.Model | None,
+    *,
+    keys: dict[str, Any],
+    values: dict[str, Any],
+    action: str,
+    conflict: str,
+) -> Any:
+    """Create (``keys`` + ``values``) or update (``values``) one desired-state row, audited as
+    ``<action>.create`` / ``<action>.update``; a concurrent duplicate is a 409 ``conflict``."""
+    before = audit.snapshot(row) if row is not None else None
+    try:
+        with transaction.atomic():
+            if row is None:
+                row = model.objects.create(**keys, **values)
+            else:
+                for field, value in values.items():
+                    setattr(row, field, value)
+                row.save()
+    except IntegrityError as exc:
+        raise Conflict(conflict) from exc
+    suffix = "create" if before is None else "update"
+    audit.record(actor, f"{action}.{suffix}", row, before=before, after=audit.snapshot(row))
     return row
 
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 
-from console.fabric.changes.partitions import require_operator
+from console.fabric.changes.partitions import require_operator, save_audited
 from console.fabric.drivers.base import SPEED_NAMES, WIDTH_NAMES
 from console.fabric.models import Fabric, PortAdminState
 from console.tenancy import audit
 from console.tenancy.context import Actor
-from console.tenancy.errors import Conflict, Invalid, NotFound
+from console.tenancy.errors import Invalid, NotFound
 from console.tenancy.models import Principal
 
 WIDTH_CHOICES = ", ".join(f"{name} ({code})" for code, name in WIDTH_NAMES.items())
@@ -136,22 +136,12 @@ def set_port_admin(
     with transaction.atomic():
         Fabric.objects.select_for_update().get(pk=fabric.pk)
         row = PortAdminState.objects.filter(fabric=fabric, switch=switch, port=number).first()
-        before = audit.snapshot(row) if row else None
         values = {"enabled": enabled, "width": width_code, "speed": speed_code, "reason": reason}
-        try:
-            with transaction.atomic():
-                if row is None:
-                    row = PortAdminState.objects.create(
-                        fabric=fabric, switch=switch, port=number, **values
-                    )
-                else:
-                    for key, value in values.items():
-                        setattr(row, key, value)
-                    row.save()
-        except IntegrityError as exc:
-            raise Conflict(f"{switch}[{number}] is already administered") from exc
-        action = "fabric.port.create" if before is None else "fabric.port.update"
-        audit.record(actor, action, row, before=before, after=audit.snapshot(row))
+        row = save_audited(
+            actor, PortAdminState, row, keys={"fabric": fabric, "switch": switch, "port": number},
+            values=values, action="fabric.port",
+            conflict=f"{switch}[{number}] is already administered",
+        )  # fmt: skip
     return row
 
 
