@@ -1,7 +1,8 @@
 """What each principal may see of a fabric's live state (the one place that filters it).
 
 Operators and auditors see every link; a tenant sees only the host links of its own ready
-reservations, its own reservations' nodes, and its own live group's sequence number.
+reservations, its own reservations' nodes, and its own live group's sequence number. A switch's
+port table (:func:`switch_ports`) follows the same rule: a tenant gets only its own links' rows.
 """
 
 from __future__ import annotations
@@ -10,8 +11,11 @@ from typing import Any
 
 from console.live.notify import fabric_group, tenant_group
 from console.telemetry import store
+from console.telemetry.linkmap import link_id
 from console.tenancy.errors import NotFound
 from console.tenancy.models import Principal
+from designer.catalogue import generation_rank, width_speed
+from designer.graph import FabricGraph
 
 
 def visible_links(snapshot: dict[str, Any] | None, principal: Principal) -> set[str] | None:
@@ -62,3 +66,110 @@ def link_for(fabric_id: int, link_id: str, principal: Principal) -> dict[str, An
     if live is None and allowed is None and snap:
         raise NotFound(f"no link {link_id!r}")
     return live or {"id": link_id}
+
+
+# ---- one switch's port table ----------------------------------------------------------------
+
+
+def _rate(graph: FabricGraph, a: str, b: str) -> tuple[str, int]:
+    """The designed rate of a link between ``a`` and ``b``: the slower end's (``4xNDR``)."""
+    ends = [graph.port_gbps(dev, 1) for dev in (a, b) if graph.has_device(dev)]
+    ends = [e for e in ends if e[0]]
+    if not ends:
+        return "", 0
+    gen = min(ends, key=lambda e: generation_rank(e[0]))[0]
+    gbps = min(e[1] for e in ends)
+    return width_speed(gen, gbps), gbps
+
+
+def _port_live(live: dict[str, Any] | None, measured_here: bool) -> dict[str, Any]:
+    """A link's live status as seen from one of its ports: Tx/Rx are that port's, so a link
+    measured at the far end has them swapped; error counters are the measuring port's."""
+    if live is None:
+        return {"state": "unknown", "up": None, "tx_bps": None, "rx_bps": None, "util": None,
+                "bucket": None, "errors": {}, "error_totals": {}}  # fmt: skip
+    tx, rx = live.get("tx_bps", 0), live.get("rx_bps", 0)
+    if not measured_here:
+        tx, rx = rx, tx
+    return {
+        "state": "Active" if live.get("up") else "Down",
+        "up": bool(live.get("up")),
+        "tx_bps": tx,
+        "rx_bps": rx,
+        "util": live.get("util", 0),
+        "bucket": live.get("bucket", 0),
+        "errors": live.get("errors") or {},
+        "error_totals": live.get("error_totals") or {},
+    }
+
+
+def switch_ports(fabric, switch: str, principal: Principal) -> dict[str, Any]:
+    """``switch``'s ports as designed (peer device and port, rate) with each link's live state.
+
+    Operators and auditors get every port, free ones included. A tenant gets only the ports of
+    its own links (the host links of its ready reservations), so no other tenant's host is ever
+    named; a switch without any of them does not exist for it (404), like a link it may not see.
+    """
+    from designer.services import revision_graph
+
+    graph = revision_graph(fabric.revision)
+    sw = graph.switches.get(switch)
+    if sw is None:
+        raise NotFound(f"no switch {switch!r} on fabric {fabric.pk}")
+    snap = store.load_snapshot(fabric.pk) or {}
+    allowed = visible_links(snap, principal)
+    cabled: dict[int, tuple[Any, str, int]] = {}
+    for lk in graph.links:
+        if lk.a == switch:
+            cabled[lk.a_port] = (lk, lk.b, lk.b_port)
+        elif lk.b == switch:
+            cabled[lk.b_port] = (lk, lk.a, lk.a_port)
+    live = snap.get("links") or {}
+    rows = []
+    for port in sorted(set(range(1, graph.port_count(switch) + 1)) | set(cabled)):
+        hit = cabled.get(port)
+        if hit is None:
+            if allowed is None:
+                rows.append({"port": port, "link": None, "measured_here": True, "peer": None,
+                             "tier": "", "cable": "", "rate": "", "gbps": None,
+                             **_port_live(None, True), "state": "free"})  # fmt: skip
+            continue
+        lk, peer, peer_port = hit
+        # Telemetry names a link by its upper end, always the design link's switch ``b`` end.
+        lid = link_id(lk.b, lk.b_port) if lk.b in graph.switches else None
+        if allowed is not None and lid not in allowed:
+            continue
+        here = lk.b == switch
+        rate, gbps = _rate(graph, lk.a, lk.b)
+        peer_sw = graph.switches.get(peer)
+        rows.append({
+            "port": port,
+            "link": lid,
+            "measured_here": here,
+            "peer": {"name": peer, "port": peer_port, "kind": "switch" if peer_sw else "node",
+                     "tier": peer_sw.tier if peer_sw else "node"},
+            "tier": lk.tier,
+            "cable": lk.cable,
+            "rate": rate,
+            "gbps": gbps or None,
+            **_port_live(live.get(lid) if lid else None, here),
+        })  # fmt: skip
+    if allowed is not None and not rows:
+        raise NotFound(f"no switch {switch!r} on fabric {fabric.pk}")
+    group = (
+        fabric_group(fabric.pk) if principal.sees_all_tenants
+        else tenant_group(principal.tenant_id or 0)
+    )  # fmt: skip
+    return {
+        "fabric": fabric.pk,
+        "switch": switch,
+        "tier": sw.tier,
+        "model": sw.model,
+        "ports_total": graph.port_count(switch),
+        "group": group,
+        "seq": store.current_seq(group),
+        "epoch": snap.get("epoch"),
+        "at": snap.get("at"),
+        "collector": "running" if store.alive(fabric.pk) else "stopped",
+        "ports": rows,
+    }

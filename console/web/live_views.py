@@ -1,7 +1,9 @@
 """The live topology page: ``fabrics/<id>/live/`` for operators, auditors and tenants.
 
 Thin: positions come from the designer's server-side canvas (level of detail) on the fabric's
-design revision; everything live comes over the WebSocket and the telemetry API.
+design revision; everything live comes over the WebSocket and the telemetry API. Levels: the
+fabric (``?level=fabric``), a pod (``?level=pod&focus=su-1``) and a switch (``?switch=<name>``
+or ``?level=switch&focus=<name>``): its port table from the telemetry API beside its pod.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 
 from console.fabric.models import Fabric
 from console.web.context import principal_for
-from designer.canvas import CanvasError, canvas_view
+from designer.canvas import AUTO_DETAIL_SWITCHES, CanvasError, canvas_view, group_of
 from designer.services import revision_graph
 
 
@@ -48,9 +50,23 @@ def fabric_live(request: HttpRequest, fabric_id: int) -> HttpResponse:
     """Links coloured by utilisation, down links dashed red, events, change progress."""
     principal = _principal(request)
     fabric = get_object_or_404(Fabric.objects.select_related("revision__design"), pk=fabric_id)
+    graph = revision_graph(fabric.revision)
+    level = request.GET.get("level", "auto")
+    focus = request.GET.get("focus") or None
+    switch = request.GET.get("switch") or None
+    if level == "switch" or (level == "auto" and focus in graph.switches):
+        if not focus:
+            raise Http404("the switch level needs a switch name as focus")
+        switch, level, focus = focus, "auto", None
+    if switch is not None:
+        # The switch level is its port table beside the switches (never the designer's
+        # faceplate, which names every host on the switch, other tenants' included).
+        if switch not in graph.switches:
+            raise Http404(f"no switch {switch!r}")
+        if level == "auto" and len(graph.switches) > AUTO_DETAIL_SWITCHES:
+            level, focus = "pod", group_of(graph.switches[switch])
     try:
-        view = canvas_view(revision_graph(fabric.revision), request.GET.get("level", "auto"),
-                           request.GET.get("focus") or None)  # fmt: skip
+        view = canvas_view(graph, level, focus)
     except CanvasError as exc:
         raise Http404(str(exc)) from exc
     operator = principal.sees_all_tenants
@@ -65,5 +81,6 @@ def fabric_live(request: HttpRequest, fabric_id: int) -> HttpResponse:
         if operator
         else f"/ws/live/tenant/{principal.tenant_id}/",
         "canvas": view,
+        "switch": switch,
     }
     return render(request, "web/live.html", {"fabric": fabric, "init": init, "active": "live"})

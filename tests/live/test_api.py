@@ -131,3 +131,118 @@ def test_metrics_need_an_operator_session_or_the_token(world, client, settings, 
     client.force_login(operator)
     assert client.get("/metrics").status_code == 200
     assert store.load_snapshot(world["fabric"].pk) is not None
+
+
+# ---- a switch's port table --------------------------------------------------------------------
+
+
+def _ports(client, fid: int, switch: str):
+    return client.get(f"/api/telemetry/fabrics/{fid}/switches/{switch}/ports/")
+
+
+def _nodes_of(world, tenant) -> set[str]:
+    jobs = world["collector"].jobs
+    return {n for r, j in jobs if r is not None and r.tenant_id == tenant.pk for n in j.nodes}
+
+
+def test_operator_sees_every_port_of_a_switch_with_peers_rates_and_live_state(
+    world, client_for, operator, auditor
+):
+    collector = world["collector"]
+    fid = world["fabric"].pk
+    mine = sorted(collector.tenant_links[world["a"].pk])
+    down = mine[0]  # a host link of tenant A: "<leaf>/<port>"
+    leaf, host_port = down.split("/")
+    # an uplink of that leaf, measured at its spine: busier spine → leaf than leaf → spine
+    uplink = next(e for e in collector.lm.ends.values() if e.peer == leaf)
+    states = statuses(collector, down={down})
+    states[uplink.link_id].tx_bps, states[uplink.link_id].rx_bps = 1e9, 3e9
+    states[uplink.link_id].errors = {"SymbolErrorCounter": 4}
+    collector._snapshot(states, 1.0, 0.1)
+
+    response = _ports(client_for(operator), fid, leaf)
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["switch"] == leaf and body["tier"] == "leaf" and body["group"] == f"fabric.{fid}"
+    assert body["ports_total"] == 64 and [p["port"] for p in body["ports"]] == list(range(1, 65))
+    rows = {p["port"]: p for p in body["ports"]}
+    host = rows[int(host_port)]
+    assert host["link"] == down and host["measured_here"] and host["state"] == "Down"
+    assert host["peer"]["kind"] == "node" and host["peer"]["name"] in _nodes_of(world, world["a"])
+    assert host["rate"] == "4xNDR" and host["gbps"] == 400 and host["tier"] == "node_leaf"
+    up = rows[uplink.peer_port]
+    assert up["link"] == uplink.link_id and not up["measured_here"] and up["state"] == "Active"
+    assert up["peer"] == {"name": uplink.switch, "port": uplink.port, "kind": "switch",
+                          "tier": "spine"}  # fmt: skip
+    assert (up["tx_bps"], up["rx_bps"]) == (3e9, 1e9)  # the leaf port's own directions
+    assert up["errors"] == {"SymbolErrorCounter": 4} and up["bucket"] == 3
+    # every host of the leaf is named to the operator, both tenants' included
+    peers = {p["peer"]["name"] for p in body["ports"] if p["peer"]}
+    assert _nodes_of(world, world["a"]) | _nodes_of(world, world["b"]) <= peers
+    # the spine end of the same link: counters as measured
+    spine = {p["port"]: p for p in _ports(client_for(operator), fid, uplink.switch).json()["ports"]}
+    assert (spine[uplink.port]["tx_bps"], spine[uplink.port]["rx_bps"]) == (1e9, 3e9)
+    assert spine[uplink.port]["peer"]["name"] == leaf
+    # auditors read the same table; unknown switches and fabrics are 404
+    assert len(_ports(client_for(auditor), fid, leaf).json()["ports"]) == 64
+    assert _ports(client_for(operator), fid, "no-such-switch").status_code == 404
+    assert _ports(client_for(operator), fid + 10_000, leaf).status_code == 404
+
+
+def test_a_tenant_sees_only_its_own_links_of_a_switch_and_404_elsewhere(
+    world, client_for, admin_a, admin_b
+):
+    collector = world["collector"]
+    fid = world["fabric"].pk
+    a = client_for(admin_a)
+    leaf = sorted(collector.tenant_links[world["a"].pk])[0].split("/")[0]
+    # before the collector's first sweep (an empty snapshot) no link is its own anywhere
+    store.save_snapshot(fid, {})
+    assert _ports(a, fid, leaf).status_code == 404
+    _publish_snapshot(world)
+
+    response = _ports(a, fid, leaf)
+    assert response.status_code == 200, response.content
+    body = response.json()
+    mine = {lid for lid in collector.tenant_links[world["a"].pk] if lid.startswith(f"{leaf}/")}
+    assert {p["link"] for p in body["ports"]} == mine and len(mine) == 2  # 2 nodes, one rail
+    assert {p["peer"]["name"] for p in body["ports"]} <= _nodes_of(world, world["a"])
+    assert all(p["state"] == "Active" for p in body["ports"])
+    assert body["group"] == f"tenant.{world['a'].pk}"
+    text = response.content.decode()
+    assert not any(name in text for name in _nodes_of(world, world["b"]))
+    theirs = {lid for lid in collector.tenant_links[world["b"].pk] if lid.startswith(f"{leaf}/")}
+    assert not theirs & {p["link"] for p in body["ports"]}
+    # tenant B gets its own rows of the same leaf
+    b_rows = _ports(client_for(admin_b), fid, leaf).json()["ports"]
+    assert {p["link"] for p in b_rows} == theirs
+    # a spine carries none of a tenant's host links: 404, the same answer as no such switch
+    for switch in ("spine-01", "no-such-switch"):
+        missing = _ports(a, fid, switch)
+        assert missing.status_code == 404 and missing.json()["code"] == "not_found"
+
+
+def _live_init(response) -> dict:
+    import json
+
+    html = response.content.decode()
+    start = html.index('id="live-init"')
+    return json.loads(html[html.index(">", start) + 1 : html.index("</script>", start)])
+
+
+def test_live_page_opens_a_switch_by_url_beside_its_pod_never_as_a_faceplate(
+    world, client, admin_a
+):
+    fid = world["fabric"].pk
+    client.force_login(admin_a)
+    leaf = sorted(world["collector"].tenant_links[world["a"].pk])[0].split("/")[0]
+    for query in (f"?switch={leaf}", f"?level=switch&focus={leaf}", f"?focus={leaf}"):
+        response = client.get(f"/fabrics/{fid}/live/{query}")
+        assert response.status_code == 200, query
+        init = _live_init(response)
+        assert init["switch"] == leaf and init["canvas"]["level"] == "pod", query
+        assert "ports" not in init["canvas"]  # the designer's faceplate names every host
+        assert leaf in {n["id"] for n in init["canvas"]["nodes"]}
+    assert _live_init(client.get(f"/fabrics/{fid}/live/"))["switch"] is None
+    assert client.get(f"/fabrics/{fid}/live/?switch=no-such").status_code == 404
+    assert client.get(f"/fabrics/{fid}/live/?level=switch").status_code == 404

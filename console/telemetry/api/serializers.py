@@ -1,4 +1,5 @@
-"""Serializers of fabric events (a tenant never sees other tenants' reservations or tenants)."""
+"""Serializers of fabric events (a tenant never sees other tenants' reservations or tenants) and
+the documented shape of a switch's port table."""
 
 from __future__ import annotations
 
@@ -31,3 +32,46 @@ class FabricEventSerializer(serializers.ModelSerializer):
         if principal is None or not principal.sees_all_tenants:
             return [principal.tenant_id] if principal and principal.tenant_id else []
         return sorted(obj.tenants.values_list("pk", flat=True))
+
+
+class PortPeerSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    port = serializers.IntegerField()
+    kind = serializers.CharField(help_text="switch or node")
+    tier = serializers.CharField()
+
+
+class SwitchPortSerializer(serializers.Serializer):
+    """One port: its cable's far end, the designed rate and the link's live state as seen from
+    this port (Tx/Rx are this port's; error counters are those of the measuring port)."""
+
+    port = serializers.IntegerField()
+    link = serializers.CharField(allow_null=True, help_text="telemetry link id (upper end)")
+    measured_here = serializers.BooleanField(help_text="counters are read at this port")
+    peer = PortPeerSerializer(allow_null=True)
+    tier = serializers.CharField()
+    cable = serializers.CharField()
+    rate = serializers.CharField(help_text="designed width and speed, e.g. 4xNDR")
+    gbps = serializers.IntegerField(allow_null=True)
+    state = serializers.CharField(help_text="Active, Down, unknown (no live data) or free")
+    up = serializers.BooleanField(allow_null=True)
+    tx_bps = serializers.FloatField(allow_null=True)
+    rx_bps = serializers.FloatField(allow_null=True)
+    util = serializers.FloatField(allow_null=True)
+    bucket = serializers.IntegerField(allow_null=True)
+    errors = serializers.DictField(child=serializers.IntegerField(), help_text="last sweep")
+    error_totals = serializers.DictField(child=serializers.IntegerField())
+
+
+class SwitchPortsSerializer(serializers.Serializer):
+    fabric = serializers.IntegerField()
+    switch = serializers.CharField()
+    tier = serializers.CharField()
+    model = serializers.CharField()
+    ports_total = serializers.IntegerField()
+    group = serializers.CharField(help_text="the live group whose deltas update these rows")
+    seq = serializers.IntegerField(help_text="that group's last sequence number")
+    epoch = serializers.IntegerField(allow_null=True)
+    at = serializers.FloatField(allow_null=True)
+    collector = serializers.CharField(help_text="running or stopped")
+    ports = SwitchPortSerializer(many=True)

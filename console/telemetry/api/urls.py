@@ -11,6 +11,8 @@ urlpatterns = [
          name="telemetry-snapshot"),
     path("telemetry/fabrics/<int:fabric_id>/history/", views.HistoryView.as_view(),
          name="telemetry-history"),
+    path("telemetry/fabrics/<int:fabric_id>/switches/<str:switch>/ports/",
+         views.SwitchPortsView.as_view(), name="telemetry-switch-ports"),
     path("telemetry/fabrics/<int:fabric_id>/links/<path:link_id>/",
          views.LinkDetailView.as_view(), name="telemetry-link"),
 ]  # fmt: skip

@@ -1,4 +1,5 @@
-"""Telemetry API: events (tenant-scoped), live snapshots, link detail and history, /metrics."""
+"""Telemetry API: events (tenant-scoped), live snapshots, link detail and history, a switch's
+port table, /metrics."""
 
 from __future__ import annotations
 
@@ -17,10 +18,10 @@ from rest_framework.views import APIView
 
 from console.fabric.models import Fabric
 from console.telemetry import services, store
-from console.telemetry.api.serializers import FabricEventSerializer
+from console.telemetry.api.serializers import FabricEventSerializer, SwitchPortsSerializer
 from console.telemetry.metrics import metrics_allowed, metrics_text
 from console.telemetry.models import FabricEvent
-from console.telemetry.views_data import link_for, snapshot_for, visible_links
+from console.telemetry.views_data import link_for, snapshot_for, switch_ports, visible_links
 from console.tenancy.api.base import PrincipalMixin, TenantScopedReadOnlyViewSet
 from console.tenancy.errors import Invalid, NotFound
 from console.tenancy.models import Role
@@ -75,6 +76,17 @@ class LinkDetailView(PrincipalMixin, APIView):
         series = services.history(fabric_id, [link_id], since=since).get(link_id, [])
         return Response({"link": live, "history": series,
                          "columns": ["t", "tx_bps", "rx_bps", "util", "errors"]})  # fmt: skip
+
+
+class SwitchPortsView(PrincipalMixin, APIView):
+    """One switch's port table: every port's peer (device and port), designed rate, link state,
+    Tx/Rx and error counters. Operators and auditors see every port; a tenant only the ports of
+    its own reservations' links, and a switch with none of them is 404. Rows follow the live
+    stream (``link.delta`` of ``group``) by their ``link`` id."""
+
+    @extend_schema(responses=SwitchPortsSerializer)
+    def get(self, request, fabric_id: int, switch: str):
+        return Response(switch_ports(_fabric(fabric_id), switch, self.principal))
 
 
 class HistoryView(PrincipalMixin, APIView):

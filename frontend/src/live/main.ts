@@ -1,12 +1,14 @@
 // The live topology page: the designer's server-positioned canvas, links coloured from the
-// live stream, events, link detail with a sparkline and history, change-request progress.
+// live stream, events, link detail with a sparkline and history, change-request progress, and
+// the switch level of detail: a clicked switch's port table, updated from the same stream.
 
 import "../designer/designer.css";
 import "./live.css";
 import { api } from "../api";
 import { FabricCanvas, type Picked } from "../designer/canvas";
-import type { CanvasEdge } from "../designer/types";
+import type { CanvasEdge, CanvasNode } from "../designer/types";
 import { byTestId, fmt, h } from "../dom";
+import { PortTable } from "./ports";
 import { LiveStream } from "./stream";
 import type { ChangeStep, LinkState, LiveEvent, LiveInit, Message, Snapshot } from "./types";
 
@@ -37,11 +39,23 @@ class LivePage {
   private snapshot: Snapshot | null = null;
   lastApplyMs = 0;
   stream: LiveStream;
+  ports: PortTable;
 
   constructor(private init: LiveInit) {
     this.canvas = new FabricCanvas(byTestId("live-canvas"), {
       pick: (item: Picked) => this.pick(item),
-      drill: () => undefined,
+      drill: (node: CanvasNode) => this.drill(node),
+    });
+    this.ports = new PortTable(byTestId("switch-panel"), {
+      fabric: init.fabric,
+      operator: init.operator,
+      live: (id) => this.links.get(id),
+      pick: (id, title) => this.linkPanel(title, [id]),
+      open: (name) => this.openSwitch(name),
+      closed: () => {
+        this.canvas.cy.elements(":selected").unselect();
+        this.keepSwitch(null);
+      },
     });
     this.canvas.render(init.canvas);
     this.indexEdges(init.canvas.edges);
@@ -68,6 +82,36 @@ class LivePage {
     this.stream.open();
     void this.loadEvents();
     if (init.operator) void this.loadChanges();
+    if (init.switch) this.openSwitch(init.switch);
+  }
+
+  /** The switch level: its port table (the URL keeps it, so a reload or a link reopens it). */
+  openSwitch(name: string): void {
+    if (this.canvas.node(name)) this.canvas.select(name);
+    void this.ports.open(name);
+    this.keepSwitch(name);
+  }
+
+  private keepSwitch(name: string | null): void {
+    const url = new URL(location.href);
+    if (url.searchParams.get("level") === "switch") {
+      url.searchParams.delete("level"); // ?level=switch&focus=<name> would win over ?switch=
+      url.searchParams.delete("focus");
+    }
+    if (name) url.searchParams.set("switch", name);
+    else url.searchParams.delete("switch");
+    history.replaceState(null, "", url);
+  }
+
+  private drill(node: CanvasNode): void {
+    if (node.kind === "switch") this.openSwitch(node.id);
+    else if (node.kind === "group" && this.canvas.view?.level === "fabric") {
+      const url = new URL(location.href);
+      url.searchParams.set("level", "pod");
+      url.searchParams.set("focus", node.id);
+      url.searchParams.delete("switch");
+      location.assign(url);
+    }
   }
 
   private indexEdges(edges: CanvasEdge[]): void {
@@ -132,7 +176,8 @@ class LivePage {
       }
     });
     this.downList();
-    if (this.selected && touched.has(this.edgeOfLink.get(this.selected) ?? "")) this.showLink(this.selected);
+    this.ports.update(states);
+    if (this.selected && states.some((st) => st.id === this.selected)) this.showLink(this.selected);
     this.lastApplyMs = performance.now() - t0;
     return this.lastApplyMs;
   }
@@ -194,6 +239,9 @@ class LivePage {
       this.apply([], true);
     });
     box.append(res);
+    // The filters push the canvas down: Cytoscape caches where its container is, and would map
+    // every click to the point above the one clicked until the window is resized.
+    this.canvas.cy.resize();
   }
 
   private onMessage(msg: Message): void {
@@ -230,19 +278,30 @@ class LivePage {
   }
 
   private pick(item: Picked): void {
+    if (item.type === "node") {
+      const node = item.node;
+      // A switch opens its port table; hosts collapsed behind a leaf open the leaf's.
+      if (node.kind === "switch") this.openSwitch(node.id);
+      else if (node.kind === "node-group" && typeof node.data.leaf === "string") this.openSwitch(node.data.leaf);
+      return;
+    }
     if (item.type !== "edge") return;
     const ids = this.linksOfEdge.get(item.edge.id) ?? [];
     const visible = ids.filter((id) => this.init.operator || this.mine.has(id));
+    this.linkPanel(`${item.edge.source} — ${item.edge.target}`, visible);
+  }
+
+  private linkPanel(title: string, ids: string[]): void {
     const panel = byTestId("link-panel");
-    panel.replaceChildren(h("h2", {}, `${item.edge.source} — ${item.edge.target}`),
-      h("ul", { class: "plain" }, ...visible.map((id) => {
+    panel.replaceChildren(h("h2", {}, title),
+      h("ul", { class: "plain" }, ...ids.map((id) => {
         const st = this.links.get(id);
         const b = h("button", { class: "link", type: "button", testid: "pick-link" }, id);
         b.addEventListener("click", () => this.select(id));
         return h("li", {}, b, " ", st ? (st.up ? `${Math.round(st.util * 100)} %` : "down") : "–");
       })),
       h("div", { testid: "link-detail" }));
-    if (visible.length === 1) this.select(visible[0]);
+    if (ids.length === 1) this.select(ids[0]);
   }
 
   private select(id: string): void {

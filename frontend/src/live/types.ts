@@ -12,6 +12,7 @@ export interface LiveInit {
   tenant: number | null;
   ws: string;
   canvas: CanvasView;
+  switch: string | null; // open this switch's port table on load
 }
 
 export interface LinkState {
@@ -23,6 +24,45 @@ export interface LinkState {
   rx_bps: number;
   errors: Record<string, number>;
   error_totals: Record<string, number>;
+}
+
+export interface PortPeer {
+  name: string;
+  port: number;
+  kind: "switch" | "node";
+  tier: string;
+}
+
+/** One row of /api/telemetry/fabrics/<id>/switches/<name>/ports/. */
+export interface SwitchPort {
+  port: number;
+  link: string | null; // the telemetry link id (upper end); null for a free port
+  measured_here: boolean; // false: counters are read at the peer, so Tx/Rx are swapped
+  peer: PortPeer | null;
+  tier: string;
+  cable: string;
+  rate: string;
+  gbps: number | null;
+  state: "Active" | "Down" | "unknown" | "free";
+  up: boolean | null;
+  tx_bps: number | null;
+  rx_bps: number | null;
+  util: number | null;
+  bucket: number | null;
+  errors: Record<string, number>;
+  error_totals: Record<string, number>;
+}
+
+export interface SwitchPorts {
+  fabric: number;
+  switch: string;
+  tier: string;
+  model: string;
+  ports_total: number;
+  group: string;
+  seq: number;
+  collector: string;
+  ports: SwitchPort[];
 }
 
 export interface TenantSlice {

@@ -181,8 +181,12 @@ export class Board {
   private actions(r: Reservation): HTMLElement | null {
     if (!this.opts.canWrite) return null;
     const error = h("span", { class: "error", testid: "res-action-error", role: "alert" });
+    const bar = h("div", { class: "actions" });
     const run = async (verb: string, body?: unknown) => {
       error.textContent = "";
+      // One request at a time: a double click must not extend twice from the same end.
+      const buttons = [...bar.querySelectorAll("button")];
+      for (const b of buttons) b.disabled = true;
       try {
         const fresh = await api<Reservation>(`${this.opts.urls.api}reservations/${r.id}/${verb}/`, {
           method: "POST",
@@ -192,9 +196,10 @@ export class Board {
         this.opts.onChange?.();
       } catch (exc) {
         error.textContent = exc instanceof ApiError ? exc.body.detail : String(exc);
+      } finally {
+        for (const b of buttons) b.disabled = false;
       }
     };
-    const bar = h("div", { class: "actions" });
     if (CAN_EXTEND.has(r.status)) {
       const hours = h("input", { type: "number", min: "0.25", step: "0.25", value: "1", size: 4, "aria-label": "extend by hours", testid: "res-extend-hours" });
       const button = h("button", { type: "button", testid: "res-extend" }, "Extend");
