@@ -2,10 +2,12 @@
 
 Build a :class:`PoolTopology` (or use :func:`rail_optimized` / :func:`fat_tree`), wrap it in a
 :class:`PlacementEngine`, load existing bookings with :meth:`PoolState.book`, then
-``preview``/``place`` :class:`Request` objects. See :mod:`.engine` for the cost model.
+``preview``/``place`` :class:`Request` objects. See :mod:`.engine` for the cost model,
+:mod:`.guarantees` for topology-shaped guarantees and :mod:`.reclaim` for preemption order.
 """
 
 from .engine import PlacementEngine
+from .guarantees import GuardView, guard_view
 from .reclaim import reclaim_plan
 from .state import Booking, BookingConflict, PoolState
 from .topology import LeafGroup, NodeState, PoolTopology, TopoNode, fat_tree, rail_optimized
@@ -23,6 +25,7 @@ from .types import (
 __all__ = [
     "Booking",
     "BookingConflict",
+    "GuardView",
     "LeafGroup",
     "NodeState",
     "Owner",
@@ -38,6 +41,7 @@ __all__ = [
     "TopoNode",
     "fat_tree",
     "format_window",
+    "guard_view",
     "rail_optimized",
     "reclaim_plan",
 ]

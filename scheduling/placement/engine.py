@@ -4,6 +4,11 @@ One search serves every entry point: :meth:`PlacementEngine.preview` (reserves n
 :meth:`PlacementEngine.place` (preview then book), :meth:`PlacementEngine.earliest_window`
 (backfill of future windows) and :mod:`.reclaim` (preemption of borrowed capacity).
 
+Topology-shaped guarantees (:mod:`.guarantees`): when the pool has any, a non-borrowed
+placement is checked against them; if it would leave some tenant's "N whole leaf groups"
+unplaceable, the search is repeated without the groups that cost (see :meth:`PlacementEngine.search`)
+or the request is rejected with reason ``guarantee``.
+
 Cost model. A "now" request reads the per-group free counters the state keeps incrementally and
 only inspects nodes that have a booking starting later, then the nodes of the groups it picks:
 O(groups + future nodes + picked group sizes). A future window checks the interval lists of the
@@ -13,10 +18,11 @@ eligible nodes once: O(nodes + their bookings).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from .explain import explain_rejection
+from .explain import explain_rejection, guarantee_rejection
+from .guarantees import GuardView, guard_view
 from .selection import LEVEL_FABRIC, LEVEL_GROUP, LEVEL_POD, choose_groups, lowest_bits, take_nodes
 from .state import Booking, PoolState
 from .topology import HOPS_CROSS_POD, HOPS_SAME_GROUP, HOPS_SAME_POD, NodeState, PoolTopology
@@ -61,6 +67,7 @@ class PlacementEngine:
 
     ``policy`` selects how nodes are chosen: ``topology`` (best fit, fewest leaf groups, rail
     alignment) or ``first-fit`` (first free nodes in index order, the baseline for benchmarks).
+    ``guarantees`` maps tenants to their topology-shaped guarantee in whole leaf groups.
     """
 
     def __init__(
@@ -70,10 +77,15 @@ class PlacementEngine:
         now: float = 0.0,
         policy: Policy | str = Policy.TOPOLOGY,
         state: PoolState | None = None,
+        guarantees: Mapping[str, int] | None = None,
     ) -> None:
         self.topology = topology
         self.state = state if state is not None else PoolState(topology, now)
         self.policy = Policy(policy)
+        self.guarantees: dict[str, int] = {t: n for t, n in (guarantees or {}).items() if n > 0}
+        # Free-node windows computed during one guarded search (its passes differ only in the
+        # groups they leave out); ``None`` outside such a search.
+        self._windows: dict[tuple[object, ...], Window] | None = None
         self._eligibility: dict[tuple[object, ...], Eligibility] = {}
         self._max_gpus = max((n.gpus for n in topology.nodes), default=0)
         self._group_capacity_gpus = [
@@ -123,10 +135,10 @@ class PlacementEngine:
         *,
         explain: bool = True,
     ) -> PlacementResult:
-        """Preview and book in one step (all or nothing)."""
+        """Preview and book in one step (all or nothing); ``owner`` defaults to the request's."""
         result = self.preview(request, explain=explain)
         if isinstance(result, Placement):
-            self.book(booking_id, result, owner)
+            self.book(booking_id, result, owner or request.owner)
         return result
 
     def window_of(self, request: Request) -> tuple[float, float]:
@@ -277,6 +289,22 @@ class PlacementEngine:
             return LEVEL_FABRIC
         return LEVEL_POD if hops >= HOPS_SAME_POD else LEVEL_GROUP
 
+    def guarded(self, request: Request) -> bool:
+        """Whether ``request`` must keep the shaped guarantees placeable (non-borrowed, and the
+        pool has some)."""
+        return bool(self.guarantees) and not (request.owner is not None and request.owner.borrowed)
+
+    def guard_view(
+        self, request: Request, ignore: frozenset[str] = frozenset()
+    ) -> GuardView | None:
+        """The leaf groups classified for ``request``'s owner, or ``None`` when the request is not
+        guarded. The classification counts every non-borrowed booking that has not ended,
+        whatever the request's window (see :mod:`.guarantees`)."""
+        if not self.guarded(request):
+            return None
+        tenant = request.owner.tenant if request.owner is not None else ""
+        return guard_view(self.state, self.guarantees, tenant, ignore)
+
     def search(
         self,
         request: Request,
@@ -286,7 +314,80 @@ class PlacementEngine:
         explain: bool = True,
         ignore: frozenset[str] = frozenset(),
     ) -> PlacementResult:
-        """Place ``request`` in ``[start, end)``; the engine's single decision procedure."""
+        """Place ``request`` in ``[start, end)``; the engine's single decision procedure.
+
+        Without shaped guarantees (or for a borrowed request) this is the unrestricted search.
+        Otherwise an unrestricted placement that lowers no slack is taken as is; else, in
+        order: the placement avoiding every costly group if it spans no more leaf groups than
+        the first one (or the first one is not allowed), the first one if allowed, then the
+        passes of :meth:`guard_fallbacks`; failing all, a ``guarantee`` rejection. Every
+        candidate is checked exactly (:meth:`.GuardView.evaluate`), so the heuristics only
+        decide how often a placement is found, never whether a guarantee is kept.
+        """
+        if not self.guarded(request):
+            return self._search_raw(request, start, end, explain, ignore)
+        saved, self._windows = self._windows, {}
+        try:
+            return self._guarded_search(request, start, end, explain, ignore)
+        finally:
+            self._windows = saved
+
+    def _guarded_search(
+        self, request: Request, start: float, end: float, explain: bool, ignore: frozenset[str]
+    ) -> PlacementResult:
+        first = self._search_raw(request, start, end, explain, ignore)
+        if not isinstance(first, Placement):
+            return first
+        view = self.guard_view(request, ignore)
+        assert view is not None
+        allowed, costs = view.evaluate(first.leaf_groups)
+        if not costs:
+            return first
+        costly = view.costly_groups()
+        if costly:
+            free = self._search_raw(request, start, end, False, ignore, costly)
+            free_ok = isinstance(free, Placement) and view.allows(free.leaf_groups)
+        else:  # only the combination costs (a shaped requester taking several universal groups)
+            free, free_ok = first, allowed
+        if free_ok and (not allowed or len(free.leaf_groups) <= len(first.leaf_groups)):
+            return free
+        if allowed:
+            return first
+        for exclude in self.guard_fallbacks(request, view, costly):
+            other = self._search_raw(request, start, end, False, ignore, exclude)
+            if isinstance(other, Placement) and view.allows(other.leaf_groups):
+                return other
+        return guarantee_rejection(self, request, start, end, view, costly, ignore, explain=explain)
+
+    def guard_fallbacks(
+        self, request: Request, view: GuardView, costly: frozenset[int]
+    ) -> list[frozenset[int]]:
+        """Group sets to leave out when neither the unrestricted placement nor the one avoiding
+        every ``costly`` group is allowed. With slack to spare, a gang may spend it: all costly
+        groups but the ``spare`` ones with the most free nodes now. A shaped requester may
+        have taken more universal groups than it still needs: costly and universal groups."""
+        out: list[frozenset[int]] = []
+        shape = self.shape(request)
+        if view.spare() and costly and shape is not None and shape.whole:
+            counts = self.state.group_free_nodes
+            keep = sorted(costly, key=lambda g: (-counts[g], g))[: view.spare()]
+            out.append(costly - frozenset(keep))
+        if view.requester >= 0:
+            strict = costly | view.universal_groups()
+            if strict != costly:
+                out.append(strict)
+        return out
+
+    def _search_raw(
+        self,
+        request: Request,
+        start: float,
+        end: float,
+        explain: bool,
+        ignore: frozenset[str],
+        exclude: frozenset[int] = frozenset(),
+    ) -> PlacementResult:
+        # The unrestricted search, leaving the leaf groups in ``exclude`` out.
         shape = self.shape(request)
         if shape is None:
             return explain_rejection(self, request, None, start, end, None, explain=explain)
@@ -301,17 +402,19 @@ class PlacementEngine:
         ):
             # Some nodes are not rail-aligned: prefer an all-aligned gang when it spans no more
             # leaf groups than the unconstrained choice (the aligned pass is a strict subset).
-            aligned = self.search(
-                replace(request, rail_aligned=True), start, end, explain=False, ignore=ignore
+            aligned = self._search_raw(
+                replace(request, rail_aligned=True), start, end, False, ignore, exclude
             )
-            fallback = self._search_whole(request, shape, elig, start, end, explain, ignore)
+            fallback = self._search_whole(
+                request, shape, elig, start, end, explain, ignore, exclude
+            )
             if isinstance(aligned, Placement) and (
                 not isinstance(fallback, Placement)
                 or len(aligned.leaf_groups) <= len(fallback.leaf_groups)
             ):
                 return aligned
             return fallback
-        return self._search_whole(request, shape, elig, start, end, explain, ignore)
+        return self._search_whole(request, shape, elig, start, end, explain, ignore, exclude)
 
     def _search_whole(
         self,
@@ -322,10 +425,11 @@ class PlacementEngine:
         end: float,
         explain: bool,
         ignore: frozenset[str],
+        exclude: frozenset[int] = frozenset(),
     ) -> PlacementResult:
         if not shape.whole:
-            return self._place_share(request, shape, elig, start, end, explain, ignore)
-        window = self.whole_node_window(elig, start, end, ignore)
+            return self._place_share(request, shape, elig, start, end, explain, ignore, exclude)
+        window = self.whole_node_window(elig, start, end, ignore, exclude)
         level = self.max_level(request)
         if self.policy is Policy.FIRST_FIT:
             nodes = self._first_fit_nodes(window, shape.nodes, level)
@@ -344,9 +448,30 @@ class PlacementEngine:
         return self._build(nodes, masks, start, end, fill=len(nodes) / max(1, free_in_groups))
 
     def whole_node_window(
-        self, elig: Eligibility, start: float, end: float, ignore: frozenset[str] = frozenset()
+        self,
+        elig: Eligibility,
+        start: float,
+        end: float,
+        ignore: frozenset[str] = frozenset(),
+        exclude: frozenset[int] = frozenset(),
     ) -> Window:
-        """Wholly free eligible nodes per leaf group over ``[start, end)``."""
+        """Wholly free eligible nodes per leaf group over ``[start, end)`` (none in ``exclude``)."""
+        memo = self._windows
+        key = (id(elig), start, end, ignore)
+        window = memo.get(key) if memo is not None else None
+        if window is None:
+            window = self._free_window(elig, start, end, ignore)
+            if memo is not None:
+                memo[key] = window
+        if not exclude:
+            return window
+        counts = [0 if g in exclude else c for g, c in enumerate(window.counts)]
+        inner = window.free_nodes_of
+        return Window(counts, lambda g: [] if g in exclude else inner(g))
+
+    def _free_window(
+        self, elig: Eligibility, start: float, end: float, ignore: frozenset[str]
+    ) -> Window:
         state = self.state
         groups = self.topology.groups
         available = NodeState.AVAILABLE
@@ -435,6 +560,7 @@ class PlacementEngine:
         end: float,
         explain: bool,
         ignore: frozenset[str],
+        exclude: frozenset[int] = frozenset(),
     ) -> PlacementResult:
         # A share of one node. Rail-aligned nodes first (a miswired node is the last resort, and
         # stays free for nobody's gang), then best fit: the node with the fewest free GPUs that
@@ -450,6 +576,8 @@ class PlacementEngine:
         best_mask = 0
         for group in self.topology.groups:
             if now_path and state.group_free_gpus[group.id] < want:
+                continue
+            if group.id in exclude:
                 continue
             members = elig.per_group[group.id]
             group_free = state.group_free_nodes[group.id]

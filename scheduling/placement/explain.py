@@ -16,6 +16,7 @@ from .types import Placement, Rejection, RejectReason, Request, format_window
 
 if TYPE_CHECKING:
     from .engine import PlacementEngine, Shape, Window
+    from .guarantees import GuardView
 
 #: How far ahead an explanation looks for the earliest window (30 days).
 EXPLAIN_HORIZON_S = 30 * 86400.0
@@ -118,30 +119,104 @@ def explain_rejection(
                 f"(largest free leaf group: {largest})"
             )
     if explain:
-        duration = end - start
-        later = engine.earliest_window(
-            request,
-            after=start,
-            horizon=start + EXPLAIN_HORIZON_S,
-            duration=duration if not math.isinf(duration) else math.inf,
-        )
-        if isinstance(later, Placement):
-            details.update(earliest_start=later.start, earliest_end=later.end)
-            head += f"; earliest window with {what} is {format_window(later.start, later.end)}"
-        else:
-            details.update(earliest_start=None, earliest_end=None)
-            head += f"; no window with {what} in the next {EXPLAIN_HORIZON_S / 86400:g} days"
+        head += _earliest(engine, request, start, end, what, details)
     return Rejection(reason, head, details)
 
 
+def _earliest(
+    engine: PlacementEngine,
+    request: Request,
+    start: float,
+    end: float,
+    what: str,
+    details: dict[str, Any],
+) -> str:
+    # The clause naming the earliest window that fits (same owner, so the same guarantee rule).
+    duration = end - start
+    later = engine.earliest_window(
+        request,
+        after=start,
+        horizon=start + EXPLAIN_HORIZON_S,
+        duration=duration if not math.isinf(duration) else math.inf,
+    )
+    if isinstance(later, Placement):
+        details.update(earliest_start=later.start, earliest_end=later.end)
+        return f"; earliest window with {what} is {format_window(later.start, later.end)}"
+    details.update(earliest_start=None, earliest_end=None)
+    return f"; no window with {what} in the next {EXPLAIN_HORIZON_S / 86400:g} days"
+
+
+def guarantee_rejection(
+    engine: PlacementEngine,
+    request: Request,
+    start: float,
+    end: float,
+    view: GuardView,
+    excluded: frozenset[int],
+    ignore: frozenset[str],
+    *,
+    explain: bool,
+) -> Rejection:
+    """The request fits, but only by taking leaf groups other tenants' shaped guarantees need.
+
+    Names no tenant: tenants must not learn of each other. ``held_leaf_groups`` is the number of
+    leaf groups the other tenants' shaped guarantees hold; the message then says what fits
+    outside the costly groups (``excluded``).
+    """
+    shape = engine.shape(request)
+    assert shape is not None  # the unrestricted search placed it
+    elig = engine.eligibility(request, shape.gpus_per_node)
+    n = shape.nodes
+    gpus = n * shape.gpus_per_node
+    held = view.held_for_others()
+    details: dict[str, Any] = {
+        "window_start": start,
+        "window_end": end,
+        "requested_nodes": n,
+        "requested_gpus": gpus,
+        "gpus_per_node": shape.gpus_per_node,
+        "held_leaf_groups": held,
+    }
+    reason = (
+        f"the free leaf groups are held for other tenants' guaranteed leaf groups ({held} held)"
+    )
+    if shape.whole:
+        window = engine.whole_node_window(elig, start, end, ignore, excluded)
+        if engine.max_level(request) == LEVEL_GROUP:
+            outside = max(window.counts, default=0)
+            fit = f"{outside} nodes fit under one leaf outside them"
+        else:
+            outside = sum(window.counts)
+            fit = f"{outside} nodes fit outside them"
+        details["free_nodes_outside"] = outside
+        head = f"{n} nodes ({gpus} GPUs) requested; {reason}; {fit}"
+        what = str(n)
+    else:
+        best = _most_free_gpus_on_a_node(engine, request, shape, start, end, excluded)
+        details["most_free_gpus_on_a_node_outside"] = best
+        head = (
+            f"{shape.gpus_per_node} GPUs on one node requested; {reason}; the most free GPUs "
+            f"on one node outside them is {best}"
+        )
+        what = f"{shape.gpus_per_node} GPUs"
+    if explain:
+        head += _earliest(engine, request, start, end, what, details)
+    return Rejection(RejectReason.GUARANTEE, head, details)
+
+
 def _most_free_gpus_on_a_node(
-    engine: PlacementEngine, request: Request, shape: Shape, start: float, end: float
+    engine: PlacementEngine,
+    request: Request,
+    shape: Shape,
+    start: float,
+    end: float,
+    excluded: frozenset[int] = frozenset(),
 ) -> int:
     state = engine.state
     elig = engine.eligibility(request, shape.gpus_per_node)
     best = 0
     for node in engine.topology.nodes:
-        if not elig.admits(node.id, node.leaf_group):
+        if not elig.admits(node.id, node.leaf_group) or node.leaf_group in excluded:
             continue
         if state.node_state[node.id] is not NodeState.AVAILABLE:
             continue

@@ -10,6 +10,9 @@ O(bookings) per decision, so the state keeps, incrementally, each node's busy ma
 and per leaf group the count of wholly free nodes and of free GPUs. Bookings that start later
 are tracked per node (``future``) so a "now" request that runs into one can be checked on just
 those nodes. :meth:`advance` moves ``now`` forward by replaying start/end events from a heap.
+
+For topology-shaped guarantees (:mod:`.guarantees`) the state also keeps, per leaf group, how
+many non-borrowed bookings each tenant has there (``group_holders``), whatever their windows.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ class Booking:
     end: float
     allocations: tuple[tuple[int, int], ...]
     active: bool = False
+    #: Leaf groups touched (filled by :meth:`PoolState.book`; read by the guarantee guard).
+    groups: tuple[int, ...] = ()
 
     @property
     def gpus(self) -> int:
@@ -75,6 +80,8 @@ class PoolState:
         self.group_free_gpus: list[int] = [
             sum(nodes[i].gpus for i in g.nodes) for g in topology.groups
         ]
+        # group -> tenant -> number of its non-borrowed bookings touching the group.
+        self.group_holders: list[dict[str, int]] = [{} for _ in topology.groups]
         self._events: list[tuple[float, int, int, Booking]] = []
         self._seq = itertools.count()
 
@@ -148,10 +155,15 @@ class PoolState:
             raise BookingConflict(
                 f"booking {booking_id!r} overlaps {', '.join(sorted(clash))} in [{start:g}, {end:g})"
             )
-        booking = Booking(booking_id, owner, start, end, tuple(allocations))
+        groups = tuple(sorted({self.node_group[node] for node, _ in allocations}))
+        booking = Booking(booking_id, owner, start, end, tuple(allocations), groups=groups)
         self.bookings[booking_id] = booking
         for node, mask in allocations:
             self.entries[node].append((start, end, mask, booking_id))
+        if not owner.borrowed:
+            for group in groups:
+                held = self.group_holders[group]
+                held[owner.tenant] = held.get(owner.tenant, 0) + 1
         if start <= self.now:
             self._activate(booking)
         else:
@@ -169,6 +181,14 @@ class PoolState:
     def release(self, booking_id: str) -> Booking:
         """Drop a booking now, whether it has started or not; stale events are ignored later."""
         booking = self.bookings.pop(booking_id)
+        if not booking.owner.borrowed:
+            tenant = booking.owner.tenant
+            for group in booking.groups:
+                held = self.group_holders[group]
+                if held[tenant] == 1:
+                    del held[tenant]
+                else:
+                    held[tenant] -= 1
         for node, mask in booking.allocations:
             self.entries[node] = [e for e in self.entries[node] if e[3] != booking_id]
             if booking.active:
@@ -284,7 +304,12 @@ class PoolState:
                         raise AssertionError(f"node {node}: {b1} and {b2} overlap")
         busy = [0] * len(self.full_mask)
         future: dict[int, int] = {}
+        holders: list[dict[str, int]] = [{} for _ in self.topology.groups]
         for booking in self.bookings.values():
+            if not booking.owner.borrowed:
+                for group in {self.node_group[node] for node in booking.node_ids}:
+                    held = holders[group]
+                    held[booking.owner.tenant] = held.get(booking.owner.tenant, 0) + 1
             assert booking.end > self.now, f"{booking.id} should have ended"
             assert booking.active == (booking.start <= self.now), f"{booking.id} activity"
             for node, mask in booking.allocations:
@@ -298,6 +323,7 @@ class PoolState:
         assert entry_count == alloc_count, "stale interval entries"
         assert busy == self.busy_now, "busy-now masks drifted"
         assert future == self.future, "future-booking counts drifted"
+        assert holders == self.group_holders, "per-group holders drifted"
         for group in self.topology.groups:
             free_nodes = free_gpus = 0
             for node in group.nodes:

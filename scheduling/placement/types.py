@@ -23,7 +23,11 @@ class Policy(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Owner:
-    """Who holds a booking. ``borrowed`` capacity may be reclaimed for a guaranteed request."""
+    """Who holds a booking. ``borrowed`` capacity may be reclaimed for a guaranteed request.
+
+    ``priority`` ranks bookings for reclaim: lower ranks give way first (the console maps its
+    priority classes best-effort < training < inference to 0 < 1 < 2).
+    """
 
     tenant: str = ""
     borrowed: bool = False
@@ -42,6 +46,10 @@ class Request:
     leaf group; ``max_switch_hops`` bounds inter-switch hops of rail-aligned traffic (0 = one leaf
     group, 2 = one pod, 4 = anywhere); ``rail_aligned`` only uses nodes whose HCA ``i`` sits on
     their group's rail-``i`` leaf.
+
+    ``owner`` says who asks and whether the request is borrowed: a non-borrowed request must
+    leave every topology-shaped guarantee of the pool placeable (:mod:`.guarantees`); a borrowed
+    one is reclaimable and is not restricted. ``None`` is an anonymous, non-borrowed requester.
     """
 
     gpus: int | None = None
@@ -54,6 +62,7 @@ class Request:
     same_leaf: bool = False
     max_switch_hops: int | None = None
     rail_aligned: bool = False
+    owner: Owner | None = None
 
     def __post_init__(self) -> None:
         if (self.gpus is None) == (self.nodes is None):
@@ -121,6 +130,7 @@ class RejectReason(StrEnum):
     NO_CAPACITY = "no_capacity"
     SAME_LEAF = "same_leaf"
     MAX_HOPS = "max_hops"
+    GUARANTEE = "guarantee"
     INVALID = "invalid"
 
 

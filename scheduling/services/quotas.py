@@ -110,7 +110,10 @@ def set_quota(
     """Create or change a tenant's quota in a pool (operators only).
 
     Refuses a limit below what the tenant already holds (release first), guarantees that together
-    exceed the pool, and topology-shaped guarantees the pool's leaf groups cannot all hold.
+    exceed the pool, topology-shaped guarantees the pool's leaf groups cannot all hold, and a
+    shaped guarantee its guaranteed GPUs do not cover (the tenant's claim of whole leaf groups
+    would count as borrowed, which reclaims nothing, while the groups stay held for it).
+    Placement keeps every shaped guarantee placeable (``scheduling.placement.guarantees``).
     """
     require_operator(principal)
     if guaranteed_gpus < 0 or borrow_limit_gpus < 0:
@@ -132,7 +135,8 @@ def set_quota(
         if guaranteed_leaf_groups:
             from scheduling.services.topology import topology_for_pool
 
-            groups = len(topology_for_pool(pool).groups)
+            topology = topology_for_pool(pool)
+            groups = len(topology.groups)
             shaped = (others.aggregate(s=Sum("guaranteed_leaf_groups"))["s"] or 0) + (
                 guaranteed_leaf_groups
             )
@@ -141,6 +145,14 @@ def set_quota(
                     f"leaf-group guarantees in pool {pool.name!r} would total {shaped}; "
                     f"the pool has {groups} leaf groups",
                     code="over_capacity",
+                )
+            sizes = sorted(sum(topology.nodes[n].gpus for n in g.nodes) for g in topology.groups)
+            smallest = sum(sizes[:guaranteed_leaf_groups])
+            if guaranteed_gpus < smallest:
+                raise Invalid(
+                    f"{guaranteed_leaf_groups} whole leaf groups of pool {pool.name!r} need at "
+                    f"least {smallest} guaranteed GPUs",
+                    fields={"guaranteed_gpus": [f"at least {smallest} for the leaf groups"]},
                 )
         held = usage(tenant.pk, pool.pk, timezone.now())
         limit = guaranteed_gpus + borrow_limit_gpus

@@ -6,6 +6,11 @@ ORM in the engine's loop), inserts one allocation per GPU and retries on a seria
 or constraint violation. On PostgreSQL an exclusion constraint makes an overlap impossible even if
 a caller skipped the locks; on SQLite ``BEGIN IMMEDIATE`` serialises writers. A request that
 cannot be placed is stored as ``rejected`` with the engine's explanation.
+
+The engine gets every reservation's owner (tenant, borrowed, priority rank) and the pool's
+topology-shaped guarantees (``Quota.guaranteed_leaf_groups``), so a non-borrowed request never
+fragments the pool past another tenant's "N whole leaf groups", and reclaim of borrowed capacity
+takes lower priority classes first (:data:`PRIORITY_RANK`).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.db import IntegrityError, OperationalError, transaction
@@ -53,6 +58,19 @@ PAST_TOLERANCE = dt.timedelta(minutes=5)
 MAX_SIZE = 1_000_000
 MAX_ATTEMPTS = 5
 RETRYABLE_SQLSTATES = {"40001", "40P01"}  # serialization failure, deadlock
+#: Reclaim order of priority classes (``Owner.priority``): lower ranks are preempted first.
+#: Best-effort is preemptible by definition; training checkpoints and restarts; inference serves
+#: live traffic. The same order as the default service levels (0, 1, 2).
+PRIORITY_RANK: dict[str, int] = {
+    PriorityClass.BEST_EFFORT: 0,
+    PriorityClass.TRAINING: 1,
+    PriorityClass.INFERENCE: 2,
+}
+
+
+def priority_rank(priority_class: str) -> int:
+    """The reclaim rank of a priority class (unknown classes rank as training)."""
+    return PRIORITY_RANK.get(priority_class, PRIORITY_RANK[PriorityClass.TRAINING])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -180,9 +198,17 @@ def pool_of(pool_id: int) -> Pool:
 
 
 def snapshot(pool: Pool, now: dt.datetime) -> Snapshot:
-    """The pool's engine with node states, failed GPUs and every allocation ending after now."""
+    """The pool's engine with node states, failed GPUs, the shaped guarantees of the pool's
+    quotas and every allocation ending after now (owner: tenant, borrowed, priority rank)."""
     named = pool_topology(pool)
-    engine = PlacementEngine(named.topology, now=now.timestamp())
+    shaped = Quota.objects.filter(pool=pool, guaranteed_leaf_groups__gt=0).values_list(
+        "tenant_id", "guaranteed_leaf_groups"
+    )
+    engine = PlacementEngine(
+        named.topology,
+        now=now.timestamp(),
+        guarantees={str(tenant_id): groups for tenant_id, groups in shaped},
+    )
     index_of = {pk: i for i, pk in enumerate(named.node_pks)}
     states = Node.objects.filter(pools=pool).exclude(state=Node.State.AVAILABLE)
     for pk, state in states.values_list("pk", "state"):
@@ -205,13 +231,13 @@ def snapshot(pool: Pool, now: dt.datetime) -> Snapshot:
         .annotate(first=Min("start"), last=Max("end"))
     }
     owners = Reservation.objects.filter(pk__in=list(masks)).values_list(
-        "pk", "tenant_id", "borrowed"
+        "pk", "tenant_id", "borrowed", "priority_class"
     )
-    for res_id, tenant_id, borrowed in owners:
+    for res_id, tenant_id, borrowed, priority_class in owners:
         start, end = windows[res_id]
         engine.state.book(
             f"r{res_id}",
-            Owner(tenant=str(tenant_id), borrowed=borrowed),
+            Owner(str(tenant_id), borrowed, priority_rank(priority_class)),
             tuple(masks[res_id].items()),
             start.timestamp(),
             end.timestamp(),
@@ -222,7 +248,12 @@ def snapshot(pool: Pool, now: dt.datetime) -> Snapshot:
 def decide(
     snap: Snapshot, request: ReservationRequest, tenant: Tenant, pool: Pool, quota: Quota | None
 ) -> Decision:
-    """Quota check, then placement (with reclaim of borrowed capacity inside a guarantee)."""
+    """Quota check, then placement (with reclaim of borrowed capacity inside a guarantee).
+
+    The request is the tenant's, borrowed or not: a non-borrowed one must keep the other
+    tenants' shaped guarantees placeable; within its guarantee a tenant may take back any
+    borrowed capacity of others, lower priority classes first.
+    """
     start, end = window_of(request, snap.now)
     wanted = engine_request(request, start, end)
     engine = snap.engine
@@ -247,10 +278,12 @@ def decide(
         rejection = Rejection("over_quota", message, details)  # type: ignore[arg-type]
         return Decision(start, end, gpus, quota, held, True, rejection, "over_quota")
     borrowed = held + gpus > quota.guaranteed_gpus
+    owner = Owner(str(tenant.pk), borrowed, priority_rank(request.priority_class))
+    wanted = replace(wanted, owner=owner)
     result = engine.preview(wanted, explain=True)
     if isinstance(result, Rejection) and not borrowed:
         # Within its guarantee the tenant may take back capacity others borrowed.
-        reclaimed = reclaim_plan(engine, wanted, tenant=str(tenant.pk))
+        reclaimed = reclaim_plan(engine, wanted)
         if isinstance(reclaimed, Placement):
             result = reclaimed
     code = "" if isinstance(result, Placement) else str(result.reason)
