@@ -161,6 +161,7 @@ class QuotaForm(forms.Form):
     pool = forms.ModelChoiceField(Pool.objects.all())
     guaranteed_gpus = forms.IntegerField(min_value=0, max_value=1_000_000)
     borrow_limit_gpus = forms.IntegerField(min_value=0, max_value=1_000_000, initial=0)
+    guaranteed_leaf_groups = forms.IntegerField(min_value=0, max_value=10_000, required=False)
 
 
 @login_required
@@ -181,6 +182,7 @@ def reservation_quotas(request: HttpRequest) -> HttpResponse:
                     Actor.for_user(request.user), principal, tenant=data["tenant"],
                     pool=data["pool"], guaranteed_gpus=data["guaranteed_gpus"],
                     borrow_limit_gpus=data["borrow_limit_gpus"],
+                    guaranteed_leaf_groups=data["guaranteed_leaf_groups"] or None,
                 )  # fmt: skip
             except ConsoleError as exc:
                 messages.error(request, exc.detail)

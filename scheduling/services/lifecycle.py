@@ -17,7 +17,7 @@ from django.utils import timezone
 from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Forbidden, Invalid
-from console.tenancy.models import Principal, Tenant
+from console.tenancy.models import Principal
 from scheduling.models import HCA, Quota, Reservation, ReservationAllocation
 from scheduling.services.quotas import usage
 from scheduling.services.reservations import MAX_WINDOW, enqueue_reconcile, lock_nodes
@@ -111,12 +111,13 @@ def cancel(actor: Actor, principal: Principal, reservation: Reservation) -> Rese
     return reservation
 
 
-def preempt(actor: Actor, reservation_id: int, *, by: Tenant, now: dt.datetime) -> Reservation:
-    """Reclaim a borrowed reservation for ``by``'s guaranteed request; the reason is the notice."""
+def preempt(actor: Actor, reservation_id: int, *, now: dt.datetime) -> Reservation:
+    """Reclaim a borrowed reservation for another tenant's guaranteed request; the reason is the
+    notice (it does not name that tenant: tenants do not learn of each other)."""
     reservation = Reservation.objects.select_for_update().get(pk=reservation_id)
     notice = (
-        f"preempted at {now:%Y-%m-%d %H:%M} UTC: borrowed capacity reclaimed for a guaranteed "
-        f"reservation of tenant {by.name!r}"
+        f"preempted at {now:%Y-%m-%d %H:%M} UTC: borrowed capacity reclaimed for another "
+        "tenant's guaranteed reservation"
     )
     # Freed from exactly the instant the claiming reservation starts.
     _wind_down(actor, reservation, S.PREEMPTED, "reservation.preempt", at=now, reason=notice)

@@ -417,7 +417,7 @@ def _reserve_once(
         for victim in placement.preempts:
             from scheduling.services.lifecycle import preempt
 
-            preempt(actor, int(victim[1:]), by=tenant, now=snap.now)
+            preempt(actor, int(victim[1:]), now=snap.now)
         pkey = allocate_pkey(pool.fabric)
         if pkey is None:
             raise Conflict(

@@ -157,6 +157,23 @@ def test_quota_editor_sets_and_refuses_with_the_reason(client, operator, pool, b
     assert Quota.objects.get(tenant=tenant_a, pool=pool).guaranteed_gpus == 72
 
 
+def test_quota_editor_sets_keeps_and_clears_a_shaped_guarantee(client, operator, pool, tenant_a):
+    logged_in(client, operator)
+    url = reverse("web:reservation-quotas")
+    post = {"tenant": tenant_a.pk, "pool": pool.pk, "guaranteed_gpus": 64, "borrow_limit_gpus": 0}
+    # given a guarantee of one whole leaf group set in the editor
+    client.post(url, {**post, "guaranteed_leaf_groups": 1})
+    assert Quota.objects.get(tenant=tenant_a, pool=pool).guaranteed_leaf_groups == 1
+    # the editor shows it, so saving the row again keeps it
+    page = client.get(url).content.decode()
+    assert 'data-testid="quota-leaf-groups" value="1"' in page
+    client.post(url, {**post, "borrow_limit_gpus": 8, "guaranteed_leaf_groups": "1"})
+    assert Quota.objects.get(tenant=tenant_a, pool=pool).guaranteed_leaf_groups == 1
+    # and emptying the field removes it
+    client.post(url, {**post, "guaranteed_leaf_groups": ""})
+    assert Quota.objects.get(tenant=tenant_a, pool=pool).guaranteed_leaf_groups is None
+
+
 def test_occupancy_map_colours_nodes_by_tenant(client, operator, pool, booked):
     mine, theirs = booked
     page = logged_in(client, operator).get(reverse("web:reservation-occupancy")).content.decode()
