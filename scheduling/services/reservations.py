@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from django.db import IntegrityError, OperationalError, transaction
-from django.db.models import Max, Min
+from django.db.models import F, Max, Min, Sum, Value
 from django.utils import timezone
 
 from console.tenancy import audit
@@ -210,35 +210,40 @@ def snapshot(pool: Pool, now: dt.datetime) -> Snapshot:
         guarantees={str(tenant_id): groups for tenant_id, groups in shaped},
     )
     index_of = {pk: i for i, pk in enumerate(named.node_pks)}
-    states = Node.objects.filter(pools=pool).exclude(state=Node.State.AVAILABLE)
+    in_pool = Pool.nodes.through.objects.filter(pool_id=pool.pk).values("node_id")
+    states = Node.objects.filter(pk__in=in_pool).exclude(state=Node.State.AVAILABLE).order_by()
     for pk, state in states.values_list("pk", "state"):
         engine.set_node_state(index_of[pk], NodeState(state))
-    failed = GPU.objects.filter(node__pools=pool, health=GPU.Health.FAILED)
+    failed = GPU.objects.filter(node_id__in=in_pool, health=GPU.Health.FAILED).order_by()
     for pk in set(failed.values_list("node_id", flat=True)):
         engine.set_node_state(index_of[pk], NodeState.DOWN)
-    gpu_at = {pk: key for key, pk in named.gpu_pks.items()}
-    masks: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
-    rows = ReservationAllocation.objects.filter(node__pools=pool, end__gt=now)
-    # Integers per GPU, times per reservation: parsing thousands of timestamps costs more
-    # than the placement decision itself.
-    for res_id, gpu_id in rows.values_list("reservation_id", "gpu_id"):
-        node, index = gpu_at[gpu_id]
-        masks[res_id][node] |= 1 << index
-    windows = {
-        row["reservation_id"]: (row["first"], row["last"])
-        for row in rows.order_by()
-        .values("reservation_id")
-        .annotate(first=Min("start"), last=Max("end"))
-    }
-    owners = Reservation.objects.filter(pk__in=list(masks)).values_list(
-        "pk", "tenant_id", "borrowed", "priority_class"
+    # One row per (reservation, node) with its GPUs as a bit mask, then one row per reservation
+    # with its owner and window. ``order_by()`` drops the models' default orderings, which would
+    # join five tables and sort every allocation row.
+    rows = ReservationAllocation.objects.filter(node_id__in=in_pool, end__gt=now).order_by()
+    masks: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    gpu_bit = Value(1).bitleftshift(F("gpu__index"))
+    for res_id, node_pk, mask in (
+        rows.values("reservation_id", "node_id")
+        .annotate(mask=Sum(gpu_bit, distinct=True))
+        .values_list("reservation_id", "node_id", "mask")
+    ):
+        masks[res_id].append((index_of[node_pk], int(mask)))
+    owners = rows.values("reservation_id").annotate(
+        first=Min("start"),
+        last=Max("end"),
+        tenant=F("reservation__tenant_id"),
+        borrowed=F("reservation__borrowed"),
+        priority=F("reservation__priority_class"),
     )
-    for res_id, tenant_id, borrowed, priority_class in owners:
-        start, end = windows[res_id]
+    for row in owners.values_list(
+        "reservation_id", "first", "last", "tenant", "borrowed", "priority"
+    ):
+        res_id, start, end, tenant_id, borrowed, priority_class = row
         engine.state.book(
             f"r{res_id}",
             Owner(str(tenant_id), borrowed, priority_rank(priority_class)),
-            tuple(masks[res_id].items()),
+            tuple(masks[res_id]),
             start.timestamp(),
             end.timestamp(),
         )

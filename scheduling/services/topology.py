@@ -7,7 +7,9 @@ fat tree), spines and pods from the leaf-spine links. The replay CLI uses it on 
 
 The Django part (:func:`pool_topology`) builds a pool's topology from its inventory rows once
 and caches it by (pool, membership version, design revision): revisions are immutable and every
-membership change bumps ``Pool.version``, so a cached entry can never be stale.
+membership change bumps ``Pool.version``, so a cached entry can never be stale. Rows are keyed
+with their creation times too: SQLite hands a deleted row's primary key to the next insert, and
+a new pool or revision under a recycled key must not find the old one's entry.
 """
 
 from __future__ import annotations
@@ -199,8 +201,8 @@ def topology_from_graph(graph: FabricGraph, name: str = "") -> NamedTopology:
 
 _CACHE_SIZE = 32
 _lock = threading.Lock()
-_shapes: OrderedDict[int, FabricShape] = OrderedDict()
-_topologies: OrderedDict[tuple[int, int, int], NamedTopology] = OrderedDict()
+_shapes: OrderedDict[tuple[int, object], FabricShape] = OrderedDict()
+_topologies: OrderedDict[tuple[object, ...], NamedTopology] = OrderedDict()
 
 
 def _remember(cache: OrderedDict, key, value):
@@ -212,28 +214,32 @@ def _remember(cache: OrderedDict, key, value):
     return value
 
 
-def shape_of_revision(revision_id: int) -> FabricShape:
+def shape_of_revision(revision_id: int, created_at: object) -> FabricShape:
     """:func:`fabric_shape` of a design revision, cached (revisions are immutable)."""
-    cached = _shapes.get(revision_id)
+    key = (revision_id, created_at)
+    cached = _shapes.get(key)
     if cached is not None:
         return cached
     from designer.models import DesignRevision
     from designer.services import revision_graph
 
     graph = revision_graph(DesignRevision.objects.get(pk=revision_id))
-    return _remember(_shapes, revision_id, fabric_shape(graph))
+    return _remember(_shapes, key, fabric_shape(graph))
 
 
 def pool_topology(pool) -> NamedTopology:
     """The engine's topology of ``pool`` with inventory keys (cached; see module docstring)."""
+    from designer.models import DesignRevision
     from scheduling.models import GPU, HCA, Node
 
     fabric = pool.fabric
-    key = (pool.pk, pool.version, fabric.revision_id)
+    revision = DesignRevision.objects.filter(pk=fabric.revision_id)
+    revised = revision.values_list("created_at", flat=True).first()
+    key = (pool.pk, pool.created_at, pool.version, fabric.revision_id, revised)
     cached = _topologies.get(key)
     if cached is not None:
         return cached
-    shape = shape_of_revision(fabric.revision_id)
+    shape = shape_of_revision(fabric.revision_id, revised)
     nodes = list(Node.objects.filter(pools=pool).order_by("pk"))
     leaves: dict[int, list[str]] = {n.pk: [] for n in nodes}
     for node_id, leaf in (

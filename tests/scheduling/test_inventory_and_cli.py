@@ -11,7 +11,7 @@ from django.core.management import CommandError, call_command
 
 from console.tenancy.models import AuditEntry
 from designer.plan import plan
-from scheduling.models import GPU, HCA, Node, Reservation
+from scheduling.models import GPU, HCA, Node, Pool, Reservation
 from scheduling.placement import rail_optimized
 from scheduling.replay import RESULT_KEYS
 from scheduling.services import inventory
@@ -66,6 +66,20 @@ def test_pool_topology_has_a_leaf_group_per_leaf_and_rail_optimised_sus(pool):
     su_topo = topology_for_pool(make_pool(su))
     assert len(su_topo.groups) == 1 and len(su_topo.groups[0].leaves) == 8
     assert len(su_topo.rail_aligned_nodes) == 32
+
+
+def test_pool_topology_cache_is_not_fooled_by_a_recycled_primary_key(fat_tree):
+    # SQLite gives a deleted row's key to the next insert; a new pool under that key (same
+    # version) must not get the old pool's cached topology.
+    nodes = list(Node.objects.filter(fabric=fat_tree).order_by("name"))
+    old = make_pool(fat_tree, name="first-half", nodes=nodes[:8])
+    assert len(topology_for_pool(old).nodes) == 8
+    pk, version = old.pk, old.version
+    old.delete()
+    recycled = Pool.objects.create(id=pk, fabric=fat_tree, name="all", version=version)
+    recycled.nodes.set(nodes)
+    recycled = Pool.objects.select_related("fabric").get(pk=pk)
+    assert len(topology_for_pool(recycled).nodes) == 16
 
 
 @pytest.mark.django_db
