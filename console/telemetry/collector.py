@@ -3,6 +3,14 @@ publish coalesced deltas, store samples.
 
 Run it as its own process (``manage.py collector``), as a thread of the embedded web process
 (``manage.py up`` without Redis) or, as a fallback, one sweep at a time from Celery beat.
+
+A sweep with the MAD reader reads the fabric ``read_chunk_switches`` switches at a time and hands
+each live group its delta as soon as every link of that group is read (a tenant whose links sit
+on the first switches hears about them before the last switch is read; the fabric group after
+the last part): still at most one delta per group per sweep. Link state is read every
+``state_every`` sweeps per port and error counters only where a switch's sums moved (see
+:class:`~console.telemetry.readers.MadReader`); history samples are written in a background
+thread.
 """
 
 from __future__ import annotations
@@ -11,11 +19,12 @@ import datetime as dt
 import logging
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import DatabaseError, close_old_connections, connections
 from django.db.models import Q
 from django.utils import timezone
 
@@ -23,7 +32,13 @@ from console.fabric.models import ChangeRequest, Fabric
 from console.live.notify import change_group, fabric_group, publish_many, tenant_group
 from console.telemetry import services, store
 from console.telemetry.alarms import AlarmEngine, AlarmRules
-from console.telemetry.core import LinkStatus, PortReading, changed_links, sweep_status
+from console.telemetry.core import (
+    LinkStatus,
+    PortReading,
+    changed_links,
+    state_due,
+    sweep_status,
+)
 from console.telemetry.labwriter import console_batch, counter_commands
 from console.telemetry.linkmap import LinkMap, build_link_map
 from console.telemetry.readers import CounterReader, MadReader, PerfqueryReader, ReaderError
@@ -45,6 +60,18 @@ class CollectorOptions:
     lab_traffic: bool = True
     reader: str = "auto"  # auto | mad | perfquery
     workers: int = 4
+    #: MAD reader: "pipelined" (many MADs in flight) or "sync" (one at a time); None: the
+    #: helper's default (pipelined where it can); ``mad_window``: MADs in flight
+    mad_mode: str | None = None
+    mad_window: int | None = None
+    #: read a port's link state (PortInfo) every ``state_every`` sweeps (ports that are down or
+    #: unknown every sweep), so a state change shows within ``state_every`` sweeps
+    state_every: int = 2
+    #: read per-port error counters only of switches whose AllPortSelect error sums moved
+    error_sums: bool = True
+    #: read the fabric this many switches at a time and publish each group's delta as soon as
+    #: all of its links are read (still one delta per group per sweep); 0: one read, then publish
+    read_chunk_switches: int = 16
     jobs: tuple[Job, ...] | None = None  # explicit traffic (tests, benchmarks); None: reservations
 
 
@@ -59,12 +86,21 @@ class SweepReport:
     changed: int
     events: int
     ports_written: int = 0
+    publish_s: float = 0.0  # sweep start → the last group's delta handed to the channel layer
+    mads: int = 0  # MADs the read sent (MAD reader)
+    states_read: int = 0
+    errors_read: int = 0
 
 
 @dataclass
 class _Published:
     keys: dict[str, tuple[bool, int, bool]] = field(default_factory=dict)
     last: float = 0.0
+
+
+def _in_memory_db() -> bool:
+    connection = connections["default"]
+    return connection.vendor == "sqlite" and connection.is_in_memory_db()
 
 
 def port_link(lm: LinkMap, switch: str, port: int) -> str | None:
@@ -106,6 +142,8 @@ class FabricCollector:
         self.failures_since = timezone.now() - dt.timedelta(minutes=10)
         self.last_statuses: dict[str, LinkStatus] = {}
         self.change_sigs: dict[int, tuple] = {}
+        self.chunk_at: dict[int, float] = {}  # chunk → when it was last read (its rates' dt)
+        self._store_pool: ThreadPoolExecutor | None = None
 
     # -- setup -------------------------------------------------------------------------------
 
@@ -139,7 +177,8 @@ class FabricCollector:
     def _reader(self, diags, env) -> CounterReader:
         kind = self.options.reader
         if kind in ("auto", "mad"):
-            reader = MadReader(env)
+            reader = MadReader(env, mode=self.options.mad_mode, window=self.options.mad_window,
+                               error_sums=self.options.error_sums)  # fmt: skip
             try:
                 reader._start()
                 return reader
@@ -203,7 +242,7 @@ class FabricCollector:
     # -- one sweep ---------------------------------------------------------------------------
 
     def sweep(self) -> SweepReport:
-        """Drive traffic (lab), read, compute, alarm, publish, store."""
+        """Drive traffic (lab), read, compute, publish, alarm, store."""
         assert self.reader is not None, "call setup() first"
         started = time.monotonic()
         wall = time.time()
@@ -215,11 +254,39 @@ class FabricCollector:
         seconds = (started - self.prev_at + self.overhead) if self.prev_at else 0.0
         ports_written = self._write_traffic(seconds)
         written = time.monotonic()
-        readings = self.reader.read(self.lm.measured_ports(), self.lm.switch_lids)
+        ports = self.lm.measured_ports()
+        due = state_due(ports, self.prev, self.sweeps, self.options.state_every)
+        chunks = self._chunks(ports)
+        early = len(chunks) > 1
+        ready = self._groups_ready(chunks) if early else {}
+        by_switch: dict[str, list] = defaultdict(list)
+        for end in self.lm.ends.values():
+            by_switch[end.switch].append(end)
+        readings: dict[tuple[str, int], PortReading] = {}
+        statuses: dict[str, LinkStatus] = {}
+        stats = {"mads": 0, "states_read": 0, "errors_read": 0}
+        changed = 0
+        published = started
+        extra_args: dict[str, Any] = {}
+        begin = getattr(self.reader, "begin_sweep", None)
+        if early and begin is not None:  # the MAD reader's error sums: once, not per part
+            extra_args["sums"] = begin(ports, self.lm.switch_lids)
+        read_at: dict[int, float] = {}
+        for i, chunk in enumerate(chunks):
+            got = self.reader.read(chunk, self.lm.switch_lids, state=due, **extra_args)
+            done = read_at[i] = time.monotonic()
+            for k in stats:
+                stats[k] += int(getattr(self.reader, "last", {}).get(k, 0))
+            # each chunk's rates over the time since that chunk was last read
+            last = self.chunk_at.get(i) if len(self.chunk_at) == len(chunks) else None
+            readings.update(got)
+            ends = [e for sw in chunk for e in by_switch[sw]]
+            statuses.update(sweep_status(ends, got, self.prev, done - last if last else 0.0))
+            if early and ready.get(i):
+                changed += self._publish(statuses, wall, ready[i])
+                published = time.monotonic()
         read_done = time.monotonic()
-        dt_s = read_done - self.prev_at if self.prev_at else 0.0
-        statuses = sweep_status(self.lm.ends.values(), readings, self.prev, dt_s)
-        self.prev, self.prev_at = readings, read_done
+        self.prev, self.prev_at, self.chunk_at = readings, read_done, read_at
         self.overhead = read_done - started
         transitions = self.alarms.links(statuses)
         extra: dict[str, list] = {}
@@ -228,7 +295,9 @@ class FabricCollector:
         affected = dict(self.link_owners)
         affected.update(extra)
         events = services.apply_transitions(self.fabric.pk, transitions, affected, actor=ACTOR)
-        changed = self._publish(statuses, wall)
+        if not early:
+            changed = self._publish(statuses, wall)
+            published = time.monotonic()
         self._change_progress()
         self._snapshot(statuses, wall, time.monotonic() - started)
         self._accumulate(statuses)
@@ -236,7 +305,41 @@ class FabricCollector:
         self.sweeps += 1
         self.last_statuses = statuses
         return SweepReport(time.monotonic() - started, read_done - written, written - started,
-                           len(statuses), changed, len(events), ports_written)  # fmt: skip
+                           len(statuses), changed, len(events), ports_written,
+                           published - started, stats["mads"], stats["states_read"],
+                           stats["errors_read"])  # fmt: skip
+
+    def _chunks(self, ports: dict[str, list[int]]) -> list[dict[str, list[int]]]:
+        """The measured ports split into reads of ``read_chunk_switches`` switches each."""
+        size = self.options.read_chunk_switches
+        switches = list(ports)
+        # (a reader that reads the whole fabric anyway, like perfquery's ibnetdiscover, is not
+        # asked in parts)
+        partial = getattr(self.reader, "partial_reads", False)
+        if size <= 0 or len(switches) <= size or not partial:
+            return [ports]
+        return [{sw: ports[sw] for sw in switches[i : i + size]}
+                for i in range(0, len(switches), size)]  # fmt: skip
+
+    def _groups(self) -> list[tuple[str, set[str] | None]]:
+        """Live groups and their links (None: every link)."""
+        out: list[tuple[str, set[str] | None]] = [(fabric_group(self.fabric.pk), None)]
+        out += [(tenant_group(tid), links) for tid, links in self.tenant_links.items()]
+        return out
+
+    def _groups_ready(self, chunks: list[dict[str, list[int]]]) -> dict[int, list[str]]:
+        """chunk index → the groups whose links are all read once that chunk is."""
+        chunk_of = {sw: i for i, chunk in enumerate(chunks) for sw in chunk}
+        last = len(chunks) - 1
+        out: dict[int, list[str]] = defaultdict(list)
+        for group, links in self._groups():
+            if links is None:
+                at = last
+            else:
+                at = max((chunk_of.get(self.lm.ends[lk].switch, last) for lk in links
+                          if lk in self.lm.ends), default=last)  # fmt: skip
+            out[at].append(group)
+        return out
 
     def _slow_checks(self, affected: dict[str, list]) -> list:
         out = []
@@ -259,13 +362,19 @@ class FabricCollector:
         affected.update(hits)
         return out + failures
 
-    def _publish(self, statuses: dict[str, LinkStatus], wall: float) -> int:
-        """At most one delta per group per sweep, only links whose state/bucket/errors moved."""
+    def _publish(
+        self, statuses: dict[str, LinkStatus], wall: float, only: list[str] | None = None
+    ) -> int:
+        """At most one delta per group per sweep, only links whose state/bucket/errors moved;
+        ``only``: these groups (the others are published later in the sweep)."""
         now = time.monotonic()
         messages: list[tuple[str, dict[str, Any]]] = []
-        groups: list[tuple[str, dict[str, LinkStatus]]] = [(fabric_group(self.fabric.pk), statuses)]
-        for tid, links in self.tenant_links.items():
-            groups.append((tenant_group(tid), {k: statuses[k] for k in links if k in statuses}))
+        groups: list[tuple[str, dict[str, LinkStatus]]] = []
+        for group, links in self._groups():
+            if only is not None and group not in only:
+                continue
+            subset = statuses if links is None else {k: statuses[k] for k in links if k in statuses}
+            groups.append((group, subset))
         total = 0
         for group, subset in groups:
             pub = self.published[group]
@@ -333,8 +442,26 @@ class FabricCollector:
         rows = {lid: {"tx_bps": r[0] / r[5], "rx_bps": r[1] / r[5], "util": r[2] / r[5],
                       "errors": int(r[3]), "up": bool(r[4])} for lid, r in self.acc.items()}  # fmt: skip
         where = {lid: (e.switch, e.tier) for lid, e in self.lm.ends.items()}
-        services.store_samples(self.fabric.pk, timezone.now(), rows, where)
+        self._store(timezone.now(), rows, where)
         self.acc, self.acc_since = {}, time.monotonic()
+
+    def _store(self, at: dt.datetime, rows: dict, where: dict) -> None:
+        """Write a history sample: in a background thread (one row per link, ~0.5 s for the
+        2,048-GPU fabric, is not the sweep's business), or here on an in-memory database (a
+        thread would have a database of its own)."""
+        if _in_memory_db():
+            services.store_samples(self.fabric.pk, at, rows, where)
+            return
+        if self._store_pool is None:
+            self._store_pool = ThreadPoolExecutor(1, thread_name_prefix="telemetry-store")
+        self._store_pool.submit(self._store_now, at, rows, where)
+
+    def _store_now(self, at: dt.datetime, rows: dict, where: dict) -> None:
+        try:
+            services.store_samples(self.fabric.pk, at, rows, where)
+        except DatabaseError as exc:
+            log.warning("history sample of fabric %s not stored: %s", self.fabric.pk, exc)
+            close_old_connections()
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -355,3 +482,7 @@ class FabricCollector:
     def close(self) -> None:
         if self.reader is not None:
             self.reader.close()
+        if self._store_pool is not None:
+            self._store_pool.submit(connections.close_all)
+            self._store_pool.shutdown(wait=True)
+            self._store_pool = None

@@ -15,6 +15,7 @@ WORD_BYTES = 4
 ERROR_COUNTERS = ("SymbolErrorCounter", "LinkDownedCounter", "PortRcvErrors", "PortXmitDiscards")
 #: Utilisation colour buckets: upper bounds (fraction of line rate) of buckets 0..4; 5 = above.
 BUCKETS = (0.01, 0.25, 0.5, 0.75, 0.9)
+NO_ERRORS = dict.fromkeys(ERROR_COUNTERS, 0)
 
 
 def bucket_of(utilisation: float) -> int:
@@ -62,6 +63,7 @@ class LinkStatus:
     error_totals: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
+        errors, totals = self.errors, self.error_totals
         return {
             "id": self.link_id,
             "up": self.up,
@@ -69,8 +71,8 @@ class LinkStatus:
             "rx_bps": round(self.rx_bps),
             "util": round(self.utilisation, 4),
             "bucket": self.bucket,
-            "errors": {k: v for k, v in self.errors.items() if v},
-            "error_totals": {k: v for k, v in self.error_totals.items() if v},
+            "errors": {k: v for k, v in errors.items() if v} if any(errors.values()) else {},
+            "error_totals": {k: v for k, v in totals.items() if v} if any(totals.values()) else {},
         }
 
     @property
@@ -91,19 +93,22 @@ def link_status(
     if now is None:
         return LinkStatus(end.link_id, up=False)
     up = now.state in ("", "Active")
-    status = LinkStatus(end.link_id, up=up, error_totals=dict(now.errors))
+    totals = dict(now.errors)
     if before is None or dt <= 0:
-        return status
-    status.tx_bps = _delta(now.xmit_words, before.xmit_words) * WORD_BYTES * 8 / dt
-    status.rx_bps = _delta(now.rcv_words, before.rcv_words) * WORD_BYTES * 8 / dt
-    capacity = end.gbps * 1e9 if end.gbps else 0.0
-    if capacity and up:
-        status.utilisation = min(1.0, max(status.tx_bps, status.rx_bps) / capacity)
-    status.bucket = bucket_of(status.utilisation) if up else 0
-    status.errors = {
-        name: _delta(now.errors.get(name, 0), before.errors.get(name, 0)) for name in ERROR_COUNTERS
-    }
-    return status
+        return LinkStatus(end.link_id, up=up, error_totals=totals)
+    bits = WORD_BYTES * 8 / dt
+    tx = _delta(now.xmit_words, before.xmit_words) * bits
+    rx = _delta(now.rcv_words, before.rcv_words) * bits
+    utilisation = 0.0
+    if end.gbps and up:
+        utilisation = min(1.0, max(tx, rx) / (end.gbps * 1e9))
+    if now.errors == before.errors:  # the usual case (a reader may even hand the same dict)
+        errors = dict(NO_ERRORS)
+    else:
+        was = before.errors
+        errors = {n: _delta(totals.get(n, 0), was.get(n, 0)) for n in ERROR_COUNTERS}
+    return LinkStatus(end.link_id, up, tx, rx, utilisation, bucket_of(utilisation) if up else 0,
+                      errors, totals)  # fmt: skip
 
 
 def sweep_status(
@@ -118,6 +123,29 @@ def sweep_status(
         key = (end.switch, end.port)
         out[end.link_id] = link_status(end, now.get(key), before.get(key), dt)
     return out
+
+
+def state_due(
+    ports: Mapping[str, Iterable[int]],
+    before: Mapping[tuple[str, int], PortReading],
+    sweep: int,
+    every: int,
+) -> set[tuple[str, int]] | None:
+    """The ports whose link state (PortInfo) a sweep reads; None: all of them.
+
+    Each port is read every ``every`` sweeps, the ports of a switch spread evenly over them (so
+    every sweep costs the same), and a port that was not Active (or not answering) last sweep is
+    read every sweep: a link going down shows within ``every`` sweeps, one coming back within one."""
+    if every <= 1 or not before:
+        return None
+    due = set()
+    for switch, plist in ports.items():
+        for i, port in enumerate(plist):
+            key = (switch, port)
+            last = before.get(key)
+            if (i + sweep) % every == 0 or last is None or last.state != "Active":
+                due.add(key)
+    return due
 
 
 def changed_links(

@@ -1,8 +1,10 @@
 """Counter readers: how a sweep's port counters are fetched from a fabric's driver.
 
 - :class:`MadReader` (lab and OpenSM hosts): one long-lived libibmad helper process
-  (:mod:`console.fabric.diags.madworker`, through :class:`console.fabric.diags.mad.MadSession`);
-  the fast path, ~0.3 s for the 2,048-GPU lab.
+  (:mod:`console.fabric.diags.madworker`, through :class:`console.fabric.diags.mad.MadSession`),
+  many MADs in flight; the fast path. Per sweep it reads the data counters of every port, the
+  error counters only of switches whose AllPortSelect error sums moved, and link state of the
+  ports the collector asks for (see ``docs/benchmarks.md`` for what that costs).
 - :class:`PerfqueryReader`: ``perfquery -x -l`` and ``perfquery -l`` per switch through the
   DiagRunner (timeouts), a few parallel workers, link state from one ``ibnetdiscover``. The
   fallback where libibmad cannot be loaded; measured at 6-8 s per sweep for the 2,048-GPU lab.
@@ -13,16 +15,22 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from console.fabric.diags.mad import MadError, MadSession
+from console.fabric.diags.mad import READ_DATA, READ_ERRORS, READ_STATE, MadError, MadSession
 from console.fabric.diags.parsers import DiagParseError, parse_perfquery
 from console.fabric.diags.runner import DiagEnv, DiagError, DiagRunner
 from console.telemetry.core import ERROR_COUNTERS, PortReading
 
 PortKey = tuple[str, int]  # (switch name, port)
+ALL_PORTS = 255  # PortSelect of AllPortSelect: the sums over every port of a switch
+#: Largest value of each watched PortCounters field (16 bits, LinkDowned 8): a sum there is
+#: saturated and no longer shows changes.
+ERROR_MAX = {"SymbolErrorCounter": 0xFFFF, "LinkDownedCounter": 0xFF, "PortRcvErrors": 0xFFFF,
+             "PortXmitDiscards": 0xFFFF}  # fmt: skip
 
 
 class ReaderError(RuntimeError):
@@ -30,10 +38,15 @@ class ReaderError(RuntimeError):
 
 
 class CounterReader(Protocol):
-    """Reads the given switch ports; ``lids`` maps switch name → LID."""
+    """Reads the given switch ports; ``lids`` maps switch name → LID; ``state``: the ports
+    whose link state must be read this sweep (None: all; a reader may read more)."""
 
     def read(
-        self, ports: Mapping[str, list[int]], lids: Mapping[str, int]
+        self,
+        ports: Mapping[str, list[int]],
+        lids: Mapping[str, int],
+        *,
+        state: Collection[PortKey] | None = None,
     ) -> dict[PortKey, PortReading]: ...
 
     def lft(self, lid: int, top: int) -> list[int] | None: ...
@@ -41,14 +54,55 @@ class CounterReader(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass
+class SweepSums:
+    """Phase 1 of a sweep: the switches whose ports' error counters must be read, and the
+    AllPortSelect sums their ports will match once read."""
+
+    dirty: set[str]
+    fresh: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    mads: int = 0
+
+
 class MadReader:
     """Reads through a :class:`~console.fabric.diags.mad.MadSession` (the libibmad helper of
-    :mod:`console.fabric.diags.madworker`) started with the diag environment."""
+    :mod:`console.fabric.diags.madworker`) started with the diag environment.
 
-    def __init__(self, env: DiagEnv, *, timeout: float = 10.0) -> None:
+    What one sweep costs on the wire (``error_sums`` on, the default):
+
+    1. PortCounters with PortSelect 255 (AllPortSelect: the sums over every port) per switch;
+    2. PortCountersExtended (data counters) of every port asked for; PortInfo (link state) of the
+       ``state`` ports only (None: all); PortCounters (errors) of every port of the switches whose
+       error sums moved since their ports were last read, are saturated or unknown, or that do
+       not answer AllPortSelect.
+
+    The error totals and link states not read this sweep are the last ones read (cached here), so
+    every :class:`PortReading` is complete. An unchanged sum means no watched error counter of the
+    switch moved since its ports were read (the sum is always taken before the per-port reads it
+    vouches for), so the error deltas stay exact.
+    """
+
+    #: reading the fabric a few switches at a time costs no more than in one go
+    partial_reads = True
+
+    def __init__(
+        self,
+        env: DiagEnv,
+        *,
+        timeout: float = 10.0,
+        mode: str | None = None,
+        window: int | None = None,
+        error_sums: bool = True,
+    ) -> None:
         self.env = env
         self.timeout = timeout
-        self.session = MadSession(env, timeout=timeout)
+        self.session = MadSession(env, timeout=timeout, mode=mode, window=window)
+        self.error_sums = error_sums
+        self.sums: dict[str, tuple[int, ...]] = {}  # switch → error sums its ports match
+        self.errors: dict[PortKey, dict[str, int]] = {}  # last error totals read per port
+        self.states: dict[PortKey, str] = {}  # last link state read per port
+        #: what the last :meth:`read` did: MADs, seconds, ports whose errors/state were read
+        self.last: dict[str, Any] = {}
 
     def _start(self) -> None:
         try:
@@ -62,13 +116,95 @@ class MadReader:
         except MadError as exc:
             raise ReaderError(str(exc)) from exc
 
-    def read(self, ports, lids):
-        order = [(sw, p) for sw, plist in ports.items() if sw in lids for p in plist]
-        data = self._ask({"op": "counters", "ports": [[lids[sw], p] for sw, p in order]})
+    def _changed_switches(self, switches: list[str], lids: Mapping[str, int]) -> SweepSums:
+        """Switches whose ports' error counters must be read this sweep (phase 1)."""
+        if not self.error_sums:
+            return SweepSums(set(switches))
+        rows = self._ask({"op": "counters",
+                          "ports": [[lids[sw], ALL_PORTS, READ_ERRORS] for sw in switches]})  # fmt: skip
+        self._count()
+        changed = set()
+        fresh: dict[str, tuple[int, ...]] = {}
+        for sw, row in zip(switches, rows, strict=True):
+            sums = tuple((row[2] or {}).get(n, -1) for n in ERROR_COUNTERS) if row else ()
+            if not sums or min(sums) < 0 or any(v >= ERROR_MAX[n] for v, n in
+                                                 zip(sums, ERROR_COUNTERS, strict=True)):  # fmt: skip
+                changed.add(sw)  # no AllPortSelect answer, or a saturated sum: read the ports
+                self.sums.pop(sw, None)
+                continue
+            fresh[sw] = sums
+            if self.sums.get(sw) != sums:
+                changed.add(sw)
+                self.sums.pop(sw, None)
+        return SweepSums(changed, fresh)
+
+    def _count(self) -> None:
+        stats = self.session.last_stats
+        last = self.last
+        last["mads"] = last.get("mads", 0) + int(stats.get("mads", 0))
+        last["mad_seconds"] = last.get("mad_seconds", 0.0) + float(stats.get("seconds", 0))
+        last["mode"] = stats.get("mode", "")
+
+    def begin_sweep(self, ports: Mapping[str, list[int]], lids: Mapping[str, int]) -> SweepSums:
+        """Read every switch's error sums now, for the :meth:`read` calls of this sweep (one
+        request instead of one per part when the collector reads the fabric in parts)."""
+        self.last = {}
+        sums = self._changed_switches([sw for sw in ports if sw in lids], lids)
+        sums.mads = int(self.last.get("mads", 0))
+        return sums
+
+    def read(self, ports, lids, *, state=None, sums: SweepSums | None = None):
+        started = time.monotonic()
+        self.last = {}
+        switches = [sw for sw in ports if sw in lids]
+        if sums is None:
+            sums = self._changed_switches(switches, lids)
+        else:
+            self.last["mads"], sums.mads = sums.mads, 0  # counted with the first part
+        dirty = sums.dirty & set(switches)
+        wanted = None if state is None else set(state)
+        errors, states = self.errors, self.states
+        order: list[PortKey] = []
+        wire: list[list[int]] = []
+        for sw in switches:
+            lid, all_errors = lids[sw], sw in dirty
+            for p in ports[sw]:
+                key = (sw, p)
+                mask = READ_DATA
+                if all_errors or key not in errors:
+                    mask |= READ_ERRORS
+                if wanted is None or key in wanted or key not in states:
+                    mask |= READ_STATE
+                order.append(key)
+                wire.append([lid, p, mask])
+        data = self._ask({"op": "counters", "ports": wire})
+        self._count()
         out: dict[PortKey, PortReading] = {}
-        for key, row in zip(order, data, strict=True):
-            if row is not None:
-                out[key] = PortReading(row[0], row[1], row[2], row[3])
+        errors_read = states_read = 0
+        failed: set[str] = set()
+        none: dict[str, int] = {}
+        # (the error dicts are shared with the cache: replaced when read again, never changed)
+        for key, (_lid, _port, mask), row in zip(order, wire, data, strict=True):
+            if row is None:
+                failed.add(key[0])
+                continue
+            if mask & READ_ERRORS:
+                if row[2]:
+                    errors[key] = row[2]
+                    errors_read += 1
+                else:  # the PortCounters MAD failed: keep the last totals, re-read next sweep
+                    failed.add(key[0])
+            if mask & READ_STATE:
+                states[key] = row[3] or ""
+                states_read += 1
+            out[key] = PortReading(row[0], row[1], errors.get(key, none), states.get(key, ""))
+        for sw in dirty - failed:
+            if sw in sums.fresh:
+                self.sums[sw] = sums.fresh[sw]
+        for sw in failed:
+            self.sums.pop(sw, None)
+        self.last.update(ports=len(order), errors_read=errors_read, states_read=states_read,
+                         dirty_switches=len(dirty), seconds=time.monotonic() - started)  # fmt: skip
         return out
 
     def lft(self, lid: int, top: int) -> list[int] | None:
@@ -106,7 +242,7 @@ class PerfqueryReader:
         basic = self.runner.run("perfquery", "-l", str(lid), "255").stdout
         return parse_perfquery_ports(ext), parse_perfquery_ports(basic)
 
-    def read(self, ports, lids):
+    def read(self, ports, lids, *, state=None):
         switches = [sw for sw in ports if sw in lids]
         down = self._down_ports(lids)
         out: dict[PortKey, PortReading] = {}
@@ -184,7 +320,7 @@ class UfmReader:
     def __init__(self, client: Any) -> None:
         self.client = client
 
-    def read(self, ports, lids):
+    def read(self, ports, lids, *, state=None):
         out: dict[PortKey, PortReading] = {}
         wanted = {(sw, p) for sw, plist in ports.items() for p in plist}
         for row in self.client.ports():

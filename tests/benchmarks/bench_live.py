@@ -1,24 +1,33 @@
 """Benchmark: 200 WebSocket clients across 2 tenants receiving 1 Hz live updates of the
-2,048-GPU demo fabric (real lab, real collector, Redis channel layer, uvicorn).
+2,048-GPU demo fabric (real lab, real collector, Redis channel layer, uvicorn), the collector as
+it was (baseline) against the collector as it is, in the same run.
 
 What it does (everything torn down at the end):
 1. PostgreSQL database ``$DATABASE_URL`` (default ``ibconsole_bench``) migrated; the 8-SU
    ``superpod-2048`` design; its lab (OpenSM on ibsim, own workdir and socket); inventory; two
    tenants with a ready 8-node reservation each (scheduling's services).
-2. Collector cycle time for the whole fabric (4,096 links) with the MAD reader and the traffic
-   model on: median and p95 of 10 sweeps; plus one perfquery-reader sweep for comparison.
-3. uvicorn on a free port; 100 clients per tenant on ``/ws/live/tenant/<id>/`` (bearer tokens);
-   the collector sweeps at 1 Hz for ``--seconds`` with the jobs' rate alternating so every
-   reservation link changes colour every sweep. Delivered fraction = messages received / (clients
-   × messages the group's sequence advanced by); latency = receive time − the sweep's counter
-   write time; cross-tenant = links received that belong to the other tenant; server CPU from
-   /proc for the uvicorn process.
-4. Chromium (Debian): the operator's live page; main-thread time of applying one update of every
+2. MAD throughput of the helper on every measured port (PortCountersExtended + PortCounters +
+   PortInfo each, 12,288 MADs): synchronous (one MAD in flight) against pipelined, alternated,
+   median of ``--mad-reps``.
+3. Collector cycle time for the whole fabric (4,096 links) with the traffic model on, median and
+   p95 of 10 sweeps, for the baseline configuration (synchronous MADs, link state and error
+   counters of every port every sweep: what the collector did before) and the current one
+   (pipelined MADs, link state of each port every second sweep, per-port error counters only
+   where a switch's AllPortSelect error sums moved); plus one perfquery-reader sweep.
+4. uvicorn on a free port; 100 clients per tenant on ``/ws/live/tenant/<id>/`` (bearer tokens);
+   for each configuration in turn (baseline first unless ``--no-baseline``) the collector sweeps
+   at 1 Hz for ``--seconds`` with the jobs' rate alternating so every reservation link changes
+   colour every sweep. Delivered fraction = messages received / (clients × messages the group's
+   sequence advanced by); latency = receive time − the sweep's counter write time (``at``);
+   cross-tenant = links received that belong to the other tenant; server CPU from /proc for the
+   uvicorn process.
+5. Chromium (Debian): the operator's live page; main-thread time of applying one update of every
    visible link (``window.__live.apply``), median of 5.
 
 Run: ``DATABASE_URL=postgres://postgres@127.0.0.1:5432/ibconsole_bench
 REDIS_URL=redis://127.0.0.1:6379/9 .venv/bin/python tests/benchmarks/bench_live.py``
-Prints ONE JSON line at the end.
+Prints one JSON line per phase and ONE summary JSON line at the end (the current configuration
+under the historical keys, the baseline under ``baseline_*``).
 """
 
 from __future__ import annotations
@@ -96,6 +105,8 @@ def setup(workdir: Path):
         tokens.append(token)
     op = user_model.objects.create_user(f"bench-op-{uid}", password="pw-12345678")
     Membership.objects.create(user=op, role=Role.OPERATOR)
+    _, op.bench_token = actions.issue_token(Actor.for_user(op), Principal.of(op), user=op,
+                                            name="bench")  # fmt: skip
     return fabric, tenants, tokens, op
 
 
@@ -115,32 +126,80 @@ class AlternatingCollector(FabricCollector):
         self.jobs = [(r, keep.get(r.id, j) if r else j) for r, j in self.jobs]
 
 
-def cycle_times(fabric) -> dict:
-    collector = AlternatingCollector(fabric, CollectorOptions(store_interval=1e9))
+#: The collector before issue 6's changes: one MAD in flight, every port's link state and
+#: error counters every sweep, one read of the whole fabric and then every group's delta.
+BASELINE = {"mad_mode": "sync", "state_every": 1, "error_sums": False, "read_chunk_switches": 0}
+CURRENT: dict = {}  # the defaults
+
+
+def load_average() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+def mad_throughput(fabric, reps: int) -> dict:
+    """MADs/s of the helper, synchronous against pipelined, same ports, same process."""
+    from console.fabric.diags.mad import MadSession
+    from console.telemetry.linkmap import build_link_map
+    from designer.services import revision_graph
+
+    lab = labs.lab_for(fabric)
+    lm = build_link_map(revision_graph(fabric.revision), lab.diags(timeout=60).ibnetdiscover())
+    ports = [(lm.switch_lids[sw], p) for sw, plist in lm.measured_ports().items()
+             if sw in lm.switch_lids for p in plist]  # fmt: skip
+    rates: dict[str, list[float]] = {"sync": [], "pipelined": []}
+    same = True
+    with MadSession(lab.diag_env(), timeout=60) as mad:
+        mad.ping()
+        for _ in range(reps):
+            answers = {}
+            for mode in ("sync", "pipelined"):
+                answers[mode] = mad.counters(ports, mode=mode)
+                stats = mad.last_stats
+                rates[mode].append(stats["mads"] / stats["seconds"])
+            # data counters move (MADs cross the links); errors and states must agree
+            same &= all((a is None) == (b is None) and (a is None or a[2:] == b[2:])
+                        for a, b in zip(answers["sync"], answers["pipelined"], strict=True))  # fmt: skip
+        pipelined = mad.pipelined
+    sync, pipe = statistics.median(rates["sync"]), statistics.median(rates["pipelined"])
+    return {"mad_ports": len(ports), "mad_per_s_sync": round(sync), "mad_per_s_pipelined": round(pipe),
+            "mad_pipelined_speedup": round(pipe / sync, 2), "mad_answers_equal": same,
+            "mad_helper_pipelined": pipelined}  # fmt: skip
+
+
+def cycle_times(fabric, config: dict, prefix: str = "") -> dict:
+    collector = AlternatingCollector(fabric, CollectorOptions(store_interval=1e9, **config))
     collector.setup()
-    times, reads, writes = [], [], []
+    times, reads, writes, mads, pubs = [], [], [], [], []
     try:
         for _ in range(11):
             report = collector.sweep()
             times.append(report.cycle_s)
             reads.append(report.read_s)
             writes.append(report.write_s)
+            mads.append(report.mads)
+            pubs.append(report.publish_s)
             time.sleep(0.2)
         links = report.links
     finally:
         collector.close()
+    times, reads, writes, mads, pubs = times[1:], reads[1:], writes[1:], mads[1:], pubs[1:]
+    return {f"{prefix}collector_links": links,
+            f"{prefix}collector_cycle_p50_s": round(statistics.median(times), 3),
+            f"{prefix}collector_cycle_p95_s": round(pct(times, 95), 3),
+            f"{prefix}collector_read_p50_s": round(statistics.median(reads), 3),
+            f"{prefix}collector_write_p50_s": round(statistics.median(writes), 3),
+            f"{prefix}collector_publish_p50_s": round(statistics.median(pubs), 3),
+            f"{prefix}collector_mads_per_sweep": round(statistics.median(mads))}  # fmt: skip
+
+
+def perfquery_cycle(fabric) -> float:
     pq = FabricCollector(fabric, CollectorOptions(reader="perfquery", lab_traffic=False,
                                                   store_interval=1e9))  # fmt: skip
     pq.setup()
     pq.sweep()
     pq_s = pq.sweep().cycle_s
     pq.close()
-    times, reads, writes = times[1:], reads[1:], writes[1:]
-    return {"collector_links": links, "collector_cycle_p50_s": round(statistics.median(times), 3),
-            "collector_cycle_p95_s": round(pct(times, 95), 3),
-            "collector_read_p50_s": round(statistics.median(reads), 3),
-            "collector_write_p50_s": round(statistics.median(writes), 3),
-            "perfquery_reader_cycle_s": round(pq_s, 3)}  # fmt: skip
+    return round(pq_s, 3)
 
 
 def free_port() -> int:
@@ -154,19 +213,21 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def clients(port: int, tenants, tokens, links_of, per_tenant: int, seconds: float, mark):
+async def clients(port: int, subs, links_of, run_phases):
+    """Connect every client (``subs``: (path, token, tenant id or None)), run the collector
+    phases (in a thread), collect what arrived."""
     import websockets
 
     results = []
     stop = asyncio.Event()
 
-    async def client(i: int, tenant, token: str):
-        rec = {"tenant": tenant.pk, "seqs": set(), "lat": [], "cross": 0, "ok": False}
+    async def client(i: int, path: str, token: str, tenant: int | None):
+        rec = {"tenant": tenant, "msgs": [], "ok": False}
         results.append(rec)
-        other = set().union(*(v for k, v in links_of.items() if k != tenant.pk))
-        uri = f"ws://127.0.0.1:{port}/ws/live/tenant/{tenant.pk}/"
+        other = set().union(*(v for k, v in links_of.items() if k != tenant)) if tenant else set()
         await asyncio.sleep(i * 0.01)
-        async with websockets.connect(uri, subprotocols=[f"bearer.{token}"],
+        async with websockets.connect(f"ws://127.0.0.1:{port}{path}",
+                                      subprotocols=[f"bearer.{token}"],
                                       origin=f"http://127.0.0.1:{port}", max_size=2**22,
                                       open_timeout=30) as ws:  # fmt: skip
             while not stop.is_set():
@@ -174,27 +235,125 @@ async def clients(port: int, tenants, tokens, links_of, per_tenant: int, seconds
                     raw = await asyncio.wait_for(ws.recv(), 0.5)
                 except TimeoutError:
                     continue
+                received = time.time()
                 msg = json.loads(raw)
                 if msg["type"] == "subscribed":
                     rec["ok"] = True
                 elif msg["type"] == "link.delta":
-                    rec["seqs"].add(msg["seq"])
-                    rec["lat"].append((time.time() - msg["at"]) * 1000)
-                    rec["cross"] += sum(1 for lk in msg["links"] if lk["id"] in other)
+                    rec["group"] = msg["group"]
+                    cross = sum(1 for lk in msg["links"] if lk["id"] in other)
+                    rec["msgs"].append((msg["seq"], (received - msg["at"]) * 1000, cross))
 
-    tasks = [asyncio.create_task(client(i, t, tok)) for i in range(per_tenant)
-             for t, tok in zip(tenants, tokens, strict=True)]  # fmt: skip
+    tasks = [asyncio.create_task(client(i, *sub)) for i, sub in enumerate(subs)]
     deadline = time.monotonic() + 60
     while sum(r["ok"] for r in results) < len(tasks) and time.monotonic() < deadline:
         await asyncio.sleep(0.2)
     await asyncio.sleep(1.0)
-    mark("start")  # the window opens once every client is subscribed
-    await asyncio.sleep(seconds)
-    mark("end")
-    await asyncio.sleep(2.0)  # let the window's last messages arrive
+    phases = await asyncio.to_thread(run_phases)  # the windows open once every client subscribed
+    await asyncio.sleep(2.0)  # let the last window's messages arrive
     stop.set()
     await asyncio.gather(*tasks, return_exceptions=True)
-    return results
+    return results, phases
+
+
+def collector_child(fabric_id: int, config: dict) -> None:
+    """The collector as in production: its own process, sweeping at 1 Hz until stdin closes;
+    one JSON line per sweep."""
+    from console.fabric.models import Fabric
+
+    fabric = Fabric.objects.get(pk=fabric_id)
+    collector = AlternatingCollector(fabric, CollectorOptions(store_interval=10, **config))
+    collector.setup()
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+    print(json.dumps({"ready": True}), flush=True)
+    try:
+        while not stop.is_set():
+            started = time.monotonic()
+            r = collector.sweep()
+            print(json.dumps({"cycle_s": r.cycle_s, "read_s": r.read_s, "publish_s": r.publish_s,
+                              "mads": r.mads}), flush=True)  # fmt: skip
+            stop.wait(max(0.0, 1.0 - (time.monotonic() - started)))
+    finally:
+        collector.close()
+
+
+def live_phase(fabric, groups: list[str], config: dict, seconds: float, uvicorn_pid: int) -> dict:
+    """Sweep at 1 Hz with ``config`` for ``seconds`` (collector in its own process); the groups'
+    sequence windows and the collector's figures."""
+    from console.telemetry.store import current_seq
+
+    child = subprocess.Popen([sys.executable, __file__, "--collector-child", str(fabric.pk),
+                              "--config", json.dumps(config)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, cwd=ROOT)  # fmt: skip
+    reports: list[dict] = []
+
+    def pump():
+        for line in child.stdout:
+            if line.startswith("{"):
+                reports.append(json.loads(line))
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 120
+    while not reports and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(3.0)  # warm: baselines read, first deltas out
+
+    def mark():
+        return ({g: current_seq(g) for g in groups}, cpu_seconds(uvicorn_pid), time.monotonic(),
+                len(reports))  # fmt: skip
+
+    load0 = load_average()
+    seq0, cpu0, wall0, n0 = mark()
+    time.sleep(seconds)
+    seq1, cpu1, wall1, n1 = mark()
+    child.stdin.close()
+    child.wait(30)
+    reader.join(5)
+    window = [r for r in reports[n0:n1] if "cycle_s" in r] or [r for r in reports if "cycle_s" in r]
+    return {"seq": (seq0, seq1), "cpu": (cpu1 - cpu0) / (wall1 - wall0) * 100,
+            "cycle_p50": statistics.median(r["cycle_s"] for r in window),
+            "read_p50": statistics.median(r["read_s"] for r in window),
+            "publish_p50": statistics.median(r["publish_s"] for r in window),
+            "publish_p99": pct([r["publish_s"] for r in window], 99),
+            "mads": statistics.median(r["mads"] for r in window),
+            "load": round((load0 + load_average()) / 2, 2)}  # fmt: skip
+
+
+def phase_figures(results, phase: dict, prefix: str = "") -> dict:
+    seq0, seq1 = phase["seq"]
+    figures = {}
+    for kind, recs in (("", [r for r in results if r["tenant"]]),
+                       ("fabric_", [r for r in results if not r["tenant"]])):  # fmt: skip
+        expected = received = cross = 0
+        latencies = []
+        for rec in recs:
+            group = rec.get("group")
+            if group is None:
+                continue
+            window = set(range(seq0[group] + 1, seq1[group] + 1))
+            expected += len(window)
+            got = [(s, lat, c) for s, lat, c in rec["msgs"] if s in window]
+            received += len({s for s, _, _ in got})
+            latencies += [lat for _, lat, _ in got]
+            cross += sum(c for _, _, c in got)
+        if not recs:
+            continue
+        figures.update({f"{kind}messages_expected": expected,
+                        f"{kind}delivered_fraction": round(received / expected, 5) if expected else 0.0,
+                        f"{kind}p50_ms": round(pct(latencies, 50), 1),
+                        f"{kind}p99_ms": round(pct(latencies, 99), 1)})  # fmt: skip
+        if kind == "":
+            figures["cross_tenant_deliveries"] = cross
+    figures.update({"server_cpu_percent": round(phase["cpu"], 1),
+                    "live_cycle_p50_s": round(phase["cycle_p50"], 3),
+                    "live_read_p50_s": round(phase["read_p50"], 3),
+                    "live_publish_p50_ms": round(phase["publish_p50"] * 1000, 1),
+                    "live_publish_p99_ms": round(phase["publish_p99"] * 1000, 1),
+                    "live_mads_per_sweep": round(phase["mads"]),
+                    "live_load_average": phase["load"]})  # fmt: skip
+    return figures
 
 
 def browser_apply_ms(port: int, fabric, op) -> float:
@@ -228,15 +387,36 @@ def browser_apply_ms(port: int, fabric, op) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--clients", type=int, default=200)
-    parser.add_argument("--seconds", type=float, default=30)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=200, help="tenant clients (2 tenants)")
+    parser.add_argument("--operators", type=int, default=10,
+                        help="operator clients on the fabric group (every link)")  # fmt: skip
+    parser.add_argument("--seconds", type=float, default=30, help="length of each live window")
+    parser.add_argument("--mad-reps", type=int, default=5, help="repetitions of the MAD test")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="skip the baseline configuration's live window")  # fmt: skip
+    parser.add_argument("--no-browser", action="store_true", help="skip the Chromium step")
+    parser.add_argument("--collector-child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--config", default="{}", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.collector_child:
+        collector_child(args.collector_child, json.loads(args.config))
+        return
+    from console.live.notify import fabric_group, tenant_group
+
     workdir = Path(tempfile.mkdtemp(prefix="bench-live-"))
+    load_start = load_average()
     fabric, tenants, tokens, op = setup(workdir / "lab")
     uvicorn = None
     try:
-        out = cycle_times(fabric)
+        out = mad_throughput(fabric, args.mad_reps)
+        print(json.dumps({"phase": "mad", **out}), flush=True)
+        out.update(cycle_times(fabric, BASELINE, "baseline_"))
+        out.update(cycle_times(fabric, CURRENT))
+        out["collector_cycle_ratio"] = round(
+            out["collector_cycle_p50_s"] / out["baseline_collector_cycle_p50_s"], 3
+        )
+        out["perfquery_reader_cycle_s"] = perfquery_cycle(fabric)
         print(json.dumps({"phase": "collector", **out}), flush=True)
         port = free_port()
         env = dict(os.environ, CONSOLE_DATA_DIR=str(workdir))
@@ -245,53 +425,48 @@ def main() -> None:
                                     "off", "--log-level", "warning"], cwd=ROOT, env=env,
                                    start_new_session=True)  # fmt: skip
         time.sleep(3)
-        collector = AlternatingCollector(fabric, CollectorOptions(store_interval=10))
-        collector.setup()
-        collector.sweep()
-        links_of = {int(t): set(v) for t, v in collector.tenant_links.items()}
-        stop = threading.Event()
+        probe = AlternatingCollector(
+            fabric, CollectorOptions(store_interval=1e9, lab_traffic=False)
+        )
+        probe.setup()
+        probe._refresh_jobs()
+        links_of = {int(t): set(v) for t, v in probe.tenant_links.items()}
+        probe.close()
+        per_tenant = args.clients // len(tenants)
+        subs = [(f"/ws/live/tenant/{t.pk}/", tok, t.pk) for _ in range(per_tenant)
+                for t, tok in zip(tenants, tokens, strict=True)]  # fmt: skip
+        subs += [(f"/ws/live/fabric/{fabric.pk}/", op.bench_token, None)] * args.operators
+        groups = [tenant_group(t.pk) for t in tenants] + [fabric_group(fabric.pk)]
+        configs = ([] if args.no_baseline else [("baseline_", BASELINE)]) + [("", CURRENT)]
 
-        def loop():
-            while not stop.is_set():
-                started = time.monotonic()
-                collector.sweep()
-                stop.wait(max(0.0, 1.0 - (time.monotonic() - started)))
+        def run_phases():
+            return [(prefix, live_phase(fabric, groups, config, args.seconds, uvicorn.pid))
+                    for prefix, config in configs]  # fmt: skip
 
-        from console.live.notify import tenant_group
-        from console.telemetry.store import current_seq
-
-        thread = threading.Thread(target=loop, daemon=True)
-        thread.start()
-        marks: dict[str, tuple[dict[int, int], float, float]] = {}
-
-        def mark(name: str) -> None:
-            seqs = {t.pk: current_seq(tenant_group(t.pk)) for t in tenants}
-            marks[name] = (seqs, cpu_seconds(uvicorn.pid), time.monotonic())
-
-        results = asyncio.run(clients(port, tenants, tokens, links_of,
-                                      args.clients // len(tenants), args.seconds, mark))  # fmt: skip
-        (seq0, cpu0, wall0), (seq1, cpu1, wall1) = marks["start"], marks["end"]
-        cpu = (cpu1 - cpu0) / (wall1 - wall0) * 100
-        stop.set()
-        thread.join(5)
-        collector.close()
-        expected = received = 0
-        latencies = []
-        for rec in results:
-            window = set(range(seq0[rec["tenant"]] + 1, seq1[rec["tenant"]] + 1))
-            expected += len(window)
-            received += len(rec["seqs"] & window)
-            latencies += rec["lat"]
-        apply_ms, visible = browser_apply_ms(port, fabric, op)
-        print(json.dumps({
-            "clients": len(results), "connected": sum(r["ok"] for r in results),
-            "seconds": args.seconds, "messages_expected": expected,
-            "delivered_fraction": round(received / expected, 5) if expected else 0.0,
-            "p50_ms": round(pct(latencies, 50), 1), "p99_ms": round(pct(latencies, 99), 1),
-            "cross_tenant_deliveries": sum(r["cross"] for r in results),
-            "server_cpu_percent": round(cpu, 1), **out,
-            "browser_apply_all_links_ms": apply_ms, "browser_links": visible,
-        }), flush=True)  # fmt: skip
+        results, phases = asyncio.run(clients(port, subs, links_of, run_phases))
+        summary = {"clients": sum(1 for r in results if r["tenant"]),
+                   "connected": sum(r["ok"] for r in results if r["tenant"]),
+                   "operator_clients": sum(1 for r in results if not r["tenant"]),
+                   "seconds": args.seconds}  # fmt: skip
+        for prefix, phase in phases:
+            figures = phase_figures(results, phase)
+            print(json.dumps({"phase": f"live {prefix or 'current'}", **figures}), flush=True)
+            summary.update({f"{prefix}{k}": v for k, v in figures.items()})
+        if not args.no_baseline:
+            for key in ("p99_ms", "fabric_p99_ms"):
+                if summary.get(f"baseline_{key}"):
+                    summary[f"{key[:-3]}_ratio"] = round(
+                        summary[key] / summary[f"baseline_{key}"], 3
+                    )
+        summary.update(out)
+        if not args.no_browser:
+            try:
+                apply_ms, visible = browser_apply_ms(port, fabric, op)
+                summary.update(browser_apply_all_links_ms=apply_ms, browser_links=visible)
+            except Exception as exc:  # the other figures still stand
+                summary["browser_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+        summary.update(load_average_start=load_start, load_average_end=load_average())
+        print(json.dumps(summary), flush=True)
     finally:
         if uvicorn is not None and uvicorn.poll() is None:
             os.killpg(uvicorn.pid, signal.SIGTERM)

@@ -84,9 +84,9 @@ def test_session_times_out_restarts_and_closes(lab):
         assert mad.ping() < 5 and mad.starts == 1
         pid = mad.proc.pid
         lid, port = next(iter(lab.port_lids().values()))
-        # 20,000 SMPs take ibsim seconds: far beyond a 0.2 s deadline.
+        # 200,000 SMPs take ibsim seconds even pipelined: far beyond a 0.2 s deadline.
         with pytest.raises(MadTimeout, match="killed"):
-            mad.pkeys([(lid, port)] * 10_000, blocks=[2] * 10_000, timeout=0.2)
+            mad.pkeys([(lid, port)] * 100_000, blocks=[2] * 100_000, timeout=0.2)
         assert not mad.alive
         assert not Path(f"/proc/{pid}").exists() or _zombie(pid)
         assert mad.pkeys([(lid, port)])[0] is not None  # a fresh helper
@@ -166,3 +166,73 @@ def test_push_falls_back_to_smpquery_without_the_helper(lab, monkeypatch):
     assert forced.outcome == "verified", forced.mismatches
     assert "LIDs: ibnetdiscover; P_Key tables via smpquery" in forced.step("verify").log
     mad_module.close_shared()
+
+
+def _switch_ports(lab: Lab) -> list[tuple[int, int]]:
+    """(LID, port) of every cabled switch port."""
+    topo = lab.diags().ibnetdiscover()
+    cabled = {(topo.nodes[node].lid, port) for link in topo.links
+              for node, port in ((link.a_id, link.a_port), (link.b_id, link.b_port))
+              if topo.nodes[node].is_switch}  # fmt: skip
+    return sorted(cabled)
+
+
+def test_pipelined_answers_equal_synchronous_answers(lab):
+    assert push_partitions(lab, [reservation(lab)]).ok
+    topo = lab.diags().ibnetdiscover()
+    ports = _switch_ports(lab)
+    ca_lids = sorted(n.lid for n in topo.nodes.values() if not n.is_switch)
+    switch = min(n.lid for n in topo.switches())
+    top = max(n.lid for n in topo.nodes.values())
+    answers = {}
+    with MadSession(lab.diag_env()) as mad:
+        assert mad.ping() >= 0 and mad.pipelined  # libibumad is there: the helper pipelines
+        for mode in ("sync", "pipelined"):
+            mad.mode = mode
+            answers[mode] = {
+                "counters": mad.counters(ports + [(switch, 255)]),
+                "portinfo": mad.portinfo(ports),
+                "nodeinfo": mad.nodeinfo(ca_lids + [switch]),
+                "pkeys": [t.pkeys() for t in mad.pkeys([(lid, 1) for lid in ca_lids])],
+                "lft": mad.lft(switch, top),
+            }
+            assert mad.last_stats["mode"] == mode
+    sync, pipe = answers["sync"], answers["pipelined"]
+    assert len(sync["counters"]) == len(ports) + 1 and all(sync["counters"])
+    for a, b in zip(sync["counters"], pipe["counters"], strict=True):
+        # errors and state are equal; data counters only grow (the MADs themselves cross links)
+        assert a[2:] == b[2:]
+        assert b[0] >= a[0] and b[1] >= a[1]
+    assert {row[3] for row in sync["counters"][:-1]} == {"Active"}
+    for op in ("portinfo", "nodeinfo", "pkeys", "lft"):
+        assert sync[op] == pipe[op], op
+    assert any(0x0003 in keys for keys in sync["pkeys"]) and len(sync["lft"]) == top + 1
+
+
+def test_a_dead_lid_is_null_and_the_rest_is_answered(lab):
+    ports = _switch_ports(lab)
+    dead = [(999, 1), (998, 3)]
+    mixed = ports[:10] + dead[:1] + ports[10:] + dead[1:]
+    with MadSession(lab.diag_env()) as mad:
+        rows = mad.counters(mixed, mad_timeout_ms=100, retries=1)
+        stats = mad.last_stats
+        assert stats["mode"] == "pipelined"
+        for (lid, _), row in zip(mixed, rows, strict=True):
+            assert (row is None) == (lid in (998, 999))
+        assert stats["failed"] == 3 * len(dead)  # each dead port: data, errors, state
+        assert stats["mads"] == 3 * len(mixed) + stats["retried"]
+        mad.mode = "sync"
+        info = mad.portinfo([(999, 1)] + ports[:2])
+        assert info[0] is None and info[1]["link_state"] == "Active"
+
+
+def test_counters_read_only_what_the_mask_asks_for(lab):
+    ports = _switch_ports(lab)[:4]
+    with MadSession(lab.diag_env()) as mad:
+        rows = mad.counters(ports, masks=[1, 2, 4, 7])
+        assert mad.last_stats["mads"] == 1 + 1 + 1 + 3
+        data, errors, state, every = rows
+        assert data[0] is not None and data[2] is None and data[3] is None
+        assert errors[0] is None and set(errors[2]) >= {"SymbolErrorCounter", "PortRcvErrors"}
+        assert state[:3] == [None, None, None] and state[3] == "Active"
+        assert every[0] is not None and every[2] and every[3] == "Active"

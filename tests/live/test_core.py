@@ -92,3 +92,60 @@ def test_live_message_schemas_are_checked():
                "links": [dict(link, up=1)]})  # fmt: skip
     with pytest.raises(SchemaError):
         check({"type": "nope"})
+
+
+def test_each_link_is_read_at_one_switch_port_and_gives_both_directions():
+    from console.telemetry.core import sweep_status
+    from console.telemetry.linkmap import build_link_map
+    from designer.catalogue import DEFAULT_CATALOGUE
+    from designer.plan import plan
+
+    options = {"topology": "rail-optimized", "gpus": 256, "node_type": "DGX-H100",
+               "switch": "QM9700"}  # fmt: skip
+    graph = plan(options, DEFAULT_CATALOGUE).graph
+    lm = build_link_map(graph)
+    measured = [(sw, p) for sw, plist in lm.measured_ports().items() for p in plist]
+    # one read per link, at a switch port: the leaf end of host links, the spine end of uplinks
+    assert len(measured) == len(set(measured)) == len(lm.ends) == len(graph.links)
+    assert all(sw in graph.switches for sw, _ in measured)
+    host = next(e for e in lm.ends.values() if e.peer in graph.nodes)
+    uplink = next(e for e in lm.ends.values() if e.peer in graph.switches)
+    assert lm.tiers[host.switch] != lm.tiers[uplink.switch]
+    # the far end is never read: its Xmit is this end's Rcv and the other way round
+    assert (uplink.peer, uplink.peer_port) not in measured
+    before = {(e.switch, e.port): PortReading(0, 0, {}, "Active") for e in (host, uplink)}
+    gbit = 1e9 / 32  # 4-octet words per second at 1 Gb/s
+    now = {
+        (host.switch, host.port): PortReading(int(100 * gbit), int(40 * gbit), {}, "Active"),
+        (uplink.switch, uplink.port): PortReading(int(10 * gbit), int(300 * gbit), {}, "Active"),
+    }
+    st = sweep_status([host, uplink], now, before, 1.0)
+    # tx: switch port → peer (leaf → HCA, spine → leaf); rx: peer → switch port
+    assert st[host.link_id].tx_bps == pytest.approx(100e9, rel=1e-6)
+    assert st[host.link_id].rx_bps == pytest.approx(40e9, rel=1e-6)
+    assert st[uplink.link_id].tx_bps == pytest.approx(10e9, rel=1e-6)
+    assert st[uplink.link_id].rx_bps == pytest.approx(300e9, rel=1e-6)
+    assert st[uplink.link_id].utilisation == pytest.approx(0.75)
+
+
+def test_link_state_is_read_every_other_sweep_and_every_sweep_for_links_not_active():
+    from console.telemetry.core import state_due
+
+    ports = {"leaf1": [1, 2, 3, 4], "spine1": [1, 2]}
+    every = {(sw, p) for sw, plist in ports.items() for p in plist}
+    assert state_due(ports, {}, 0, 2) is None  # first sweep: every port
+    active = {key: PortReading(0, 0, {}, "Active") for key in every}
+    assert state_due(ports, active, 5, 1) is None  # every sweep when not staggered
+    even, odd = state_due(ports, active, 0, 2), state_due(ports, active, 1, 2)
+    assert even | odd == every and not even & odd
+    assert len(even) == len(odd) == 3  # each switch's ports spread over both sweeps
+    # a port that is down (or did not answer) is read every sweep until it is Active again
+    down = dict(active)
+    down[("leaf1", 2)] = PortReading(0, 0, {}, "Down")
+    del down[("spine1", 1)]
+    for sweep in range(4):
+        due = state_due(ports, down, sweep, 2)
+        assert {("leaf1", 2), ("spine1", 1)} <= due
+    # three sweeps in a row: every port was read at least once in any two consecutive ones
+    for sweep in range(3):
+        assert state_due(ports, active, sweep, 2) | state_due(ports, active, sweep + 1, 2) == every

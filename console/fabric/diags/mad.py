@@ -8,6 +8,10 @@ is killed (whole process group) and :class:`MadTimeout` raised; the next request
 helper. A helper that cannot start (no libibmad, no umad port) raises :class:`MadUnavailable`,
 which callers take as "use the diag processes instead".
 
+The helper keeps many MADs in flight (``mode="pipelined"``, its default where libibumad is
+usable) or sends one at a time (``mode="sync"``); the answers are the same. ``last_stats``
+holds what the last request cost (MADs sent, seconds, retries, failures).
+
 Use it as a context manager, or call :meth:`MadSession.close`::
 
     with MadSession(lab.diag_env()) as mad:
@@ -37,6 +41,9 @@ PROJECT_ROOT = Path(__file__).resolve().parents[3]
 MODULE = "console.fabric.diags.madworker"
 DEFAULT_TIMEOUT = 10.0
 START_TIMEOUT = 10.0
+#: ``counters`` masks: what to read for a port (the helper's READ_* bits)
+READ_DATA, READ_ERRORS, READ_STATE = 1, 2, 4
+READ_ALL = READ_DATA | READ_ERRORS | READ_STATE
 
 
 class MadError(RuntimeError):
@@ -60,12 +67,22 @@ class MadSession:
         *,
         timeout: float = DEFAULT_TIMEOUT,
         start_timeout: float = START_TIMEOUT,
+        mode: str | None = None,
+        window: int | None = None,
     ) -> None:
         self.env = env
         self.timeout = timeout
         self.start_timeout = start_timeout
+        #: "pipelined" (many MADs in flight, the helper's default) or "sync" (one at a time);
+        #: ``window``: MADs in flight when pipelined (None: the helper's default)
+        self.mode = mode
+        self.window = window
         self.proc: subprocess.Popen[str] | None = None
         self.starts = 0
+        #: whether the running helper can pipeline (its hello line says so)
+        self.pipelined = False
+        #: ``stats`` of the last reply: mode, mads, retried, failed, seconds
+        self.last_stats: dict[str, Any] = {}
         self._lock = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -115,6 +132,7 @@ class MadSession:
         if not hello.get("ok"):
             self._kill()
             raise MadUnavailable(f"MAD helper failed to start: {hello.get('error')}")
+        self.pipelined = bool(hello.get("pipelined"))
         return self.proc
 
     def _read(self, proc: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
@@ -172,6 +190,10 @@ class MadSession:
         A helper that died since the last request is restarted first (once per request).
         """
         deadline = timeout if timeout is not None else self.timeout
+        if self.mode is not None and "mode" not in request:
+            request = {**request, "mode": self.mode}
+        if self.window is not None and "window" not in request:
+            request = {**request, "window": self.window}
         with self._lock:
             proc = self._ensure()
             assert proc.stdin is not None
@@ -182,6 +204,7 @@ class MadSession:
                 self._kill()
                 raise MadError(f"MAD helper gone: {exc}") from exc
             reply = self._read(proc, deadline)
+            self.last_stats = reply.get("stats") or {}
         if not reply.get("ok"):
             raise MadError(str(reply.get("error")))
         return reply.get("data")
@@ -229,9 +252,27 @@ class MadSession:
             return []
         return self.request({"op": "portinfo", "ports": self._ports(ports)}, timeout=timeout)
 
-    def counters(self, ports: Sequence[tuple[int, int]], *, timeout: float | None = None) -> Any:
-        """``[xmit, rcv, errors, state]`` per ``(lid, port)`` (None where the PMA failed)."""
-        return self.request({"op": "counters", "ports": self._ports(ports)}, timeout=timeout)
+    def counters(
+        self,
+        ports: Sequence[tuple[int, int]],
+        *,
+        masks: Sequence[int] | None = None,
+        timeout: float | None = None,
+        **options: Any,
+    ) -> Any:
+        """``[xmit, rcv, errors, state]`` per ``(lid, port)`` (None where the PMA failed).
+
+        ``masks[i]`` picks what is read for port i (:data:`READ_DATA` | :data:`READ_ERRORS` |
+        :data:`READ_STATE`, all by default); ``errors`` and ``state`` are None where not read.
+        ``options`` go into the request as they are (``mode``, ``window``, ``mad_timeout_ms``,
+        ``retries``)."""
+        wire = self._ports(ports)
+        if masks is not None:
+            wire = [[lid, port, int(m)] for (lid, port), m in zip(wire, masks, strict=True)]
+        data = self.request({"op": "counters", "ports": wire, **options}, timeout=timeout)
+        if not isinstance(data, list) or len(data) != len(ports):
+            raise MadError("MAD helper answered counters for a different number of ports")
+        return data
 
     def lft(self, lid: int, top: int, *, timeout: float | None = None) -> list[int] | None:
         """Egress port per destination LID 0..top of the switch at ``lid`` (None on failure)."""

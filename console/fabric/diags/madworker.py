@@ -1,30 +1,49 @@
 """A long-lived MAD helper: counters, port states, P_Key tables and forwarding tables via libibmad.
 
 Why: one diag process (``perfquery``, ``smpquery``) per port or switch costs ~40-80 ms of start-up
-and ibsim attach. One process that opens its umad port once and issues MADs in a loop answers
-~10,000 MADs/s against ibsim: a telemetry sweep of the 2,048-GPU lab (12,288 PMA queries) in
-~0.3 s, the P_Key tables of a push's 136 checked ports in ~15 ms. It runs with the same
-environment as the diags (``LD_PRELOAD`` of umad2sim, ``SIM_HOST``, ``IBSIM_SOCKNAME`` in the
-lab; nothing on a real host), so it must be its own process. The client is
-:class:`console.fabric.diags.mad.MadSession`.
+and ibsim attach. One process that opens its umad port once answers every request of a session.
+It runs with the same environment as the diags (``LD_PRELOAD`` of umad2sim, ``SIM_HOST``,
+``IBSIM_SOCKNAME`` in the lab; nothing on a real host), so it must be its own process. The client
+is :class:`console.fabric.diags.mad.MadSession`.
+
+Two ways to put MADs on the wire, same answers:
+
+- **pipelined** (the default): :class:`Pipeline` builds each 256-byte MAD itself and keeps up to
+  ``window`` of them in flight on the umad port libibmad opened (``umad_send``/``umad_recv`` of
+  libibumad with libibmad's agents), matches replies by transaction ID, times each MAD out on its
+  own and retries it (``retries`` times); answers come back in request order whatever order the
+  replies arrived in. A MAD the fabric answers with a redirect (ClassPortInfo) is re-asked
+  synchronously through libibmad, which follows redirects.
+- **sync**: libibmad's ``pma_query_via``/``smp_query_via``, one MAD in flight (~10,000 MADs/s
+  against ibsim, each MAD paying a full round trip through umad2sim and ibsim).
 
 Protocol: one JSON request per stdin line, one JSON reply per stdout line; the first line the
-helper writes is ``{"ok": true, "ready": true}`` (or ``{"ok": false, "error": ...}``)::
+helper writes is ``{"ok": true, "ready": true, "pipelined": bool}`` (or ``{"ok": false,
+"error": ...}``)::
 
     {"op": "ping"}                                    → {"ok": true, "data": "pong"}
-    {"op": "counters", "ports": [[lid, port], ...]}   → {"ok": true, "data": [[x, r, errs, state]...]}
+    {"op": "counters", "ports": [[lid, port(, mask)], ...]}
+                                                      → {"ok": true, "data": [[x, r, errs, state]...]}
     {"op": "lft", "lid": 12, "top": 300}              → {"ok": true, "data": [port per lid...]}
     {"op": "pkeys", "ports": [[lid, port(, blocks)], ...]} → {"ok": true, "data": [[[index, raw]...]...]}
     {"op": "portinfo", "ports": [[lid, port], ...]}   → {"ok": true, "data": [{"lid":..}...]}
     {"op": "nodeinfo", "lids": [lid, ...]}            → {"ok": true, "data": [{"port_guid":..}...]}
     {"op": "sminfo", "lid": 1}                        → {"ok": true, "data": {"act_count": ...}}
 
-Per-port answers are ``null`` where the MAD failed (timeout, no such LID). ``pkeys`` is
-SubnGet(P_KeyTable) of block 0 (the first 32 keys, where OpenSM puts them) or of the first
-``blocks`` blocks (``smpquery pkeys`` reads PartitionCap/32 blocks, NodeInfo ``partition_cap``
-gives it) and returns the non-zero entries as ``[index, raw]`` — the top bit of ``raw`` is full
-membership. The attribute modifier is ``port << 16 | block`` as smpquery sends it; on an HCA
-the port is its CA port (the one owning the LID).
+Every request may carry ``"mode": "sync" | "pipelined"``, ``"window"`` (MADs in flight),
+``"mad_timeout_ms"`` and ``"retries"``; every reply carries ``"stats"`` (``mads`` sent,
+``seconds``, ``retried``, ``failed``, ``mode``).
+
+``counters``: ``mask`` (default 7) picks what is read for the port: 1 the data counters
+(PortCountersExtended), 2 the error counters (PortCounters), 4 the link state (PortInfo). The row
+is ``null`` when the data counters were asked for and failed; ``errs`` is ``{}`` and ``state``
+``""`` when their MAD failed, and both are ``null`` when not asked for. Other per-port answers are
+``null`` where the MAD failed (timeout, no such LID). ``pkeys`` is SubnGet(P_KeyTable) of block 0
+(the first 32 keys, where OpenSM puts them) or of the first ``blocks`` blocks (``smpquery pkeys``
+reads PartitionCap/32 blocks, NodeInfo ``partition_cap`` gives it) and returns the non-zero
+entries as ``[index, raw]`` — the top bit of ``raw`` is full membership. The attribute modifier is
+``port << 16 | block`` as smpquery sends it; on an HCA the port is its CA port (the one owning the
+LID).
 
 Standard library only (no Django): ``python -m console.fabric.diags.madworker``.
 """
@@ -32,9 +51,15 @@ Standard library only (no Django): ``python -m console.fabric.diags.madworker``.
 from __future__ import annotations
 
 import ctypes
+import gc
 import json
+import random
 import struct
 import sys
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 PERF_CLASS, SMI_CLASS = 0x04, 0x01
 ATTR_PORT_COUNTERS, ATTR_PORT_COUNTERS_EXT = 0x12, 0x1D
@@ -52,6 +77,23 @@ ERROR_FIELDS = (  # (name, offset, size) in the PortCounters attribute
     ("PortRcvErrors", 8, 2),
     ("PortXmitDiscards", 14, 2),
 )
+#: ``counters`` mask bits: what to read for a port.
+READ_DATA, READ_ERRORS, READ_STATE = 1, 2, 4
+READ_ALL = READ_DATA | READ_ERRORS | READ_STATE
+
+METHOD_GET = 0x01
+MAD_SIZE = 256  # a MAD on the wire
+DATA_OFFSET = 64  # SMP (LID routed) and PMA attribute data start here in the MAD
+DATA_SIZE = 64  # what the helper keeps of an answer (the sync path copies as much)
+STATUS_REDIRECT = 0x0002
+DEFAULT_WINDOW = 32
+DEFAULT_TIMEOUT_MS = 200
+DEFAULT_RETRIES = 1
+USER_MAD_HEADER = 64  # sizeof(struct ib_user_mad) of the umad ABI (version 5)
+
+#: One MAD to send: (management class, LID, attribute id, attribute modifier). For the PMA
+#: (class 0x04) the "modifier" is the port, sent as PortSelect in the data as pma_query_via does.
+Query = tuple[int, int, int, int]
 
 
 class _DrPath(ctypes.Structure):
@@ -65,10 +107,25 @@ class _PortId(ctypes.Structure):  # libibmad's ib_portid_t
                 ("sl", ctypes.c_uint8), ("pkey_idx", ctypes.c_uint)]  # fmt: skip
 
 
+@dataclass
+class Stats:
+    """What one request cost on the wire."""
+
+    mode: str = "sync"
+    mads: int = 0
+    retried: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        return {"mode": self.mode, "mads": self.mads, "retried": self.retried,
+                "failed": self.failed, "seconds": round(self.seconds, 6)}  # fmt: skip
+
+
 class Mad:
     """libibmad through ctypes: PMA and LID-routed SMP queries with a per-query timeout (ms)."""
 
-    def __init__(self, timeout_ms: int = 200) -> None:
+    def __init__(self, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
         lib = ctypes.CDLL("libibmad.so.5")
         lib.mad_rpc_open_port.restype = ctypes.c_void_p
         lib.mad_rpc_open_port.argtypes = [ctypes.c_char_p, ctypes.c_int,
@@ -96,122 +153,392 @@ class Mad:
         return ctypes.byref(self.pid)
 
     def pma(self, lid: int, port: int, attr: int) -> bytes | None:
+        ctypes.memset(self.buf, 0, DATA_SIZE)
         ok = self.lib.pma_query_via(self.buf, self._portid(lid, 1), port, self.timeout, attr,
                                     self.port)  # fmt: skip
-        return self.buf.raw[:64] if ok else None
+        return self.buf.raw[:DATA_SIZE] if ok else None
 
     def smp(self, lid: int, attr: int, mod: int) -> bytes | None:
         ok = self.lib.smp_query_via(self.buf, self._portid(lid, 0), attr, mod, self.timeout,
                                     self.port)  # fmt: skip
-        return self.buf.raw[:64] if ok else None
+        return self.buf.raw[:DATA_SIZE] if ok else None
 
-    def counters(self, lid: int, port: int) -> list | None:
-        ext = self.pma(lid, port, ATTR_PORT_COUNTERS_EXT)
-        if ext is None:
-            return None
-        xmit, rcv = struct.unpack_from(">QQ", ext, 8)
-        basic = self.pma(lid, port, ATTR_PORT_COUNTERS)
-        errors = {}
-        if basic is not None:
-            for name, offset, size in ERROR_FIELDS:
-                errors[name] = int.from_bytes(basic[offset : offset + size], "big")
-        info = self.smp(lid, ATTR_PORT_INFO, port)
-        state = PORT_STATES.get(info[32] & 0x0F, "Unknown") if info is not None else ""
-        return [xmit, rcv, errors, state]
+    def one(self, query: Query) -> bytes | None:
+        """One query, synchronously (libibmad follows redirects and retries)."""
+        cls, lid, attr, mod = query
+        if cls == PERF_CLASS:
+            return self.pma(lid, mod, attr)
+        return self.smp(lid, attr, mod)
 
-    def lft(self, lid: int, top: int) -> list[int] | None:
-        out: list[int] = []
-        for block in range(top // 64 + 1):
-            data = self.smp(lid, ATTR_LFT, block)
-            if data is None:
-                return None
-            out.extend(data[:64])
-        return out[: top + 1]
-
-    def pkeys(self, lid: int, port: int, blocks: int = 1) -> list[list[int]] | None:
-        """Non-zero entries ``[index, raw]`` of the first ``blocks`` P_Key table blocks (32 keys
-        each; block 0 is where OpenSM puts a port's keys). None when any block fails."""
-        out: list[list[int]] = []
-        for block in range(max(1, blocks)):
-            data = self.smp(lid, ATTR_PKEY_TABLE, ((port & 0xFF) << 16) | block)
-            if data is None:
-                return None
-            keys = struct.unpack_from(">32H", data, 0)
-            out += [[block * 32 + i, raw] for i, raw in enumerate(keys) if raw & 0x7FFF]
+    def query(self, queries: Sequence[Query], stats: Stats) -> list[bytes | None]:
+        """Every query, one after the other; None where it failed."""
+        stats.mode = "sync"
+        out = [self.one(q) for q in queries]
+        stats.mads += len(queries)
+        stats.failed += sum(1 for r in out if r is None)
         return out
 
-    def portinfo(self, lid: int, port: int) -> dict | None:
-        """The PortInfo fields the console uses (LID, logical and physical state)."""
-        data = self.smp(lid, ATTR_PORT_INFO, port)
-        if data is None:
+
+# The umad header (struct ib_user_mad, ABI 5) from the address's LID (offset 28) on, then the MAD
+# header: zeroes up to the MAD (sl, path bits, GRH, P_Key index: all 0), base version 1, class,
+# class version 1, method, status, class specific, transaction ID, attribute id, reserved,
+# modifier; the PMA's request data carries PortSelect in its second byte (pma_query_via).
+_LID_AT = 28
+_SMP_OUT = struct.Struct(">H34xBBBBHHQHHI")
+_PMA_OUT = struct.Struct(">H34xBBBBHHQHHI40xBB")
+_REPLY_STATUS = struct.Struct("=I")  # umad status (host order) at offset 4
+_REPLY_MAD = struct.Struct(">xBxBH6xI")  # class, method, MAD status, TID low 32 bits
+
+
+class Pipeline:
+    """Many MADs in flight on the umad port ``mad`` opened (its agents, its port id).
+
+    Requests are sent interleaved across destination LIDs (a switch sees one MAD of a batch at a
+    time rather than a burst of its own), at most ``window`` outstanding. A reply is matched by
+    the low 32 bits of its transaction ID (the kernel and umad2sim rewrite the high bits); a MAD
+    whose umad status is non-zero (the kernel's or ibsim's timeout) or that stays unanswered past
+    its deadline is sent again with a fresh transaction ID, up to ``retries`` times; late replies
+    of earlier attempts are dropped. A non-zero MAD status fails the query without retry (as
+    libibmad does), except a redirect, which the synchronous path re-asks.
+    """
+
+    def __init__(self, mad: Mad, *, window: int = DEFAULT_WINDOW,
+                 timeout_ms: int = DEFAULT_TIMEOUT_MS, retries: int = DEFAULT_RETRIES,
+                 umad=None) -> None:  # fmt: skip
+        umad = umad if umad is not None else ctypes.CDLL("libibumad.so.3")
+        umad.umad_size.restype = ctypes.c_size_t
+        if umad.umad_size() != USER_MAD_HEADER:
+            raise OSError(f"unexpected umad header size {umad.umad_size()}")
+        umad.umad_set_addr.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                       ctypes.c_int]  # fmt: skip
+        mad.lib.mad_rpc_portid.argtypes = [ctypes.c_void_p]
+        mad.lib.mad_rpc_class_agent.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        self.portid = mad.lib.mad_rpc_portid(mad.port)
+        self.agents = {c: mad.lib.mad_rpc_class_agent(mad.port, c) for c in (SMI_CLASS, PERF_CLASS)}
+        if self.portid < 0 or min(self.agents.values()) < 0:
+            raise OSError("libibmad opened no umad agents")
+        self.mad = mad
+        self.umad = umad
+        self.window = window
+        self.timeout_ms = timeout_ms
+        self.retries = retries
+        # One send buffer per class: QP and Q_Key set once by libibumad, the rest per MAD.
+        self.send_buf = {}
+        for cls, qp, qkey in ((SMI_CLASS, 0, 0), (PERF_CLASS, 1, QP1_QKEY)):
+            buf = ctypes.create_string_buffer(USER_MAD_HEADER + MAD_SIZE)
+            umad.umad_set_addr(buf, 0x1234, qp, 0, qkey)
+            if buf.raw[_LID_AT : _LID_AT + 2] != b"\x12\x34":
+                raise OSError("unexpected umad address layout")
+            self.send_buf[cls] = buf
+        self.recv_buf = ctypes.create_string_buffer(USER_MAD_HEADER + MAD_SIZE)
+        self.recv_len = ctypes.c_int(MAD_SIZE)
+        self._recv_len_p = ctypes.pointer(self.recv_len)
+        self.tid = random.getrandbits(32)
+
+    def _next_tid(self) -> int:
+        self.tid = (self.tid + 1) & 0xFFFFFFFF or 1
+        return self.tid
+
+    def _send(self, query: Query, tid: int, timeout_ms: int) -> bool:
+        cls, lid, attr, mod = query
+        buf = self.send_buf[cls]
+        if cls == PERF_CLASS:  # modifier 0, PortSelect in the data
+            _PMA_OUT.pack_into(buf, _LID_AT, lid, 1, cls, 1, METHOD_GET, 0, 0, tid, attr, 0, 0, 0,
+                               mod & 0xFF)  # fmt: skip
+        else:
+            _SMP_OUT.pack_into(buf, _LID_AT, lid, 1, cls, 1, METHOD_GET, 0, 0, tid, attr, 0, mod)
+        return self.umad.umad_send(self.portid, self.agents[cls], buf, MAD_SIZE, timeout_ms, 0) == 0
+
+    def _recv(self, wait_ms: int) -> tuple[int, int, int, bytes] | None:
+        """(tid low 32 bits, umad status, MAD status, data) of the next reply, or None."""
+        buf = self.recv_buf
+        self.recv_len.value = MAD_SIZE
+        if self.umad.umad_recv(self.portid, buf, self._recv_len_p, wait_ms) < 0:
             return None
-        return {
-            "lid": struct.unpack_from(">H", data, 16)[0],
-            "sm_lid": struct.unpack_from(">H", data, 18)[0],
-            "link_state": PORT_STATES.get(data[32] & 0x0F, "Unknown"),
-            "phys_state": PHYS_STATES.get(data[33] >> 4, "Unknown"),
-        }
+        (ustatus,) = _REPLY_STATUS.unpack_from(buf, 4)
+        cls, method, mstatus, tid = _REPLY_MAD.unpack_from(buf, USER_MAD_HEADER)
+        if not ustatus and not method & 0x80:
+            return (0, 0, 0, b"")  # a request, not an answer: no transaction of ours matches 0
+        if cls == SMI_CLASS:
+            mstatus &= 0x7FFF  # the D bit of directed-route SMPs is not a status
+        start = USER_MAD_HEADER + DATA_OFFSET
+        return tid, ustatus, mstatus, buf[start : start + DATA_SIZE]
 
-    def nodeinfo(self, lid: int) -> dict | None:
-        """NodeInfo through ``lid``: node and port GUID (the port that owns the LID), type."""
-        data = self.smp(lid, ATTR_NODE_INFO, 0)
-        if data is None:
-            return None
-        node_guid, port_guid, cap = struct.unpack_from(">QQH", data, 12)
-        return {"node_guid": node_guid, "port_guid": port_guid, "partition_cap": cap,
-                "type": NODE_TYPES.get(data[2], "Unknown"), "ports": data[3],
-                "local_port": data[36]}  # fmt: skip
+    @staticmethod
+    def _interleaved(queries: Sequence[Query]) -> deque[int]:
+        """Indices in send order: round robin over destination LIDs."""
+        by_lid: dict[int, list[int]] = {}
+        for i, q in enumerate(queries):
+            by_lid.setdefault(q[1], []).append(i)
+        lanes = list(by_lid.values())
+        order: deque[int] = deque()
+        for depth in range(max((len(lane) for lane in lanes), default=0)):
+            order.extend(lane[depth] for lane in lanes if depth < len(lane))
+        return order
 
-    def sminfo(self, lid: int) -> dict | None:
-        """SMInfo of the SM at ``lid``: GUID, ActCount (OpenSM: MADs it sent), priority, state."""
-        data = self.smp(lid, ATTR_SM_INFO, 0)
-        if data is None:
-            return None
-        guid, _key, act = struct.unpack_from(">QQI", data, 0)
-        return {"guid": guid, "act_count": act, "priority": data[20] >> 4,
-                "state": SM_STATES.get(data[20] & 0x0F, "UNKNOWN")}  # fmt: skip
+    def query(self, queries: Sequence[Query], stats: Stats, *, window: int | None = None,
+              timeout_ms: int | None = None, retries: int | None = None) -> list[bytes | None]:  # fmt: skip
+        """Every query, up to ``window`` in flight; None where it failed (in request order)."""
+        stats.mode = "pipelined"
+        window = max(1, window or self.window)
+        timeout_ms = max(1, timeout_ms or self.timeout_ms)
+        retries = self.retries if retries is None else max(0, retries)
+        # Our own deadline backs the kernel's timeout (which umad2sim does not implement).
+        grace = timeout_ms / 1000 * 1.25 + 0.01
+        out: list[bytes | None] = [None] * len(queries)
+        attempts = [0] * len(queries)
+        todo = self._interleaved(queries)
+        inflight: dict[int, tuple[int, float]] = {}  # tid → (index, deadline), oldest first
+        redirected: list[int] = []
+        send, recv, clock = self._send, self._recv, time.monotonic
+
+        def again(i: int) -> None:
+            if attempts[i] <= retries:
+                stats.retried += 1
+                todo.appendleft(i)
+            else:
+                stats.failed += 1
+
+        gc_was = gc.isenabled()
+        gc.disable()  # a batch allocates many small tuples and frees them all: no cycles
+        try:
+            while todo or inflight:
+                if todo and len(inflight) < window:
+                    deadline = clock() + grace
+                    while todo and len(inflight) < window:
+                        i = todo.popleft()
+                        tid = self._next_tid()
+                        attempts[i] += 1
+                        stats.mads += 1
+                        if send(queries[i], tid, timeout_ms):
+                            inflight[tid] = (i, deadline)
+                        elif attempts[i] <= retries:
+                            stats.retried += 1
+                            todo.append(i)
+                        else:
+                            stats.failed += 1
+                    if not inflight:
+                        continue
+                head = inflight[next(iter(inflight))][1]
+                got = recv(max(1, int((head - clock()) * 1000) + 1))
+                if got is None:  # nothing within the head's deadline: expire what is overdue
+                    now = clock()
+                    for tid in list(inflight):
+                        i, deadline = inflight[tid]
+                        if deadline > now:
+                            break
+                        del inflight[tid]
+                        again(i)
+                    continue
+                tid, ustatus, mstatus, data = got
+                entry = inflight.pop(tid, None)
+                if entry is None:  # a late answer to an attempt already given up, or not ours
+                    continue
+                i = entry[0]
+                if ustatus:
+                    again(i)
+                elif mstatus == STATUS_REDIRECT:
+                    redirected.append(i)
+                elif mstatus:
+                    stats.failed += 1
+                else:
+                    out[i] = data
+        finally:
+            if gc_was:
+                gc.enable()
+        for i in redirected:
+            stats.mads += 1
+            out[i] = self.mad.one(queries[i])
+            stats.failed += out[i] is None
+        return out
 
 
-def _ports(req: dict) -> list[tuple[int, int]]:
-    return [(int(lid), int(port)) for lid, port in req["ports"]]
+# -- decoding answers (the same for both paths) ------------------------------------------------
 
 
-def answer(mad: Mad, req: dict) -> object:
+def _errors(data: bytes | None) -> dict[str, int]:
+    if data is None:
+        return {}
+    return {name: int.from_bytes(data[offset : offset + size], "big")
+            for name, offset, size in ERROR_FIELDS}  # fmt: skip
+
+
+def _state(data: bytes | None) -> str:
+    return PORT_STATES.get(data[32] & 0x0F, "Unknown") if data is not None else ""
+
+
+def _portinfo(data: bytes | None) -> dict | None:
+    if data is None:
+        return None
+    return {
+        "lid": struct.unpack_from(">H", data, 16)[0],
+        "sm_lid": struct.unpack_from(">H", data, 18)[0],
+        "link_state": PORT_STATES.get(data[32] & 0x0F, "Unknown"),
+        "phys_state": PHYS_STATES.get(data[33] >> 4, "Unknown"),
+    }
+
+
+def _nodeinfo(data: bytes | None) -> dict | None:
+    if data is None:
+        return None
+    node_guid, port_guid, cap = struct.unpack_from(">QQH", data, 12)
+    return {"node_guid": node_guid, "port_guid": port_guid, "partition_cap": cap,
+            "type": NODE_TYPES.get(data[2], "Unknown"), "ports": data[3],
+            "local_port": data[36]}  # fmt: skip
+
+
+def _sminfo(data: bytes | None) -> dict | None:
+    if data is None:
+        return None
+    guid, _key, act = struct.unpack_from(">QQI", data, 0)
+    return {"guid": guid, "act_count": act, "priority": data[20] >> 4,
+            "state": SM_STATES.get(data[20] & 0x0F, "UNKNOWN")}  # fmt: skip
+
+
+# -- the ops -----------------------------------------------------------------------------------
+
+Run = Callable[[Sequence[Query]], list[bytes | None]]
+
+
+def counters(run: Run, ports: Sequence[Sequence[int]]) -> list[list | None]:
+    """``[xmit, rcv, errors, state]`` per ``[lid, port(, mask)]`` (see the module doc)."""
+    queries: list[Query] = []
+    slots: list[tuple[int, int, int]] = []  # per port: index of its ext, basic, portinfo query
+    for p in ports:
+        lid, port = int(p[0]), int(p[1])
+        mask = int(p[2]) if len(p) > 2 else READ_ALL
+        slot = [-1, -1, -1]
+        for k, (bit, q) in enumerate(((READ_DATA, (PERF_CLASS, lid, ATTR_PORT_COUNTERS_EXT, port)),
+                                      (READ_ERRORS, (PERF_CLASS, lid, ATTR_PORT_COUNTERS, port)),
+                                      (READ_STATE, (SMI_CLASS, lid, ATTR_PORT_INFO, port)))):  # fmt: skip
+            if mask & bit:
+                slot[k] = len(queries)
+                queries.append(q)
+        slots.append((slot[0], slot[1], slot[2]))
+    answers = run(queries)
+    out: list[list | None] = []
+    for ext_i, basic_i, info_i in slots:
+        if ext_i >= 0 and answers[ext_i] is None:
+            out.append(None)
+            continue
+        xmit = rcv = None
+        if ext_i >= 0:
+            xmit, rcv = struct.unpack_from(">QQ", answers[ext_i], 8)  # type: ignore[arg-type]
+        errors = _errors(answers[basic_i]) if basic_i >= 0 else None
+        state = _state(answers[info_i]) if info_i >= 0 else None
+        out.append([xmit, rcv, errors, state])
+    return out
+
+
+def lft(run: Run, lid: int, top: int) -> list[int] | None:
+    answers = run([(SMI_CLASS, lid, ATTR_LFT, block) for block in range(top // 64 + 1)])
+    if any(a is None for a in answers):
+        return None
+    return [port for a in answers for port in a[:64]][: top + 1]  # type: ignore[index]
+
+
+def pkeys(run: Run, ports: Sequence[Sequence[int]]) -> list[list[list[int]] | None]:
+    """Non-zero entries ``[index, raw]`` of the first ``blocks`` P_Key table blocks (32 keys
+    each; block 0 is where OpenSM puts a port's keys) per port; None when any block fails."""
+    queries: list[Query] = []
+    spans: list[tuple[int, int]] = []
+    for p in ports:
+        lid, port = int(p[0]), int(p[1])
+        blocks = max(1, int(p[2]) if len(p) > 2 else 1)
+        spans.append((len(queries), blocks))
+        queries += [(SMI_CLASS, lid, ATTR_PKEY_TABLE, ((port & 0xFF) << 16) | b)
+                    for b in range(blocks)]  # fmt: skip
+    answers = run(queries)
+    out: list[list[list[int]] | None] = []
+    for start, blocks in spans:
+        got = answers[start : start + blocks]
+        if any(a is None for a in got):
+            out.append(None)
+            continue
+        entries: list[list[int]] = []
+        for block, data in enumerate(got):
+            keys = struct.unpack_from(">32H", data, 0)  # type: ignore[arg-type]
+            entries += [[block * 32 + i, raw] for i, raw in enumerate(keys) if raw & 0x7FFF]
+        out.append(entries)
+    return out
+
+
+@dataclass
+class Helper:
+    """The helper's state: libibmad, the pipeline when it could be set up, defaults."""
+
+    mad: Mad
+    pipeline: Pipeline | None = None
+    last: Stats = field(default_factory=Stats)
+
+    @classmethod
+    def open(cls) -> Helper:
+        mad = Mad()
+        try:
+            pipeline: Pipeline | None = Pipeline(mad)
+        except (OSError, AttributeError):
+            pipeline = None  # no libibumad (or an ABI we do not know): synchronous only
+        return cls(mad, pipeline)
+
+    def runner(self, req: dict, stats: Stats) -> Run:
+        mode = req.get("mode", "pipelined")
+        if mode not in ("sync", "pipelined"):
+            raise ValueError(f"unknown mode {mode!r}")
+        if mode == "sync" or self.pipeline is None:
+            return lambda queries: self.mad.query(queries, stats)
+        pipe = self.pipeline
+        window = int(req["window"]) if "window" in req else None
+        timeout = int(req["mad_timeout_ms"]) if "mad_timeout_ms" in req else None
+        retries = int(req["retries"]) if "retries" in req else None
+        return lambda queries: pipe.query(queries, stats, window=window, timeout_ms=timeout,
+                                          retries=retries)  # fmt: skip
+
+
+def answer(helper: Helper, req: dict, stats: Stats | None = None) -> object:
     """The data of one request (raises ValueError/KeyError/TypeError on a bad one)."""
+    stats = stats if stats is not None else Stats()
     op = req["op"]
     if op == "ping":
         return "pong"
+    run = helper.runner(req, stats)
     if op == "counters":
-        return [mad.counters(lid, port) for lid, port in _ports(req)]
+        return counters(run, req["ports"])
     if op == "lft":
-        return mad.lft(int(req["lid"]), int(req["top"]))
+        return lft(run, int(req["lid"]), int(req["top"]))
     if op == "pkeys":  # ports: [lid, port] or [lid, port, blocks]
-        return [mad.pkeys(int(p[0]), int(p[1]), int(p[2]) if len(p) > 2 else 1)
-                for p in req["ports"]]  # fmt: skip
+        return pkeys(run, req["ports"])
     if op == "portinfo":
-        return [mad.portinfo(lid, port) for lid, port in _ports(req)]
+        ports = [(int(p[0]), int(p[1])) for p in req["ports"]]
+        return [_portinfo(a) for a in run([(SMI_CLASS, lid, ATTR_PORT_INFO, port)
+                                            for lid, port in ports])]  # fmt: skip
     if op == "nodeinfo":
-        return [mad.nodeinfo(int(lid)) for lid in req["lids"]]
+        lids = [int(lid) for lid in req["lids"]]
+        return [_nodeinfo(a) for a in run([(SMI_CLASS, lid, ATTR_NODE_INFO, 0) for lid in lids])]
     if op == "sminfo":
-        return mad.sminfo(int(req["lid"]))
+        return _sminfo(run([(SMI_CLASS, int(req["lid"]), ATTR_SM_INFO, 0)])[0])
     raise ValueError(f"unknown op {op!r}")
 
 
 def serve(stdin=sys.stdin, stdout=sys.stdout) -> None:
     """Answer requests until stdin closes."""
     try:
-        mad = Mad()
+        helper = Helper.open()
     except OSError as exc:
         stdout.write(json.dumps({"ok": False, "error": str(exc)}) + "\n")
         stdout.flush()
         return
-    stdout.write(json.dumps({"ok": True, "ready": True}) + "\n")
+    hello = {"ok": True, "ready": True, "pipelined": helper.pipeline is not None}
+    stdout.write(json.dumps(hello) + "\n")
     stdout.flush()
     for line in stdin:
+        stats = Stats()
+        started = time.monotonic()
         try:
-            reply = {"ok": True, "data": answer(mad, json.loads(line))}
-        except (ValueError, KeyError, TypeError) as exc:
+            reply = {"ok": True, "data": answer(helper, json.loads(line), stats)}
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
             reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        stats.seconds = time.monotonic() - started
+        reply["stats"] = stats.as_dict()
         stdout.write(json.dumps(reply) + "\n")
         stdout.flush()
 
