@@ -22,12 +22,21 @@ interface EdgeState {
   mine: boolean;
 }
 
+/** What an edge shows, as last written to Cytoscape (only differences are written again). */
+interface EdgeLook {
+  bucket: number;
+  down: boolean;
+  errors: number;
+  mine: boolean;
+  dim: boolean;
+}
+
 class LivePage {
   private canvas: FabricCanvas;
   private links = new Map<string, LinkState>();
   private edgeOfLink = new Map<string, string>();
   private linksOfEdge = new Map<string, string[]>();
-  private edgeState = new Map<string, string>();
+  private edgeLook = new Map<string, EdgeLook>();
   private tierOfEdge = new Map<string, string>();
   private mine = new Set<string>();
   private highlight: Set<string> | null = null;
@@ -160,19 +169,28 @@ class LivePage {
     }
     const edges = full ? [...this.linksOfEdge.keys()] : [...touched];
     const cy = this.canvas.cy;
+    const tier = this.tierFilter();
     cy.batch(() => {
       for (const edgeId of edges) {
         const agg = this.aggregate(edgeId);
-        const key = `${agg.down}|${agg.bucket}|${agg.errors}|${agg.mine}`;
-        if (!full && this.edgeState.get(edgeId) === key) continue;
-        this.edgeState.set(edgeId, key);
+        const look: EdgeLook = {
+          bucket: agg.bucket, down: agg.down > 0, errors: agg.errors, mine: agg.mine,
+          dim: this.dimmed(edgeId, agg, tier),
+        };
+        const was = full ? undefined : this.edgeLook.get(edgeId);
+        if (was && was.bucket === look.bucket && was.down === look.down && was.errors === look.errors
+            && was.mine === look.mine && was.dim === look.dim) continue;
+        this.edgeLook.set(edgeId, look);
+        // Every Cytoscape write restyles the edge: write only what changed.
         const el = cy.getElementById(edgeId);
-        el.data("bucket", agg.bucket);
-        el.toggleClass("live-down", agg.down > 0);
-        el.toggleClass("live-err", agg.errors > 0);
-        el.data("badge", agg.errors > 0 ? `⚠ ${agg.errors}` : "");
-        el.toggleClass("live-mine", agg.mine);
-        el.toggleClass("live-dim", this.dimmed(edgeId, agg));
+        if (!was || was.bucket !== look.bucket) el.data("bucket", look.bucket);
+        if (!was || was.down !== look.down) el.toggleClass("live-down", look.down);
+        if (!was || was.errors !== look.errors) {
+          el.toggleClass("live-err", look.errors > 0);
+          el.data("badge", look.errors > 0 ? `⚠ ${look.errors}` : "");
+        }
+        if (!was || was.mine !== look.mine) el.toggleClass("live-mine", look.mine);
+        if (!was || was.dim !== look.dim) el.toggleClass("live-dim", look.dim);
       }
     });
     this.downList();
@@ -190,13 +208,16 @@ class LivePage {
       if (!st) continue;
       if (!st.up) agg.down += 1;
       agg.bucket = Math.max(agg.bucket, st.bucket);
-      agg.errors += Object.values(st.errors).reduce((a, b) => a + b, 0);
+      for (const name in st.errors) agg.errors += st.errors[name];
     }
     return agg;
   }
 
-  private dimmed(edgeId: string, agg: EdgeState): boolean {
-    const tier = document.querySelector<HTMLSelectElement>('[data-testid="filter-tier"]')?.value ?? "";
+  private tierFilter(): string {
+    return document.querySelector<HTMLSelectElement>('[data-testid="filter-tier"]')?.value ?? "";
+  }
+
+  private dimmed(edgeId: string, agg: EdgeState, tier: string): boolean {
     if (tier && this.tierOfEdge.get(edgeId) !== tier) return true;
     if (!this.init.operator || this.highlight) return !agg.mine;
     return false;
