@@ -20,7 +20,7 @@ from scheduling.services import inventory
 from tests.fabric.conftest import requires_lab
 from tests.fabric.lab_fixtures import lab_data_dir, lab_fabric, su1_revision  # noqa: F401
 from tests.live.helpers import ready_reservation
-from tests.live.test_live_e2e import _free_port, _login, _wait_http, processes  # noqa: F401
+from tests.live.test_live_e2e import _login, processes, serve  # noqa: F401
 
 pytestmark = [requires_lab, pytest.mark.lab, pytest.mark.e2e, pytest.mark.timeout(300),
               pytest.mark.django_db(transaction=True)]  # fmt: skip
@@ -67,12 +67,7 @@ def test_switch_port_table_shows_peers_and_follows_an_unplugged_cable_live(
     node = sorted(nodes_a)[0]
     leaf, leaf_port = fabric.nodes.get(name=node).hcas.values_list("leaf", "leaf_port").first()
     link = f"{leaf}/{leaf_port}"
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    processes("-m", "uvicorn", "console.asgi:application", "--host", "127.0.0.1", "--port",
-              str(port), "--lifespan", "off", "--log-level", "warning")  # fmt: skip
-    processes("manage.py", "collector", "--fabric", str(fabric.pk), "--interval", "0.5")
-    _wait_http(url)
+    url = serve(processes, fabric)
 
     # the operator clicks the leaf on the canvas: its port table, every port with its peer
     op = _login(browser, url, "op")

@@ -79,6 +79,17 @@ def _wait_http(url: str, timeout: float = 30) -> None:
     raise AssertionError("uvicorn did not come up")
 
 
+def serve(processes, fabric) -> str:
+    """uvicorn on a free port and the fabric's collector (0.5 s sweeps); the console's URL."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    processes("-m", "uvicorn", "console.asgi:application", "--host", "127.0.0.1", "--port",
+              str(port), "--lifespan", "off", "--log-level", "warning")  # fmt: skip
+    processes("manage.py", "collector", "--fabric", str(fabric.pk), "--interval", "0.5")
+    _wait_http(url)
+    return url
+
+
 def _login(browser, url: str, username: str):
     page = browser.new_context().new_page()
     page.goto(f"{url}/login/")
@@ -104,12 +115,7 @@ def test_unplugged_cable_shows_down_within_5s_and_clears_and_tenants_see_their_t
     inventory.import_inventory(fabric)
     res_a = ready_reservation(fabric, tenant_a, nodes=2)
     ready_reservation(fabric, tenant_b, nodes=2)
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    processes("-m", "uvicorn", "console.asgi:application", "--host", "127.0.0.1", "--port",
-              str(port), "--lifespan", "off", "--log-level", "warning")  # fmt: skip
-    processes("manage.py", "collector", "--fabric", str(fabric.pk), "--interval", "0.5")
-    _wait_http(url)
+    url = serve(processes, fabric)
 
     op = _login(browser, url, "op")
     op.goto(f"{url}/fabrics/{fabric.pk}/live/")
