@@ -128,7 +128,7 @@ class LiveConsumer(AuthenticatedConsumer):
         return None
 
     async def live_message(self, event: dict) -> None:
-        await self.send_json(event["message"])
+        await self.send(text_data=event["text"])
 
 
 class FabricConsumer(LiveConsumer):

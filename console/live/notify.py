@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
@@ -41,6 +43,13 @@ def change_group(change_id: int) -> str:
     return f"change.{change_id}"
 
 
+def wire(body: dict) -> dict:
+    """The channel-layer event for a live message, serialised once for every socket of the
+    group: each consumer sends the text as it is instead of encoding the same dict again (the
+    fabric group's delta can carry every link of the fabric)."""
+    return {"type": "live.message", "text": json.dumps(body, separators=(",", ":"))}
+
+
 def publish(group: str, message: dict) -> None:
     """The one way live messages leave the server: numbered per group, sent after commit.
 
@@ -56,7 +65,7 @@ def publish(group: str, message: dict) -> None:
         from console.telemetry.store import next_seq
 
         body = dict(message, group=group, seq=next_seq(group))
-        async_to_sync(layer.group_send)(group, {"type": "live.message", "message": body})
+        async_to_sync(layer.group_send)(group, wire(body))
 
     transaction.on_commit(send)
 
@@ -79,9 +88,7 @@ def publish_many(messages: list[tuple[str, dict]]) -> None:
         async def go() -> None:
             import asyncio
 
-            await asyncio.gather(
-                *(layer.group_send(g, {"type": "live.message", "message": b}) for g, b in bodies)
-            )
+            await asyncio.gather(*(layer.group_send(g, wire(b)) for g, b in bodies))
 
         async_to_sync(go)()
 
