@@ -21,6 +21,7 @@ from designer.models import Design, DesignRevision
 __all__ = [
     "OPERATOR",
     "SYSTEM",
+    "assert_error",
     "hca_guids",
     "lab_fabric",
     "lids",
@@ -51,6 +52,18 @@ def reservation_members(lab: Lab, count: int = 16) -> list[list[str]]:
         [f"{g[f'hca{i:02d}']:#018x}", "limited" if i % 4 == 0 else "full"]
         for i in range(1, count + 1)
     ]
+
+
+def assert_error(response, status: int, code: str | None = None, field: str | None = None):
+    """The API's one error body (``code``, ``detail``, ``fields``) with ``status``; returns it."""
+    assert response.status_code == status, response.content
+    body = response.json()
+    assert set(body) >= {"code", "detail", "fields"}, body
+    if code:
+        assert body["code"] == code, body
+    if field:
+        assert field in body["fields"], body
+    return body
 
 
 def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1) -> Any:

@@ -15,7 +15,7 @@ from console.fabric.models import ChangeRequest, FabricPartition
 from console.tenancy.models import AuditEntry, Role
 from tests.fabric.conftest import requires_lab
 from tests.fabric.pipeline_fixtures import *  # noqa: F403
-from tests.fabric.pipeline_fixtures import hca_guids, lids, wait_for
+from tests.fabric.pipeline_fixtures import assert_error, hca_guids, lids, wait_for
 
 GUID = "0x0002c90300002001"
 
@@ -32,17 +32,6 @@ def op2(make_user):
 
 def url(fabric, tail: str = "") -> str:
     return f"/api/fabrics/{fabric.pk}/{tail}"
-
-
-def assert_error(response, status: int, code: str | None = None, field: str | None = None):
-    assert response.status_code == status, response.content
-    body = response.json()
-    assert set(body) >= {"code", "detail", "fields"}, body
-    if code:
-        assert body["code"] == code, body
-    if field:
-        assert field in body["fields"], body
-    return body
 
 
 # --- roles and isolation ----------------------------------------------------------------------

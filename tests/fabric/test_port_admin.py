@@ -27,7 +27,7 @@ from designer.serialize import graph_to_dict
 from designer.services import load_catalogue
 from tests.fabric.conftest import NET_FILE, requires_lab
 from tests.fabric.pipeline_fixtures import *  # noqa: F403
-from tests.fabric.pipeline_fixtures import OPERATOR, SYSTEM, lids
+from tests.fabric.pipeline_fixtures import OPERATOR, SYSTEM, assert_error, lids
 
 Status = ChangeRequest.Status
 
@@ -48,17 +48,6 @@ def fabric(make_fabric):
 
 def url(fabric, tail: str = "") -> str:
     return f"/api/fabrics/{fabric.pk}/ports/{tail}"
-
-
-def assert_error(response, status: int, code: str | None = None, field: str | None = None):
-    assert response.status_code == status, response.content
-    body = response.json()
-    assert set(body) >= {"code", "detail", "fields"}, body
-    if code:
-        assert body["code"] == code, body
-    if field:
-        assert field in body["fields"], body
-    return body
 
 
 def read_port(lab, switch: str, port: int) -> dict[str, str]:

@@ -72,6 +72,17 @@ def _fail(change: ChangeRequest, error: str, *, actor: Actor = ACTOR) -> None:
     fabric_interface.on_fabric_failed(change.fabric_id, change_id=change.pk, error=change.error)
 
 
+def _fail_held(change_id: int, worker_id: str, step_why: str, error: str) -> ChangeRequest:
+    """Fail a change this worker still leases (its running steps marked lost with
+    ``step_why``); a change another worker took over or that ended meanwhile is left alone."""
+    with transaction.atomic():
+        locked = ChangeRequest.objects.select_for_update().get(pk=change_id)
+        if not locked.is_terminal and locked.lease_owner == worker_id:
+            _mark_lost_steps(locked, step_why)
+            _fail(locked, error)
+    return ChangeRequest.objects.get(pk=change_id)
+
+
 def acquire(change_id: int, worker_id: str) -> ChangeRequest | None:
     """Take the lease of ``change_id`` for ``worker_id``; None when there is nothing to do."""
     with transaction.atomic():
@@ -275,23 +286,16 @@ def apply_change(change_id: int, *, worker_id: str) -> ChangeRequest | None:
         log.warning("change %s: lease lost; another worker finishes it", change_id)
         return None
     except DriverError as exc:
-        with transaction.atomic():
-            locked = ChangeRequest.objects.select_for_update().get(pk=change_id)
-            if not locked.is_terminal and locked.lease_owner == worker_id:
-                _mark_lost_steps(locked, f"driver error: {exc}")
-                _fail(locked, f"{fabric.driver} driver: {exc}")
-        return ChangeRequest.objects.get(pk=change_id)
+        return _fail_held(
+            change_id, worker_id, f"driver error: {exc}", f"{fabric.driver} driver: {exc}"
+        )
     except TRANSIENT:
         release(change_id, worker_id)
         raise
     except Exception as exc:  # a bug or an unexpected refusal: fail precisely, do not loop
         log.exception("change %s failed unexpectedly", change_id)
-        with transaction.atomic():
-            locked = ChangeRequest.objects.select_for_update().get(pk=change_id)
-            if not locked.is_terminal and locked.lease_owner == worker_id:
-                _mark_lost_steps(locked, f"{type(exc).__name__}: {exc}")
-                _fail(locked, f"{type(exc).__name__}: {exc}")
-        return ChangeRequest.objects.get(pk=change_id)
+        why = f"{type(exc).__name__}: {exc}"
+        return _fail_held(change_id, worker_id, why, why)
     except BaseException:  # killed by a time limit or shutdown: the reaper or a retry resumes
         release(change_id, worker_id)
         raise
