@@ -56,18 +56,7 @@ def publish(group: str, message: dict) -> None:
     Inside a transaction the send waits for the commit (a rolled-back change is never
     announced); outside one it goes at once.
     """
-    from django.db import transaction
-
-    def send() -> None:
-        layer = get_channel_layer()
-        if layer is None:
-            return
-        from console.telemetry.store import next_seq
-
-        body = dict(message, group=group, seq=next_seq(group))
-        async_to_sync(layer.group_send)(group, wire(body))
-
-    transaction.on_commit(send)
+    publish_many([(group, message)])
 
 
 def publish_many(messages: list[tuple[str, dict]]) -> None:
