@@ -7,7 +7,8 @@ Run it as its own process (``manage.py collector``), as a thread of the embedded
 A sweep with the MAD reader reads the fabric ``read_chunk_switches`` switches at a time and hands
 each live group its delta as soon as every link of that group is read (a tenant whose links sit
 on the first switches hears about them before the last switch is read; the fabric group after
-the last part): still at most one delta per group per sweep. Link state is read every
+the last part): still at most one delta per group per sweep. The MAD reader streams the parts:
+the helper reads part k+1 while this process handles part k. Link state is read every
 ``state_every`` sweeps per port and error counters only where a switch's sums moved (see
 :class:`~console.telemetry.readers.MadReader`); history samples are written in a background
 thread.
@@ -272,8 +273,8 @@ class FabricCollector:
         if early and begin is not None:  # the MAD reader's error sums: once, not per part
             extra_args["sums"] = begin(ports, self.lm.switch_lids)
         read_at: dict[int, float] = {}
-        for i, chunk in enumerate(chunks):
-            got = self.reader.read(chunk, self.lm.switch_lids, state=due, **extra_args)
+        for i, (chunk, got) in enumerate(zip(chunks, self._read_parts(chunks, due, extra_args),
+                                             strict=True)):  # fmt: skip
             done = read_at[i] = time.monotonic()
             for k in stats:
                 stats[k] += int(getattr(self.reader, "last", {}).get(k, 0))
@@ -308,6 +309,17 @@ class FabricCollector:
                            len(statuses), changed, len(events), ports_written,
                            published - started, stats["mads"], stats["states_read"],
                            stats["errors_read"])  # fmt: skip
+
+    def _read_parts(self, chunks, due, extra: dict[str, Any]):
+        """Each chunk's readings in turn: one stream where the reader can (the MAD helper reads
+        the next part while this process handles the last), else one read per chunk."""
+        lids = self.lm.switch_lids
+        parts = getattr(self.reader, "read_parts", None)
+        if parts is not None:
+            yield from parts(chunks, lids, state=due, **extra)
+            return
+        for chunk in chunks:
+            yield self.reader.read(chunk, lids, state=due, **extra)
 
     def _chunks(self, ports: dict[str, list[int]]) -> list[dict[str, list[int]]]:
         """The measured ports split into reads of ``read_chunk_switches`` switches each."""

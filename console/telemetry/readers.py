@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -154,15 +154,47 @@ class MadReader:
         return sums
 
     def read(self, ports, lids, *, state=None, sums: SweepSums | None = None):
+        return list(self.read_parts([ports], lids, state=state, sums=sums))[0]
+
+    def read_parts(
+        self,
+        parts: Sequence[Mapping[str, list[int]]],
+        lids: Mapping[str, int],
+        *,
+        state: Collection[PortKey] | None = None,
+        sums: SweepSums | None = None,
+    ) -> Iterator[dict[PortKey, PortReading]]:
+        """:meth:`read` of each part in turn, as one stream: the helper reads part k+1 while
+        the caller handles part k (``last`` describes the part just yielded)."""
         started = time.monotonic()
         self.last = {}
-        switches = [sw for sw in ports if sw in lids]
         if sums is None:
-            sums = self._changed_switches(switches, lids)
+            sums = self._changed_switches([sw for part in parts for sw in part if sw in lids],
+                                          lids)  # fmt: skip
         else:
             self.last["mads"], sums.mads = sums.mads, 0  # counted with the first part
-        dirty = sums.dirty & set(switches)
         wanted = None if state is None else set(state)
+        plans = [self._plan(part, lids, sums.dirty, wanted) for part in parts]
+        answers = self._stream([{"op": "counters", "ports": wire} for _, _, wire in plans])
+        for i, ((switches, order, wire), data) in enumerate(zip(plans, answers, strict=True)):
+            if i:
+                self.last = {}
+            self._count()
+            out = self._settle(switches, order, wire, data, sums)
+            self.last["seconds"] = time.monotonic() - started
+            yield out
+            started = time.monotonic()
+
+    def _stream(self, requests: list[dict[str, Any]]) -> Iterator[Any]:
+        try:
+            yield from self.session.stream(requests)
+        except MadError as exc:
+            raise ReaderError(str(exc)) from exc
+
+    def _plan(self, ports: Mapping[str, list[int]], lids: Mapping[str, int], dirty: set[str],
+              wanted: set[PortKey] | None) -> tuple[list[str], list[PortKey], list[list[int]]]:  # fmt: skip
+        """What to ask for ``ports``: (switches, port keys, wire rows [lid, port, mask])."""
+        switches = [sw for sw in ports if sw in lids]
         errors, states = self.errors, self.states
         order: list[PortKey] = []
         wire: list[list[int]] = []
@@ -177,8 +209,14 @@ class MadReader:
                     mask |= READ_STATE
                 order.append(key)
                 wire.append([lid, p, mask])
-        data = self._ask({"op": "counters", "ports": wire})
-        self._count()
+        return switches, order, wire
+
+    def _settle(self, switches: list[str], order: list[PortKey], wire: list[list[int]],
+                data: list, sums: SweepSums) -> dict[PortKey, PortReading]:  # fmt: skip
+        """Readings from the helper's answer to :meth:`_plan`'s wire rows; the caches and the
+        sums the switches' ports now match updated."""
+        dirty = sums.dirty & set(switches)
+        errors, states = self.errors, self.states
         out: dict[PortKey, PortReading] = {}
         errors_read = states_read = 0
         failed: set[str] = set()
@@ -204,7 +242,7 @@ class MadReader:
         for sw in failed:
             self.sums.pop(sw, None)
         self.last.update(ports=len(order), errors_read=errors_read, states_read=states_read,
-                         dirty_switches=len(dirty), seconds=time.monotonic() - started)  # fmt: skip
+                         dirty_switches=len(dirty))  # fmt: skip
         return out
 
     def lft(self, lid: int, top: int) -> list[int] | None:

@@ -100,6 +100,29 @@ def test_session_times_out_restarts_and_closes(lab):
     assert not Path(f"/proc/{pid}").exists() or _zombie(pid)
 
 
+def test_a_stream_sends_ahead_and_answers_in_order(lab):
+    ports = _switch_ports(lab)
+    parts = [ports[i::3] for i in range(3)]
+    with MadSession(lab.diag_env()) as mad:
+        requests = [{"op": "ping"}] * 20
+        requests += [{"op": "counters", "ports": [[lid, port, 4] for lid, port in part]}
+                     for part in parts]  # fmt: skip
+        got = []
+        for data in mad.stream(requests, depth=4):
+            got.append(data)
+            time.sleep(0.01)  # the helper answers ahead meanwhile: several lines arrive at once
+        assert got[:20] == ["pong"] * 20
+        assert [len(rows) for rows in got[20:]] == [len(part) for part in parts]
+        assert {row[3] for rows in got[20:] for row in rows} == {"Active"}
+        assert mad.starts == 1
+        # a caller that stops early leaves answers unread: the helper is replaced
+        stream = mad.stream([{"op": "ping"}] * 5)
+        assert next(stream) == "pong"
+        stream.close()
+        assert not mad.alive
+        assert mad.ping() >= 0 and mad.starts == 2
+
+
 def _zombie(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"

@@ -101,3 +101,24 @@ def test_link_state_is_read_every_other_sweep_and_a_pulled_cable_shows_within_tw
         assert {r.state for k, r in prev.items()} == {"Active"}
     finally:
         reader.close()
+
+
+def test_reading_in_parts_streams_the_answers_of_one_read(fabric):
+    lab, ports, lids = fabric
+    reader = MadReader(lab.diag_env())
+    try:
+        whole = reader.read(ports, lids)
+        parts = [{sw: ports[sw]} for sw in ports]
+        sums = reader.begin_sweep(ports, lids)
+        got = {}
+        for part, readings in zip(parts, reader.read_parts(parts, lids, sums=sums), strict=True):
+            assert set(readings) == every_port(part)
+            assert reader.last["ports"] == len(readings) and reader.last["mads"] > 0
+            got.update(readings)
+        assert {k: (r.errors, r.state) for k, r in got.items()} == {
+            k: (r.errors, r.state) for k, r in whole.items()
+        }
+        assert all(got[k].xmit_words >= whole[k].xmit_words for k in whole)
+        assert reader.session.starts == 1  # one helper, nothing killed
+    finally:
+        reader.close()

@@ -30,7 +30,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +77,8 @@ class MadSession:
         #: ``window``: MADs in flight when pipelined (None: the helper's default)
         self.mode = mode
         self.window = window
-        self.proc: subprocess.Popen[str] | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._pending = bytearray()  # what the helper wrote past the last line read
         self.starts = 0
         #: whether the running helper can pipeline (its hello line says so)
         self.pipelined = False
@@ -103,10 +104,11 @@ class MadSession:
         with self._lock:
             self._ensure()
 
-    def _ensure(self) -> subprocess.Popen[str]:
+    def _ensure(self) -> subprocess.Popen[bytes]:
         if self.proc is not None and self.proc.poll() is None:
             return self.proc
         self._kill()
+        self._pending = bytearray()
         env = self.env.environ()
         path = env.get("PYTHONPATH")
         env["PYTHONPATH"] = str(PROJECT_ROOT) + (os.pathsep + path if path else "")
@@ -117,7 +119,6 @@ class MadSession:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
                 env=env,
-                text=True,
                 start_new_session=True,  # own process group: a kill takes everything with it
                 cwd=scratch_dir(),  # umad2sim leaves its sys-<pid>/ tree in the cwd
             )
@@ -135,16 +136,25 @@ class MadSession:
         self.pipelined = bool(hello.get("pipelined"))
         return self.proc
 
-    def _read(self, proc: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
+    def _read(self, proc: subprocess.Popen[bytes], timeout: float) -> dict[str, Any]:
+        """The helper's next line (read here, not through a buffered file: a buffered reader
+        could hold the next answer while ``select`` waits on the pipe for more)."""
         assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], timeout)
-        if not ready:
-            self._kill()
-            raise MadTimeout(f"MAD helper gave no answer within {timeout:.1f}s (killed)")
-        line = proc.stdout.readline()
-        if not line:
-            self._kill()
-            raise MadError("MAD helper exited")
+        fd = proc.stdout.fileno()
+        pending = self._pending
+        deadline = time.monotonic() + timeout
+        while (end := pending.find(b"\n")) < 0:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                self._kill()
+                raise MadTimeout(f"MAD helper gave no answer within {timeout:.1f}s (killed)")
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                self._kill()
+                raise MadError("MAD helper exited")
+            pending += chunk
+        line = bytes(pending[:end])
+        del pending[: end + 1]
         try:
             reply = json.loads(line)
         except ValueError as exc:
@@ -184,30 +194,55 @@ class MadSession:
 
     # -- requests --------------------------------------------------------------------------
 
+    def _prepare(self, request: dict[str, Any]) -> str:
+        if self.mode is not None and "mode" not in request:
+            request = {**request, "mode": self.mode}
+        if self.window is not None and "window" not in request:
+            request = {**request, "window": self.window}
+        return json.dumps(request) + "\n"
+
     def request(self, request: dict[str, Any], *, timeout: float | None = None) -> Any:
         """Send one request and return its ``data``; raises MadError / MadTimeout.
 
         A helper that died since the last request is restarted first (once per request).
         """
+        return list(self.stream([request], timeout=timeout))[0]
+
+    def stream(
+        self, requests: Sequence[dict[str, Any]], *, timeout: float | None = None, depth: int = 2
+    ) -> Iterator[Any]:
+        """The ``data`` of each request in turn, with up to ``depth`` requests sent ahead: the
+        helper works on request k+1 while the caller handles the answer to request k (its MAD
+        window does not drain between requests). Raises MadError / MadTimeout; ``timeout`` is
+        per answer. Holds the session until the last answer is read; a caller that stops early
+        (or an error) leaves the helper in an unknown state, so it is killed and the next request
+        starts a fresh one. The helper answers in order, and at most ``depth`` answers are
+        outstanding, so neither pipe can fill up while the other waits."""
         deadline = timeout if timeout is not None else self.timeout
-        if self.mode is not None and "mode" not in request:
-            request = {**request, "mode": self.mode}
-        if self.window is not None and "window" not in request:
-            request = {**request, "window": self.window}
+        lines = [self._prepare(r).encode() for r in requests]
         with self._lock:
             proc = self._ensure()
             assert proc.stdin is not None
+            sent = received = 0
             try:
-                proc.stdin.write(json.dumps(request) + "\n")
-                proc.stdin.flush()
-            except (BrokenPipeError, OSError) as exc:
-                self._kill()
-                raise MadError(f"MAD helper gone: {exc}") from exc
-            reply = self._read(proc, deadline)
-            self.last_stats = reply.get("stats") or {}
-        if not reply.get("ok"):
-            raise MadError(str(reply.get("error")))
-        return reply.get("data")
+                while received < len(lines):
+                    try:
+                        while sent < len(lines) and sent - received < max(1, depth):
+                            proc.stdin.write(lines[sent])
+                            sent += 1
+                        proc.stdin.flush()
+                    except (BrokenPipeError, OSError) as exc:
+                        self._kill()
+                        raise MadError(f"MAD helper gone: {exc}") from exc
+                    reply = self._read(proc, deadline)
+                    received += 1
+                    self.last_stats = reply.get("stats") or {}
+                    if not reply.get("ok"):
+                        raise MadError(str(reply.get("error")))
+                    yield reply.get("data")
+            finally:
+                if received < sent:
+                    self._kill()
 
     def ping(self, *, timeout: float | None = None) -> float:
         """Round trip to the helper in seconds (starts it when needed)."""
