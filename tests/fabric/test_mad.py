@@ -210,6 +210,7 @@ def test_pipelined_answers_equal_synchronous_answers(lab):
     answers = {}
     with MadSession(lab.diag_env()) as mad:
         assert mad.ping() >= 0 and mad.pipelined  # libibumad is there: the helper pipelines
+        assert mad.native  # in madpipe.c's loop (scripts/bootstrap.sh builds it)
         for mode in ("sync", "pipelined"):
             mad.mode = mode
             answers[mode] = {
@@ -220,7 +221,10 @@ def test_pipelined_answers_equal_synchronous_answers(lab):
                 "lft": mad.lft(switch, top),
             }
             assert mad.last_stats["mode"] == mode
+        python_loop = mad.counters(ports + [(switch, 255)], native=False)
+        assert mad.last_stats["mode"] == "pipelined" and not mad.last_stats["native"]
     sync, pipe = answers["sync"], answers["pipelined"]
+    assert [row[2:] for row in python_loop] == [row[2:] for row in pipe["counters"]]
     assert len(sync["counters"]) == len(ports) + 1 and all(sync["counters"])
     for a, b in zip(sync["counters"], pipe["counters"], strict=True):
         # errors and state are equal; data counters only grow (the MADs themselves cross links)

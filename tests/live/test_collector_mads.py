@@ -1,13 +1,17 @@
 """The MAD helper's pipeline (console.fabric.diags.madworker.Pipeline) against a scripted umad
 port: replies out of order, lost, late, failed, redirected. No lab: what ibsim cannot do (it
-never loses a reply) is scripted here; tests/fabric/test_mad.py runs the same code on the lab."""
+never loses a reply) is scripted here; tests/fabric/test_mad.py runs the same code on the lab.
+Every test runs both loops: Python's and madpipe.c's (which calls the scripted port back)."""
 
 from __future__ import annotations
 
+import ctypes
 import struct
 import time
 from collections import deque
 from dataclasses import dataclass, field
+
+import pytest
 
 from console.fabric.diags import madworker as mw
 
@@ -36,7 +40,8 @@ class Fn:
 @dataclass
 class FakeUmad:
     """libibumad as the pipeline uses it. ``script(sent, attempt)`` says what happens to a MAD:
-    "ok", "lose", ("umad", status) or ("mad", status); ``lifo`` answers the newest first."""
+    "ok", "lose", "late" (answered once the next attempt is sent), ("umad", status) or ("mad",
+    status); ``lifo`` answers the newest first."""
 
     script: object = None
     lifo: bool = False
@@ -45,6 +50,7 @@ class FakeUmad:
     received: int = 0
     max_outstanding: int = 0
     attempts: dict = field(default_factory=dict)
+    held: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ("umad_size", "umad_set_addr", "umad_send", "umad_recv"):
@@ -58,7 +64,8 @@ class FakeUmad:
         return 0
 
     def _umad_send(self, portid, agent, buf, length, timeout_ms, retries) -> int:
-        raw = bytes(buf)
+        # (a ctypes buffer from the Python loop, an address from the C loop)
+        raw = ctypes.string_at(buf, HEADER + mw.MAD_SIZE) if isinstance(buf, int) else bytes(buf)
         (lid,) = struct.unpack_from(">H", raw, 28)
         cls = raw[HEADER + 1]
         tid, attr, mod = struct.unpack_from(">QHxxI", raw, HEADER + 8)
@@ -69,7 +76,11 @@ class FakeUmad:
         key = (cls, lid, attr, mod)
         self.attempts[key] = self.attempts.get(key, 0) + 1
         fate = self.script(one, self.attempts[key]) if self.script else "ok"
-        if fate != "lose":
+        if key in self.held:  # a "late" answer arrives behind the next attempt's MAD
+            self.queue.append(self.held.pop(key))
+        if fate == "late":
+            self.held[key] = self._reply(one, "ok")
+        elif fate != "lose":
             self.queue.append(self._reply(one, fate))
         # (sent and not yet received: exact while nothing is lost)
         self.max_outstanding = max(self.max_outstanding, len(self.sent) - self.received)
@@ -94,7 +105,10 @@ class FakeUmad:
                 return -110
         reply = self.queue.pop() if self.lifo else self.queue.popleft()
         self.received += 1
-        buf[: len(reply)] = reply
+        if isinstance(buf, int):
+            ctypes.memmove(buf, reply, len(reply))
+        else:
+            buf[: len(reply)] = reply
         return 0
 
 
@@ -119,8 +133,17 @@ class FakeMad:
         return b"sync" + bytes(mw.DATA_SIZE - 4)
 
 
-def pipeline(fake: FakeUmad, **kw) -> mw.Pipeline:
-    return mw.Pipeline(FakeMad(), umad=fake, timeout_ms=20, **kw)  # type: ignore[arg-type]
+@pytest.fixture(params=[False, True], ids=["python", "native"])
+def pipeline(request):
+    """A Pipeline on a scripted umad port, running the Python loop or madpipe.c's (which must be
+    built: scripts/bootstrap.sh)."""
+
+    def make(fake: FakeUmad, **kw) -> mw.Pipeline:
+        pipe = mw.Pipeline(FakeMad(), umad=fake, timeout_ms=20, native=request.param, **kw)  # type: ignore[arg-type]
+        assert (pipe.native is not None) == request.param
+        return pipe
+
+    return make
 
 
 def queries(lids=(5, 6, 7), ports=(1, 2, 3, 4)) -> list[mw.Query]:
@@ -136,7 +159,7 @@ def answered(data: bytes | None) -> tuple[int, int, int] | None:
     return None if data is None else struct.unpack_from(">HHI", data, 0)
 
 
-def test_answers_come_back_in_request_order_whatever_order_the_replies_arrive_in():
+def test_answers_come_back_in_request_order_whatever_order_the_replies_arrive_in(pipeline):
     fake = FakeUmad(lifo=True)
     qs = queries()
     stats = mw.Stats()
@@ -148,14 +171,14 @@ def test_answers_come_back_in_request_order_whatever_order_the_replies_arrive_in
     assert [s.lid for s in fake.sent[:3]] == [5, 6, 7]
 
 
-def test_window_of_one_is_one_mad_at_a_time():
+def test_window_of_one_is_one_mad_at_a_time(pipeline):
     fake = FakeUmad()
     out = pipeline(fake, window=1).query(queries(), mw.Stats())
     assert all(a is not None for a in out)
     assert fake.max_outstanding == 1
 
 
-def test_a_lost_reply_is_retried_and_a_late_reply_of_an_earlier_attempt_is_dropped():
+def test_a_lost_reply_is_retried_and_a_late_reply_of_an_earlier_attempt_is_dropped(pipeline):
     lost = (mw.PERF_CLASS, 6, mw.ATTR_PORT_COUNTERS_EXT, 2)
     late = (mw.SMI_CLASS, 7, mw.ATTR_PORT_INFO, 3)
 
@@ -178,7 +201,23 @@ def test_a_lost_reply_is_retried_and_a_late_reply_of_an_earlier_attempt_is_dropp
     assert [answered(a) for a in again] == [(lid, attr, mod) for _, lid, attr, mod in qs[:2]]
 
 
-def test_a_mad_that_never_answers_is_null_after_its_retries_and_does_not_hold_up_the_rest():
+def test_an_answer_that_comes_after_its_retry_was_sent_is_not_taken_twice(pipeline):
+    slow = (mw.PERF_CLASS, 5, mw.ATTR_PORT_COUNTERS_EXT, 3)
+
+    def script(one: Sent, attempt: int):
+        return "late" if (one.cls, one.lid, one.attr, one.mod) == slow and attempt == 1 else "ok"
+
+    fake = FakeUmad(script=script)
+    qs = queries()
+    stats = mw.Stats()
+    out = pipeline(fake, window=4).query(qs, stats)
+    assert [answered(a) for a in out] == [(lid, attr, mod) for _, lid, attr, mod in qs]
+    assert stats.retried == 1 and stats.failed == 0 and stats.mads == len(qs) + 1
+    # both answers to `slow` were read, the first one dropped: the batch waited for the retry's
+    assert not fake.queue and fake.received == len(qs) + 1
+
+
+def test_a_mad_that_never_answers_is_null_after_its_retries_and_does_not_hold_up_the_rest(pipeline):
     dead = 6
 
     def script(one: Sent, attempt: int):
@@ -195,7 +234,7 @@ def test_a_mad_that_never_answers_is_null_after_its_retries_and_does_not_hold_up
     assert sum(1 for s in fake.sent if s.lid == dead) == 3 * per_lid
 
 
-def test_umad_errors_are_retried_mad_errors_are_not_and_redirects_go_synchronous():
+def test_umad_errors_are_retried_mad_errors_are_not_and_redirects_go_synchronous(pipeline):
     def script(one: Sent, attempt: int):
         if one.lid == 5 and one.mod == 1:
             return ("umad", 110) if attempt == 1 else "ok"  # a timeout status, then fine

@@ -80,8 +80,10 @@ class MadSession:
         self.proc: subprocess.Popen[bytes] | None = None
         self._pending = bytearray()  # what the helper wrote past the last line read
         self.starts = 0
-        #: whether the running helper can pipeline (its hello line says so)
+        #: whether the running helper can pipeline, and does so in madpipe.c's loop (its hello
+        #: line says so)
         self.pipelined = False
+        self.native = False
         #: ``stats`` of the last reply: mode, mads, retried, failed, seconds
         self.last_stats: dict[str, Any] = {}
         self._lock = threading.Lock()
@@ -134,6 +136,7 @@ class MadSession:
             self._kill()
             raise MadUnavailable(f"MAD helper failed to start: {hello.get('error')}")
         self.pipelined = bool(hello.get("pipelined"))
+        self.native = bool(hello.get("native"))
         return self.proc
 
     def _read(self, proc: subprocess.Popen[bytes], timeout: float) -> dict[str, Any]:

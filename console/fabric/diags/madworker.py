@@ -31,8 +31,11 @@ helper writes is ``{"ok": true, "ready": true, "pipelined": bool}`` (or ``{"ok":
     {"op": "sminfo", "lid": 1}                        → {"ok": true, "data": {"act_count": ...}}
 
 Every request may carry ``"mode": "sync" | "pipelined"``, ``"window"`` (MADs in flight),
-``"mad_timeout_ms"`` and ``"retries"``; every reply carries ``"stats"`` (``mads`` sent,
-``seconds``, ``retried``, ``failed``, ``mode``).
+``"mad_timeout_ms"``, ``"retries"`` and ``"native": false`` (pipelined MADs through the Python loop
+even where madpipe.c's is built); every reply carries ``"stats"`` (``mads`` sent, ``seconds``,
+``retried``, ``failed``, ``mode``, ``native``). The hello line says ``"native"`` when the C loop
+(``_madpipe.so``, built from ``madpipe.c`` by scripts/bootstrap.sh) is loaded: the same algorithm
+without the interpreter's cost per MAD.
 
 ``counters``: ``mask`` (default 7) picks what is read for the port: 1 the data counters
 (PortCountersExtended), 2 the error counters (PortCounters), 4 the link state (PortInfo). The row
@@ -60,6 +63,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 PERF_CLASS, SMI_CLASS = 0x04, 0x01
 ATTR_PORT_COUNTERS, ATTR_PORT_COUNTERS_EXT = 0x12, 0x1D
@@ -116,10 +120,12 @@ class Stats:
     retried: int = 0
     failed: int = 0
     seconds: float = 0.0
+    native: bool = False  # the pipelined MADs went through madpipe.c's loop
 
     def as_dict(self) -> dict:
         return {"mode": self.mode, "mads": self.mads, "retried": self.retried,
-                "failed": self.failed, "seconds": round(self.seconds, 6)}  # fmt: skip
+                "failed": self.failed, "seconds": round(self.seconds, 6),
+                "native": self.native}  # fmt: skip
 
 
 class Mad:
@@ -190,6 +196,39 @@ _REPLY_STATUS = struct.Struct("=I")  # umad status (host order) at offset 4
 _REPLY_MAD = struct.Struct(">xBxBH6xI")  # class, method, MAD status, TID low 32 bits
 
 
+NATIVE_LIBRARY = Path(__file__).with_name("_madpipe.so")  # built from madpipe.c
+_SEND_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
+                            ctypes.c_int, ctypes.c_int)  # fmt: skip
+_RECV_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                            ctypes.c_int)  # fmt: skip
+NATIVE_OK, NATIVE_REDIRECT = 1, 2  # madpipe.c's status of a query (0: failed)
+
+
+def load_native(path: Path = NATIVE_LIBRARY) -> ctypes.CDLL | None:
+    """madpipe.c's loop, or None where it was not built (the Python loop runs instead)."""
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError:
+        return None
+    lib.madpipe_query.restype = ctypes.c_int
+    lib.madpipe_query.argtypes = [
+        ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+        ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
+        ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_uint32),
+        ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64),
+    ]  # fmt: skip
+    return lib
+
+
+def _fn_pointer(fn, prototype) -> tuple[int, object]:
+    """(address, object to keep alive) of a umad function: a C function as it is, a Python
+    callable (the tests' scripted umad port) through a ctypes callback."""
+    if isinstance(fn, ctypes._CFuncPtr):  # type: ignore[attr-defined]
+        return ctypes.cast(fn, ctypes.c_void_p).value or 0, fn
+    callback = prototype(fn)
+    return ctypes.cast(callback, ctypes.c_void_p).value or 0, callback
+
+
 class Pipeline:
     """Many MADs in flight on the umad port ``mad`` opened (its agents, its port id).
 
@@ -204,7 +243,8 @@ class Pipeline:
 
     def __init__(self, mad: Mad, *, window: int = DEFAULT_WINDOW,
                  timeout_ms: int = DEFAULT_TIMEOUT_MS, retries: int = DEFAULT_RETRIES,
-                 umad=None) -> None:  # fmt: skip
+                 umad=None, native: bool | None = None) -> None:  # fmt: skip
+        """``native``: run madpipe.c's loop (True: it must be built; None: where it is)."""
         umad = umad if umad is not None else ctypes.CDLL("libibumad.so.3")
         umad.umad_size.restype = ctypes.c_size_t
         if umad.umad_size() != USER_MAD_HEADER:
@@ -234,6 +274,12 @@ class Pipeline:
         self.recv_len = ctypes.c_int(MAD_SIZE)
         self._recv_len_p = ctypes.pointer(self.recv_len)
         self.tid = random.getrandbits(32)
+        self.native = load_native() if native is not False else None
+        if native and self.native is None:
+            raise OSError(f"{NATIVE_LIBRARY.name} is not built (scripts/bootstrap.sh builds it)")
+        if self.native is not None:
+            self._umad_fns = (_fn_pointer(umad.umad_send, _SEND_FN),
+                              _fn_pointer(umad.umad_recv, _RECV_FN))  # fmt: skip
 
     def _next_tid(self) -> int:
         self.tid = (self.tid + 1) & 0xFFFFFFFF or 1
@@ -277,12 +323,53 @@ class Pipeline:
         return order
 
     def query(self, queries: Sequence[Query], stats: Stats, *, window: int | None = None,
-              timeout_ms: int | None = None, retries: int | None = None) -> list[bytes | None]:  # fmt: skip
+              timeout_ms: int | None = None, retries: int | None = None,
+              native: bool = True) -> list[bytes | None]:  # fmt: skip
         """Every query, up to ``window`` in flight; None where it failed (in request order)."""
         stats.mode = "pipelined"
         window = max(1, window or self.window)
         timeout_ms = max(1, timeout_ms or self.timeout_ms)
         retries = self.retries if retries is None else max(0, retries)
+        if self.native is not None and native:
+            stats.native = True
+            out, redirected = self._query_native(queries, stats, window, timeout_ms, retries)
+        else:
+            out, redirected = self._query_python(queries, stats, window, timeout_ms, retries)
+        for i in redirected:
+            stats.mads += 1
+            out[i] = self.mad.one(queries[i])
+            stats.failed += out[i] is None
+        return out
+
+    def _query_native(self, queries: Sequence[Query], stats: Stats, window: int, timeout_ms: int,
+                      retries: int) -> tuple[list[bytes | None], list[int]]:  # fmt: skip
+        n = len(queries)
+        flat = (ctypes.c_uint32 * (4 * n))(*(v for q in queries for v in q))
+        data = ctypes.create_string_buffer(DATA_SIZE * n)
+        status = ctypes.create_string_buffer(n)
+        counts = (ctypes.c_int64 * 3)()
+        tid = ctypes.c_uint32(self.tid)
+        (send, _), (recv, _) = self._umad_fns
+        rc = self.native.madpipe_query(  # type: ignore[union-attr]
+            send, recv, self.portid, self.agents[SMI_CLASS], self.agents[PERF_CLASS],
+            self.send_buf[SMI_CLASS], self.send_buf[PERF_CLASS], self.recv_buf, flat, n, window,
+            timeout_ms, retries, ctypes.byref(tid), data, status, counts,
+        )  # fmt: skip
+        if rc != 0:
+            raise MemoryError("madpipe_query could not allocate its tables")
+        self.tid = tid.value
+        stats.mads += counts[0]
+        stats.retried += counts[1]
+        stats.failed += counts[2]
+        raw, codes = data.raw, status.raw
+        out: list[bytes | None] = [
+            raw[i * DATA_SIZE : (i + 1) * DATA_SIZE] if code == NATIVE_OK else None
+            for i, code in enumerate(codes)
+        ]
+        return out, [i for i, code in enumerate(codes) if code == NATIVE_REDIRECT]
+
+    def _query_python(self, queries: Sequence[Query], stats: Stats, window: int, timeout_ms: int,
+                      retries: int) -> tuple[list[bytes | None], list[int]]:  # fmt: skip
         # Our own deadline backs the kernel's timeout (which umad2sim does not implement).
         grace = timeout_ms / 1000 * 1.25 + 0.01
         out: list[bytes | None] = [None] * len(queries)
@@ -346,11 +433,7 @@ class Pipeline:
         finally:
             if gc_was:
                 gc.enable()
-        for i in redirected:
-            stats.mads += 1
-            out[i] = self.mad.one(queries[i])
-            stats.failed += out[i] is None
-        return out
+        return out, redirected
 
 
 # -- decoding answers (the same for both paths) ------------------------------------------------
@@ -490,8 +573,9 @@ class Helper:
         window = int(req["window"]) if "window" in req else None
         timeout = int(req["mad_timeout_ms"]) if "mad_timeout_ms" in req else None
         retries = int(req["retries"]) if "retries" in req else None
+        native = bool(req.get("native", True))
         return lambda queries: pipe.query(queries, stats, window=window, timeout_ms=timeout,
-                                          retries=retries)  # fmt: skip
+                                          retries=retries, native=native)  # fmt: skip
 
 
 def answer(helper: Helper, req: dict, stats: Stats | None = None) -> object:
@@ -527,7 +611,9 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> None:
         stdout.write(json.dumps({"ok": False, "error": str(exc)}) + "\n")
         stdout.flush()
         return
-    hello = {"ok": True, "ready": True, "pipelined": helper.pipeline is not None}
+    pipe = helper.pipeline
+    hello = {"ok": True, "ready": True, "pipelined": pipe is not None,
+             "native": pipe is not None and pipe.native is not None}  # fmt: skip
     stdout.write(json.dumps(hello) + "\n")
     stdout.flush()
     for line in stdin:
