@@ -146,3 +146,36 @@ async def test_change_socket_streams_push_progress_to_operators_only(world, oper
     comm_t, _, _ = await connect(f"/ws/live/change/{change.pk}/", admin_a)
     await comm_t.receive_json_from(timeout=5)
     assert (await comm_t.receive_json_from(timeout=5))["code"] == "not_found"
+
+
+async def test_a_live_message_goes_out_without_a_hop_through_the_database_thread(
+    world, operator, monkeypatch
+):
+    """channels runs Django's close_old_connections in its one thread-sensitive executor thread
+    before every message a consumer handles; a live delta (prepared text, no database) must not
+    queue behind that hop once per socket."""
+    import channels.consumer
+
+    hops = []
+    real = channels.consumer.aclose_old_connections
+
+    async def counted():
+        hops.append(1)
+        await real()
+
+    monkeypatch.setattr(channels.consumer, "aclose_old_connections", counted)
+    comm, connected, _ = await connect(f"/ws/live/fabric/{world['fabric'].pk}/", operator)
+    assert connected
+    await _ready(comm)
+    before = len(hops)
+    assert before >= 1  # the connect went through channels' dispatch (and the counter)
+    collector = world["collector"]
+    for bucket in (1, 4):
+        await sync_to_async(collector._publish)(statuses(collector, bucket=bucket), 1.0 + bucket)
+        delta = (await messages_until(comm, lambda m: m["type"] == "link.delta"))[-1]
+        check(delta)
+    assert len(hops) == before
+    await comm.send_json_to({"type": "ping"})  # a frame from the client still takes the usual path
+    assert (await comm.receive_json_from(timeout=5))["type"] == "pong"
+    assert len(hops) == before + 1
+    await comm.disconnect()
