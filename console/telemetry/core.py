@@ -7,23 +7,24 @@ turns two consecutive sweeps into :class:`LinkStatus` rows. InfiniBand data coun
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 WORD_BYTES = 4
 #: Error counters the console watches (PortCounters names, as perfquery prints them).
 ERROR_COUNTERS = ("SymbolErrorCounter", "LinkDownedCounter", "PortRcvErrors", "PortXmitDiscards")
 #: Utilisation colour buckets: upper bounds (fraction of line rate) of buckets 0..4; 5 = above.
 BUCKETS = (0.01, 0.25, 0.5, 0.75, 0.9)
-NO_ERRORS = dict.fromkeys(ERROR_COUNTERS, 0)
+NO_ERRORS: Mapping[str, int] = MappingProxyType(
+    dict.fromkeys(ERROR_COUNTERS, 0)
+)  # shared: read-only
 
 
 def bucket_of(utilisation: float) -> int:
     """Colour bucket 0 (idle) … 5 (≥ 90 %) of a utilisation fraction."""
-    for i, bound in enumerate(BUCKETS):
-        if utilisation < bound:
-            return i
-    return len(BUCKETS)
+    return bisect_right(BUCKETS, utilisation)
 
 
 @dataclass(frozen=True)
@@ -59,8 +60,8 @@ class LinkStatus:
     rx_bps: float = 0.0  # peer → switch port
     utilisation: float = 0.0  # max of both directions, fraction of line rate
     bucket: int = 0
-    errors: dict[str, int] = field(default_factory=dict)  # deltas over the sweep
-    error_totals: dict[str, int] = field(default_factory=dict)
+    errors: Mapping[str, int] = field(default_factory=dict)  # deltas over the sweep
+    error_totals: Mapping[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         errors, totals = self.errors, self.error_totals
@@ -93,7 +94,9 @@ def link_status(
     if now is None:
         return LinkStatus(end.link_id, up=False)
     up = now.state in ("", "Active")
-    totals = dict(now.errors)
+    # (readers hand out error dicts that are never changed afterwards, and neither is a status's:
+    # shared, not copied — a sweep builds thousands of these)
+    totals = now.errors
     if before is None or dt <= 0:
         return LinkStatus(end.link_id, up=up, error_totals=totals)
     bits = WORD_BYTES * 8 / dt
@@ -103,7 +106,7 @@ def link_status(
     if end.gbps and up:
         utilisation = min(1.0, max(tx, rx) / (end.gbps * 1e9))
     if now.errors == before.errors:  # the usual case (a reader may even hand the same dict)
-        errors = dict(NO_ERRORS)
+        errors = NO_ERRORS
     else:
         was = before.errors
         errors = {n: _delta(totals.get(n, 0), was.get(n, 0)) for n in ERROR_COUNTERS}

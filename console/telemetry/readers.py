@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections import deque
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -174,9 +175,16 @@ class MadReader:
         else:
             self.last["mads"], sums.mads = sums.mads, 0  # counted with the first part
         wanted = None if state is None else set(state)
-        plans = [self._plan(part, lids, sums.dirty, wanted) for part in parts]
-        answers = self._stream([{"op": "counters", "ports": wire} for _, _, wire in plans])
-        for i, ((switches, order, wire), data) in enumerate(zip(plans, answers, strict=True)):
+        dirty = sums.dirty
+        plans: deque[tuple[list[str], list[PortKey], list[list[int]]]] = deque()
+
+        def requests() -> Iterator[dict[str, Any]]:
+            for part in parts:  # planned as it is sent: part k+1 while part k is read
+                plans.append(self._plan(part, lids, dirty, wanted))
+                yield {"op": "counters", "ports": plans[-1][2]}
+
+        for i, data in enumerate(self._stream(requests())):
+            switches, order, wire = plans.popleft()
             if i:
                 self.last = {}
             self._count()
@@ -185,7 +193,7 @@ class MadReader:
             yield out
             started = time.monotonic()
 
-    def _stream(self, requests: list[dict[str, Any]]) -> Iterator[Any]:
+    def _stream(self, requests: Iterable[dict[str, Any]]) -> Iterator[Any]:
         try:
             yield from self.session.stream(requests)
         except MadError as exc:

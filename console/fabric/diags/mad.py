@@ -212,7 +212,7 @@ class MadSession:
         return list(self.stream([request], timeout=timeout))[0]
 
     def stream(
-        self, requests: Sequence[dict[str, Any]], *, timeout: float | None = None, depth: int = 2
+        self, requests: Iterable[dict[str, Any]], *, timeout: float | None = None, depth: int = 2
     ) -> Iterator[Any]:
         """The ``data`` of each request in turn, with up to ``depth`` requests sent ahead: the
         helper works on request k+1 while the caller handles the answer to request k (its MAD
@@ -220,18 +220,24 @@ class MadSession:
         per answer. Holds the session until the last answer is read; a caller that stops early
         (or an error) leaves the helper in an unknown state, so it is killed and the next request
         starts a fresh one. The helper answers in order, and at most ``depth`` answers are
-        outstanding, so neither pipe can fill up while the other waits."""
+        outstanding, so neither pipe can fill up while the other waits. ``requests`` is read
+        lazily: a request is built only when it is about to be sent."""
         deadline = timeout if timeout is not None else self.timeout
-        lines = [self._prepare(r).encode() for r in requests]
+        pending = iter(requests)
+        more = True
         with self._lock:
             proc = self._ensure()
             assert proc.stdin is not None
             sent = received = 0
             try:
-                while received < len(lines):
+                while more or received < sent:
                     try:
-                        while sent < len(lines) and sent - received < max(1, depth):
-                            proc.stdin.write(lines[sent])
+                        while more and sent - received < max(1, depth):
+                            request = next(pending, None)
+                            if request is None:
+                                more = False
+                                break
+                            proc.stdin.write(self._prepare(request).encode())
                             sent += 1
                         proc.stdin.flush()
                     except (BrokenPipeError, OSError) as exc:
