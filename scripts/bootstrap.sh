@@ -60,10 +60,11 @@ fi
 # --- the MAD helper's C loop ---------------------------------------------------------------
 # (optional: without it the helper runs the same loop in Python, about 40 % more CPU per MAD)
 madpipe=console/fabric/diags/madpipe.c
-if [[ ! -f ${madpipe%/*}/_madpipe.so || $madpipe -nt ${madpipe%/*}/_madpipe.so ]]; then
+madpipe_so=console/fabric/diags/_madpipe.so
+if [[ ! -f $madpipe_so || $madpipe -nt $madpipe_so ]]; then
   if command -v cc >/dev/null; then
     say "building the MAD helper's C loop"
-    cc -O2 -Wall -shared -fPIC -o "${madpipe%/*}/_madpipe.so" "$madpipe"
+    cc -O2 -Wall -shared -fPIC -o "$madpipe_so" "$madpipe"
   else
     echo "NOTE: no C compiler: the MAD helper runs its Python loop (apt-get install gcc libc6-dev)."
   fi

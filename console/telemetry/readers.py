@@ -112,10 +112,7 @@ class MadReader:
             raise ReaderError(f"MAD helper failed: {exc}") from exc
 
     def _ask(self, request: dict[str, Any]) -> Any:
-        try:
-            return self.session.request(request)
-        except MadError as exc:
-            raise ReaderError(str(exc)) from exc
+        return list(self._stream([request]))[0]
 
     def _changed_switches(self, switches: list[str], lids: Mapping[str, int]) -> SweepSums:
         """Switches whose ports' error counters must be read this sweep (phase 1)."""
@@ -194,6 +191,7 @@ class MadReader:
             started = time.monotonic()
 
     def _stream(self, requests: Iterable[dict[str, Any]]) -> Iterator[Any]:
+        """The helper's answers (MadSession.stream) with its errors as ReaderError."""
         try:
             yield from self.session.stream(requests)
         except MadError as exc:

@@ -51,14 +51,12 @@ def test_publishes_from_a_plain_thread_reuse_one_loop_and_one_connection():
 
 
 @pytest.mark.django_db
-def test_a_publish_inside_a_transaction_waits_for_the_commit(django_capture_on_commit_callbacks):
+def test_a_publish_inside_a_transaction_waits_for_the_commit(
+    django_capture_on_commit_callbacks, monkeypatch
+):
     sent: list = []
-    real = notify._group_send
-    notify._group_send = sent.extend  # type: ignore[assignment]
-    try:
-        with django_capture_on_commit_callbacks(execute=True):
-            notify.publish("tenant.424243", {"type": "link.delta"})
-            assert sent == []
-        assert [g for g, _ in sent] == ["tenant.424243"] and sent[0][1]["type"] == "live.message"
-    finally:
-        notify._group_send = real  # type: ignore[assignment]
+    monkeypatch.setattr(notify, "_group_send", sent.extend)
+    with django_capture_on_commit_callbacks(execute=True):
+        notify.publish("tenant.424243", {"type": "link.delta"})
+        assert sent == []
+    assert [g for g, _ in sent] == ["tenant.424243"] and sent[0][1]["type"] == "live.message"
