@@ -5,7 +5,8 @@ PostgreSQL and Debian's Chromium, as in tests/live/test_live_e2e.py. The operato
 on the canvas and gets its 64 ports with their peers; a tenant opens the same leaf and gets only
 the ports of its own reservation. A cable of that reservation is pulled in ibsim: the row turns
 Down on both pages (the same DOM row, rewritten in place by the stream's delta), its counters
-and sparkline open from the row; put back, it turns Active again.
+and sparkline open from the row; put back, it turns Active again. Wheel-zooming into a leaf,
+then into a spine, opens each one's table: the switch under the pointer, not the canvas's middle.
 """
 
 from __future__ import annotations
@@ -39,6 +40,25 @@ def click_node(page, node_id: str) -> None:
     )
     box = page.get_by_test_id("live-canvas").bounding_box()
     page.mouse.click(box["x"] + at["x"], box["y"] + at["y"])
+
+
+def zoom_into(page, node_id: str) -> None:
+    """Wheel-zoom with the pointer on a canvas node until the canvas zooms no further or a port
+    table opens (the table takes the place of part of the canvas, the pointer may be over it)."""
+    canvas = page.get_by_test_id("live-canvas")
+    canvas.scroll_into_view_if_needed()
+    cy = "window.__live.canvas.cy"
+    for _ in range(60):
+        box = canvas.bounding_box()
+        at = page.evaluate(f"(id) => {cy}.getElementById(id).renderedPosition()", node_id)
+        page.mouse.move(box["x"] + at["x"], box["y"] + at["y"])
+        page.mouse.wheel(0, -120)
+        if (
+            page.evaluate(f"() => {cy}.zoom() >= {cy}.maxZoom()")
+            or page.get_by_test_id("switch-panel").is_visible()
+        ):
+            return
+    raise AssertionError(f"the canvas did not zoom into {node_id}")
 
 
 def port_row(page, port: int):
@@ -145,3 +165,16 @@ def test_switch_port_table_shows_peers_and_follows_an_unplugged_cable_live(
     panel.get_by_test_id("switch-close").click()
     expect(panel).to_be_hidden()
     assert "switch=" not in op.url
+
+    # zooming into a switch opens its table too: the one under the pointer, once per zoom-in
+    fit = "() => window.__live.canvas.cy.fit(undefined, 30)"
+    for target, rows in ((leaf, 64), (spine, None)):
+        op.evaluate(fit)
+        zoom_into(op, target)
+        expect(panel).to_have_attribute("data-switch", target)
+        expect(panel).to_have_attribute("data-state", "ready")
+        if rows:
+            expect(panel.get_by_test_id("port-row")).to_have_count(rows)
+        expect(op).to_have_url(re.compile(f"switch={re.escape(target)}"))
+        panel.get_by_test_id("switch-close").click()
+        expect(panel).to_be_hidden()

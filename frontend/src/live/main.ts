@@ -1,6 +1,7 @@
 // The live topology page: the designer's server-positioned canvas, links coloured from the
 // live stream, events, link detail with a sparkline and history, change-request progress, and
-// the switch level of detail: a clicked switch's port table, updated from the same stream.
+// the switch level of detail: a clicked or zoomed-into switch's port table, updated from the
+// same stream.
 
 import "../designer/designer.css";
 import "./live.css";
@@ -11,6 +12,7 @@ import { byTestId, fmt, h } from "../dom";
 import { PortTable } from "./ports";
 import { LiveStream } from "./stream";
 import type { ChangeStep, LinkState, LiveEvent, LiveInit, Message, Snapshot } from "./types";
+import { ZoomToSwitch } from "./zoom";
 
 const BUCKET_COLOURS = ["#9aa7b4", "#2e7d32", "#9e9d24", "#f9a825", "#ef6c00", "#c62828"];
 const BUCKET_LABELS = ["idle", "< 25 %", "< 50 %", "< 75 %", "< 90 %", "≥ 90 %"];
@@ -67,6 +69,7 @@ class LivePage {
       },
     });
     this.canvas.render(init.canvas);
+    new ZoomToSwitch(this.canvas.cy, (name) => this.openSwitch(name));
     this.indexEdges(init.canvas.edges);
     this.canvas.cy
       .style()
