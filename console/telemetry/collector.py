@@ -434,8 +434,12 @@ class FabricCollector:
                                              if r is not None and r.tenant_id == tid}}
             for tid, links in self.tenant_links.items()
         }  # fmt: skip
+        # the seqs this snapshot is current with, read after the sweep's deltas went out
+        # (store.snapshot_seq)
+        seqs = store.current_seqs([group for group, _ in self._groups()])
         store.save_snapshot(self.fabric.pk, {
             "fabric": self.fabric.pk, "epoch": self.epoch, "at": wall, "cycle_s": round(cycle, 4),
+            "seqs": seqs,
             "links": {k: v.as_dict() for k, v in statuses.items()},
             "tenants": tenants, "summary": services.summarise(statuses.values()),
         })  # fmt: skip

@@ -52,6 +52,23 @@ def current_seq(group: str) -> int:
     return int(_memory.get(group, 0))
 
 
+def current_seqs(groups: list[str]) -> dict[str, int]:
+    """:func:`current_seq` of several groups in one round trip."""
+    r = _redis()
+    if r is not None:
+        values = r.mget([_key("seq", g) for g in groups]) if groups else []
+        return {g: int(v or 0) for g, v in zip(groups, values, strict=True)}
+    return {g: int(_memory.get(g, 0)) for g in groups}
+
+
+def snapshot_seq(snapshot: dict[str, Any], group: str) -> int:
+    """The seq of ``group`` that ``snapshot``'s links are current with, which a client resyncing
+    from it continues after. The collector publishes a sweep's deltas before it rewrites the
+    snapshot, so the group's current seq can be ahead of it. A group the snapshot does not cover
+    (no links in it, or no snapshot yet) has nothing in it that a message could repeat."""
+    return int((snapshot.get("seqs") or {}).get(group, current_seq(group)))
+
+
 def save_snapshot(fabric_id: int, snapshot: dict[str, Any]) -> None:
     r = _redis()
     if r is not None:

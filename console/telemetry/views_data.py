@@ -40,7 +40,7 @@ def snapshot_for(fabric_id: int, principal: Principal) -> dict[str, Any]:
     out: dict[str, Any] = {
         "fabric": fabric_id,
         "group": group,
-        "seq": store.current_seq(group),
+        "seq": store.snapshot_seq(snap, group),
         "epoch": snap.get("epoch"),
         "at": snap.get("at"),
         "collector": "running" if store.alive(fabric_id) else "stopped",
@@ -167,7 +167,7 @@ def switch_ports(fabric, switch: str, principal: Principal) -> dict[str, Any]:
         "model": sw.model,
         "ports_total": graph.port_count(switch),
         "group": group,
-        "seq": store.current_seq(group),
+        "seq": store.snapshot_seq(snap, group),
         "epoch": snap.get("epoch"),
         "at": snap.get("at"),
         "collector": "running" if store.alive(fabric.pk) else "stopped",

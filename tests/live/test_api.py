@@ -70,6 +70,28 @@ def test_snapshot_and_link_detail_show_a_tenant_only_its_links(
     assert a.get(f"/api/telemetry/fabrics/{fid}/history/?tenant={world['b'].pk}").status_code == 404
 
 
+def test_the_snapshot_seq_is_the_one_its_links_are_current_with(
+    world, client_for, admin_a, operator
+):
+    """A sweep's deltas go out before the collector rewrites the snapshot. A client resyncing in
+    between gets the older snapshot, so it must get that snapshot's seq too (and keep the newer
+    delta), not the group's current seq (and drop the delta as already held)."""
+    fid = world["fabric"].pk
+    groups = {operator: f"fabric.{fid}", admin_a: f"tenant.{world['a'].pk}"}
+    _publish_snapshot(world)
+    written = store.current_seqs(list(groups.values()))
+    for group in groups.values():
+        store.next_seq(group)  # the next sweep's delta, numbered before its snapshot is written
+    for user, group in groups.items():
+        body = client_for(user).get(f"/api/telemetry/fabrics/{fid}/snapshot/").json()
+        assert body["group"] == group
+        assert body["seq"] == written[group] == store.current_seq(group) - 1
+    _publish_snapshot(world)
+    for user, group in groups.items():
+        body = client_for(user).get(f"/api/telemetry/fabrics/{fid}/snapshot/").json()
+        assert body["seq"] == written[group] + 1
+
+
 def test_history_per_reservation_switch_and_downsampling(world, client_for, operator):
     from console.telemetry import services
 

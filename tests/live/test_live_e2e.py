@@ -48,6 +48,7 @@ def _env(data_dir: Path) -> dict[str, str]:
 @pytest.fixture
 def processes(lab_data_dir):
     started: list[subprocess.Popen] = []
+    lab_data_dir.mkdir(parents=True, exist_ok=True)
 
     def start(*argv: str) -> subprocess.Popen:
         log = open(lab_data_dir / f"{argv[0].replace('.', '_')}-{len(started)}.log", "wb")
@@ -79,15 +80,20 @@ def _wait_http(url: str, timeout: float = 30) -> None:
     raise AssertionError("uvicorn did not come up")
 
 
-def serve(processes, fabric) -> str:
-    """uvicorn on a free port and the fabric's collector (0.5 s sweeps); the console's URL."""
+def web(processes) -> str:
+    """uvicorn on a free port; the console's URL once it answers."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     processes("-m", "uvicorn", "console.asgi:application", "--host", "127.0.0.1", "--port",
               str(port), "--lifespan", "off", "--log-level", "warning")  # fmt: skip
-    processes("manage.py", "collector", "--fabric", str(fabric.pk), "--interval", "0.5")
     _wait_http(url)
     return url
+
+
+def serve(processes, fabric) -> str:
+    """:func:`web` and the fabric's collector (0.5 s sweeps); the console's URL."""
+    processes("manage.py", "collector", "--fabric", str(fabric.pk), "--interval", "0.5")
+    return web(processes)
 
 
 def _login(browser, url: str, username: str):

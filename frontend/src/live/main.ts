@@ -91,8 +91,7 @@ class LivePage {
       resync: () => this.resync(),
       status: (t) => (byTestId("live-conn").textContent = t),
     });
-    this.stream.open();
-    void this.loadEvents();
+    this.stream.open(); // subscribing loads the snapshot and the events
     if (init.operator) void this.loadChanges();
     if (init.switch) this.openSwitch(init.switch);
   }
@@ -147,8 +146,13 @@ class LivePage {
     );
   }
 
+  /** The state to continue the stream from: the links' snapshot, and the events (event messages
+   * older than the snapshot's seq are dropped by the stream, the list holds them). */
   private async resync(): Promise<number> {
-    const snap = await api<Snapshot>(`/api/telemetry/fabrics/${this.init.fabric}/snapshot/`);
+    const [snap] = await Promise.all([
+      api<Snapshot>(`/api/telemetry/fabrics/${this.init.fabric}/snapshot/`),
+      this.loadEvents(),
+    ]);
     this.snapshot = snap;
     this.links.clear();
     if (!this.init.operator) this.mine = new Set(snap.links.map((l) => l.id));

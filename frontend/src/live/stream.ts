@@ -2,6 +2,8 @@
 
 import type { Message } from "./types";
 
+type Numbered = Extract<Message, { seq: number }>;
+
 export interface StreamHandlers {
   message(msg: Message): void;
   resync(): Promise<number>; // returns the group's seq the snapshot reflects
@@ -11,7 +13,8 @@ export interface StreamHandlers {
 export class LiveStream {
   private socket: WebSocket | null = null;
   private seq = 0;
-  private syncing = false;
+  /** Numbered messages held while a snapshot loads (null: none loading). */
+  private held: Numbered[] | null = null;
   private backoff = 500;
   resyncs = 0;
 
@@ -38,14 +41,33 @@ export class LiveStream {
     };
   }
 
-  private async sync(): Promise<void> {
-    if (this.syncing) return;
-    this.syncing = true;
+  /**
+   * Load the REST snapshot and continue from its seq. Numbered messages that arrive meanwhile are
+   * held, then replayed: those the snapshot already reflects are dropped, the newer ones applied
+   * on top. If they do not follow the snapshot without a gap (the snapshot is older than a
+   * message already here, or a message was lost), load it again, backing off.
+   */
+  private async sync(first: Numbered[] = []): Promise<void> {
+    if (this.held) return;
+    this.held = first;
+    let wait = 0;
     try {
-      this.seq = await this.handlers.resync();
-      this.resyncs += 1;
-    } finally {
-      this.syncing = false;
+      for (;;) {
+        const seq = await this.handlers.resync();
+        this.resyncs += 1;
+        const newer = this.held.filter((m) => m.seq > seq).sort((a, b) => a.seq - b.seq);
+        if (newer.every((m, i) => m.seq === seq + 1 + i)) {
+          this.held = null;
+          this.seq = seq;
+          for (const m of newer) this.deliver(m);
+          return;
+        }
+        this.held = newer;
+        wait = Math.min(wait ? wait * 2 : 100, 4000);
+        await new Promise((done) => window.setTimeout(done, wait));
+      }
+    } catch {
+      this.held = null; // the next message finds the gap again and retries
     }
   }
 
@@ -55,13 +77,21 @@ export class LiveStream {
       return;
     }
     if ("seq" in msg && msg.type !== "change.progress") {
-      if (msg.seq <= this.seq) return; // already in the snapshot
-      if (msg.seq !== this.seq + 1 && !this.syncing) {
-        void this.sync(); // a gap: something was dropped
+      if (this.held) {
+        this.held.push(msg);
         return;
       }
-      this.seq = msg.seq;
+      if (msg.seq <= this.seq) return; // already in the snapshot
+      if (msg.seq !== this.seq + 1) {
+        void this.sync([msg]); // a gap: something was dropped
+        return;
+      }
     }
+    this.deliver(msg);
+  }
+
+  private deliver(msg: Message): void {
+    if ("seq" in msg && msg.type !== "change.progress") this.seq = msg.seq;
     this.handlers.message(msg);
   }
 }
