@@ -21,7 +21,7 @@ from scheduling.services import inventory
 from tests.fabric.conftest import requires_lab
 from tests.fabric.lab_fixtures import lab_data_dir, lab_fabric, su1_revision  # noqa: F401
 from tests.live.helpers import ready_reservation
-from tests.live.test_live_e2e import _login, processes, serve  # noqa: F401
+from tests.servers import login, processes, serve  # noqa: F401
 
 pytestmark = [requires_lab, pytest.mark.lab, pytest.mark.e2e, pytest.mark.timeout(300),
               pytest.mark.django_db(transaction=True)]  # fmt: skip
@@ -90,7 +90,7 @@ def test_switch_port_table_shows_peers_and_follows_an_unplugged_cable_live(
     url = serve(processes, fabric)
 
     # the operator clicks the leaf on the canvas: its port table, every port with its peer
-    op = _login(browser, url, "op")
+    op = login(browser, url, "op")
     op.goto(f"{url}/fabrics/{fabric.pk}/live/")
     expect(op.get_by_test_id("live-conn")).to_have_text("live", timeout=15_000)
     expect(op.get_by_test_id("live-summary")).to_contain_text("collector running", timeout=15_000)
@@ -110,7 +110,7 @@ def test_switch_port_table_shows_peers_and_follows_an_unplugged_cable_live(
     assert re.search(r"[?&]switch=", op.url), "the URL keeps the open switch"
 
     # tenant A opens the same leaf by its URL: only the ports of its own reservation
-    tenant = _login(browser, url, "admin-a")
+    tenant = login(browser, url, "admin-a")
     tenant.goto(f"{url}/fabrics/{fabric.pk}/live/?switch={leaf}")
     expect(tenant.get_by_test_id("live-conn")).to_have_text("live", timeout=15_000)
     mine = tenant.get_by_test_id("switch-panel")

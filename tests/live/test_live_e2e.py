@@ -8,108 +8,25 @@ utilisation in its tenant's view, and nothing of the other tenant's.
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 from playwright.sync_api import expect
 
 from console.fabric import labs
 from scheduling.services import inventory
 from tests.fabric.conftest import requires_lab
 from tests.live.helpers import ready_reservation
+from tests.servers import login, processes, serve  # noqa: F401
 
 pytestmark = [requires_lab, pytest.mark.lab, pytest.mark.e2e, pytest.mark.timeout(300),
               pytest.mark.django_db(transaction=True)]  # fmt: skip
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _env(data_dir: Path) -> dict[str, str]:
-    db = settings.DATABASES["default"]
-    env = dict(os.environ)
-    env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
-    env["CONSOLE_DATA_DIR"] = str(data_dir)
-    env["DJANGO_ALLOW_ASYNC_UNSAFE"] = ""
-    return env
-
-
-@pytest.fixture
-def processes(lab_data_dir):
-    started: list[subprocess.Popen] = []
-    lab_data_dir.mkdir(parents=True, exist_ok=True)
-
-    def start(*argv: str) -> subprocess.Popen:
-        log = open(lab_data_dir / f"{argv[0].replace('.', '_')}-{len(started)}.log", "wb")
-        proc = subprocess.Popen([sys.executable, *argv], cwd=ROOT, env=_env(lab_data_dir),
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
-        started.append(proc)
-        return proc
-
-    yield start
-    for proc in started:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-
-
-def _wait_http(url: str, timeout: float = 30) -> None:
-    import urllib.request
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(url + "/healthz", timeout=2)
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise AssertionError("uvicorn did not come up")
-
-
-def web(processes) -> str:
-    """uvicorn on a free port; the console's URL once it answers."""
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    processes("-m", "uvicorn", "console.asgi:application", "--host", "127.0.0.1", "--port",
-              str(port), "--lifespan", "off", "--log-level", "warning")  # fmt: skip
-    _wait_http(url)
-    return url
-
-
-def serve(processes, fabric) -> str:
-    """:func:`web` and the fabric's collector (0.5 s sweeps); the console's URL."""
-    processes("manage.py", "collector", "--fabric", str(fabric.pk), "--interval", "0.5")
-    return web(processes)
-
-
-def _login(browser, url: str, username: str):
-    page = browser.new_context().new_page()
-    page.goto(f"{url}/login/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill("pw-12345678")
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{url}/")
-    return page
 
 
 def test_unplugged_cable_shows_down_within_5s_and_clears_and_tenants_see_their_traffic(
     orm_beside_playwright,
     lab_fabric,
-    processes,
+    processes,  # noqa: F811
     browser,
     operator,
     admin_a,
@@ -123,13 +40,13 @@ def test_unplugged_cable_shows_down_within_5s_and_clears_and_tenants_see_their_t
     ready_reservation(fabric, tenant_b, nodes=2)
     url = serve(processes, fabric)
 
-    op = _login(browser, url, "op")
+    op = login(browser, url, "op")
     op.goto(f"{url}/fabrics/{fabric.pk}/live/")
     expect(op.get_by_test_id("live-conn")).to_have_text("live", timeout=15_000)
     expect(op.get_by_test_id("live-summary")).to_contain_text("collector running", timeout=15_000)
 
     # the tenant's page: its reservation's links carry the traffic model's all-reduce
-    tenant = _login(browser, url, "admin-a")
+    tenant = login(browser, url, "admin-a")
     tenant.goto(f"{url}/live/")
     expect(tenant.get_by_test_id("live-title")).to_contain_text(fabric.name)
     tenant.wait_for_function(

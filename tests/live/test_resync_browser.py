@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 
 from console.telemetry import store
 from tests.live.fabric_fixtures import statuses
-from tests.live.test_live_e2e import _login, processes, web  # noqa: F401
+from tests.servers import login, processes, web  # noqa: F401
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180), pytest.mark.django_db(transaction=True)]
 
@@ -31,7 +31,7 @@ def test_a_gap_resyncs_and_a_delta_newer_than_the_snapshot_is_kept(
     collector._publish(everything, 1.0)
     collector._snapshot(everything, 1.0, 0.1)
     url = web(processes)
-    page = _login(browser, url, "op")
+    page = login(browser, url, "op")
     page.goto(f"{url}/fabrics/{fabric.pk}/live/")
     expect(page.get_by_test_id("live-conn")).to_have_text("live", timeout=15_000)
     page.wait_for_function("() => window.__live?.stream.resyncs === 1")

@@ -1,0 +1,106 @@
+"""Console processes for tests that need a real server: uvicorn (ASGI, for the sockets and the
+production request path, persistent database connections included) and the collector, as
+subprocesses with the test's database, Redis and data directory; stopped after the test."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(data_dir: Path) -> dict[str, str]:
+    db = settings.DATABASES["default"]
+    env = dict(os.environ)
+    env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    env["CONSOLE_DATA_DIR"] = str(data_dir)
+    env["DJANGO_ALLOW_ASYNC_UNSAFE"] = ""
+    # console.asgi sets this for its own process; a test that imported it must not pass it on
+    env.pop("CONSOLE_DB_CONN_MAX_AGE", None)
+    return env
+
+
+@pytest.fixture
+def processes(lab_data_dir):
+    started: list[subprocess.Popen] = []
+    lab_data_dir.mkdir(parents=True, exist_ok=True)
+
+    def start(*argv: str) -> subprocess.Popen:
+        log = open(lab_data_dir / f"{argv[0].replace('.', '_')}-{len(started)}.log", "wb")
+        proc = subprocess.Popen([sys.executable, *argv], cwd=ROOT, env=_env(lab_data_dir),
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _wait_http(url: str, server: str, timeout: float = 30) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url + "/healthz", timeout=2)
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError(f"{server} did not come up")
+
+
+def web(processes) -> str:
+    """uvicorn on a free port; the console's URL once it answers."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    processes("-m", "uvicorn", "console.asgi:application", "--host", "127.0.0.1", "--port",
+              str(port), "--lifespan", "off", "--log-level", "warning")  # fmt: skip
+    _wait_http(url, "uvicorn")
+    return url
+
+
+def wsgi(processes) -> str:
+    """gunicorn with one sync worker (how production serves REST and pages) on a free port."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    processes("-m", "gunicorn", "console.wsgi:application", "-w", "1", "-b", f"127.0.0.1:{port}",
+              "--log-level", "warning")  # fmt: skip
+    _wait_http(url, "gunicorn")
+    return url
+
+
+def serve(processes, fabric) -> str:
+    """:func:`web` and the fabric's collector (0.5 s sweeps); the console's URL."""
+    processes("manage.py", "collector", "--fabric", str(fabric.pk), "--interval", "0.5")
+    return web(processes)
+
+
+def login(browser, url: str, username: str):
+    page = browser.new_context().new_page()
+    page.goto(f"{url}/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill("pw-12345678")
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"{url}/")
+    return page
