@@ -1,4 +1,5 @@
-"""One error body for every 4xx: ``{"code", "detail", "fields"}``."""
+"""One error body for every 4xx, and for a 503 when the database went away under the request:
+``{"code", "detail", "fields"}``."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import IntegrityError
+from django.db import IntegrityError, InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -36,6 +37,13 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
             {"code": "conflict", "detail": "the change conflicts with existing data", "fields": {}},
             status=status.HTTP_409_CONFLICT,
         )
+    if isinstance(exc, OperationalError | InterfaceError):
+        # The database went away under the request (a killed connection, a failover): its open
+        # transaction was rolled back, and the next request gets a fresh connection.
+        return Response(
+            {"code": "unavailable", "detail": "the database was unavailable; retry", "fields": {}},
+            status=status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": "1"},
+        )  # fmt: skip
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     if isinstance(exc, DjangoPermissionDenied):
