@@ -19,8 +19,6 @@ from console.live.routing import websocket_urlpatterns  # noqa: E402
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(
-            TokenOrSessionAuthMiddleware(URLRouter(websocket_urlpatterns))
-        ),
+        "websocket": AllowedHostsOriginValidator(TokenOrSessionAuthMiddleware(URLRouter(websocket_urlpatterns))),
     }
 )

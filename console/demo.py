@@ -41,9 +41,7 @@ def seed_tenancy(actor: Actor) -> list[str]:
     with transaction.atomic():
         tenants = {}
         for name, slug, description in DEMO_TENANTS:
-            tenant, made = Tenant.objects.get_or_create(
-                slug=slug, defaults={"name": name, "description": description}
-            )
+            tenant, made = Tenant.objects.get_or_create(slug=slug, defaults={"name": name, "description": description})
             tenants[slug] = tenant
             if made:
                 audit.record(actor, "tenant.create", tenant, after=audit.snapshot(tenant))
@@ -86,8 +84,7 @@ def seed_designs(actor: Actor) -> list[str]:
     for name, description, options in DEMO_DESIGNS:
         if Design.objects.filter(name=name).exists():
             continue
-        services.create_design(actor, principal, name=name, options=options,
-                               description=description)  # fmt: skip
+        services.create_design(actor, principal, name=name, options=options, description=description)
         created.append(f"design {name}")
     return created
 
@@ -118,11 +115,7 @@ def seed_scheduling(actor: Actor) -> list[str]:
     created: list[str] = []
     fabric = Fabric.objects.filter(revision__design__name=DEMO_FABRIC_DESIGN).first()
     if fabric is None:
-        revision = (
-            DesignRevision.objects.filter(design__name=DEMO_FABRIC_DESIGN)
-            .order_by("-number")
-            .first()
-        )
+        revision = DesignRevision.objects.filter(design__name=DEMO_FABRIC_DESIGN).order_by("-number").first()
         if revision is None:
             return created
         with transaction.atomic():
@@ -137,24 +130,35 @@ def seed_scheduling(actor: Actor) -> list[str]:
     pool = Pool.objects.filter(fabric=fabric, name=DEMO_POOL).first()
     if pool is None:
         nodes = list(Node.objects.filter(fabric=fabric))
-        pool = inventory.create_pool(actor, operator, fabric=fabric, name=DEMO_POOL,
-                                     kind=Pool.Kind.BY_SU, nodes=nodes,
-                                     description="scalable unit 1: 32 DGX H100")  # fmt: skip
+        pool = inventory.create_pool(
+            actor,
+            operator,
+            fabric=fabric,
+            name=DEMO_POOL,
+            kind=Pool.Kind.BY_SU,
+            nodes=nodes,
+            description="scalable unit 1: 32 DGX H100",
+        )
         created.append(f"pool {pool.name}")
     tenants = {t.slug: t for t in Tenant.objects.filter(slug__in=[q[0] for q in DEMO_QUOTAS])}
     for slug, guaranteed, borrow in DEMO_QUOTAS:
         if slug in tenants and not Quota.objects.filter(tenant=tenants[slug], pool=pool).exists():
-            quotas.set_quota(actor, operator, tenant=tenants[slug], pool=pool,
-                             guaranteed_gpus=guaranteed, borrow_limit_gpus=borrow)  # fmt: skip
+            quotas.set_quota(
+                actor, operator, tenant=tenants[slug], pool=pool, guaranteed_gpus=guaranteed, borrow_limit_gpus=borrow
+            )
             created.append(f"quota {slug}")
     for slug, name, gpus, hours, priority in DEMO_RESERVATIONS:
         tenant = tenants.get(slug)
         if tenant is None or Reservation.objects.live().filter(tenant=tenant, name=name).exists():
             continue
         request = reservations.ReservationRequest(
-            pool_id=pool.pk, gpus=gpus, duration=dt.timedelta(hours=hours),
-            priority_class=priority, name=name, tenant_id=tenant.pk,
-        )  # fmt: skip
+            pool_id=pool.pk,
+            gpus=gpus,
+            duration=dt.timedelta(hours=hours),
+            priority_class=priority,
+            name=name,
+            tenant_id=tenant.pk,
+        )
         reservation = reservations.reserve(actor, operator, request)
         created.append(f"reservation {name} ({reservation.status})")
     return created

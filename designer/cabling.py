@@ -50,16 +50,7 @@ def cabling_plan(graph: FabricGraph) -> list[CablingRow]:
     for i, lk in enumerate(graph.links, 1):
         ra, ua = place.get(lk.a, ("", 0))
         rb, ub = place.get(lk.b, ("", 0))
-        pa = (
-            hca[lk.a][lk.a_port - 1]
-            if lk.a in hca and lk.a_port <= len(hca[lk.a])
-            else str(lk.a_port)
-        )
-        pb = (
-            hca[lk.b][lk.b_port - 1]
-            if lk.b in hca and lk.b_port <= len(hca[lk.b])
-            else str(lk.b_port)
-        )
-        append(CablingRow(f"C{i:0{width}d}", lk.tier, ra, ua, lk.a, pa, rb, ub, lk.b, pb,
-                          lk.cable, lk.length_m))  # fmt: skip
+        pa = hca[lk.a][lk.a_port - 1] if lk.a in hca and lk.a_port <= len(hca[lk.a]) else str(lk.a_port)
+        pb = hca[lk.b][lk.b_port - 1] if lk.b in hca and lk.b_port <= len(hca[lk.b]) else str(lk.b_port)
+        append(CablingRow(f"C{i:0{width}d}", lk.tier, ra, ua, lk.a, pa, rb, ub, lk.b, pb, lk.cable, lk.length_m))
     return rows

@@ -138,7 +138,7 @@ def _switch_node(idx: _Index, name: str, x: float, y: float, parent: str | None)
             "u": sw.u,
             "group": idx.group[name],
             "split": sw.split or "",
-        },  # fmt: skip
+        },
     }
     if parent:
         node["parent"] = parent
@@ -245,7 +245,7 @@ def _group_node(idx: _Index, g: str, x: float, y: float, hosts_of: dict, interna
             "tiers": dict(tiers),
             "hosts": hosts,
             "internal_links": internal.get(g, 0),
-        },  # fmt: skip
+        },
     }
 
 
@@ -293,20 +293,38 @@ def _pod(idx: _Index, focus: str | None) -> dict:
         if g in expanded:
             xs = [pos[m][0] for m in members]
             ys = [pos[m][1] for m in members]
-            nodes.append({"id": g, "label": label, "kind": "group", "tier": "group",
-                          "x": round(sum(xs) / len(xs), 1), "y": round(sum(ys) / len(ys), 1),
-                          "ports_used": used, "ports_total": total,
-                          "data": {"name": label, "switches": len(xs), "compound": True}})  # fmt: skip
+            nodes.append(
+                {
+                    "id": g,
+                    "label": label,
+                    "kind": "group",
+                    "tier": "group",
+                    "x": round(sum(xs) / len(xs), 1),
+                    "y": round(sum(ys) / len(ys), 1),
+                    "ports_used": used,
+                    "ports_total": total,
+                    "data": {"name": label, "switches": len(xs), "compound": True},
+                }
+            )
             continue
         if _is_tier_group(g):
             x, y = total_width / 2, min(rank_of[g], bottom) * DY
         else:
             x, y = collapsed_col * DX, bottom * DY
             collapsed_col += 2.5
-        nodes.append({"id": g, "label": f"{label}\n{len(members)} switches", "kind": "group",
-                      "tier": "group", "x": round(x, 1), "y": round(y, 1),
-                      "ports_used": used, "ports_total": total,
-                      "data": {"name": label, "switches": len(members)}})  # fmt: skip
+        nodes.append(
+            {
+                "id": g,
+                "label": f"{label}\n{len(members)} switches",
+                "kind": "group",
+                "tier": "group",
+                "x": round(x, 1),
+                "y": round(y, 1),
+                "ports_used": used,
+                "ports_total": total,
+                "data": {"name": label, "switches": len(members)},
+            }
+        )
     # Hosts collapsed behind their leaf.
     for name in pos:
         links = idx.hosts.get(name)
@@ -315,11 +333,19 @@ def _pod(idx: _Index, focus: str | None) -> dict:
         x, y = pos[name]
         hosts = {lk.a if lk.a not in switches else lk.b for lk in links}
         hy = y + DY * (0.45 if torus else 0.8)
-        nodes.append({"id": f"hosts:{name}", "label": f"{len(hosts)} nodes", "kind": "node-group",
-                      "tier": HOST, "x": round(x + (DX * 0.3 if torus else 0), 1),
-                      "y": round(hy, 1), "ports_used": len(links), "ports_total": len(links),
-                      "data": {"leaf": name, "hosts": len(hosts),
-                               "first": min(hosts), "last": max(hosts)}})  # fmt: skip
+        nodes.append(
+            {
+                "id": f"hosts:{name}",
+                "label": f"{len(hosts)} nodes",
+                "kind": "node-group",
+                "tier": HOST,
+                "x": round(x + (DX * 0.3 if torus else 0), 1),
+                "y": round(hy, 1),
+                "ports_used": len(links),
+                "ports_total": len(links),
+                "data": {"leaf": name, "hosts": len(hosts), "first": min(hosts), "last": max(hosts)},
+            }
+        )
     bundles: dict = {}
     for lk in graph.links:
         a_in = lk.a in pos
@@ -394,22 +420,46 @@ def _switch(idx: _Index, name: str) -> dict:
         row = (p - 1) % per_cage
         x, y = cage * PORT_DX, row * PORT_DY
         hit = by_port.get(p)
-        row_data = {"port": p, "cage": cage + 1, "peer": "", "peer_port": None, "cable": "",
-                    "length_m": None, "tier": "", "free": hit is None}  # fmt: skip
+        row_data = {
+            "port": p,
+            "cage": cage + 1,
+            "peer": "",
+            "peer_port": None,
+            "cable": "",
+            "length_m": None,
+            "tier": "",
+            "free": hit is None,
+        }
         if hit:
             lk, peer, peer_port = hit
-            row_data.update(peer=peer, peer_port=peer_port, cable=lk.cable,
-                            length_m=lk.length_m, tier=lk.tier)  # fmt: skip
+            row_data.update(peer=peer, peer_port=peer_port, cable=lk.cable, length_m=lk.length_m, tier=lk.tier)
             peers.setdefault(peer, []).append(p)
-            edges.append({"id": f"port:{name}:{p}--{peer}", "source": f"port:{name}:{p}",
-                          "target": peer, "count": 1, "tier": lk.tier, "cable": lk.cable,
-                          "links": [[lk.a, lk.a_port, lk.b, lk.b_port, lk.cable,
-                                     lk.length_m]]})  # fmt: skip
+            edges.append(
+                {
+                    "id": f"port:{name}:{p}--{peer}",
+                    "source": f"port:{name}:{p}",
+                    "target": peer,
+                    "count": 1,
+                    "tier": lk.tier,
+                    "cable": lk.cable,
+                    "links": [[lk.a, lk.a_port, lk.b, lk.b_port, lk.cable, lk.length_m]],
+                }
+            )
         ports.append(row_data)
-        nodes.append({"id": f"port:{name}:{p}", "label": str(p), "kind": "port", "tier": sw.tier,
-                      "x": round(x, 1), "y": round(y, 1), "parent": name,
-                      "ports_used": 0 if hit is None else 1, "ports_total": 1,
-                      "data": {**row_data, "switch": name}})  # fmt: skip
+        nodes.append(
+            {
+                "id": f"port:{name}:{p}",
+                "label": str(p),
+                "kind": "port",
+                "tier": sw.tier,
+                "x": round(x, 1),
+                "y": round(y, 1),
+                "parent": name,
+                "ports_used": 0 if hit is None else 1,
+                "ports_total": 1,
+                "data": {**row_data, "switch": name},
+            }
+        )
     node = _switch_node(idx, name, width / 2, (per_cage - 1) * PORT_DY / 2, None)
     nodes.insert(0, node)
     above = [p for p in peers if p in graph.switches and _rank(graph.switches[p].tier) < rank]
@@ -423,11 +473,19 @@ def _switch(idx: _Index, name: str) -> dict:
                 nodes.append(_switch_node(idx, peer, x, y, None))
             else:
                 n = graph.nodes[peer]
-                nodes.append({"id": peer, "label": peer, "kind": "node-group", "tier": HOST,
-                              "x": round(x, 1), "y": round(y, 1),
-                              "ports_used": idx.used.get(peer, 0), "ports_total": n.hcas,
-                              "data": {"hosts": 1, "node_type": n.node_type, "role": n.role,
-                                       "rack": n.rack}})  # fmt: skip
+                nodes.append(
+                    {
+                        "id": peer,
+                        "label": peer,
+                        "kind": "node-group",
+                        "tier": HOST,
+                        "x": round(x, 1),
+                        "y": round(y, 1),
+                        "ports_used": idx.used.get(peer, 0),
+                        "ports_total": n.hcas,
+                        "data": {"hosts": 1, "node_type": n.node_type, "role": n.role, "rack": n.rack},
+                    }
+                )
     return {"nodes": nodes, "edges": edges, "ports": ports}
 
 
@@ -448,8 +506,7 @@ def canvas_view(graph: FabricGraph, level: str = "auto", focus: str | None = Non
     if level == "switch":
         if focus not in graph.switches:
             shown = ", ".join(list(graph.switches)[:5])
-            raise CanvasError(f"switch level needs a switch name as focus, got {focus!r} "
-                              f"(e.g. {shown})")  # fmt: skip
+            raise CanvasError(f"switch level needs a switch name as focus, got {focus!r} (e.g. {shown})")
         body = _switch(idx, focus)
     elif level == "pod":
         if focus is not None and focus not in idx.members:
@@ -465,12 +522,11 @@ def canvas_view(graph: FabricGraph, level: str = "auto", focus: str | None = Non
         **body,
         "breadcrumbs": _crumbs(idx, level, focus),
         "groups": [
-            {"id": g, "label": group_label(g, graph.topology), "switches": len(idx.members[g])}
-            for g in idx.groups
-        ],  # fmt: skip
+            {"id": g, "label": group_label(g, graph.topology), "switches": len(idx.members[g])} for g in idx.groups
+        ],
         "counts": {
             "switches": len(graph.switches),
             "nodes": len(graph.nodes),
             "links": len(graph.links),
-        },  # fmt: skip
+        },
     }

@@ -13,10 +13,17 @@ from dataclasses import dataclass, field, replace
 from designer.errors import UnknownItemError
 
 #: InfiniBand generations, their per-port rate on a 4x link and per-lane rate (Gb/s).
-GENERATIONS: dict[str, int] = {"SDR": 10, "DDR": 20, "QDR": 40, "FDR": 56, "EDR": 100,
-                               "HDR": 200, "NDR": 400, "XDR": 800}  # fmt: skip
-LANE_GBPS: dict[str, float] = {"SDR": 2.5, "DDR": 5, "QDR": 10, "FDR": 14, "EDR": 25,
-                               "HDR": 50, "NDR": 100, "XDR": 200}  # fmt: skip
+GENERATIONS: dict[str, int] = {
+    "SDR": 10,
+    "DDR": 20,
+    "QDR": 40,
+    "FDR": 56,
+    "EDR": 100,
+    "HDR": 200,
+    "NDR": 400,
+    "XDR": 800,
+}
+LANE_GBPS: dict[str, float] = {"SDR": 2.5, "DDR": 5, "QDR": 10, "FDR": 14, "EDR": 25, "HDR": 50, "NDR": 100, "XDR": 200}
 GENERATION_ORDER: tuple[str, ...] = tuple(GENERATIONS)
 
 #: Cable kinds, from cheapest/shortest to longest reach.
@@ -24,8 +31,32 @@ CABLE_KINDS = ("passive_copper", "active_copper", "aoc", "mm_fibre", "sm_fibre",
 OPTICAL_KINDS = frozenset({"mm_fibre", "sm_fibre"})
 
 #: Standard cable lengths (m) offered; a run is rounded up to the next one.
-STANDARD_LENGTHS_M: tuple[float, ...] = (0.5, 1, 1.5, 2, 2.5, 3, 4, 5, 7, 10, 15, 20, 25, 30,
-                                         40, 50, 70, 100, 150, 200, 300, 500, 1000, 2000)  # fmt: skip
+STANDARD_LENGTHS_M: tuple[float, ...] = (
+    0.5,
+    1,
+    1.5,
+    2,
+    2.5,
+    3,
+    4,
+    5,
+    7,
+    10,
+    15,
+    20,
+    25,
+    30,
+    40,
+    50,
+    70,
+    100,
+    150,
+    200,
+    300,
+    500,
+    1000,
+    2000,
+)
 
 
 def generation_rank(speed: str) -> int:
@@ -163,9 +194,7 @@ class Catalogue:
             raise UnknownItemError("cable type", name, sorted(self.cables)) from None
 
     def copy(self) -> Catalogue:
-        return Catalogue(
-            dict(self.switches), dict(self.nodes), dict(self.cables), dict(self.transceivers)
-        )
+        return Catalogue(dict(self.switches), dict(self.nodes), dict(self.cables), dict(self.transceivers))
 
     def with_items(self, *items: SwitchModel | NodeType | CableType | TransceiverType) -> Catalogue:
         """A copy with items added or replaced by name (operators' overrides)."""
@@ -206,17 +235,11 @@ class Catalogue:
 
     def cable_choices(self, generation: str, *, splitter: bool = False) -> list[CableType]:
         """Cables able to carry a generation, cheapest first (splitters only when asked)."""
-        usable = [
-            c
-            for c in self.cables.values()
-            if c.carries(generation) and ((c.kind == "splitter") == splitter)
-        ]
+        usable = [c for c in self.cables.values() if c.carries(generation) and ((c.kind == "splitter") == splitter)]
         usable.sort(key=lambda c: (self.effective_cable_price(c), c.reach_max_m))
         return usable
 
-    def cheapest_cable(
-        self, generation: str, length_m: float, *, splitter: bool = False
-    ) -> CableType | None:
+    def cheapest_cable(self, generation: str, length_m: float, *, splitter: bool = False) -> CableType | None:
         """The cheapest cable whose reach covers the run, or None if nothing reaches."""
         for cable in self.cable_choices(generation, splitter=splitter):
             if cable.reach_max_m + 1e-9 >= length_m:
@@ -258,22 +281,102 @@ def director_model(
 
 
 _SWITCHES = (
-    SwitchModel("QM9700", 64, 32, "NDR", 400, {"NDR200x2": (128, 200)}, 1_100, 32_000, 230,
-                0x02C9, 0xD2F2, 1, description="Quantum-2, managed, 32 OSFP cages"),
-    SwitchModel("QM9790", 64, 32, "NDR", 400, {"NDR200x2": (128, 200)}, 1_050, 29_000, 230,
-                0x02C9, 0xD2F2, 1, description="Quantum-2, unmanaged, 32 OSFP cages"),
-    SwitchModel("QM8700", 40, 40, "HDR", 200, {"HDR100x2": (80, 100)}, 500, 19_000, 130,
-                0x02C9, 0xD2F0, 1, description="Quantum, managed, 40 QSFP56 cages"),
-    SwitchModel("QM8790", 40, 40, "HDR", 200, {"HDR100x2": (80, 100)}, 480, 17_000, 130,
-                0x02C9, 0xD2F0, 1, description="Quantum, unmanaged, 40 QSFP56 cages"),
-    SwitchModel("Q3400", 144, 72, "XDR", 800, {"XDR400x2": (288, 400)}, 6_500, 120_000, 300,
-                0x02C9, 0xD2F4, 4, description="Quantum-X800, 72 OSFP cages"),
-    SwitchModel("SB7800", 36, 36, "EDR", 100, {}, 250, 12_000, 90,
-                0x02C9, 0xCF08, 1, description="Switch-IB 2, 36 QSFP28 cages"),
-    SwitchModel("CS8500", 800, 800, "HDR", 200, {"HDR100x2": (1600, 100)}, 20_000, 900_000, 400,
-                0x02C9, 0xD2F0, 29, True, "Quantum director, 800 HDR ports"),
+    SwitchModel(
+        "QM9700",
+        64,
+        32,
+        "NDR",
+        400,
+        {"NDR200x2": (128, 200)},
+        1_100,
+        32_000,
+        230,
+        0x02C9,
+        0xD2F2,
+        1,
+        description="Quantum-2, managed, 32 OSFP cages",
+    ),
+    SwitchModel(
+        "QM9790",
+        64,
+        32,
+        "NDR",
+        400,
+        {"NDR200x2": (128, 200)},
+        1_050,
+        29_000,
+        230,
+        0x02C9,
+        0xD2F2,
+        1,
+        description="Quantum-2, unmanaged, 32 OSFP cages",
+    ),
+    SwitchModel(
+        "QM8700",
+        40,
+        40,
+        "HDR",
+        200,
+        {"HDR100x2": (80, 100)},
+        500,
+        19_000,
+        130,
+        0x02C9,
+        0xD2F0,
+        1,
+        description="Quantum, managed, 40 QSFP56 cages",
+    ),
+    SwitchModel(
+        "QM8790",
+        40,
+        40,
+        "HDR",
+        200,
+        {"HDR100x2": (80, 100)},
+        480,
+        17_000,
+        130,
+        0x02C9,
+        0xD2F0,
+        1,
+        description="Quantum, unmanaged, 40 QSFP56 cages",
+    ),
+    SwitchModel(
+        "Q3400",
+        144,
+        72,
+        "XDR",
+        800,
+        {"XDR400x2": (288, 400)},
+        6_500,
+        120_000,
+        300,
+        0x02C9,
+        0xD2F4,
+        4,
+        description="Quantum-X800, 72 OSFP cages",
+    ),
+    SwitchModel(
+        "SB7800", 36, 36, "EDR", 100, {}, 250, 12_000, 90, 0x02C9, 0xCF08, 1, description="Switch-IB 2, 36 QSFP28 cages"
+    ),
+    SwitchModel(
+        "CS8500",
+        800,
+        800,
+        "HDR",
+        200,
+        {"HDR100x2": (1600, 100)},
+        20_000,
+        900_000,
+        400,
+        0x02C9,
+        0xD2F0,
+        29,
+        True,
+        "Quantum director, 800 HDR ports",
+    ),
     director_model(800, "NDR"),
-)  # fmt: skip
+)
 
 _NODES = (
     NodeType("DGX-A100", 8, 8, "A100", 6_500, 200_000, "HDR", 200, 0x101B, 6, 4),
@@ -286,27 +389,47 @@ _NODES = (
 # (kind, reach_min, reach_max, price, transceiver?, power) per generation; NDR reaches are the
 # published ones from the brief, other generations are close estimates.
 _CABLE_TABLE: dict[str, tuple[tuple[str, str, float, float, float, bool, float], ...]] = {
-    "EDR": (("DAC", "passive_copper", 0.5, 5, 120, False, 0), ("AOC", "aoc", 3, 100, 600, False, 4),
-            ("MMF", "mm_fibre", 3, 100, 60, True, 0), ("SMF", "sm_fibre", 3, 500, 90, True, 0)),
-    "HDR": (("DAC", "passive_copper", 0.5, 2, 180, False, 0),
-            ("ACC", "active_copper", 3, 4, 500, False, 3),
-            ("AOC", "aoc", 3, 100, 900, False, 5), ("MMF", "mm_fibre", 3, 100, 80, True, 0),
-            ("SMF", "sm_fibre", 3, 2000, 120, True, 0), ("SPLIT", "splitter", 0.5, 2, 300, False, 0)),
-    "NDR": (("DAC", "passive_copper", 0.5, 2, 250, False, 0),
-            ("ACC", "active_copper", 4, 5, 900, False, 3),
-            ("MMF", "mm_fibre", 3, 50, 100, True, 0), ("SMF", "sm_fibre", 3, 100, 150, True, 0),
-            ("LR", "sm_fibre", 10, 2000, 300, True, 0), ("SPLIT", "splitter", 0.5, 3, 450, False, 0)),
-    "XDR": (("DAC", "passive_copper", 0.5, 1.5, 500, False, 0),
-            ("ACC", "active_copper", 2, 3, 1_400, False, 5),
-            ("MMF", "mm_fibre", 3, 50, 150, True, 0), ("SMF", "sm_fibre", 3, 500, 220, True, 0)),
-}  # fmt: skip
+    "EDR": (
+        ("DAC", "passive_copper", 0.5, 5, 120, False, 0),
+        ("AOC", "aoc", 3, 100, 600, False, 4),
+        ("MMF", "mm_fibre", 3, 100, 60, True, 0),
+        ("SMF", "sm_fibre", 3, 500, 90, True, 0),
+    ),
+    "HDR": (
+        ("DAC", "passive_copper", 0.5, 2, 180, False, 0),
+        ("ACC", "active_copper", 3, 4, 500, False, 3),
+        ("AOC", "aoc", 3, 100, 900, False, 5),
+        ("MMF", "mm_fibre", 3, 100, 80, True, 0),
+        ("SMF", "sm_fibre", 3, 2000, 120, True, 0),
+        ("SPLIT", "splitter", 0.5, 2, 300, False, 0),
+    ),
+    "NDR": (
+        ("DAC", "passive_copper", 0.5, 2, 250, False, 0),
+        ("ACC", "active_copper", 4, 5, 900, False, 3),
+        ("MMF", "mm_fibre", 3, 50, 100, True, 0),
+        ("SMF", "sm_fibre", 3, 100, 150, True, 0),
+        ("LR", "sm_fibre", 10, 2000, 300, True, 0),
+        ("SPLIT", "splitter", 0.5, 3, 450, False, 0),
+    ),
+    "XDR": (
+        ("DAC", "passive_copper", 0.5, 1.5, 500, False, 0),
+        ("ACC", "active_copper", 2, 3, 1_400, False, 5),
+        ("MMF", "mm_fibre", 3, 50, 150, True, 0),
+        ("SMF", "sm_fibre", 3, 500, 220, True, 0),
+    ),
+}
 
 _OPTICS: dict[tuple[str, str], tuple[float, float]] = {
-    ("EDR", "MMF"): (350, 3.5), ("EDR", "SMF"): (700, 3.5),
-    ("HDR", "MMF"): (700, 5.0), ("HDR", "SMF"): (1_400, 5.5),
-    ("NDR", "MMF"): (1_200, 17.0), ("NDR", "SMF"): (1_800, 17.0), ("NDR", "LR"): (2_600, 18.0),
-    ("XDR", "MMF"): (2_200, 24.0), ("XDR", "SMF"): (3_000, 26.0),
-}  # fmt: skip
+    ("EDR", "MMF"): (350, 3.5),
+    ("EDR", "SMF"): (700, 3.5),
+    ("HDR", "MMF"): (700, 5.0),
+    ("HDR", "SMF"): (1_400, 5.5),
+    ("NDR", "MMF"): (1_200, 17.0),
+    ("NDR", "SMF"): (1_800, 17.0),
+    ("NDR", "LR"): (2_600, 18.0),
+    ("XDR", "MMF"): (2_200, 24.0),
+    ("XDR", "SMF"): (3_000, 26.0),
+}
 
 
 def _build_cables() -> tuple[dict[str, CableType], dict[str, TransceiverType]]:

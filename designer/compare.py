@@ -9,28 +9,49 @@ from designer.graph import FabricGraph
 from designer.options import PlanOptions
 from designer.plan import plan
 
-COLUMNS = ("label", "topology", "gpus", "endpoints", "switches", "cables", "transceivers",
-           "cost", "power_w", "diameter_switch_hops", "bisection_bandwidth_gbps",
-           "oversubscription", "errors")  # fmt: skip
+COLUMNS = (
+    "label",
+    "topology",
+    "gpus",
+    "endpoints",
+    "switches",
+    "cables",
+    "transceivers",
+    "cost",
+    "power_w",
+    "diameter_switch_hops",
+    "bisection_bandwidth_gbps",
+    "oversubscription",
+    "errors",
+)
 
 
 def compare(
-    options: list[PlanOptions | dict], catalogue: Catalogue | None = None,
+    options: list[PlanOptions | dict],
+    catalogue: Catalogue | None = None,
     labels: list[str] | None = None,
-) -> list[dict]:  # fmt: skip
+) -> list[dict]:
     """One row per option set with the figures people weigh against each other."""
     rows = []
     for i, opts in enumerate(options):
         s = plan(opts, catalogue).summary()
-        rows.append({
-            "label": labels[i] if labels else f"design {i + 1}",
-            "topology": s["topology"], "gpus": s["gpus"], "endpoints": s["endpoints"],
-            "switches": s["switches"]["total"], "cables": s["cables"]["total"],
-            "transceivers": s["transceivers"], "cost": s["cost"], "power_w": s["power_w"],
-            "diameter_switch_hops": s["diameter_switch_hops"],
-            "bisection_bandwidth_gbps": s["bisection_bandwidth_gbps"],
-            "oversubscription": s["oversubscription"], "errors": s["errors"],
-        })  # fmt: skip
+        rows.append(
+            {
+                "label": labels[i] if labels else f"design {i + 1}",
+                "topology": s["topology"],
+                "gpus": s["gpus"],
+                "endpoints": s["endpoints"],
+                "switches": s["switches"]["total"],
+                "cables": s["cables"]["total"],
+                "transceivers": s["transceivers"],
+                "cost": s["cost"],
+                "power_w": s["power_w"],
+                "diameter_switch_hops": s["diameter_switch_hops"],
+                "bisection_bandwidth_gbps": s["bisection_bandwidth_gbps"],
+                "oversubscription": s["oversubscription"],
+                "errors": s["errors"],
+            }
+        )
     return rows
 
 
@@ -73,8 +94,15 @@ LINK_FIELDS = ("cable", "length_m", "tier")
 
 
 def _link_dict(lk) -> dict:
-    return {"a": lk.a, "a_port": lk.a_port, "b": lk.b, "b_port": lk.b_port, "tier": lk.tier,
-            "cable": lk.cable, "length_m": lk.length_m}  # fmt: skip
+    return {
+        "a": lk.a,
+        "a_port": lk.a_port,
+        "b": lk.b,
+        "b_port": lk.b_port,
+        "tier": lk.tier,
+        "cable": lk.cable,
+        "length_m": lk.length_m,
+    }
 
 
 def diff_graphs(a: FabricGraph, b: FabricGraph) -> GraphDiff:
@@ -102,7 +130,12 @@ def diff_graphs(a: FabricGraph, b: FabricGraph) -> GraphDiff:
             continue
         for f in LINK_FIELDS:
             if getattr(old, f) != getattr(new, f):
-                d.changed_links.append({"link": f"{key[0][0]}[{key[0][1]}]-{key[1][0]}[{key[1][1]}]",
-                                        "field": f, "old": getattr(old, f),
-                                        "new": getattr(new, f)})  # fmt: skip
+                d.changed_links.append(
+                    {
+                        "link": f"{key[0][0]}[{key[0][1]}]-{key[1][0]}[{key[1][1]}]",
+                        "field": f,
+                        "old": getattr(old, f),
+                        "new": getattr(new, f),
+                    }
+                )
     return d

@@ -59,8 +59,12 @@ def can_i(
     try:
         if switches <= 0:
             raise PlanError(f"switches must be at least 1, got {switches}", element="switches")
-        ro = resolve(PlanOptions("fat-tree", gpus, nodes, node_type, gpus_per_node,
-                                 hcas_per_node, switch_model, oversubscription), cat)  # fmt: skip
+        ro = resolve(
+            PlanOptions(
+                "fat-tree", gpus, nodes, node_type, gpus_per_node, hcas_per_node, switch_model, oversubscription
+            ),
+            cat,
+        )
         down, up = parse_ratio(oversubscription)
     except PlanError as exc:
         return FeasibilityAnswer(question, False, [i.message for i in exc.issues])
@@ -71,9 +75,7 @@ def can_i(
         f"{switches} × {model} = {switches} × {k} = {switches * k:,} ports",
     ]
     if switches * k < endpoints:
-        steps.append(
-            f"{switches * k:,} ports < {endpoints:,} endpoints: not even the host ports fit"
-        )
+        steps.append(f"{switches * k:,} ports < {endpoints:,} endpoints: not even the host ports fit")
     shape = _shape(endpoints, k, down, up, model)
     needed: dict = {"endpoints": endpoints, "ports_available": switches * k}
     if shape is None:
@@ -83,11 +85,12 @@ def can_i(
         label = "non-blocking" if down == up else f"at {down}:{up}"
         steps.append(f"{label} needs {_describe(shape)}")
         steps.extend(shape.steps)
-        needed.update(switches=shape.switches, leaves=shape.leaves, spines=shape.spines,
-                      cores=shape.cores)  # fmt: skip
+        needed.update(switches=shape.switches, leaves=shape.leaves, spines=shape.spines, cores=shape.cores)
         feasible = shape.switches <= switches
-        steps.append(f"{shape.switches:,} {'≤' if feasible else '>'} {switches} switches: "
-                     f"{'it fits' if feasible else 'it does not fit'}")  # fmt: skip
+        steps.append(
+            f"{shape.switches:,} {'≤' if feasible else '>'} {switches} switches: "
+            f"{'it fits' if feasible else 'it does not fit'}"
+        )
     alternatives: list[str] = []
     if not feasible:
         alternatives = _alternatives(cat, ro, switches, down, up)
@@ -110,8 +113,10 @@ def _alternatives(cat: Catalogue, ro, budget: int, down: int, up: int) -> list[s
             if shape is None:
                 continue
             fits = "✓" if shape.switches <= budget else "✗"
-            out.append(f"one HCA per {ro.gpus_per_node}-GPU node ({ro.nodes:,} endpoints) at "
-                       f"{d}:{u} with {model.name}: {_describe(shape)} {fits}")  # fmt: skip
+            out.append(
+                f"one HCA per {ro.gpus_per_node}-GPU node ({ro.nodes:,} endpoints) at "
+                f"{d}:{u} with {model.name}: {_describe(shape)} {fits}"
+            )
     for d, u in ((2, 1), (3, 1), (4, 1)):
         if (d, u) == (down, up):
             continue

@@ -209,9 +209,7 @@ class FabricGraph:
             guid += 1
         return guid
 
-    def add_switch(
-        self, name: str, model: str, tier: str, *, guid: int | None = None, **place: object
-    ) -> Switch:
+    def add_switch(self, name: str, model: str, tier: str, *, guid: int | None = None, **place: object) -> Switch:
         """Add a switch (GUID planned if not given); raises PlanError on a clash."""
         check_name(name)
         if self.has_device(name):
@@ -264,9 +262,7 @@ class FabricGraph:
                 raise PlanError(f"{dev} does not exist", element=dev)
             count = self.port_count(dev)
             if not 1 <= port <= count:
-                raise PlanError(
-                    f"{dev} has no port {port}: ports are 1..{count}", element=f"{dev}[{port}]"
-                )
+                raise PlanError(f"{dev} has no port {port}: ports are 1..{count}", element=f"{dev}[{port}]")
             busy = self.link_at(dev, port)
             if busy is not None:
                 other = busy.b if (busy.a, busy.a_port) == (dev, port) else busy.a

@@ -157,13 +157,7 @@ def assign_cables(graph: FabricGraph) -> None:
         if ra and ra == rb:
             run = abs(za - zb) + SLACK_IN_RACK_M
         else:
-            run = (
-                abs(xa - xb)
-                + abs(ya - yb)
-                + (TRAY_HEIGHT_M - za)
-                + (TRAY_HEIGHT_M - zb)
-                + SLACK_BETWEEN_RACKS_M
-            )
+            run = abs(xa - xb) + abs(ya - yb) + (TRAY_HEIGHT_M - za) + (TRAY_HEIGHT_M - zb) + SLACK_BETWEEN_RACKS_M
         length = lengths.get(run)
         if length is None:
             length = lengths[run] = standard_length(run)

@@ -185,12 +185,8 @@ def compute_metrics(graph: FabricGraph) -> dict:
             else:
                 node_optics[cable.transceiver] += 1
     optics = Counter(t for _, _, t in cages) + node_optics
-    optic_cost = sum(
-        cat.transceivers[t].price * n for t, n in optics.items() if t in cat.transceivers
-    )
-    optic_power = sum(
-        cat.transceivers[t].power_w * n for t, n in optics.items() if t in cat.transceivers
-    )
+    optic_cost = sum(cat.transceivers[t].price * n for t, n in optics.items() if t in cat.transceivers)
+    optic_power = sum(cat.transceivers[t].power_w * n for t, n in optics.items() if t in cat.transceivers)
     switch_cost = switch_power = 0.0
     total_ports: Counter[str] = Counter()
     used_ports: Counter[str] = Counter()
@@ -201,9 +197,7 @@ def compute_metrics(graph: FabricGraph) -> dict:
             continue
         switch_cost += model.list_price
         switch_power += model.power_w
-        total_ports[sw.tier] += model.port_layout(
-            sw.split if sw.split in model.split_modes else None
-        )[0]
+        total_ports[sw.tier] += model.port_layout(sw.split if sw.split in model.split_modes else None)[0]
         hop_latency = max(hop_latency, model.hop_latency_ns)
     for lk in graph.links:
         for dev in (lk.a, lk.b):
@@ -233,16 +227,14 @@ def compute_metrics(graph: FabricGraph) -> dict:
             "switches": switch_power,
             "transceivers": round(optic_power, 1),
             "cables": cable_power,
-        },  # fmt: skip
+        },
         "cost": round(switch_cost + optic_cost + cable_cost, 2),
         "cost_breakdown": {
             "switches": switch_cost,
             "transceivers": optic_cost,
             "cables": cable_cost,
-        },  # fmt: skip
+        },
         "compute_power_w": compute_power,
         "compute_cost": compute_cost,
-        "port_utilisation": {
-            t: round(used_ports[t] / total_ports[t], 4) for t in total_ports if total_ports[t]
-        },
+        "port_utilisation": {t: round(used_ports[t] / total_ports[t], 4) for t in total_ports if total_ports[t]},
     }

@@ -53,9 +53,7 @@ class DesignRevision(models.Model):
 
     class Meta:
         ordering = ["design", "number"]
-        constraints = [
-            models.UniqueConstraint(fields=["design", "number"], name="revision_number_unique")
-        ]
+        constraints = [models.UniqueConstraint(fields=["design", "number"], name="revision_number_unique")]
 
     def __str__(self) -> str:
         return f"{self.design.name} r{self.number}"

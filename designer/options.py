@@ -48,9 +48,7 @@ class PlanOptions:
         data = {k.replace("-", "_"): v for k, v in data.items() if v is not None}
         unknown = sorted(set(data) - names)
         if unknown:
-            raise PlanError(
-                f"unknown option(s) {', '.join(unknown)}: known are {', '.join(sorted(names))}"
-            )
+            raise PlanError(f"unknown option(s) {', '.join(unknown)}: known are {', '.join(sorted(names))}")
         return cls(**data)
 
     def as_dict(self) -> dict:
@@ -118,9 +116,7 @@ def parse_dims(text: str | None) -> tuple[int, ...] | None:
     try:
         dims = tuple(int(x) for x in str(text).lower().replace("*", "x").split("x"))
     except ValueError:
-        raise PlanError(
-            f"dims {text!r} is not of the form AxB or AxBxC (e.g. 4x4x4)", element="dims"
-        ) from None
+        raise PlanError(f"dims {text!r} is not of the form AxB or AxBxC (e.g. 4x4x4)", element="dims") from None
     if len(dims) not in (2, 3) or min(dims) < 1:
         raise PlanError(
             f"dims {text!r} must have 2 or 3 sizes of at least 1 (e.g. 8x8 or 4x4x4)",
@@ -155,8 +151,7 @@ def resolve(options: PlanOptions, catalogue: Catalogue) -> ResolvedOptions:
     topology = TOPOLOGY_ALIASES.get(str(options.topology).lower(), str(options.topology).lower())
     if topology not in TOPOLOGIES:
         fail("topology", f"unknown topology {options.topology!r}: choose {', '.join(TOPOLOGIES)}")
-    for name in ("gpus", "nodes", "gpus_per_node", "hcas_per_node", "hosts_per_switch",
-                 "su_nodes", "groups"):  # fmt: skip
+    for name in ("gpus", "nodes", "gpus_per_node", "hcas_per_node", "hosts_per_switch", "su_nodes", "groups"):
         try:
             _positive(name, getattr(options, name))
         except PlanError as exc:
@@ -205,8 +200,7 @@ def resolve(options: PlanOptions, catalogue: Catalogue) -> ResolvedOptions:
             for name, have in (("gpus_per_node", gpn), ("hcas_per_node", hpn)):
                 given = getattr(options, name)
                 if given is not None and given != have:
-                    fail(name, f"{node_type.name} has {have} {name.replace('_', ' ')}; "
-                               f"{given} needs node_type generic")  # fmt: skip
+                    fail(name, f"{node_type.name} has {have} {name.replace('_', ' ')}; {given} needs node_type generic")
         if hpn <= 0:
             fail("hcas_per_node", f"{node_type.name} has no HCAs to connect")
 
@@ -229,9 +223,14 @@ def resolve(options: PlanOptions, catalogue: Catalogue) -> ResolvedOptions:
         else:
             nodes = -(-options.gpus // gpn)
             if nodes * gpn != options.gpus:
-                warnings.append(Issue("warning", "rounded-up", "gpus",
-                    f"{options.gpus:,} GPUs need {nodes:,} nodes of {gpn} GPUs "
-                    f"({nodes * gpn:,} GPUs)"))  # fmt: skip
+                warnings.append(
+                    Issue(
+                        "warning",
+                        "rounded-up",
+                        "gpus",
+                        f"{options.gpus:,} GPUs need {nodes:,} nodes of {gpn} GPUs ({nodes * gpn:,} GPUs)",
+                    )
+                )
     if nodes * max(hpn, 1) > MAX_ENDPOINTS:
         fail(
             "gpus",
@@ -245,10 +244,16 @@ def resolve(options: PlanOptions, catalogue: Catalogue) -> ResolvedOptions:
         raise PlanError(issues)
     assert switch is not None and node_type is not None
     if node_type.hca_gbps and gbps and node_type.hca_speed != switch.speed:
-        warnings.append(Issue("warning", "speed-mismatch", "node_type",
-            f"{node_type.name} HCAs are {node_type.hca_speed} {node_type.hca_gbps}G and "
-            f"{switch.name} ports are {switch.speed} {gbps}G: links train at the slower speed; "
-            f"choose a {node_type.hca_speed} switch or a matching split mode"))  # fmt: skip
+        warnings.append(
+            Issue(
+                "warning",
+                "speed-mismatch",
+                "node_type",
+                f"{node_type.name} HCAs are {node_type.hca_speed} {node_type.hca_gbps}G and "
+                f"{switch.name} ports are {switch.speed} {gbps}G: links train at the slower speed; "
+                f"choose a {node_type.hca_speed} switch or a matching split mode",
+            )
+        )
     return ResolvedOptions(
         topology,
         node_type,

@@ -83,9 +83,7 @@ class PlanResult:
         }
 
 
-def evaluate(
-    graph: FabricGraph, limits: IbsimLimits | None = None
-) -> tuple[ValidationReport, dict]:
+def evaluate(graph: FabricGraph, limits: IbsimLimits | None = None) -> tuple[ValidationReport, dict]:
     """Re-validate and re-measure a (possibly edited) graph."""
     return validate(graph, limits), compute_metrics(graph)
 
@@ -102,9 +100,7 @@ def plan(
         if isinstance(options, dict):
             options = PlanOptions.from_dict(options)
     except (PlanError, TypeError) as exc:
-        issues = exc.issues if isinstance(exc, PlanError) else [
-            Issue("error", "invalid-option", "options", str(exc))
-        ]  # fmt: skip
+        issues = exc.issues if isinstance(exc, PlanError) else [Issue("error", "invalid-option", "options", str(exc))]
         return PlanResult(PlanOptions(), None, list(issues))
     try:
         ro = resolve(options, catalogue)

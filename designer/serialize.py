@@ -50,9 +50,7 @@ def graph_to_dict(graph: FabricGraph) -> dict:
         "racks": [asdict(r) for r in graph.racks.values()],
         "switches": switches,
         "nodes": nodes,
-        "links": [
-            [lk.a, lk.a_port, lk.b, lk.b_port, lk.tier, lk.cable, lk.length_m] for lk in graph.links
-        ],
+        "links": [[lk.a, lk.a_port, lk.b, lk.b_port, lk.tier, lk.cable, lk.length_m] for lk in graph.links],
     }
 
 
@@ -78,8 +76,11 @@ def graph_from_dict(data: dict, catalogue: Catalogue) -> FabricGraph:
             if row["name"] not in cat.switches:
                 row = dict(row, split_modes={k: tuple(v) for k, v in row["split_modes"].items()})
                 cat.switches[row["name"]] = SwitchModel(**_known(SwitchModel, row))
-        for key, cls, table in (("nodes", NodeType, cat.nodes), ("cables", CableType, cat.cables),
-                                ("transceivers", TransceiverType, cat.transceivers)):  # fmt: skip
+        for key, cls, table in (
+            ("nodes", NodeType, cat.nodes),
+            ("cables", CableType, cat.cables),
+            ("transceivers", TransceiverType, cat.transceivers),
+        ):
             for row in embedded.get(key, []):
                 table.setdefault(row["name"], cls(**_known(cls, row)))
         graph = FabricGraph(cat, data.get("topology", "custom"), meta=dict(data.get("meta", {})))

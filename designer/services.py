@@ -119,9 +119,7 @@ def create_design(
                 created_by_id=principal.user_id,
             )
             audit.record(actor, "design.create", design, after=audit.snapshot(design))
-            revision = _save_revision(
-                actor, design, result.graph, result.summary(), "generated", principal.user_id
-            )
+            revision = _save_revision(actor, design, result.graph, result.summary(), "generated", principal.user_id)
     except IntegrityError as exc:
         raise Conflict(f"a design named {name!r} exists") from exc
     design.refresh_from_db()
@@ -157,8 +155,11 @@ def validate_graph(graph: FabricGraph) -> dict[str, Any]:
 def _options_of(graph: FabricGraph):
     from designer.options import PlanOptions
 
-    return PlanOptions(topology=graph.topology if graph.topology in (
-        "fat-tree", "rail-optimized", "torus", "dragonfly-plus") else "fat-tree")  # fmt: skip
+    return PlanOptions(
+        topology=graph.topology
+        if graph.topology in ("fat-tree", "rail-optimized", "torus", "dragonfly-plus")
+        else "fat-tree"
+    )
 
 
 def add_revision(
@@ -169,9 +170,7 @@ def add_revision(
     graph = graph_from_payload(graph_data)
     checked = validate_graph(graph)
     with transaction.atomic():
-        return _save_revision(
-            actor, design, graph, checked["summary"], message or "edited", principal.user_id
-        )
+        return _save_revision(actor, design, graph, checked["summary"], message or "edited", principal.user_id)
 
 
 def import_ibnetdiscover(
@@ -187,13 +186,14 @@ def import_ibnetdiscover(
     try:
         with transaction.atomic():
             design = Design.objects.create(
-                name=name, description=description, topology=graph.topology,
-                options={"imported": "ibnetdiscover"}, created_by_id=principal.user_id,
-            )  # fmt: skip
-            audit.record(actor, "design.import", design, after=audit.snapshot(design))
-            revision = _save_revision(
-                actor, design, graph, checked["summary"], "imported", principal.user_id
+                name=name,
+                description=description,
+                topology=graph.topology,
+                options={"imported": "ibnetdiscover"},
+                created_by_id=principal.user_id,
             )
+            audit.record(actor, "design.import", design, after=audit.snapshot(design))
+            revision = _save_revision(actor, design, graph, checked["summary"], "imported", principal.user_id)
     except IntegrityError as exc:
         raise Conflict(f"a design named {name!r} exists") from exc
     design.refresh_from_db()
@@ -217,13 +217,11 @@ def diff_revisions(a: DesignRevision, b: DesignRevision) -> dict[str, Any]:
     return {
         "from": a.number,
         "to": b.number,
-        "switches": {"added": d.added_switches, "removed": d.removed_switches,
-                     "changed": d.changed_switches},
+        "switches": {"added": d.added_switches, "removed": d.removed_switches, "changed": d.changed_switches},
         "nodes": {"added": d.added_nodes, "removed": d.removed_nodes},
-        "cables": {"added": d.added_links, "removed": d.removed_links,
-                   "changed": d.changed_links},
+        "cables": {"added": d.added_links, "removed": d.removed_links, "changed": d.changed_links},
         "empty": d.empty,
-    }  # fmt: skip
+    }
 
 
 def save_catalogue_entry(

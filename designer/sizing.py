@@ -79,8 +79,7 @@ def two_level(leaves: int, hosts: int, leaf_up: int, ports: int) -> TreeShape | 
         f"and offer {needed:,} ports → {spines} spines × {ports} = {spines * ports:,} ports "
         f"({leaf_up // spines} link(s) from every leaf to every spine)",
     )
-    return TreeShape(2, leaves, hosts, leaf_up, spines, 1, leaves, spines,
-                     leaf_up // spines, steps=steps)  # fmt: skip
+    return TreeShape(2, leaves, hosts, leaf_up, spines, 1, leaves, spines, leaf_up // spines, steps=steps)
 
 
 def three_level(leaves: int, hosts: int, leaf_up: int, ports: int) -> TreeShape | None:
@@ -110,9 +109,22 @@ def three_level(leaves: int, hosts: int, leaf_up: int, ports: int) -> TreeShape 
                 f"{pods} spines = {pods * spine_up:,} links → {cores_per_group} cores dividing "
                 f"{spine_up} × {spines_per_pod} planes = {cores:,} cores",
             )
-            best = TreeShape(3, leaves, hosts, leaf_up, pods * spines_per_pod, pods, per_pod,
-                             spines_per_pod, per_pair, spine_up, cores_per_group, cores,
-                             spine_up // cores_per_group, steps)  # fmt: skip
+            best = TreeShape(
+                3,
+                leaves,
+                hosts,
+                leaf_up,
+                pods * spines_per_pod,
+                pods,
+                per_pod,
+                spines_per_pod,
+                per_pair,
+                spine_up,
+                cores_per_group,
+                cores,
+                spine_up // cores_per_group,
+                steps,
+            )
     return best
 
 
@@ -126,9 +138,13 @@ def max_endpoints(ports: int, down: int, up: int, levels: int) -> int:
 
 
 def tree_shape(
-    endpoints: int, ports: int, down: int = 1, up: int = 1, levels: int | None = None,
+    endpoints: int,
+    ports: int,
+    down: int = 1,
+    up: int = 1,
+    levels: int | None = None,
     model: str = "switch",
-) -> TreeShape:  # fmt: skip
+) -> TreeShape:
     """The smallest fat tree of `ports`-port switches for `endpoints` host ports."""
     if endpoints <= 0:
         raise PlanError("a fat tree needs at least one endpoint", element="gpus")
@@ -143,9 +159,9 @@ def tree_shape(
         return TreeShape(1, 1, endpoints, 0, steps=(f"{endpoints} endpoints fit one {model}",))
     if levels == 1:
         raise PlanError(
-            f"one {model} has {ports} ports, {endpoints:,} endpoints requested: use levels 2 or "
-            f"auto", element="levels",
-        )  # fmt: skip
+            f"one {model} has {ports} ports, {endpoints:,} endpoints requested: use levels 2 or auto",
+            element="levels",
+        )
     first = -(-endpoints // hosts_max)
     head = (
         f"leaf: {ports} ports = {hosts_max} down + {ports - hosts_max} up at {ratio}; "
@@ -166,29 +182,38 @@ def tree_shape(
         raise PlanError(
             f"2 levels of {model} ({ports} ports) reach at most "
             f"{max_endpoints(ports, down, up, 2):,} endpoints at {ratio}; {endpoints:,} "
-            f"requested: use levels 3 or auto", element="levels",
-        )  # fmt: skip
+            f"requested: use levels 3 or auto",
+            element="levels",
+        )
     if endpoints > max_endpoints(ports, down, up, 3):
         raise PlanError(
             f"3 levels of {model} ({ports} ports) reach at most "
             f"{max_endpoints(ports, down, up, 3):,} endpoints at {ratio}; {endpoints:,} "
-            f"requested: choose a switch with more ports or oversubscribe", element="gpus",
-        )  # fmt: skip
+            f"requested: choose a switch with more ports or oversubscribe",
+            element="gpus",
+        )
     hosts = -(-endpoints // first)
     shape = three_level(first, hosts, uplinks_for(hosts, down, up), ports)
     if shape is None:
         raise PlanError(
             f"3 levels of {model} ({ports} ports) reach at most "
             f"{max_endpoints(ports, down, up, 3):,} endpoints at {ratio}; {endpoints:,} "
-            f"requested: choose a switch with more ports or oversubscribe", element="gpus",
-        )  # fmt: skip
+            f"requested: choose a switch with more ports or oversubscribe",
+            element="gpus",
+        )
     return TreeShape(**{**shape.__dict__, "steps": head + shape.steps})
 
 
 def fixed_leaves_shape(
-    leaves: int, hosts: int, ports: int, down: int, up: int, levels: int | None, model: str,
+    leaves: int,
+    hosts: int,
+    ports: int,
+    down: int,
+    up: int,
+    levels: int | None,
+    model: str,
     leaf_name: str = "leaf",
-) -> TreeShape:  # fmt: skip
+) -> TreeShape:
     """Tree above a fixed set of leaves with `hosts` slots each (rail-optimised SUs)."""
     leaf_up = uplinks_for(hosts, down, up)
     if hosts + leaf_up > ports:
@@ -199,8 +224,9 @@ def fixed_leaves_shape(
         raise PlanError(
             f"{leaf_name} needs {hosts + leaf_up} ports ({hosts} down + {leaf_up} up at "
             f"{down}:{up}), {model} has {ports}: {left} left for uplinks, {leaf_up} needed: "
-            f"{fix} or fewer node slots per leaf", element=leaf_name,
-        )  # fmt: skip
+            f"{fix} or fewer node slots per leaf",
+            element=leaf_name,
+        )
     if levels == 1:
         raise PlanError("rail-optimised fabrics need at least 2 levels", element="levels")
     if levels in (None, 2):
@@ -210,12 +236,13 @@ def fixed_leaves_shape(
         if levels == 2:
             raise PlanError(
                 f"2 levels of {model} ({ports} ports) hold at most {ports} leaves at "
-                f"{down}:{up}; {leaves:,} needed: use levels 3 or auto", element="levels",
-            )  # fmt: skip
+                f"{down}:{up}; {leaves:,} needed: use levels 3 or auto",
+                element="levels",
+            )
     shape = three_level(leaves, hosts, leaf_up, ports)
     if shape is None:
         raise PlanError(
-            f"3 levels of {model} ({ports} ports) cannot hold {leaves:,} leaves: choose a "
-            f"switch with more ports", element="gpus",
-        )  # fmt: skip
+            f"3 levels of {model} ({ports} ports) cannot hold {leaves:,} leaves: choose a switch with more ports",
+            element="gpus",
+        )
     return shape

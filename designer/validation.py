@@ -65,8 +65,7 @@ class _Collector:
         for (severity, code), n in sorted(self.counts.items()):
             if n > MAX_PER_CODE:
                 target = self.report.errors if severity == "error" else self.report.warnings
-                target.append(Issue(severity, code, "fabric",
-                                    f"… and {n - MAX_PER_CODE:,} more {code} findings"))  # fmt: skip
+                target.append(Issue(severity, code, "fabric", f"… and {n - MAX_PER_CODE:,} more {code} findings"))
         return self.report
 
 
@@ -80,9 +79,12 @@ def validate(graph: FabricGraph, limits: IbsimLimits | None = None) -> Validatio
     for sw in graph.switches.values():
         model = cat.switches.get(sw.model)
         if model is None:
-            out.add("error", "unknown-model", sw.name,
-                    f"{sw.name} uses unknown switch model {sw.model!r}: choose one of "
-                    f"{', '.join(sorted(cat.switches))}")  # fmt: skip
+            out.add(
+                "error",
+                "unknown-model",
+                sw.name,
+                f"{sw.name} uses unknown switch model {sw.model!r}: choose one of {', '.join(sorted(cat.switches))}",
+            )
             ports_of[sw.name], speed_of[sw.name] = 0, ("", 0, False, -1)
             continue
         split = sw.split
@@ -99,26 +101,36 @@ def validate(graph: FabricGraph, limits: IbsimLimits | None = None) -> Validatio
         ports_of[sw.name] = count
         speed_of[sw.name] = (model.speed, gbps, bool(split), generation_rank(model.speed))
         if count > limits.ports_per_node:
-            out.add("warning", "ibsim-limit", sw.name,
-                    f"{sw.name} has {count} ports; ibsim simulates at most "
-                    f"{limits.ports_per_node} per node: the lab cannot load this design")  # fmt: skip
+            out.add(
+                "warning",
+                "ibsim-limit",
+                sw.name,
+                f"{sw.name} has {count} ports; ibsim simulates at most "
+                f"{limits.ports_per_node} per node: the lab cannot load this design",
+            )
     for node in graph.nodes.values():
         nt = cat.nodes.get(node.node_type)
         ports_of[node.name] = node.hcas
         speed_of[node.name] = (
-            (nt.hca_speed, nt.hca_gbps, False, generation_rank(nt.hca_speed)) if nt
-            else ("", 0, False, -1)
-        )  # fmt: skip
+            (nt.hca_speed, nt.hca_gbps, False, generation_rank(nt.hca_speed)) if nt else ("", 0, False, -1)
+        )
         if nt is None and node.node_type != "imported":
-            out.add("error", "unknown-model", node.name,
-                    f"{node.name} uses unknown node type {node.node_type!r}: choose one of "
-                    f"{', '.join(sorted(cat.nodes))}")  # fmt: skip
+            out.add(
+                "error",
+                "unknown-model",
+                node.name,
+                f"{node.name} uses unknown node type {node.node_type!r}: choose one of {', '.join(sorted(cat.nodes))}",
+            )
     for name in graph.iter_devices():
         bad = [c for c in name if c in FORBIDDEN_NAME_CHARS]
         if bad or len(name) > 64:
-            out.add("warning", "bad-name", name,
-                    f"{name!r} is not a usable IB node description (≤ 64 characters without "
-                    f"quotes, '#', '@', ';', ':' or spaces): exports may not load")  # fmt: skip
+            out.add(
+                "warning",
+                "bad-name",
+                name,
+                f"{name!r} is not a usable IB node description (≤ 64 characters without "
+                f"quotes, '#', '@', ';', ':' or spaces): exports may not load",
+            )
 
     used: dict[tuple[str, int], str] = {}
     adjacency: dict[str, dict[str, int]] = defaultdict(dict)  # switch → neighbour → links
@@ -139,15 +151,22 @@ def validate(graph: FabricGraph, limits: IbsimLimits | None = None) -> Validatio
                 ok = False
                 continue
             if count and not 1 <= port <= count:
-                out.add("error", "port-exhaustion", f"{dev}[{port}]",
-                        f"{dev} has no port {port}: it has {count} ports; move the cable from "
-                        f"{other} to a free port or use a bigger model")  # fmt: skip
+                out.add(
+                    "error",
+                    "port-exhaustion",
+                    f"{dev}[{port}]",
+                    f"{dev} has no port {port}: it has {count} ports; move the cable from "
+                    f"{other} to a free port or use a bigger model",
+                )
                 ok = False
             prev = used.get((dev, port))
             if prev is not None:
-                out.add("error", "port-reused", f"{dev}[{port}]",
-                        f"{dev}[{port}] is cabled twice (to {prev} and {other}): one port "
-                        f"takes one cable")  # fmt: skip
+                out.add(
+                    "error",
+                    "port-reused",
+                    f"{dev}[{port}]",
+                    f"{dev}[{port}] is cabled twice (to {prev} and {other}): one port takes one cable",
+                )
                 ok = False
             used[(dev, port)] = other
         if not ok:
@@ -172,9 +191,13 @@ def validate(graph: FabricGraph, limits: IbsimLimits | None = None) -> Validatio
             ga, gbps_a, _, _ = sa
             gb, gbps_b, _, _ = sb
             slow = min((generation_rank(ga), gbps_a, ga), (generation_rank(gb), gbps_b, gb))
-            out.add("warning", "speed-mismatch", f"{link.a}-{link.b}",
-                    f"{link.a}[{link.a_port}] runs {ga} {gbps_a}G, {link.b}[{link.b_port}] "
-                    f"runs {gb} {gbps_b}G: the link trains at {slow[2]} {slow[1]}G")  # fmt: skip
+            out.add(
+                "warning",
+                "speed-mismatch",
+                f"{link.a}-{link.b}",
+                f"{link.a}[{link.a_port}] runs {ga} {gbps_a}G, {link.b}[{link.b_port}] "
+                f"runs {gb} {gbps_b}G: the link trains at {slow[2]} {slow[1]}G",
+            )
         gen = sa[0] if sa[3] <= sb[3] else sb[0]
         key = (link.cable, gen, sa[2] or sb[2])
         reach = fine.get(key)
@@ -188,14 +211,15 @@ def validate(graph: FabricGraph, limits: IbsimLimits | None = None) -> Validatio
         for p in range(1, node.hcas + 1):
             if (node.name, p) not in used:
                 rail = node.rails[p - 1] + 1 if len(node.rails) >= p else p
-                out.add("warning", "unconnected-port", f"{node.name}[{p}]",
-                        f"{node.name} HCA {p} (rail {rail}) is not cabled: it cannot reach "
-                        f"the fabric")  # fmt: skip
+                out.add(
+                    "warning",
+                    "unconnected-port",
+                    f"{node.name}[{p}]",
+                    f"{node.name} HCA {p} (rail {rail}) is not cabled: it cannot reach the fabric",
+                )
     for name in graph.switches:
         if name not in adjacency and not hosts_on.get(name):
-            out.add(
-                "warning", "isolated-switch", name, f"{name} has no cables: connect it or remove it"
-            )
+            out.add("warning", "isolated-switch", name, f"{name} has no cables: connect it or remove it")
     _check_guids(graph, out)
     _check_connected(graph, adjacency, hosts_on, out)
     if graph.meta.get("routing") == "ftree" or graph.topology in ("fat-tree", "rail-optimized"):
@@ -231,19 +255,29 @@ def _check_cable(graph, link, generation, split, out, cache) -> None:
         out.add("error", "unknown-model", name, f"{name} uses unknown cable type {link.cable!r}")
         return
     if generation and not cable.carries(generation):
-        out.add("error", "cable-speed", name,
-                f"{name} runs {generation} but {cable.name} carries {cable.max_speed}: use a "
-                f"{generation} cable")  # fmt: skip
+        out.add(
+            "error",
+            "cable-speed",
+            name,
+            f"{name} runs {generation} but {cable.name} carries {cable.max_speed}: use a {generation} cable",
+        )
     if link.length_m > cable.reach_max_m + 1e-9:
         best = graph.catalogue.cheapest_cable(generation or cable.max_speed, link.length_m)
         fix = f"use {best.name} (to {best.reach_max_m:g} m)" if best else "move the racks closer"
-        out.add("error", "cable-reach", name,
-                f"{name} is {link.length_m:g} m but {cable.name} reaches {cable.reach_max_m:g} "
-                f"m: {fix}")  # fmt: skip
+        out.add(
+            "error",
+            "cable-reach",
+            name,
+            f"{name} is {link.length_m:g} m but {cable.name} reaches {cable.reach_max_m:g} m: {fix}",
+        )
     if cable.kind == "splitter" and not split:
-        out.add("error", "split-mismatch", name,
-                f"{name} uses splitter {cable.name} but neither end is in a split mode: "
-                f"set the switch to a split mode or use a straight cable")  # fmt: skip
+        out.add(
+            "error",
+            "split-mismatch",
+            name,
+            f"{name} uses splitter {cable.name} but neither end is in a split mode: "
+            f"set the switch to a split mode or use a straight cable",
+        )
 
 
 def _check_guids(graph: FabricGraph, out: _Collector) -> None:
@@ -292,9 +326,13 @@ def _check_connected(graph, adjacency, hosts_on, out) -> None:
                 stack.append(nxt)
     apart = [s for s in switches if s not in seen]
     if apart:
-        out.add("error", "partitioned", apart[0],
-                f"the fabric is split: {apart[0]} (and {len(apart) - 1} other switch(es)) cannot "
-                f"reach {switches[0]}; add inter-switch links")  # fmt: skip
+        out.add(
+            "error",
+            "partitioned",
+            apart[0],
+            f"the fabric is split: {apart[0]} (and {len(apart) - 1} other switch(es)) cannot "
+            f"reach {switches[0]}; add inter-switch links",
+        )
 
 
 def _check_level(graph, lower: list[str], upper_tier: str, adjacency, out, what: str) -> None:
@@ -318,17 +356,25 @@ def _check_level(graph, lower: list[str], upper_tier: str, adjacency, out, what:
             (many, _), (few, _) = counts.most_common(2)[0], counts.most_common(2)[-1]
             a = next(n for n, c in sorted(up.items()) if c == many)
             b = next(n for n, c in sorted(up.items()) if c == few)
-            out.add("error", "ftree-symmetry", name,
-                    f"{name} sends {up[a]} link(s) to {a} but {up[b]} to {b}: OpenSM ftree falls "
-                    f"back to minhop; every {what} must send the same number of links to every "
-                    f"{upper_tier}")  # fmt: skip
+            out.add(
+                "error",
+                "ftree-symmetry",
+                name,
+                f"{name} sends {up[a]} link(s) to {a} but {up[b]} to {b}: OpenSM ftree falls "
+                f"back to minhop; every {what} must send the same number of links to every "
+                f"{upper_tier}",
+            )
         multiplicities[max(up.values())] += 1
     if len(multiplicities) > 1:
         usual = multiplicities.most_common(1)[0][0]
         odd = next(n for n, u in ups.items() if u and max(u.values()) != usual)
-        out.add("error", "ftree-symmetry", odd,
-                f"{odd} sends {max(ups[odd].values())} link(s) per {upper_tier}, the other "
-                f"{what}s send {usual}: make them equal")  # fmt: skip
+        out.add(
+            "error",
+            "ftree-symmetry",
+            odd,
+            f"{odd} sends {max(ups[odd].values())} link(s) per {upper_tier}, the other "
+            f"{what}s send {usual}: make them equal",
+        )
     # pods: lower switches sharing an upper switch must reach exactly the same upper set
     by_upper: dict[str, list[str]] = defaultdict(list)
     for name, up in ups.items():
@@ -354,11 +400,15 @@ def _check_level(graph, lower: list[str], upper_tier: str, adjacency, out, what:
             continue
         missing = sorted(pods[find(name)] - set(up))
         if missing:
-            out.add("error", "ftree-symmetry", name,
-                    f"{name} has no link to {missing[0]}"
-                    f"{f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''}, which its "
-                    f"peers reach: connect it to all {len(pods[find(name)])} {upper_tier}s of "
-                    f"its pod or OpenSM ftree falls back to minhop")  # fmt: skip
+            out.add(
+                "error",
+                "ftree-symmetry",
+                name,
+                f"{name} has no link to {missing[0]}"
+                f"{f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''}, which its "
+                f"peers reach: connect it to all {len(pods[find(name)])} {upper_tier}s of "
+                f"its pod or OpenSM ftree falls back to minhop",
+            )
 
 
 def _check_ftree(graph, adjacency, hosts_on, out) -> None:
@@ -368,9 +418,13 @@ def _check_ftree(graph, adjacency, hosts_on, out) -> None:
         by_tier[sw.tier].append(sw.name)
     for name, count in hosts_on.items():
         if switches[name].tier != "leaf":
-            out.add("error", "ftree-ca-rank", name,
-                    f"{name} is a {switches[name].tier} with {count} node(s) cabled to it: ftree "
-                    f"needs every compute node on a leaf")  # fmt: skip
+            out.add(
+                "error",
+                "ftree-ca-rank",
+                name,
+                f"{name} is a {switches[name].tier} with {count} node(s) cabled to it: ftree "
+                f"needs every compute node on a leaf",
+            )
     unknown = sorted(t for t in by_tier if t not in TREE_RANK)
     if unknown:
         out.add(
@@ -389,16 +443,24 @@ def _check_torus(graph: FabricGraph, adjacency, out: _Collector) -> None:
     dims = [d for d in graph.meta["dims"]]
     torus = [s for s in graph.switches.values() if s.tier == "torus"]
     if len(torus) != math.prod(dims):
-        out.add("error", "torus-dims", "dims",
-                f"dims {'x'.join(map(str, dims))} need {math.prod(dims)} torus switches, the "
-                f"fabric has {len(torus)}: torus-2QoS will not recognise it")  # fmt: skip
+        out.add(
+            "error",
+            "torus-dims",
+            "dims",
+            f"dims {'x'.join(map(str, dims))} need {math.prod(dims)} torus switches, the "
+            f"fabric has {len(torus)}: torus-2QoS will not recognise it",
+        )
     want = sum(2 if d >= 3 else (1 if d == 2 else 0) for d in dims)
     for sw in torus:
         have = sum(adjacency.get(sw.name, {}).values())
         if have != want:
-            out.add("warning", "torus-dims", sw.name,
-                    f"{sw.name} has {have} torus links, a {'x'.join(map(str, dims))} torus needs "
-                    f"{want}: torus-2QoS routes around it but loses its deadlock guarantees")  # fmt: skip
+            out.add(
+                "warning",
+                "torus-dims",
+                sw.name,
+                f"{sw.name} has {have} torus links, a {'x'.join(map(str, dims))} torus needs "
+                f"{want}: torus-2QoS routes around it but loses its deadlock guarantees",
+            )
 
 
 def _check_ibsim(graph, ports_of, limits, out) -> None:
@@ -415,12 +477,20 @@ def _check_ibsim(graph, ports_of, limits, out) -> None:
     if ports > limits.ports:
         over.append(f"-P {ports}")
     if over:
-        out.add("warning", "ibsim-limit", "fabric",
-                f"{nodes:,} IB nodes, {len(graph.switches):,} switches, {ports:,} ports exceed "
-                f"ibsim's defaults ({limits.nodes:,}/{limits.switches}/{limits.ports:,}): start "
-                f"it with {' '.join(over)}")  # fmt: skip
+        out.add(
+            "warning",
+            "ibsim-limit",
+            "fabric",
+            f"{nodes:,} IB nodes, {len(graph.switches):,} switches, {ports:,} ports exceed "
+            f"ibsim's defaults ({limits.nodes:,}/{limits.switches}/{limits.ports:,}): start "
+            f"it with {' '.join(over)}",
+        )
     endpoints = graph.endpoints()
     if endpoints > limits.lab_endpoints:
-        out.add("warning", "lab-size", "fabric",
-                f"{endpoints:,} endpoints: lab fabrics here come up to about "
-                f"{limits.lab_endpoints:,}; this design is checked without a lab")  # fmt: skip
+        out.add(
+            "warning",
+            "lab-size",
+            "fabric",
+            f"{endpoints:,} endpoints: lab fabrics here come up to about "
+            f"{limits.lab_endpoints:,}; this design is checked without a lab",
+        )

@@ -122,9 +122,7 @@ class PriorityClass(models.TextChoices):
 class ServiceLevels(models.Model):
     """The InfiniBand SL each priority class gets on one fabric (defaults from settings)."""
 
-    fabric = models.OneToOneField(
-        "fabric.Fabric", on_delete=models.CASCADE, related_name="service_levels"
-    )
+    fabric = models.OneToOneField("fabric.Fabric", on_delete=models.CASCADE, related_name="service_levels")
     training = models.PositiveSmallIntegerField(default=1)
     inference = models.PositiveSmallIntegerField(default=2)
     best_effort = models.PositiveSmallIntegerField(default=0)
@@ -158,9 +156,7 @@ class Quota(TenantOwnedModel):
 
     class Meta:
         ordering = ["pool", "tenant"]
-        constraints = [
-            models.UniqueConstraint(fields=["tenant", "pool"], name="quota_tenant_pool_unique")
-        ]
+        constraints = [models.UniqueConstraint(fields=["tenant", "pool"], name="quota_tenant_pool_unique")]
 
     def __str__(self) -> str:
         return f"quota of {self.tenant_id} in {self.pool_id}"
@@ -205,9 +201,7 @@ class Reservation(TenantOwnedModel):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.REQUESTED)
-    priority_class = models.CharField(
-        max_length=12, choices=PriorityClass.choices, default=PriorityClass.TRAINING
-    )
+    priority_class = models.CharField(max_length=12, choices=PriorityClass.choices, default=PriorityClass.TRAINING)
     # What was asked.
     requested_gpus = models.PositiveIntegerField(null=True, blank=True)
     requested_nodes = models.PositiveIntegerField(null=True, blank=True)
@@ -247,9 +241,7 @@ class Reservation(TenantOwnedModel):
                 condition=models.Q(pkey_live=True),
                 name="reservation_pkey_live_unique",
             ),
-            models.CheckConstraint(
-                name="reservation_window_valid", condition=models.Q(end__gt=models.F("start"))
-            ),
+            models.CheckConstraint(name="reservation_window_valid", condition=models.Q(end__gt=models.F("start"))),
             models.CheckConstraint(
                 name="reservation_pkey_range",
                 condition=models.Q(pkey__isnull=True) | models.Q(pkey__gte=1, pkey__lte=0x7FFE),
@@ -268,9 +260,7 @@ class Reservation(TenantOwnedModel):
 class ReservationAllocation(models.Model):
     """One GPU held by a reservation over ``[start, end)``; never two overlapping per GPU."""
 
-    reservation = models.ForeignKey(
-        Reservation, on_delete=models.CASCADE, related_name="allocations"
-    )
+    reservation = models.ForeignKey(Reservation, on_delete=models.CASCADE, related_name="allocations")
     node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="+")
     gpu = models.ForeignKey(GPU, on_delete=models.PROTECT, related_name="+")
     start = models.DateTimeField()
@@ -280,9 +270,7 @@ class ReservationAllocation(models.Model):
         ordering = ["reservation", "node", "gpu"]
         indexes = [models.Index(fields=["node", "end"])]
         constraints = [
-            models.CheckConstraint(
-                name="allocation_window_valid", condition=models.Q(end__gt=models.F("start"))
-            ),
+            models.CheckConstraint(name="allocation_window_valid", condition=models.Q(end__gt=models.F("start"))),
             # Created by a PostgreSQL-only migration operation (scheduling.db).
             ExclusionConstraint(
                 name="allocation_no_double_booking",

@@ -105,7 +105,5 @@ def subprocess_env(transactional_db) -> dict[str, str]:
     env = dict(os.environ)
     if connection.vendor == "postgresql":
         auth = s["USER"] + (f":{s['PASSWORD']}" if s.get("PASSWORD") else "")
-        env["DATABASE_URL"] = (
-            f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
-        )
+        env["DATABASE_URL"] = f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
     return env

@@ -95,9 +95,7 @@ class IsolationSuite:
     def test_custom_actions_on_theirs_are_404(self, world):
         for method, name in self.custom_actions:
             before = self._state(world["theirs"])
-            response = getattr(world["client"], method)(
-                self.url(name, world["theirs"].pk), {}, format="json"
-            )
+            response = getattr(world["client"], method)(self.url(name, world["theirs"].pk), {}, format="json")
             assert response.status_code == 404, (name, response.status_code)
             assert self._state(world["theirs"]) == before
 
@@ -115,9 +113,7 @@ class IsolationSuite:
             assert response.status_code in (403, 405)
             return
         count_b = self.objects_of(world["b"]).count()
-        response = world["client"].post(
-            self.url("list"), self.create_payload(world["b"]), format="json"
-        )
+        response = world["client"].post(self.url("list"), self.create_payload(world["b"]), format="json")
         assert response.status_code < 500, response.content
         assert self.objects_of(world["b"]).count() == count_b
         if response.status_code == 201:

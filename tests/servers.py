@@ -42,8 +42,14 @@ def processes(lab_data_dir):
 
     def start(*argv: str) -> subprocess.Popen:
         log = open(lab_data_dir / f"{argv[0].replace('.', '_')}-{len(started)}.log", "wb")
-        proc = subprocess.Popen([sys.executable, *argv], cwd=ROOT, env=_env(lab_data_dir),
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, *argv],
+            cwd=ROOT,
+            env=_env(lab_data_dir),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         started.append(proc)
         return proc
 
@@ -74,8 +80,19 @@ def web(processes) -> str:
     """uvicorn on a free port; the console's URL once it answers."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    processes("-m", "uvicorn", "console.asgi:application", "--host", "127.0.0.1", "--port",
-              str(port), "--lifespan", "off", "--log-level", "warning")  # fmt: skip
+    processes(
+        "-m",
+        "uvicorn",
+        "console.asgi:application",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--lifespan",
+        "off",
+        "--log-level",
+        "warning",
+    )
     _wait_http(url, "uvicorn")
     return url
 
@@ -84,8 +101,9 @@ def wsgi(processes) -> str:
     """gunicorn with one sync worker (how production serves REST and pages) on a free port."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    processes("-m", "gunicorn", "console.wsgi:application", "-w", "1", "-b", f"127.0.0.1:{port}",
-              "--log-level", "warning")  # fmt: skip
+    processes(
+        "-m", "gunicorn", "console.wsgi:application", "-w", "1", "-b", f"127.0.0.1:{port}", "--log-level", "warning"
+    )
     _wait_http(url, "gunicorn")
     return url
 

@@ -127,8 +127,7 @@ def lab_plan(graph: FabricGraph) -> LabPlan:
     routing = graph.meta.get("routing")
     if graph.meta.get("dims"):
         torus_conf, _, _ = export(graph, "torus-2qos")
-        return LabPlan(net_text, "torus-2QoS,minhop", torus_conf=torus_conf,
-                       sm_host=sm_host, sm_host_name=sm_name)  # fmt: skip
+        return LabPlan(net_text, "torus-2QoS,minhop", torus_conf=torus_conf, sm_host=sm_host, sm_host_name=sm_name)
     roots = tuple(graph.switches[name].guid for name in root_switches(graph))
     if routing == "ftree":
         cns = tuple(g for n in graph.nodes.values() if n.role == "compute" for g in n.port_guids)
@@ -165,9 +164,7 @@ def _spec(plan: LabPlan, workdir: Path, socket_name: str | None) -> LabSpec:
 
 def missing_packages() -> list[str]:
     """Debian packages the lab needs that are not installed (empty when the lab can run)."""
-    missing = [
-        pkg for pkg, tools in LAB_PACKAGES.items() if any(not shutil.which(t) for t in tools)
-    ]
+    missing = [pkg for pkg, tools in LAB_PACKAGES.items() if any(not shutil.which(t) for t in tools)]
     if "ibsim-utils" not in missing:
         try:
             find_umad2sim()
@@ -288,8 +285,9 @@ def start_lab(
     running = _running_lab(fabric.config.get("workdir"))
     if running is not None:
         if workdir is not None and Path(workdir).resolve() != running.workdir.resolve():
-            raise Conflict(f"the lab of {fabric.name} already runs in {running.workdir}; "
-                           "stop it first (manage.py lab down)")  # fmt: skip
+            raise Conflict(
+                f"the lab of {fabric.name} already runs in {running.workdir}; stop it first (manage.py lab down)"
+            )
         _bind(fabric, running)
         return fabric, running
     target = Path(workdir) if workdir else default_workdir(fabric)
@@ -303,8 +301,7 @@ def start_lab(
         try:
             running = Lab.start(spec, wait=wait)
         except LabError as exc:
-            raise ConsoleError(f"lab of {fabric.name} did not start: {exc}",
-                               code="lab_failed") from exc  # fmt: skip
+            raise ConsoleError(f"lab of {fabric.name} did not start: {exc}", code="lab_failed") from exc
     with transaction.atomic():
         _bind(fabric, running, plan.sm_host_name)
         audit.record(actor, "fabric.lab.start", fabric, after={"lab": running.status()})
@@ -374,9 +371,16 @@ def lab_status(fabric: Fabric) -> dict[str, Any]:
         with contextlib.suppress(LabError, OSError, ValueError, TypeError):
             lab = Lab.attach(workdir)
     if lab is None:
-        base.update(state="not_started", workdir=workdir,
-                    ibsim_sockname=fabric.config.get("ibsim_sockname"), umad2sim=None,
-                    sm_host=None, opensm_pid=None, env={}, env_line="")  # fmt: skip
+        base.update(
+            state="not_started",
+            workdir=workdir,
+            ibsim_sockname=fabric.config.get("ibsim_sockname"),
+            umad2sim=None,
+            sm_host=None,
+            opensm_pid=None,
+            env={},
+            env_line="",
+        )
         return base
     status = lab.status()
     status.update(base)
@@ -384,8 +388,7 @@ def lab_status(fabric: Fabric) -> dict[str, Any]:
     status["env_line"] = "export " + env_line(status) if status["state"] == "up" else ""
     if status["state"] == "up":
         routing = routing_engine_in_use(lab)
-        status["routing"] = {"configured": routing.configured, "in_use": routing.in_use,
-                             "fallback": routing.fallback}  # fmt: skip
+        status["routing"] = {"configured": routing.configured, "in_use": routing.in_use, "fallback": routing.fallback}
     return status
 
 
@@ -509,9 +512,7 @@ def find_revision(ref: str) -> DesignRevision:
 def find_fabric(ref: str) -> Fabric:
     """A fabric by id or name."""
     qs = Fabric.objects.select_related("revision__design")
-    fabric = (qs.filter(pk=int(ref)).first() if ref.isdigit() else None) or qs.filter(
-        name=ref
-    ).first()
+    fabric = (qs.filter(pk=int(ref)).first() if ref.isdigit() else None) or qs.filter(name=ref).first()
     if fabric is None:
         raise NotFound(f"no fabric {ref!r} (give its id or name)")
     return fabric

@@ -61,9 +61,7 @@ class FabricPartition(models.Model):
     # [["0x0002c90300000101", "full"|"limited"|"both"], …] — port GUIDs or OpenSM keywords.
     members = models.JSONField(default=list)
     source = models.CharField(max_length=12, choices=Source.choices, default=Source.MANUAL)
-    tenant = models.ForeignKey(
-        "tenancy.Tenant", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
-    )
+    tenant = models.ForeignKey("tenancy.Tenant", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -72,9 +70,7 @@ class FabricPartition(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["fabric", "pkey"], name="partition_pkey_unique"),
             models.UniqueConstraint(fields=["fabric", "name"], name="partition_name_unique"),
-            models.CheckConstraint(
-                name="partition_pkey_range", condition=models.Q(pkey__gte=1, pkey__lte=0x7FFE)
-            ),
+            models.CheckConstraint(name="partition_pkey_range", condition=models.Q(pkey__gte=1, pkey__lte=0x7FFE)),
         ]
 
     def __str__(self) -> str:
@@ -109,9 +105,7 @@ class PortAdminState(models.Model):
 
     class Meta:
         ordering = ["fabric", "switch", "port"]
-        constraints = [
-            models.UniqueConstraint(fields=["fabric", "switch", "port"], name="port_admin_unique")
-        ]
+        constraints = [models.UniqueConstraint(fields=["fabric", "switch", "port"], name="port_admin_unique")]
 
     def __str__(self) -> str:
         return f"{self.switch}[{self.port}] {'up' if self.enabled else 'down'}"
@@ -133,21 +127,16 @@ class ChangeRequest(models.Model):
         CANCELLED = "cancelled"
 
     TERMINAL = frozenset(
-        {Status.APPLIED, Status.UNCHANGED, Status.PREVIEWED, Status.FAILED,
-         Status.ROLLED_BACK, Status.CANCELLED}
-    )  # fmt: skip
+        {Status.APPLIED, Status.UNCHANGED, Status.PREVIEWED, Status.FAILED, Status.ROLLED_BACK, Status.CANCELLED}
+    )
 
     fabric = models.ForeignKey(Fabric, on_delete=models.CASCADE, related_name="changes")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     dry_run = models.BooleanField(default=False)
     reason = models.CharField(max_length=200, blank=True)
-    requested_by = models.ForeignKey(
-        "auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
+    requested_by = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     requested_by_label = models.CharField(max_length=200, blank=True)
-    approved_by = models.ForeignKey(
-        "auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
+    approved_by = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     approved_at = models.DateTimeField(null=True, blank=True)
     correlation_id = models.CharField(max_length=64, blank=True)
     desired = models.JSONField(default=dict)  # partitions, qos, port admin: declarative
@@ -209,9 +198,7 @@ class AppliedState(models.Model):
     fabric = models.OneToOneField(Fabric, on_delete=models.CASCADE, related_name="applied")
     desired = models.JSONField(default=dict)
     artefacts = models.JSONField(default=dict)
-    change = models.ForeignKey(
-        ChangeRequest, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
+    change = models.ForeignKey(ChangeRequest, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     verified_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:

@@ -41,9 +41,7 @@ class AuthenticatedConsumer(AsyncJsonWebsocketConsumer):
         if raw is not None:
             subprotocol = "bearer." + raw
         await self.accept(subprotocol=subprotocol)
-        await self.send_json(
-            {"type": "hello", "user": user.get_username(), "role": self.principal.role}
-        )
+        await self.send_json({"type": "hello", "user": user.get_username(), "role": self.principal.role})
 
     async def disconnect(self, code: int) -> None:
         for group in getattr(self, "control_groups", []):
@@ -72,9 +70,7 @@ class AuthenticatedConsumer(AsyncJsonWebsocketConsumer):
 
     async def receive_json(self, content, **kwargs) -> None:
         if not isinstance(content, dict) or content.get("type") == "__malformed__":
-            await self.send_json(
-                {"type": "error", "code": "malformed", "detail": "send JSON objects"}
-            )
+            await self.send_json({"type": "error", "code": "malformed", "detail": "send JSON objects"})
             return
         if content.get("type") == "ping":
             await self.send_json({"type": "pong"})
@@ -108,8 +104,9 @@ class LiveConsumer(AuthenticatedConsumer):
             return
         object_id = int(self.scope["url_route"]["kwargs"]["object_id"])
         if not await database_sync_to_async(self.allowed)(object_id):
-            await self.send_json({"type": "error", "code": "not_found",
-                                  "detail": f"no {self.kind} {object_id} for you"})  # fmt: skip
+            await self.send_json(
+                {"type": "error", "code": "not_found", "detail": f"no {self.kind} {object_id} for you"}
+            )
             await self.close(code=CLOSE_REVOKED)
             return
         self.group = f"{self.kind}.{object_id}"
@@ -171,9 +168,7 @@ class ChangeConsumer(LiveConsumer):
     def allowed(self, object_id: int) -> bool:
         from console.fabric.models import ChangeRequest
 
-        return (
-            self.principal.sees_all_tenants and ChangeRequest.objects.filter(pk=object_id).exists()
-        )
+        return self.principal.sees_all_tenants and ChangeRequest.objects.filter(pk=object_id).exists()
 
     async def after_subscribe(self, object_id: int) -> None:
         from console.telemetry.services import change_progress

@@ -82,8 +82,7 @@ _NESTED: dict[tuple[str, str], type] = {
     ("event", "event"): EventBody,
     ("change.progress", "steps"): ChangeStepBody,
 }
-_PY = {int: (int,), float: (int, float), str: (str,), bool: (bool,), dict: (dict,),
-       list: (list,)}  # fmt: skip
+_PY = {int: (int,), float: (int, float), str: (str,), bool: (bool,), dict: (dict,), list: (list,)}
 
 
 class SchemaError(ValueError):

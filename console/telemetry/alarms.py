@@ -56,8 +56,7 @@ class AlarmEngine:
         for lid, st in statuses.items():
             if not st.up and lid not in self.down:
                 self.down.add(lid)
-                out.append(Transition("open", "link_down", lid, "critical",
-                                      f"link {lid} is down"))  # fmt: skip
+                out.append(Transition("open", "link_down", lid, "critical", f"link {lid} is down"))
             elif st.up and lid in self.down:
                 self.down.discard(lid)
                 out.append(Transition("clear", "link_down", lid, message=f"link {lid} is up"))
@@ -65,15 +64,21 @@ class AlarmEngine:
             if lid not in self.erroring:
                 if total >= self.rules.open_at:
                     self.erroring[lid] = 0
-                    out.append(Transition("open", "link_errors", lid, "warning",
-                                          f"link {lid}: {total} errors in one sweep",
-                                          {"errors": {k: v for k, v in st.errors.items() if v}}))  # fmt: skip
+                    out.append(
+                        Transition(
+                            "open",
+                            "link_errors",
+                            lid,
+                            "warning",
+                            f"link {lid}: {total} errors in one sweep",
+                            {"errors": {k: v for k, v in st.errors.items() if v}},
+                        )
+                    )
             elif total <= self.rules.clear_at:
                 self.erroring[lid] += 1
                 if self.erroring[lid] >= self.rules.clear_sweeps:
                     del self.erroring[lid]
-                    out.append(Transition("clear", "link_errors", lid,
-                                          message=f"link {lid}: errors stopped"))  # fmt: skip
+                    out.append(Transition("clear", "link_errors", lid, message=f"link {lid}: errors stopped"))
             else:
                 self.erroring[lid] = 0
         return out
@@ -81,13 +86,19 @@ class AlarmEngine:
     def routing(self, configured: str, in_use: str | None, fallback: bool) -> list[Transition]:
         if fallback and not self.routing_fallback:
             self.routing_fallback = True
-            return [Transition("open", "routing_fallback", "routing", "critical",
-                               f"OpenSM fell back from {configured} to {in_use}",
-                               {"configured": configured, "in_use": in_use})]  # fmt: skip
+            return [
+                Transition(
+                    "open",
+                    "routing_fallback",
+                    "routing",
+                    "critical",
+                    f"OpenSM fell back from {configured} to {in_use}",
+                    {"configured": configured, "in_use": in_use},
+                )
+            ]
         if not fallback and in_use and self.routing_fallback:
             self.routing_fallback = False
-            return [Transition("clear", "routing_fallback", "routing",
-                               message=f"OpenSM routes with {in_use} again")]  # fmt: skip
+            return [Transition("clear", "routing_fallback", "routing", message=f"OpenSM routes with {in_use} again")]
         return []
 
     def sm_state(self, state: str | None) -> list[Transition]:
@@ -96,6 +107,5 @@ class AlarmEngine:
         if previous is None or state == previous:
             return []
         if state != "MASTER":
-            return [Transition("open", "sm_state", "sm", "critical",
-                               f"subnet manager state {previous} → {state}")]  # fmt: skip
+            return [Transition("open", "sm_state", "sm", "critical", f"subnet manager state {previous} → {state}")]
         return [Transition("clear", "sm_state", "sm", message="subnet manager is MASTER again")]

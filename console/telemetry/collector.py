@@ -127,9 +127,11 @@ class FabricCollector:
         self.prev: dict[tuple[str, int], PortReading] = {}
         self.prev_at = 0.0
         self.overhead = 0.0
-        self.alarms = AlarmEngine(AlarmRules(settings.TELEMETRY_ERROR_OPEN,
-                                             settings.TELEMETRY_ERROR_CLEAR,
-                                             settings.TELEMETRY_ERROR_CLEAR_SWEEPS))  # fmt: skip
+        self.alarms = AlarmEngine(
+            AlarmRules(
+                settings.TELEMETRY_ERROR_OPEN, settings.TELEMETRY_ERROR_CLEAR, settings.TELEMETRY_ERROR_CLEAR_SWEEPS
+            )
+        )
         self.published: dict[str, _Published] = defaultdict(_Published)
         self.lfts: dict[str, list[int]] = {}
         self.load = PortLoad()
@@ -178,8 +180,9 @@ class FabricCollector:
     def _reader(self, diags, env) -> CounterReader:
         kind = self.options.reader
         if kind in ("auto", "mad"):
-            reader = MadReader(env, mode=self.options.mad_mode, window=self.options.mad_window,
-                               error_sums=self.options.error_sums)  # fmt: skip
+            reader = MadReader(
+                env, mode=self.options.mad_mode, window=self.options.mad_window, error_sums=self.options.error_sums
+            )
             try:
                 reader._start()
                 return reader
@@ -206,8 +209,7 @@ class FabricCollector:
         if self.options.jobs is not None:
             jobs = [(None, j) for j in self.options.jobs]
         else:
-            jobs = [(r, Job(f"res-{r.id}", r.nodes)) for r in
-                    services.ready_reservations(self.fabric.pk)]  # fmt: skip
+            jobs = [(r, Job(f"res-{r.id}", r.nodes)) for r in services.ready_reservations(self.fabric.pk)]
         if [j for _, j in jobs] != [j for _, j in self.jobs]:
             self.jobs = jobs
             self._recompute_load()
@@ -234,8 +236,10 @@ class FabricCollector:
             before = self.prev.get(key)
             if before is None:
                 continue
-            values[key] = (before.xmit_words + words(self.load.xmit.get(key, 0.0), seconds),
-                           before.rcv_words + words(self.load.rcv.get(key, 0.0), seconds))  # fmt: skip
+            values[key] = (
+                before.xmit_words + words(self.load.xmit.get(key, 0.0), seconds),
+                before.rcv_words + words(self.load.rcv.get(key, 0.0), seconds),
+            )
         if values:
             console_batch(self.lab, counter_commands(self.node_ids, values))
         return len(values)
@@ -273,8 +277,7 @@ class FabricCollector:
         if early and begin is not None:  # the MAD reader's error sums: once, not per part
             extra_args["sums"] = begin(ports, self.lm.switch_lids)
         read_at: dict[int, float] = {}
-        for i, (chunk, got) in enumerate(zip(chunks, self._read_parts(chunks, due, extra_args),
-                                             strict=True)):  # fmt: skip
+        for i, (chunk, got) in enumerate(zip(chunks, self._read_parts(chunks, due, extra_args), strict=True)):
             done = read_at[i] = time.monotonic()
             for k in stats:
                 stats[k] += int(getattr(self.reader, "last", {}).get(k, 0))
@@ -305,10 +308,19 @@ class FabricCollector:
         store.heartbeat(self.fabric.pk, max(5.0, self.options.interval * 5))
         self.sweeps += 1
         self.last_statuses = statuses
-        return SweepReport(time.monotonic() - started, read_done - written, written - started,
-                           len(statuses), changed, len(events), ports_written,
-                           published - started, stats["mads"], stats["states_read"],
-                           stats["errors_read"])  # fmt: skip
+        return SweepReport(
+            time.monotonic() - started,
+            read_done - written,
+            written - started,
+            len(statuses),
+            changed,
+            len(events),
+            ports_written,
+            published - started,
+            stats["mads"],
+            stats["states_read"],
+            stats["errors_read"],
+        )
 
     def _read_parts(self, chunks, due, extra: dict[str, Any]):
         """Each chunk's readings in turn: one stream where the reader can (the MAD helper reads
@@ -330,8 +342,7 @@ class FabricCollector:
         partial = getattr(self.reader, "partial_reads", False)
         if size <= 0 or len(switches) <= size or not partial:
             return [ports]
-        return [{sw: ports[sw] for sw in switches[i : i + size]}
-                for i in range(0, len(switches), size)]  # fmt: skip
+        return [{sw: ports[sw] for sw in switches[i : i + size]} for i in range(0, len(switches), size)]
 
     def _groups(self) -> list[tuple[str, set[str] | None]]:
         """Live groups and their links (None: every link)."""
@@ -348,8 +359,9 @@ class FabricCollector:
             if links is None:
                 at = last
             else:
-                at = max((chunk_of.get(self.lm.ends[lk].switch, last) for lk in links
-                          if lk in self.lm.ends), default=last)  # fmt: skip
+                at = max(
+                    (chunk_of.get(self.lm.ends[lk].switch, last) for lk in links if lk in self.lm.ends), default=last
+                )
             out[at].append(group)
         return out
 
@@ -374,9 +386,7 @@ class FabricCollector:
         affected.update(hits)
         return out + failures
 
-    def _publish(
-        self, statuses: dict[str, LinkStatus], wall: float, only: list[str] | None = None
-    ) -> int:
+    def _publish(self, statuses: dict[str, LinkStatus], wall: float, only: list[str] | None = None) -> int:
         """At most one delta per group per sweep, only links whose state/bucket/errors moved;
         ``only``: these groups (the others are published later in the sweep)."""
         now = time.monotonic()
@@ -397,8 +407,17 @@ class FabricCollector:
                 pub.keys[lid] = subset[lid].key
             pub.last = now
             total += len(moved)
-            messages.append((group, {"type": "link.delta", "fabric": self.fabric.pk, "at": wall,
-                                     "links": [subset[k].as_dict() for k in moved]}))  # fmt: skip
+            messages.append(
+                (
+                    group,
+                    {
+                        "type": "link.delta",
+                        "fabric": self.fabric.pk,
+                        "at": wall,
+                        "links": [subset[k].as_dict() for k in moved],
+                    },
+                )
+            )
         publish_many(messages)
         return total
 
@@ -426,23 +445,35 @@ class FabricCollector:
 
     def _snapshot(self, statuses: dict[str, LinkStatus], wall: float, cycle: float) -> None:
         tenants = {
-            str(tid): {"links": sorted(links),
-                       "reservations": {str(r.id): list(j.nodes) for r, j in self.jobs
-                                        if r is not None and r.tenant_id == tid},
-                       "reservation_links": {str(r.id): sorted(self.lm.links_of_nodes(set(j.nodes)))
-                                             for r, j in self.jobs
-                                             if r is not None and r.tenant_id == tid}}
+            str(tid): {
+                "links": sorted(links),
+                "reservations": {
+                    str(r.id): list(j.nodes) for r, j in self.jobs if r is not None and r.tenant_id == tid
+                },
+                "reservation_links": {
+                    str(r.id): sorted(self.lm.links_of_nodes(set(j.nodes)))
+                    for r, j in self.jobs
+                    if r is not None and r.tenant_id == tid
+                },
+            }
             for tid, links in self.tenant_links.items()
-        }  # fmt: skip
+        }
         # the seqs this snapshot is current with, read after the sweep's deltas went out
         # (store.snapshot_seq)
         seqs = store.current_seqs([group for group, _ in self._groups()])
-        store.save_snapshot(self.fabric.pk, {
-            "fabric": self.fabric.pk, "epoch": self.epoch, "at": wall, "cycle_s": round(cycle, 4),
-            "seqs": seqs,
-            "links": {k: v.as_dict() for k, v in statuses.items()},
-            "tenants": tenants, "summary": services.summarise(statuses.values()),
-        })  # fmt: skip
+        store.save_snapshot(
+            self.fabric.pk,
+            {
+                "fabric": self.fabric.pk,
+                "epoch": self.epoch,
+                "at": wall,
+                "cycle_s": round(cycle, 4),
+                "seqs": seqs,
+                "links": {k: v.as_dict() for k, v in statuses.items()},
+                "tenants": tenants,
+                "summary": services.summarise(statuses.values()),
+            },
+        )
 
     def _accumulate(self, statuses: dict[str, LinkStatus]) -> None:
         for lid, st in statuses.items():
@@ -455,8 +486,16 @@ class FabricCollector:
             row[5] += 1
         if time.monotonic() - self.acc_since < self.options.store_interval:
             return
-        rows = {lid: {"tx_bps": r[0] / r[5], "rx_bps": r[1] / r[5], "util": r[2] / r[5],
-                      "errors": int(r[3]), "up": bool(r[4])} for lid, r in self.acc.items()}  # fmt: skip
+        rows = {
+            lid: {
+                "tx_bps": r[0] / r[5],
+                "rx_bps": r[1] / r[5],
+                "util": r[2] / r[5],
+                "errors": int(r[3]),
+                "up": bool(r[4]),
+            }
+            for lid, r in self.acc.items()
+        }
         where = {lid: (e.switch, e.tier) for lid, e in self.lm.ends.items()}
         self._store(timezone.now(), rows, where)
         self.acc, self.acc_since = {}, time.monotonic()

@@ -17,9 +17,7 @@ WORD_BYTES = 4
 ERROR_COUNTERS = ("SymbolErrorCounter", "LinkDownedCounter", "PortRcvErrors", "PortXmitDiscards")
 #: Utilisation colour buckets: upper bounds (fraction of line rate) of buckets 0..4; 5 = above.
 BUCKETS = (0.01, 0.25, 0.5, 0.75, 0.9)
-NO_ERRORS: Mapping[str, int] = MappingProxyType(
-    dict.fromkeys(ERROR_COUNTERS, 0)
-)  # shared: read-only
+NO_ERRORS: Mapping[str, int] = MappingProxyType(dict.fromkeys(ERROR_COUNTERS, 0))  # shared: read-only
 
 
 def bucket_of(utilisation: float) -> int:
@@ -87,9 +85,7 @@ def _delta(now: int, before: int) -> int:
     return now - before if now >= before else now
 
 
-def link_status(
-    end: LinkEnd, now: PortReading | None, before: PortReading | None, dt: float
-) -> LinkStatus:
+def link_status(end: LinkEnd, now: PortReading | None, before: PortReading | None, dt: float) -> LinkStatus:
     """Rates and error deltas of one link between two readings ``dt`` seconds apart."""
     if now is None:
         return LinkStatus(end.link_id, up=False)
@@ -110,8 +106,7 @@ def link_status(
     else:
         was = before.errors
         errors = {n: _delta(totals.get(n, 0), was.get(n, 0)) for n in ERROR_COUNTERS}
-    return LinkStatus(end.link_id, up, tx, rx, utilisation, bucket_of(utilisation) if up else 0,
-                      errors, totals)  # fmt: skip
+    return LinkStatus(end.link_id, up, tx, rx, utilisation, bucket_of(utilisation) if up else 0, errors, totals)
 
 
 def sweep_status(
@@ -151,8 +146,6 @@ def state_due(
     return due
 
 
-def changed_links(
-    current: Mapping[str, LinkStatus], published: Mapping[str, tuple[bool, int, bool]]
-) -> list[str]:
+def changed_links(current: Mapping[str, LinkStatus], published: Mapping[str, tuple[bool, int, bool]]) -> list[str]:
     """Links whose state, colour bucket or erroring changed since the last published delta."""
     return [lid for lid, st in current.items() if published.get(lid) != st.key]

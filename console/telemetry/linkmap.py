@@ -39,11 +39,7 @@ class LinkMap:
 
     def links_of_nodes(self, nodes: set[str]) -> set[str]:
         """Host links of ``nodes`` (the leaf port each of their HCAs is cabled to)."""
-        return {
-            link_id(leaf, port)
-            for n in nodes
-            for leaf, port in self.node_uplinks.get(n, {}).values()
-        }
+        return {link_id(leaf, port) for n in nodes for leaf, port in self.node_uplinks.get(n, {}).values()}
 
     def measured_ports(self) -> dict[str, list[int]]:
         """switch → sorted ports the collector reads."""

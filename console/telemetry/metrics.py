@@ -35,10 +35,12 @@ def _lines() -> Iterator[str]:
         snap = store.load_snapshot(fabric.pk)
         if snap:
             rows.append((fabric, snap))
-    for metric, key, kind in (("ibc_link_tx_bits_per_second", "tx_bps", "gauge"),
-                              ("ibc_link_rx_bits_per_second", "rx_bps", "gauge"),
-                              ("ibc_link_utilisation_ratio", "util", "gauge"),
-                              ("ibc_link_up", "up", "gauge")):  # fmt: skip
+    for metric, key, kind in (
+        ("ibc_link_tx_bits_per_second", "tx_bps", "gauge"),
+        ("ibc_link_rx_bits_per_second", "rx_bps", "gauge"),
+        ("ibc_link_utilisation_ratio", "util", "gauge"),
+        ("ibc_link_up", "up", "gauge"),
+    ):
         if metric != "ibc_link_tx_bits_per_second":
             yield f"# TYPE {metric} {kind}"
         for fabric, snap in rows:
@@ -49,19 +51,22 @@ def _lines() -> Iterator[str]:
     for fabric, snap in rows:
         for lid, st in snap["links"].items():
             for name, value in (st.get("error_totals") or {}).items():
-                yield (f'ibc_link_errors_total{{fabric="{_label(fabric.name)}",'
-                       f'link="{_label(lid)}",counter="{name}"}} {value}')  # fmt: skip
+                yield (
+                    f'ibc_link_errors_total{{fabric="{_label(fabric.name)}",'
+                    f'link="{_label(lid)}",counter="{name}"}} {value}'
+                )
     yield "# TYPE ibc_collector_cycle_seconds gauge"
     for fabric, snap in rows:
         yield f'ibc_collector_cycle_seconds{{fabric="{_label(fabric.name)}"}} {snap.get("cycle_s", 0)}'
     yield "# TYPE ibc_fabric_events gauge"
     for row in FabricEvent.objects.values("fabric__name", "kind", "status").annotate(n=Count("id")):
-        yield (f'ibc_fabric_events{{fabric="{_label(row["fabric__name"])}",kind="{row["kind"]}",'
-               f'status="{row["status"]}"}} {row["n"]}')  # fmt: skip
+        yield (
+            f'ibc_fabric_events{{fabric="{_label(row["fabric__name"])}",kind="{row["kind"]}",'
+            f'status="{row["status"]}"}} {row["n"]}'
+        )
     yield "# TYPE ibc_change_requests gauge"
     for row in ChangeRequest.objects.values("fabric__name", "status").annotate(n=Count("id")):
-        yield (f'ibc_change_requests{{fabric="{_label(row["fabric__name"])}",'
-               f'status="{row["status"]}"}} {row["n"]}')  # fmt: skip
+        yield (f'ibc_change_requests{{fabric="{_label(row["fabric__name"])}",status="{row["status"]}"}} {row["n"]}')
     yield from _scheduling()
 
 
@@ -72,17 +77,19 @@ def _scheduling() -> Iterator[str]:
     except ImportError:  # scheduling not installed
         return
     yield "# TYPE ibc_reservations gauge"
-    for row in Reservation.objects.values("fabric__name", "tenant__slug", "status").annotate(
-        n=Count("id")
-    ):
-        yield (f'ibc_reservations{{fabric="{_label(row["fabric__name"])}",'
-               f'tenant="{_label(row["tenant__slug"])}",status="{row["status"]}"}} {row["n"]}')  # fmt: skip
+    for row in Reservation.objects.values("fabric__name", "tenant__slug", "status").annotate(n=Count("id")):
+        yield (
+            f'ibc_reservations{{fabric="{_label(row["fabric__name"])}",'
+            f'tenant="{_label(row["tenant__slug"])}",status="{row["status"]}"}} {row["n"]}'
+        )
     yield "# TYPE ibc_quota_gpus gauge"
     for quota in Quota.objects.select_related("tenant", "pool"):
         usage = quota_usage(quota)
         for key, value in usage.items():
-            yield (f'ibc_quota_gpus{{tenant="{_label(quota.tenant.slug)}",'
-                   f'pool="{_label(quota.pool.name)}",kind="{key}"}} {value}')  # fmt: skip
+            yield (
+                f'ibc_quota_gpus{{tenant="{_label(quota.tenant.slug)}",'
+                f'pool="{_label(quota.pool.name)}",kind="{key}"}} {value}'
+            )
 
 
 def metrics_text() -> str:

@@ -30,8 +30,12 @@ PortKey = tuple[str, int]  # (switch name, port)
 ALL_PORTS = 255  # PortSelect of AllPortSelect: the sums over every port of a switch
 #: Largest value of each watched PortCounters field (16 bits, LinkDowned 8): a sum there is
 #: saturated and no longer shows changes.
-ERROR_MAX = {"SymbolErrorCounter": 0xFFFF, "LinkDownedCounter": 0xFF, "PortRcvErrors": 0xFFFF,
-             "PortXmitDiscards": 0xFFFF}  # fmt: skip
+ERROR_MAX = {
+    "SymbolErrorCounter": 0xFFFF,
+    "LinkDownedCounter": 0xFF,
+    "PortRcvErrors": 0xFFFF,
+    "PortXmitDiscards": 0xFFFF,
+}
 
 
 class ReaderError(RuntimeError):
@@ -118,15 +122,13 @@ class MadReader:
         """Switches whose ports' error counters must be read this sweep (phase 1)."""
         if not self.error_sums:
             return SweepSums(set(switches))
-        rows = self._ask({"op": "counters",
-                          "ports": [[lids[sw], ALL_PORTS, READ_ERRORS] for sw in switches]})  # fmt: skip
+        rows = self._ask({"op": "counters", "ports": [[lids[sw], ALL_PORTS, READ_ERRORS] for sw in switches]})
         self._count()
         changed = set()
         fresh: dict[str, tuple[int, ...]] = {}
         for sw, row in zip(switches, rows, strict=True):
             sums = tuple((row[2] or {}).get(n, -1) for n in ERROR_COUNTERS) if row else ()
-            if not sums or min(sums) < 0 or any(v >= ERROR_MAX[n] for v, n in
-                                                 zip(sums, ERROR_COUNTERS, strict=True)):  # fmt: skip
+            if not sums or min(sums) < 0 or any(v >= ERROR_MAX[n] for v, n in zip(sums, ERROR_COUNTERS, strict=True)):
                 changed.add(sw)  # no AllPortSelect answer, or a saturated sum: read the ports
                 self.sums.pop(sw, None)
                 continue
@@ -167,8 +169,7 @@ class MadReader:
         started = time.monotonic()
         self.last = {}
         if sums is None:
-            sums = self._changed_switches([sw for part in parts for sw in part if sw in lids],
-                                          lids)  # fmt: skip
+            sums = self._changed_switches([sw for part in parts for sw in part if sw in lids], lids)
         else:
             self.last["mads"], sums.mads = sums.mads, 0  # counted with the first part
         wanted = None if state is None else set(state)
@@ -197,8 +198,9 @@ class MadReader:
         except MadError as exc:
             raise ReaderError(str(exc)) from exc
 
-    def _plan(self, ports: Mapping[str, list[int]], lids: Mapping[str, int], dirty: set[str],
-              wanted: set[PortKey] | None) -> tuple[list[str], list[PortKey], list[list[int]]]:  # fmt: skip
+    def _plan(
+        self, ports: Mapping[str, list[int]], lids: Mapping[str, int], dirty: set[str], wanted: set[PortKey] | None
+    ) -> tuple[list[str], list[PortKey], list[list[int]]]:
         """What to ask for ``ports``: (switches, port keys, wire rows [lid, port, mask])."""
         switches = [sw for sw in ports if sw in lids]
         errors, states = self.errors, self.states
@@ -217,8 +219,9 @@ class MadReader:
                 wire.append([lid, p, mask])
         return switches, order, wire
 
-    def _settle(self, switches: list[str], order: list[PortKey], wire: list[list[int]],
-                data: list, sums: SweepSums) -> dict[PortKey, PortReading]:  # fmt: skip
+    def _settle(
+        self, switches: list[str], order: list[PortKey], wire: list[list[int]], data: list, sums: SweepSums
+    ) -> dict[PortKey, PortReading]:
         """Readings from the helper's answer to :meth:`_plan`'s wire rows; the caches and the
         sums the switches' ports now match updated."""
         dirty = sums.dirty & set(switches)
@@ -247,8 +250,7 @@ class MadReader:
                 self.sums[sw] = sums.fresh[sw]
         for sw in failed:
             self.sums.pop(sw, None)
-        self.last.update(ports=len(order), errors_read=errors_read, states_read=states_read,
-                         dirty_switches=len(dirty))  # fmt: skip
+        self.last.update(ports=len(order), errors_read=errors_read, states_read=states_read, dirty_switches=len(dirty))
         return out
 
     def lft(self, lid: int, top: int) -> list[int] | None:
@@ -301,9 +303,9 @@ class PerfqueryReader:
                         continue
                     errors = {n: basic.get(port, {}).get(n, 0) for n in ERROR_COUNTERS}
                     state = "Down" if (sw, port) in down else "Active"
-                    out[(sw, port)] = PortReading(ext[port].get("PortXmitData", 0),
-                                                  ext[port].get("PortRcvData", 0), errors,
-                                                  state)  # fmt: skip
+                    out[(sw, port)] = PortReading(
+                        ext[port].get("PortXmitData", 0), ext[port].get("PortRcvData", 0), errors, state
+                    )
         return out
 
     def _try(self, lid: int):
@@ -325,8 +327,7 @@ class PerfqueryReader:
                 node = topo.nodes.get(node_id)
                 if node is not None and node.lid in name_of:
                     cabled.setdefault(name_of[node.lid], set()).add(port)
-        return {(sw, p) for sw, ports in self._expected.items() for p in ports
-                if p not in cabled.get(sw, set())}  # fmt: skip
+        return {(sw, p) for sw, ports in self._expected.items() for p in ports if p not in cabled.get(sw, set())}
 
     def expect(self, ports: Mapping[str, list[int]]) -> None:
         """The ports that should be cabled (from the design)."""

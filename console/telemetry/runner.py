@@ -16,9 +16,14 @@ log = logging.getLogger(__name__)
 RETRY_S = 5.0
 
 
-def collect_fabrics(fabrics: list[Fabric], options: CollectorOptions, stop: threading.Event,
-                    *, sweeps: int | None = None,
-                    log: Callable[[str], object] = log.info) -> None:  # fmt: skip
+def collect_fabrics(
+    fabrics: list[Fabric],
+    options: CollectorOptions,
+    stop: threading.Event,
+    *,
+    sweeps: int | None = None,
+    log: Callable[[str], object] = log.info,
+) -> None:
     """Sweep every fabric each interval; a fabric whose lab is down is retried every RETRY_S."""
     collectors: dict[int, FabricCollector] = {}
     retry_at: dict[int, float] = {}
@@ -58,7 +63,8 @@ def collect_fabrics(fabrics: list[Fabric], options: CollectorOptions, stop: thre
 def start_thread(fabrics: list[Fabric], options: CollectorOptions) -> threading.Event:
     """Run :func:`collect_fabrics` in a daemon thread (embedded mode); set the event to stop."""
     stop = threading.Event()
-    thread = threading.Thread(target=collect_fabrics, args=(fabrics, options, stop),
-                              name="telemetry-collector", daemon=True)  # fmt: skip
+    thread = threading.Thread(
+        target=collect_fabrics, args=(fabrics, options, stop), name="telemetry-collector", daemon=True
+    )
     thread.start()
     return stop

@@ -62,8 +62,9 @@ def ready_reservations(fabric_id: int) -> list[ReservationNodes]:
 # ---- samples and history ------------------------------------------------------------------
 
 
-def store_samples(fabric_id: int, at: dt.datetime, rows: Mapping[str, dict[str, Any]],
-                  switches: Mapping[str, tuple[str, str]]) -> int:  # fmt: skip
+def store_samples(
+    fabric_id: int, at: dt.datetime, rows: Mapping[str, dict[str, Any]], switches: Mapping[str, tuple[str, str]]
+) -> int:
     """One raw sample per link (``rows``: link → averaged tx/rx/util/errors/up)."""
     objs = [
         LinkSample(
@@ -77,7 +78,7 @@ def store_samples(fabric_id: int, at: dt.datetime, rows: Mapping[str, dict[str, 
             util=r["util"],
             errors=r["errors"],
             up=r["up"],
-        )  # fmt: skip
+        )
         for lid, r in rows.items()
         if lid in switches
     ]
@@ -90,12 +91,8 @@ def downsample_and_prune(now: dt.datetime | None = None) -> dict[str, int]:
     now = now or timezone.now()
     this_minute = now.replace(second=0, microsecond=0)
     made = 0
-    for fabric_id in set(
-        LinkSample.objects.filter(resolution=0).values_list("fabric_id", flat=True)
-    ):
-        done = LinkSample.objects.filter(fabric_id=fabric_id, resolution=60).aggregate(
-            last=Max("at")
-        )["last"]
+    for fabric_id in set(LinkSample.objects.filter(resolution=0).values_list("fabric_id", flat=True)):
+        done = LinkSample.objects.filter(fabric_id=fabric_id, resolution=60).aggregate(last=Max("at"))["last"]
         raw = LinkSample.objects.filter(fabric_id=fabric_id, resolution=0, at__lt=this_minute)
         if done is not None:
             raw = raw.filter(at__gte=done + dt.timedelta(minutes=1))
@@ -109,7 +106,7 @@ def downsample_and_prune(now: dt.datetime | None = None) -> dict[str, int]:
                 errors=Sum("errors"),
                 ups=Sum(Cast("up", IntegerField())),
                 n=Count("id"),
-            )  # fmt: skip
+            )
         )
         objs = [
             LinkSample(
@@ -124,7 +121,7 @@ def downsample_and_prune(now: dt.datetime | None = None) -> dict[str, int]:
                 util=g["util"] or 0,
                 errors=g["errors"] or 0,
                 up=(g["ups"] or 0) == (g["n"] or 0),
-            )  # fmt: skip
+            )
             for g in groups
         ]
         LinkSample.objects.bulk_create(objs, batch_size=2000)
@@ -136,8 +133,9 @@ def downsample_and_prune(now: dt.datetime | None = None) -> dict[str, int]:
     return {"minutes": made, "raw_pruned": raw_gone, "minute_pruned": min_gone}
 
 
-def history(fabric_id: int, links: Iterable[str] | None, *, since: dt.datetime,
-            resolution: int | None = None) -> dict[str, list[list[float]]]:  # fmt: skip
+def history(
+    fabric_id: int, links: Iterable[str] | None, *, since: dt.datetime, resolution: int | None = None
+) -> dict[str, list[list[float]]]:
     """link → [[unix time, tx_bps, rx_bps, util, errors], …] since ``since``; raw within the
     raw retention, minute averages beyond it (or as asked)."""
     if resolution is None:
@@ -180,20 +178,16 @@ def _reservations_of_tenant(tenant_id: int | None, ids: list[int]) -> set[int]:
 
     if tenant_id is None or not ids:
         return set()
-    return set(
-        Reservation.objects.filter(pk__in=ids, tenant_id=tenant_id).values_list("pk", flat=True)
-    )
+    return set(Reservation.objects.filter(pk__in=ids, tenant_id=tenant_id).values_list("pk", flat=True))
 
 
 def _announce(event: FabricEvent, tenant_ids: Iterable[int]) -> None:
     body = event_body(event)
-    publish(fabric_group(event.fabric_id), {"type": "event", "fabric": event.fabric_id,
-                                            "event": body})  # fmt: skip
+    publish(fabric_group(event.fabric_id), {"type": "event", "fabric": event.fabric_id, "event": body})
     for tid in sorted(set(tenant_ids)):
         mine = _reservations_of_tenant(tid, body["reservations"])
         tenant_body = dict(body, reservations=[r for r in body["reservations"] if r in mine])
-        publish(tenant_group(tid), {"type": "event", "fabric": event.fabric_id,
-                                    "event": tenant_body})  # fmt: skip
+        publish(tenant_group(tid), {"type": "event", "fabric": event.fabric_id, "event": tenant_body})
 
 
 def apply_transitions(
@@ -219,10 +213,16 @@ def apply_transitions(
                 if current is not None:
                     continue
                 hits = affected.get(t.subject, [])
-                event = FabricEvent(fabric_id=fabric_id, kind=t.kind, severity=t.severity,
-                                    subject=t.subject, message=t.message[:300], detail=t.detail,
-                                    reservations=sorted({r for r, _ in hits}),
-                                    opened_at=now)  # fmt: skip
+                event = FabricEvent(
+                    fabric_id=fabric_id,
+                    kind=t.kind,
+                    severity=t.severity,
+                    subject=t.subject,
+                    message=t.message[:300],
+                    detail=t.detail,
+                    reservations=sorted({r for r, _ in hits}),
+                    opened_at=now,
+                )
                 try:
                     with transaction.atomic():
                         event.save()
@@ -239,8 +239,9 @@ def apply_transitions(
                 current.resolved_at = now
                 current.resolution = t.message[:200]
                 current.save()
-                audit.record(actor, "telemetry.event.auto_resolve", current, before=before,
-                             after=audit.snapshot(current))  # fmt: skip
+                audit.record(
+                    actor, "telemetry.event.auto_resolve", current, before=before, after=audit.snapshot(current)
+                )
                 _announce(current, current.tenants.values_list("pk", flat=True))
                 changed.append(current)
     return changed
@@ -262,8 +263,13 @@ def _transition(actor: Actor, principal: Principal, event: FabricEvent, new: str
             event.resolved_at, event.resolved_by_id = now, principal.user_id
             event.resolution = "resolved by an operator"
         event.save()
-        audit.record(actor, f"telemetry.event.{'acknowledge' if new == 'acknowledged' else 'resolve'}",
-                     event, before=before, after=audit.snapshot(event))  # fmt: skip
+        audit.record(
+            actor,
+            f"telemetry.event.{'acknowledge' if new == 'acknowledged' else 'resolve'}",
+            event,
+            before=before,
+            after=audit.snapshot(event),
+        )
         _announce(event, event.tenants.values_list("pk", flat=True))
     return event
 
@@ -278,30 +284,35 @@ def resolve(actor: Actor, principal: Principal, event: FabricEvent) -> FabricEve
     return _transition(actor, principal, event, FabricEvent.Status.RESOLVED)
 
 
-def push_failure_transitions(fabric_id: int, since: dt.datetime) -> tuple[list[Transition],
-                                                                          dict[str, list]]:  # fmt: skip
+def push_failure_transitions(fabric_id: int, since: dt.datetime) -> tuple[list[Transition], dict[str, list]]:
     """Failed or rolled-back changes finished since ``since`` that have no event yet."""
     from scheduling.models import Reservation
 
     known = set(
-        FabricEvent.objects.filter(
-            fabric_id=fabric_id, kind=FabricEvent.Kind.PUSH_FAILED
-        ).values_list("subject", flat=True)
+        FabricEvent.objects.filter(fabric_id=fabric_id, kind=FabricEvent.Kind.PUSH_FAILED).values_list(
+            "subject", flat=True
+        )
     )
     out, affected = [], {}
-    changes = ChangeRequest.objects.filter(fabric_id=fabric_id, status__in=FAILED_PUSH,
-                                           finished_at__gte=since)  # fmt: skip
+    changes = ChangeRequest.objects.filter(fabric_id=fabric_id, status__in=FAILED_PUSH, finished_at__gte=since)
     for change in changes.order_by("pk"):
         subject = f"change-{change.pk}"
         if subject in known:
             continue
         verb = "rolled back" if change.status == ChangeRequest.Status.ROLLED_BACK else "failed"
-        out.append(Transition("open", "push_failed", subject, "critical",
-                              f"partition push (change {change.pk}) {verb}",
-                              {"change": change.pk, "status": change.status}))  # fmt: skip
-        waiting = Reservation.objects.filter(
-            fabric_id=fabric_id, status__in=("provisioning", "ending")
-        ).values_list("pk", "tenant_id")
+        out.append(
+            Transition(
+                "open",
+                "push_failed",
+                subject,
+                "critical",
+                f"partition push (change {change.pk}) {verb}",
+                {"change": change.pk, "status": change.status},
+            )
+        )
+        waiting = Reservation.objects.filter(fabric_id=fabric_id, status__in=("provisioning", "ending")).values_list(
+            "pk", "tenant_id"
+        )
         affected[subject] = list(waiting)
     return out, affected
 
@@ -313,12 +324,15 @@ def change_progress(change_id: int) -> dict[str, Any] | None:
         return None
     steps = [
         {"seq": s, "name": n, "target": t, "status": st}
-        for s, n, t, st in change.steps.order_by("seq").values_list(
-            "seq", "name", "target", "status"
-        )  # fmt: skip
+        for s, n, t, st in change.steps.order_by("seq").values_list("seq", "name", "target", "status")
     ]
-    msg = {"type": "change.progress", "change": change.pk, "fabric": change.fabric_id,
-           "status": change.status, "steps": steps}  # fmt: skip
+    msg = {
+        "type": "change.progress",
+        "change": change.pk,
+        "fabric": change.fabric_id,
+        "status": change.status,
+        "steps": steps,
+    }
     if change.error:
         msg["error"] = change.error[:500]
     return msg
@@ -327,9 +341,7 @@ def change_progress(change_id: int) -> dict[str, Any] | None:
 def open_conditions(fabric_id: int) -> dict[str, set[str]]:
     """kind → subjects with an unresolved event (to seed a restarted collector's alarms)."""
     out: dict[str, set[str]] = defaultdict(set)
-    for kind, subject in (
-        FabricEvent.objects.filter(fabric_id=fabric_id).unresolved().values_list("kind", "subject")
-    ):
+    for kind, subject in FabricEvent.objects.filter(fabric_id=fabric_id).unresolved().values_list("kind", "subject"):
         out[kind].add(subject)
     return dict(out)
 

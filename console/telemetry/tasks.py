@@ -7,8 +7,13 @@ from celery import shared_task
 from console.fabric.models import Fabric
 from console.telemetry import services, store
 
-COMMON = {"acks_late": True, "reject_on_worker_lost": True, "ignore_result": True,
-          "time_limit": 60, "soft_time_limit": 50}  # fmt: skip
+COMMON = {
+    "acks_late": True,
+    "reject_on_worker_lost": True,
+    "ignore_result": True,
+    "time_limit": 60,
+    "soft_time_limit": 50,
+}
 
 
 @shared_task(name="telemetry.collect", **COMMON)

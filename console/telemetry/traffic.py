@@ -75,8 +75,16 @@ def route_load(jobs: Iterable[Job], lm: LinkMap, lfts: Mapping[str, list[int]]) 
     return load
 
 
-def _walk(load: PortLoad, lm: LinkMap, lfts: Mapping[str, list[int]], switch: str,
-          in_port: int, dlid: int, dst: str, bps: float) -> bool:  # fmt: skip
+def _walk(
+    load: PortLoad,
+    lm: LinkMap,
+    lfts: Mapping[str, list[int]],
+    switch: str,
+    in_port: int,
+    dlid: int,
+    dst: str,
+    bps: float,
+) -> bool:
     load.rcv[(switch, in_port)] += bps
     for _ in range(MAX_HOPS):
         table = lfts.get(switch)

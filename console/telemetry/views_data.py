@@ -33,10 +33,7 @@ def snapshot_for(fabric_id: int, principal: Principal) -> dict[str, Any]:
     links = snap.get("links") or {}
     if allowed is not None:
         links = {k: v for k, v in links.items() if k in allowed}
-    group = (
-        fabric_group(fabric_id) if principal.sees_all_tenants
-        else tenant_group(principal.tenant_id or 0)
-    )  # fmt: skip
+    group = fabric_group(fabric_id) if principal.sees_all_tenants else tenant_group(principal.tenant_id or 0)
     out: dict[str, Any] = {
         "fabric": fabric_id,
         "group": group,
@@ -86,8 +83,16 @@ def _port_live(live: dict[str, Any] | None, measured_here: bool) -> dict[str, An
     """A link's live status as seen from one of its ports: Tx/Rx are that port's, so a link
     measured at the far end has them swapped; error counters are the measuring port's."""
     if live is None:
-        return {"state": "unknown", "up": None, "tx_bps": None, "rx_bps": None, "util": None,
-                "bucket": None, "errors": {}, "error_totals": {}}  # fmt: skip
+        return {
+            "state": "unknown",
+            "up": None,
+            "tx_bps": None,
+            "rx_bps": None,
+            "util": None,
+            "bucket": None,
+            "errors": {},
+            "error_totals": {},
+        }
     tx, rx = live.get("tx_bps", 0), live.get("rx_bps", 0)
     if not measured_here:
         tx, rx = rx, tx
@@ -130,9 +135,20 @@ def switch_ports(fabric, switch: str, principal: Principal) -> dict[str, Any]:
         hit = cabled.get(port)
         if hit is None:
             if allowed is None:
-                rows.append({"port": port, "link": None, "measured_here": True, "peer": None,
-                             "tier": "", "cable": "", "rate": "", "gbps": None,
-                             **_port_live(None, True), "state": "free"})  # fmt: skip
+                rows.append(
+                    {
+                        "port": port,
+                        "link": None,
+                        "measured_here": True,
+                        "peer": None,
+                        "tier": "",
+                        "cable": "",
+                        "rate": "",
+                        "gbps": None,
+                        **_port_live(None, True),
+                        "state": "free",
+                    }
+                )
             continue
         lk, peer, peer_port = hit
         # Telemetry names a link by its upper end, always the design link's switch ``b`` end.
@@ -142,24 +158,27 @@ def switch_ports(fabric, switch: str, principal: Principal) -> dict[str, Any]:
         here = lk.b == switch
         rate, gbps = _rate(graph, lk.a, lk.b)
         peer_sw = graph.switches.get(peer)
-        rows.append({
-            "port": port,
-            "link": lid,
-            "measured_here": here,
-            "peer": {"name": peer, "port": peer_port, "kind": "switch" if peer_sw else "node",
-                     "tier": peer_sw.tier if peer_sw else "node"},
-            "tier": lk.tier,
-            "cable": lk.cable,
-            "rate": rate,
-            "gbps": gbps or None,
-            **_port_live(live.get(lid) if lid else None, here),
-        })  # fmt: skip
+        rows.append(
+            {
+                "port": port,
+                "link": lid,
+                "measured_here": here,
+                "peer": {
+                    "name": peer,
+                    "port": peer_port,
+                    "kind": "switch" if peer_sw else "node",
+                    "tier": peer_sw.tier if peer_sw else "node",
+                },
+                "tier": lk.tier,
+                "cable": lk.cable,
+                "rate": rate,
+                "gbps": gbps or None,
+                **_port_live(live.get(lid) if lid else None, here),
+            }
+        )
     if allowed is not None and not rows:
         raise NotFound(f"no switch {switch!r} on fabric {fabric.pk}")
-    group = (
-        fabric_group(fabric.pk) if principal.sees_all_tenants
-        else tenant_group(principal.tenant_id or 0)
-    )  # fmt: skip
+    group = fabric_group(fabric.pk) if principal.sees_all_tenants else tenant_group(principal.tenant_id or 0)
     return {
         "fabric": fabric.pk,
         "switch": switch,

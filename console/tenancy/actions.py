@@ -40,9 +40,7 @@ def _require_writer(principal: Principal) -> None:
         raise Forbidden("read-only access: this action changes data")
 
 
-def create_tenant(
-    actor: Actor, principal: Principal, *, name: str, slug: str = "", description: str = ""
-) -> Tenant:
+def create_tenant(actor: Actor, principal: Principal, *, name: str, slug: str = "", description: str = "") -> Tenant:
     """Create a tenant (operators only)."""
     _require_operator(principal)
     slug = slug or slugify(name)[:50]
@@ -69,9 +67,7 @@ def update_tenant(actor: Actor, principal: Principal, tenant: Tenant, **changes:
                 if key in allowed:
                     setattr(tenant, key, value)
             tenant.save()
-            audit.record(
-                actor, "tenant.update", tenant, before=before, after=audit.snapshot(tenant)
-            )
+            audit.record(actor, "tenant.update", tenant, before=before, after=audit.snapshot(tenant))
     except IntegrityError as exc:
         raise Conflict("another tenant has that name or slug") from exc
     return tenant
@@ -131,9 +127,7 @@ def create_member(
     return membership
 
 
-def update_member(
-    actor: Actor, principal: Principal, membership: Membership, *, role: str
-) -> Membership:
+def update_member(actor: Actor, principal: Principal, membership: Membership, *, role: str) -> Membership:
     """Change a member's role."""
     if role not in Role.values:
         raise Invalid(f"unknown role {role!r}", fields={"role": [f"one of {Role.values}"]})
@@ -147,9 +141,7 @@ def update_member(
         elif membership.tenant_id is None:
             raise Invalid("a global member cannot take a tenant role without a tenant")
         membership.save()
-        audit.record(
-            actor, "member.update", membership, before=before, after=audit.snapshot(membership)
-        )
+        audit.record(actor, "member.update", membership, before=before, after=audit.snapshot(membership))
         if (before["role"], before["tenant_id"]) != (membership.role, membership.tenant_id):
             # Open sockets were authorised for the old role or tenant: make them reconnect.
             user_id = membership.user_id
@@ -165,9 +157,7 @@ def remove_member(actor: Actor, principal: Principal, membership: Membership) ->
     with transaction.atomic():
         before = audit.snapshot(membership)
         User.objects.filter(pk=membership.user_id).update(is_active=False)
-        ApiToken.objects.filter(user_id=membership.user_id, revoked_at__isnull=True).update(
-            revoked_at=timezone.now()
-        )
+        ApiToken.objects.filter(user_id=membership.user_id, revoked_at__isnull=True).update(revoked_at=timezone.now())
         audit.record(actor, "member.remove", membership, before=before)
         user_id = membership.user_id
         membership.delete()
@@ -208,9 +198,7 @@ def issue_token(
             secret_hash=hash_token_secret(secret),
             read_only=read_only,
         )
-        token.expires_at = timezone.now() + (
-            dt.timedelta(days=days) if days is not None else token.default_expiry()
-        )
+        token.expires_at = timezone.now() + (dt.timedelta(days=days) if days is not None else token.default_expiry())
         token.save()
         audit.record(actor, "token.issue", token, after=audit.snapshot(token))
     return token, plaintext
@@ -250,10 +238,7 @@ def _close_token_sockets(token_id: int) -> None:
 def prune_expired_tokens(actor: Actor, *, older_than_days: int = 30) -> int:
     """Delete tokens that expired or were revoked long ago (a periodic task calls this)."""
     cutoff = timezone.now() - dt.timedelta(days=older_than_days)
-    stale = list(
-        ApiToken.objects.filter(expires_at__lt=cutoff)
-        | ApiToken.objects.filter(revoked_at__lt=cutoff)
-    )
+    stale = list(ApiToken.objects.filter(expires_at__lt=cutoff) | ApiToken.objects.filter(revoked_at__lt=cutoff))
     with transaction.atomic():
         for token in stale:
             audit.record(actor, "token.prune", token, before=audit.snapshot(token))

@@ -17,9 +17,7 @@ if TYPE_CHECKING:
 
     from console.tenancy.models import ApiToken
 
-_correlation_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "correlation_id", default=None
-)
+_correlation_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("correlation_id", default=None)
 _VALID_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 
 

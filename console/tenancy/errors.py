@@ -11,9 +11,7 @@ class ConsoleError(Exception):
     status = 400
     code = "invalid"
 
-    def __init__(
-        self, detail: str, *, fields: dict[str, Any] | None = None, code: str | None = None
-    ):
+    def __init__(self, detail: str, *, fields: dict[str, Any] | None = None, code: str | None = None):
         super().__init__(detail)
         self.detail = detail
         self.fields = fields or {}

@@ -109,12 +109,8 @@ class Tenant(models.Model):
 class Membership(models.Model):
     """A user's role; tenant roles carry a tenant, global roles (operator, auditor) none."""
 
-    user = models.OneToOneField(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="membership"
-    )
-    tenant = models.ForeignKey(
-        Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="memberships"
-    )
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="membership")
+    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="memberships")
     role = models.CharField(max_length=20, choices=Role.choices)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -148,12 +144,8 @@ def hash_token_secret(secret: str) -> str:
 class ApiToken(models.Model):
     """A bearer token for the API and CLI. Only its hash is stored; it is shown once."""
 
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
-    )
-    tenant = models.ForeignKey(
-        Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
-    )
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     name = models.CharField(max_length=100)
     prefix = models.CharField(max_length=12, unique=True, editable=False)
     secret_hash = models.CharField(max_length=64, editable=False)
@@ -207,13 +199,9 @@ class AuditEntry(models.Model):
     actor_user = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    actor_token = models.ForeignKey(
-        ApiToken, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
+    actor_token = models.ForeignKey(ApiToken, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     correlation_id = models.CharField(max_length=64, db_index=True)
-    tenant = models.ForeignKey(
-        Tenant, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
+    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     action = models.CharField(max_length=50, db_index=True)
     object_type = models.CharField(max_length=100, db_index=True)
     object_id = models.CharField(max_length=64, blank=True)

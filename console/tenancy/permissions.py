@@ -36,11 +36,7 @@ class ConsolePermission(permissions.BasePermission):
             read_roles = getattr(view, "read_roles", None)
             return read_roles is None or principal.role in read_roles
         if principal.read_only:
-            self.message = (
-                "this token is read-only"
-                if isinstance(request.auth, ApiToken)
-                else "read-only role"
-            )
+            self.message = "this token is read-only" if isinstance(request.auth, ApiToken) else "read-only role"
             return False
         if not principal.can_write:
             self.message = "auditors have read-only access"

@@ -9,6 +9,4 @@ from console.tenancy.context import Actor
 @shared_task(name="tenancy.prune_expired_tokens", acks_late=True, ignore_result=True)
 def prune_expired_tokens_task(older_than_days: int = 30) -> int:
     """Delete API tokens expired or revoked more than ``older_than_days`` ago, audited."""
-    return prune_expired_tokens(
-        Actor.system("task:tenancy.prune_expired_tokens"), older_than_days=older_than_days
-    )
+    return prune_expired_tokens(Actor.system("task:tenancy.prune_expired_tokens"), older_than_days=older_than_days)

@@ -69,7 +69,7 @@ def designer_new(request: HttpRequest) -> HttpResponse:
                 "topology": d.topology,
                 "latest": d.latest_revision,
                 "url": reverse("web:designer-design", args=[d.id]),
-            }  # fmt: skip
+            }
             for d in designs
         ],
     }
@@ -78,17 +78,13 @@ def designer_new(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def designer_design(
-    request: HttpRequest, design_id: int, revision: int | None = None
-) -> HttpResponse:
+def designer_design(request: HttpRequest, design_id: int, revision: int | None = None) -> HttpResponse:
     """The canvas of a saved revision (the latest one unless a number is given)."""
     editable = _reader(request)
     design = get_object_or_404(Design, pk=design_id)
     number = revision if revision is not None else design.latest_revision
     revisions = list(
-        DesignRevision.objects.filter(design=design)
-        .order_by("number")
-        .values("number", "message", "created_at")
+        DesignRevision.objects.filter(design=design).order_by("number").values("number", "message", "created_at")
     )
     current = next((r for r in revisions if r["number"] == number), None)
     if current is None:
@@ -102,7 +98,7 @@ def designer_design(
             "description": design.description,
             "topology": design.topology,
             "latest_revision": design.latest_revision,
-        },  # fmt: skip
+        },
         "revision": number,
         "revisions": [
             {
@@ -110,7 +106,7 @@ def designer_design(
                 "message": r["message"],
                 "created_at": r["created_at"].isoformat(),
                 "url": reverse("web:designer-revision", args=[design.id, r["number"]]),
-            }  # fmt: skip
+            }
             for r in revisions
         ],
         "catalogue": _catalogue_data(),
@@ -120,7 +116,7 @@ def designer_design(
                 "filename": f.filename,
                 "description": f.description,
                 "url": f"/api/designs/{design.id}/revisions/{number}/export/{f.name}/",
-            }  # fmt: skip
+            }
             for f in FORMATS.values()
         ],
         "canvas_url": reverse("web:designer-canvas"),
@@ -160,6 +156,4 @@ def designer_canvas(request: HttpRequest) -> JsonResponse:
 
 
 def _invalid(detail: str, field: str = "graph") -> JsonResponse:
-    return JsonResponse(
-        {"code": "invalid", "detail": detail, "fields": {field: [detail]}}, status=400
-    )
+    return JsonResponse({"code": "invalid", "detail": detail, "fields": {field: [detail]}}, status=400)

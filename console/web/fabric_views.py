@@ -43,8 +43,14 @@ def fabrics(request: HttpRequest) -> HttpResponse:
     rows = []
     for fabric in Fabric.objects.select_related("revision__design"):
         run = discovery.latest_run(fabric)
-        rows.append({"fabric": fabric, "lab": _lab_state(fabric), "run": run,
-                     "ok": (run.compare or {}).get("ok") if run else None})  # fmt: skip
+        rows.append(
+            {
+                "fabric": fabric,
+                "lab": _lab_state(fabric),
+                "run": run,
+                "ok": (run.compare or {}).get("ok") if run else None,
+            }
+        )
     return render(request, "web/fabrics.html", {"rows": rows, "active": "fabrics"})
 
 

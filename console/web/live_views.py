@@ -33,13 +33,11 @@ def live_home(request: HttpRequest) -> HttpResponse:
     if not principal.sees_all_tenants:
         from scheduling.models import Reservation
 
-        mine = Reservation.objects.filter(tenant_id=principal.tenant_id,
-                                          status=Reservation.Status.READY)  # fmt: skip
+        mine = Reservation.objects.filter(tenant_id=principal.tenant_id, status=Reservation.Status.READY)
         fabric_id = mine.order_by("-pk").values_list("fabric_id", flat=True).first()
         fabric = Fabric.objects.filter(pk=fabric_id).first() if fabric_id else None
     if fabric is None:
-        fabric = (Fabric.objects.filter(driver=Fabric.Driver.LAB).first()
-                  or Fabric.objects.first())  # fmt: skip
+        fabric = Fabric.objects.filter(driver=Fabric.Driver.LAB).first() or Fabric.objects.first()
     if fabric is None:
         return render(request, "web/live.html", {"fabric": None, "active": "live"})
     return redirect("web:fabric-live", fabric_id=fabric.pk)
@@ -77,9 +75,7 @@ def fabric_live(request: HttpRequest, fabric_id: int) -> HttpResponse:
         "operator": operator,
         "can_write": principal.is_operator and principal.can_write,
         "tenant": principal.tenant_id,
-        "ws": f"/ws/live/fabric/{fabric.pk}/"
-        if operator
-        else f"/ws/live/tenant/{principal.tenant_id}/",
+        "ws": f"/ws/live/fabric/{fabric.pk}/" if operator else f"/ws/live/tenant/{principal.tenant_id}/",
         "canvas": view,
         "switch": switch,
     }

@@ -56,9 +56,7 @@ def _page(request: HttpRequest, template: str, principal: Principal, tab: str, *
 
 
 def _visible_reservation(principal: Principal, pk: int) -> Reservation:
-    reservation = (
-        Reservation.objects.visible_to(principal).select_related("pool", "tenant").filter(pk=pk)
-    ).first()
+    reservation = (Reservation.objects.visible_to(principal).select_related("pool", "tenant").filter(pk=pk)).first()
     if reservation is None:
         raise Http404  # another tenant's reservation does not exist for this user
     return reservation
@@ -80,9 +78,7 @@ def reservations(request: HttpRequest) -> HttpResponse:
     principal = _principal(request, RESERVERS)
     tenant = Tenant.objects.filter(pk=principal.tenant_id).first()
     tenants = (
-        [{"id": t.pk, "name": t.name} for t in Tenant.objects.order_by("name")]
-        if principal.sees_all_tenants
-        else []
+        [{"id": t.pk, "name": t.name} for t in Tenant.objects.order_by("name")] if principal.sees_all_tenants else []
     )
     init = {
         "page": "reserve",
@@ -116,8 +112,7 @@ def reservation_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "urls": _urls(),
         "poll_ms": POLL_MS,
     }
-    return _page(request, "web/reservations_detail.html", principal, "reserve",
-                 init=init, reservation=reservation)  # fmt: skip
+    return _page(request, "web/reservations_detail.html", principal, "reserve", init=init, reservation=reservation)
 
 
 @login_required
@@ -125,15 +120,13 @@ def reservation_connection(request: HttpRequest, pk: int) -> JsonResponse:
     """Connection details of a visible reservation: nodes, GPUs and HCA port GUIDs."""
     principal = _principal(request, RESERVERS)
     reservation = _visible_reservation(principal, pk)
-    return JsonResponse({"id": reservation.pk,
-                         "nodes": pages_support.connection_details(reservation)})  # fmt: skip
+    return JsonResponse({"id": reservation.pk, "nodes": pages_support.connection_details(reservation)})
 
 
 class ReservationFilterForm(forms.Form):
     tenant = forms.ModelChoiceField(Tenant.objects.order_by("name"), required=False)
     pool = forms.ModelChoiceField(Pool.objects.order_by("name"), required=False)
-    status = forms.ChoiceField(choices=[("", "any")] + list(Reservation.Status.choices),
-                               required=False)  # fmt: skip
+    status = forms.ChoiceField(choices=[("", "any")] + list(Reservation.Status.choices), required=False)
 
 
 @login_required
@@ -152,8 +145,7 @@ def reservations_all(request: HttpRequest) -> HttpResponse:
             rows = rows.filter(status=data["status"])
     elif form.is_bound:
         rows = rows.none()
-    return _page(request, "web/reservations_all.html", principal, "all",
-                 form=form, rows=rows[:500])  # fmt: skip
+    return _page(request, "web/reservations_all.html", principal, "all", form=form, rows=rows[:500])
 
 
 class QuotaForm(forms.Form):
@@ -172,18 +164,19 @@ def reservation_quotas(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = QuotaForm(request.POST)
         if not form.is_valid():
-            messages.error(
-                request, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
-            )
+            messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
         else:
             data = form.cleaned_data
             try:
                 quota = quotas.set_quota(
-                    Actor.for_user(request.user), principal, tenant=data["tenant"],
-                    pool=data["pool"], guaranteed_gpus=data["guaranteed_gpus"],
+                    Actor.for_user(request.user),
+                    principal,
+                    tenant=data["tenant"],
+                    pool=data["pool"],
+                    guaranteed_gpus=data["guaranteed_gpus"],
                     borrow_limit_gpus=data["borrow_limit_gpus"],
                     guaranteed_leaf_groups=data["guaranteed_leaf_groups"] or None,
-                )  # fmt: skip
+                )
             except ConsoleError as exc:
                 messages.error(request, exc.detail)
             else:
@@ -200,11 +193,16 @@ def reservation_quotas(request: HttpRequest) -> HttpResponse:
     for pool in pools:
         for tenant in Tenant.objects.order_by("name"):
             quota = existing.get((tenant.pk, pool.pk))
-            rows.append({"pool": pool, "tenant": tenant, "quota": quota,
-                         "usage": quotas.quota_usage(quota) if quota else None,
-                         "capacity": capacity[pool.pk]})  # fmt: skip
-    return _page(request, "web/reservations_quotas.html", principal, "quotas",
-                 rows=rows, can_write=principal.can_write)  # fmt: skip
+            rows.append(
+                {
+                    "pool": pool,
+                    "tenant": tenant,
+                    "quota": quota,
+                    "usage": quotas.quota_usage(quota) if quota else None,
+                    "capacity": capacity[pool.pk],
+                }
+            )
+    return _page(request, "web/reservations_quotas.html", principal, "quotas", rows=rows, can_write=principal.can_write)
 
 
 @login_required
@@ -221,5 +219,12 @@ def reservation_occupancy(request: HttpRequest) -> HttpResponse:
     elif pools:
         selected = pools[0]
     occupancy = pages_support.occupancy(selected) if selected else None
-    return _page(request, "web/reservations_occupancy.html", principal, "occupancy",
-                 pools=pools, selected=selected, occupancy=occupancy)  # fmt: skip
+    return _page(
+        request,
+        "web/reservations_occupancy.html",
+        principal,
+        "occupancy",
+        pools=pools,
+        selected=selected,
+        occupancy=occupancy,
+    )

@@ -27,9 +27,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 
 def _wants_json(request: HttpRequest) -> bool:
-    return request.path.startswith("/api/") or "application/json" in request.headers.get(
-        "Accept", ""
-    )
+    return request.path.startswith("/api/") or "application/json" in request.headers.get("Accept", "")
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
@@ -91,9 +89,7 @@ def tenants(request: HttpRequest) -> HttpResponse:
     form = TenantForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            tenant = actions.create_tenant(
-                Actor.for_user(request.user), principal, **form.cleaned_data
-            )
+            tenant = actions.create_tenant(Actor.for_user(request.user), principal, **form.cleaned_data)
         except ConsoleError as exc:
             form.add_error(None, exc.detail)
         else:

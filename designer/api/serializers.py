@@ -113,14 +113,21 @@ class DesignSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Design
-        fields = ["id", "name", "description", "topology", "options", "latest_revision",
-                  "created_at", "revisions", "summary"]  # fmt: skip
+        fields = [
+            "id",
+            "name",
+            "description",
+            "topology",
+            "options",
+            "latest_revision",
+            "created_at",
+            "revisions",
+            "summary",
+        ]
         read_only_fields = ["id", "topology", "latest_revision", "created_at", "revisions"]
 
     def get_summary(self, design: Design) -> dict:
-        latest = next(
-            (r for r in design.revisions.all() if r.number == design.latest_revision), None
-        )
+        latest = next((r for r in design.revisions.all() if r.number == design.latest_revision), None)
         return latest.summary if latest else {}
 
 

@@ -53,9 +53,8 @@ class DesignViewSet(
     global_reason = "designs describe the operator's fabric, which no tenant owns"
     read_roles = READERS
     queryset = Design.objects.prefetch_related(
-        Prefetch("revisions", queryset=DesignRevision.objects.defer("graph")
-                 .select_related("created_by"))
-    )  # fmt: skip
+        Prefetch("revisions", queryset=DesignRevision.objects.defer("graph").select_related("created_by"))
+    )
     filterset_fields = ["topology"]
     ordering_fields = ["name", "created_at"]
 
@@ -71,8 +70,12 @@ class DesignViewSet(
         options = _options(request.data)
         summary = services.preview(options).summary()
         if summary["errors"]:
-            body = {"code": "invalid", "detail": summary["errors"][0],
-                    "fields": {"options": summary["errors"]}, "summary": summary}  # fmt: skip
+            body = {
+                "code": "invalid",
+                "detail": summary["errors"][0],
+                "fields": {"options": summary["errors"]},
+                "summary": summary,
+            }
             return Response(body, status=status.HTTP_400_BAD_REQUEST)
         return Response(summary)
 
@@ -112,9 +115,12 @@ class DesignViewSet(
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         design, _ = services.create_design(
-            self.actor, self.principal, name=data["name"], options=data["options"],
+            self.actor,
+            self.principal,
+            name=data["name"],
+            options=data["options"],
             description=data.get("description", ""),
-        )  # fmt: skip
+        )
         return Response(DesignSerializer(self.queryset.get(pk=design.pk)).data, status=201)
 
     def perform_destroy(self, instance) -> None:
@@ -126,9 +132,7 @@ class DesignViewSet(
         """A brownfield fabric: ibnetdiscover output becomes a design with one revision."""
         serializer = ImportSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        design, _ = services.import_ibnetdiscover(
-            self.actor, self.principal, **serializer.validated_data
-        )
+        design, _ = services.import_ibnetdiscover(self.actor, self.principal, **serializer.validated_data)
         return Response(DesignSerializer(self.queryset.get(pk=design.pk)).data, status=201)
 
     # --- revisions ------------------------------------------------------------------------
@@ -145,8 +149,7 @@ class DesignViewSet(
         return get_object_or_404(queryset, number=number)
 
     @extend_schema(methods=["GET"], responses=RevisionBriefSerializer(many=True))
-    @extend_schema(methods=["POST"], request=GraphPayloadSerializer,
-                   responses={201: RevisionSerializer})  # fmt: skip
+    @extend_schema(methods=["POST"], request=GraphPayloadSerializer, responses={201: RevisionSerializer})
     @action(detail=True, methods=["get", "post"])
     def revisions(self, request, pk=None):
         """List revisions, or save an edited graph as the next revision."""
@@ -157,9 +160,12 @@ class DesignViewSet(
         serializer = GraphPayloadSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         revision = services.add_revision(
-            self.actor, self.principal, design, graph_data=serializer.validated_data["graph"],
+            self.actor,
+            self.principal,
+            design,
+            graph_data=serializer.validated_data["graph"],
             message=serializer.validated_data.get("message", ""),
-        )  # fmt: skip
+        )
         return Response(RevisionSerializer(revision).data, status=201)
 
     @extend_schema(responses=RevisionSerializer)
@@ -175,10 +181,12 @@ class DesignViewSet(
         return Response(self._revision(number).graph)
 
     @extend_schema(
-        parameters=[OpenApiParameter("level", str, enum=["auto", "fabric", "pod", "switch"]),
-                    OpenApiParameter("focus", str)],
+        parameters=[
+            OpenApiParameter("level", str, enum=["auto", "fabric", "pod", "switch"]),
+            OpenApiParameter("focus", str),
+        ],
         responses={200: OpenApiTypes.OBJECT},
-    )  # fmt: skip
+    )
     @action(detail=True, methods=["get"], url_path=REVISION + "/canvas")
     def canvas(self, request, pk=None, number=None):
         """Server-computed positions for the topology canvas, at a level of detail."""
@@ -200,9 +208,10 @@ class DesignViewSet(
         """Switches, nodes and cables added, removed and changed between two revisions."""
         return Response(services.diff_revisions(self._revision(number), self._revision(other)))
 
-    @extend_schema(responses={(200, "text/plain"): OpenApiTypes.STR},
-                   parameters=[OpenApiParameter("fmt", str, OpenApiParameter.PATH,
-                                                enum=sorted(FORMATS))])  # fmt: skip
+    @extend_schema(
+        responses={(200, "text/plain"): OpenApiTypes.STR},
+        parameters=[OpenApiParameter("fmt", str, OpenApiParameter.PATH, enum=sorted(FORMATS))],
+    )
     @action(detail=True, methods=["get"], url_path=REVISION + r"/export/(?P<fmt>[a-z0-9-]+)")
     def export(self, request, pk=None, number=None, fmt=None):
         """Download the revision in one of the export formats."""
@@ -238,16 +247,16 @@ class CatalogueEntryViewSet(GlobalResourceMixin, viewsets.ModelViewSet):
         return Response(services.catalogue_as_dict(services.load_catalogue()))
 
     def perform_create(self, serializer) -> None:
-        serializer.instance = services.save_catalogue_entry(
-            self.actor, self.principal, **serializer.validated_data
-        )
+        serializer.instance = services.save_catalogue_entry(self.actor, self.principal, **serializer.validated_data)
 
     def perform_update(self, serializer) -> None:
         serializer.instance = services.save_catalogue_entry(
-            self.actor, self.principal, kind=serializer.instance.kind,
-            name=serializer.instance.name, data=serializer.validated_data.get(
-                "data", serializer.instance.data),
-        )  # fmt: skip
+            self.actor,
+            self.principal,
+            kind=serializer.instance.kind,
+            name=serializer.instance.name,
+            data=serializer.validated_data.get("data", serializer.instance.data),
+        )
 
     def perform_destroy(self, instance) -> None:
         services.delete_catalogue_entry(self.actor, self.principal, instance)

@@ -63,16 +63,13 @@ def render_ibnetdiscover(graph: FabricGraph) -> str:
             dev, is_sw, _, port, pguid, _ = mine
             _, _, pid, pport, ppguid, pdesc = peer
             if is_sw:
-                sw_lines[dev].append(
-                    (port, f'[{port}]\t"{pid}"[{pport}]{ppguid}\t\t# "{pdesc}" lid 0 {label}')
-                )
+                sw_lines[dev].append((port, f'[{port}]\t"{pid}"[{pport}]{ppguid}\t\t# "{pdesc}" lid 0 {label}'))
             else:
                 ca_lines.setdefault(pguid, []).append(
                     (
                         port,
-                        f'[{port}]{pguid}\t"{pid}"[{pport}]{ppguid}\t\t# lid 0 lmc 0 '
-                        f'"{pdesc}" lid 0 {label}',
-                    )  # fmt: skip
+                        f'[{port}]{pguid}\t"{pid}"[{pport}]{ppguid}\t\t# lid 0 lmc 0 "{pdesc}" lid 0 {label}',
+                    )
                 )
     out = [
         "#",
@@ -90,8 +87,7 @@ def render_ibnetdiscover(graph: FabricGraph) -> str:
         append("devid=0x%x" % (model.device_id if model else 0))
         append(f"sysimgguid=0x{sw.guid:016x}")
         append(f"switchguid=0x{sw.guid:016x}({sw.guid:x})")
-        append(f'Switch\t{count} "{ident[sw.name]}"\t\t# "{desc[sw.name]}" enhanced port 0 '
-               f"lid 0 lmc 0")  # fmt: skip
+        append(f'Switch\t{count} "{ident[sw.name]}"\t\t# "{desc[sw.name]}" enhanced port 0 lid 0 lmc 0')
         lines = sw_lines[sw.name]
         lines.sort()
         out.extend(line for _, line in lines)

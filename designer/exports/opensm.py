@@ -21,9 +21,7 @@ def render_root_guids(graph: FabricGraph) -> str:
 
 
 def _port_guids(graph: FabricGraph, role: str) -> str:
-    return "".join(
-        f"0x{g:016x}\n" for n in graph.nodes.values() if n.role == role for g in n.port_guids
-    )
+    return "".join(f"0x{g:016x}\n" for n in graph.nodes.values() if n.role == role for g in n.port_guids)
 
 
 def render_cn_guids(graph: FabricGraph) -> str:

@@ -39,11 +39,7 @@ def node_placement(graph: FabricGraph) -> dict[str, dict[str, str]]:
         leaf = first_leaf.get(node.name, (0, ""))[1]
         sw = graph.switches.get(leaf)
         block = f"su{node.su + 1:0{su_width}d}" if node.su >= 0 else leaf or "unconnected"
-        spine = (
-            f"{pod_prefix}{sw.pod + 1:0{pod_width}d}"
-            if sw is not None and sw.pod >= 0
-            else "fabric"
-        )
+        spine = f"{pod_prefix}{sw.pod + 1:0{pod_width}d}" if sw is not None and sw.pod >= 0 else "fabric"
         out[node.name] = {"block": block, "spine": spine, "leaf": leaf, "rack": node.rack}
     return out
 
@@ -59,8 +55,10 @@ def render_slurm_tree(graph: FabricGraph) -> str:
     """topology.conf for topology/tree: blocks under pods under one fabric switch."""
     placement = node_placement(graph)
     blocks = _groups(placement, "block")
-    lines = [f"# Slurm topology/tree for the planned {graph.topology} fabric",
-             "# rail-optimised SUs appear as one switch each (their rail leaves act together)"]  # fmt: skip
+    lines = [
+        f"# Slurm topology/tree for the planned {graph.topology} fabric",
+        "# rail-optimised SUs appear as one switch each (their rail leaves act together)",
+    ]
     for block, members in blocks.items():
         lines.append(f"SwitchName={block} Nodes={compress(members)}")
     pods: dict[str, list[str]] = defaultdict(list)
@@ -124,8 +122,7 @@ def render_slurm_yaml(graph: FabricGraph) -> str:
 def render_k8s_labels(graph: FabricGraph) -> str:
     """Node → labels for topology-aware schedulers (Kueue Topology levels use them)."""
     labels = {
-        node: {f"{LABEL_PREFIX}/{k}": v for k, v in where.items() if v}
-        for node, where in node_placement(graph).items()
+        node: {f"{LABEL_PREFIX}/{k}": v for k, v in where.items() if v} for node, where in node_placement(graph).items()
     }
     return json.dumps({"labelPrefix": LABEL_PREFIX, "nodes": labels}, indent=1, sort_keys=True)
 

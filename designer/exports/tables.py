@@ -21,8 +21,16 @@ def render_cabling_csv(graph: FabricGraph) -> str:
     return buf.getvalue()
 
 
-BOM_HEADER = ("category", "item", "description", "quantity", "unit_price", "total_price",
-              "unit_power_w", "total_power_w")  # fmt: skip
+BOM_HEADER = (
+    "category",
+    "item",
+    "description",
+    "quantity",
+    "unit_price",
+    "total_price",
+    "unit_power_w",
+    "total_power_w",
+)
 
 
 def bom_rows(graph: FabricGraph) -> list[tuple]:
@@ -32,26 +40,42 @@ def bom_rows(graph: FabricGraph) -> list[tuple]:
     for name, qty in sorted(Counter(s.model for s in graph.switches.values()).items()):
         m = cat.switches.get(name)
         price, power = (m.list_price, m.power_w) if m else (0.0, 0.0)
-        rows.append(("switch", name, m.description if m else "", qty, price, price * qty,
-                     power, power * qty))  # fmt: skip
-    for (name, length), qty in sorted(
-        Counter((lk.cable, lk.length_m) for lk in graph.links).items()
-    ):
+        rows.append(("switch", name, m.description if m else "", qty, price, price * qty, power, power * qty))
+    for (name, length), qty in sorted(Counter((lk.cable, lk.length_m) for lk in graph.links).items()):
         c = cat.cables.get(name)
         price, power = (c.price, c.power_w) if c else (0.0, 0.0)
-        rows.append(("cable", name or "unassigned", f"{c.kind if c else '?'} {length:g} m", qty,
-                     price, price * qty, power, power * qty))  # fmt: skip
+        rows.append(
+            (
+                "cable",
+                name or "unassigned",
+                f"{c.kind if c else '?'} {length:g} m",
+                qty,
+                price,
+                price * qty,
+                power,
+                power * qty,
+            )
+        )
     optics = compute_metrics(graph)["transceivers_by_type"]
     for name, qty in sorted(optics.items()):
         t = cat.transceivers.get(name)
         price, power = (t.price, t.power_w) if t else (0.0, 0.0)
-        rows.append(("transceiver", name, f"{t.speed if t else ''} optic", qty, price,
-                     price * qty, power, power * qty))  # fmt: skip
+        rows.append(("transceiver", name, f"{t.speed if t else ''} optic", qty, price, price * qty, power, power * qty))
     for name, qty in sorted(Counter(n.node_type for n in graph.nodes.values()).items()):
         nt = cat.nodes.get(name)
         price, power = (nt.price, nt.power_w) if nt else (0.0, 0.0)
-        rows.append(("server", name, f"{nt.gpus if nt else 0} GPUs, {nt.hcas if nt else 0} HCAs",
-                     qty, price, price * qty, power, power * qty))  # fmt: skip
+        rows.append(
+            (
+                "server",
+                name,
+                f"{nt.gpus if nt else 0} GPUs, {nt.hcas if nt else 0} HCAs",
+                qty,
+                price,
+                price * qty,
+                power,
+                power * qty,
+            )
+        )
     return rows
 
 

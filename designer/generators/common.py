@@ -27,13 +27,12 @@ class Builder:
     def switch(self, name: str, tier: str, **attrs: object) -> str:
         guid = planned_switch_guid(self._switches)
         self._switches += 1
-        self.graph.switches[name] = Switch(
-            name, self.switch_model, tier, guid, split=self.split, **attrs
-        )
+        self.graph.switches[name] = Switch(name, self.switch_model, tier, guid, split=self.split, **attrs)
         return name
 
-    def node(self, name: str, node_type: NodeType, *, su: int = -1, gpus: int | None = None,
-             hcas: int | None = None) -> Node:  # fmt: skip
+    def node(
+        self, name: str, node_type: NodeType, *, su: int = -1, gpus: int | None = None, hcas: int | None = None
+    ) -> Node:
         index = self._nodes
         self._nodes += 1
         count = node_type.hcas if hcas is None else hcas

@@ -20,8 +20,9 @@ def build_dragonfly_plus(ro: ResolvedOptions, catalogue: Catalogue) -> FabricGra
         raise PlanError(
             f"a dragonfly+ leaf needs {hosts + up} ports ({hosts} hosts + {up} up at "
             f"{ro.down}:{ro.up}), {ro.switch.name} has {ports}: use at most "
-            f"{leaf_split(ports, ro.down, ro.up)[0]} hosts per switch", element="hosts_per_switch",
-        )  # fmt: skip
+            f"{leaf_split(ports, ro.down, ro.up)[0]} hosts per switch",
+            element="hosts_per_switch",
+        )
     leaves = -(-ro.endpoints // hosts)
     hosts = -(-ro.endpoints // leaves)
     up = uplinks_for(hosts, ro.down, ro.up)
@@ -32,16 +33,18 @@ def build_dragonfly_plus(ro: ResolvedOptions, catalogue: Catalogue) -> FabricGra
     if per_group > per_group_max:
         raise PlanError(
             f"{groups} groups of {per_group} leaves exceed a spine's {per_group_max} down ports: "
-            f"use at least {-(-leaves // per_group_max)} groups", element="groups",
-        )  # fmt: skip
+            f"use at least {-(-leaves // per_group_max)} groups",
+            element="groups",
+        )
     global_ports = min(per_group, ports - per_group)
     per_pair = (spines_per_group * global_ports) // (groups - 1) if groups > 1 else 0
     if groups > 1 and per_pair == 0:
         raise PlanError(
             f"{groups} groups need a global link between every pair, but a group has only "
             f"{spines_per_group * global_ports} global ports: use at most "
-            f"{spines_per_group * global_ports + 1} groups", element="groups",
-        )  # fmt: skip
+            f"{spines_per_group * global_ports + 1} groups",
+            element="groups",
+        )
     b = Builder(ro, catalogue, "dragonfly-plus")
     links = b.links
     wg, wl = width(groups), width(per_group)
@@ -51,21 +54,17 @@ def build_dragonfly_plus(ro: ResolvedOptions, catalogue: Catalogue) -> FabricGra
     for g in range(groups):
         count = min(per_group, leaves - g * per_group)
         for li in range(max(0, count)):
-            leaf_names.append(b.switch(f"g{g + 1:0{wg}d}-leaf-{li + 1:0{wl}d}", "leaf", pod=g,
-                                       index=li))  # fmt: skip
-        spine_names.append([
-            b.switch(f"g{g + 1:0{wg}d}-spine-{s + 1:02d}", "spine", pod=g, index=s)
-            for s in range(spines_per_group)
-        ])  # fmt: skip
+            leaf_names.append(b.switch(f"g{g + 1:0{wg}d}-leaf-{li + 1:0{wl}d}", "leaf", pod=g, index=li))
+        spine_names.append(
+            [b.switch(f"g{g + 1:0{wg}d}-spine-{s + 1:02d}", "spine", pod=g, index=s) for s in range(spines_per_group)]
+        )
     cells: dict[str, list[str]] = {leaf: [] for leaf in leaf_names}
     endpoint = 0
     for i in range(ro.nodes):
-        node = b.node(f"node-{i + 1:0{wn}d}", ro.node_type, gpus=ro.gpus_per_node,
-                      hcas=ro.hcas_per_node)  # fmt: skip
+        node = b.node(f"node-{i + 1:0{wn}d}", ro.node_type, gpus=ro.gpus_per_node, hcas=ro.hcas_per_node)
         cells[leaf_names[endpoint // hosts]].append(node.name)
         for h in range(node.hcas):
-            links.append(Link(node.name, h + 1, leaf_names[endpoint // hosts],
-                              endpoint % hosts + 1, "node_leaf"))  # fmt: skip
+            links.append(Link(node.name, h + 1, leaf_names[endpoint // hosts], endpoint % hosts + 1, "node_leaf"))
             endpoint += 1
     switches = b.graph.switches
     for leaf in leaf_names:
@@ -73,8 +72,7 @@ def build_dragonfly_plus(ro: ResolvedOptions, catalogue: Catalogue) -> FabricGra
         for s, spine in enumerate(spine_names[sw.pod]):
             links.append(Link(leaf, ports - up + 1 + s, spine, sw.index + 1, "leaf_spine"))
     # global slots: round-robin over spines so each pair's links spread across spines
-    slots = [[(spine, per_group + 1 + p) for p in range(global_ports) for spine in names]
-             for names in spine_names]  # fmt: skip
+    slots = [[(spine, per_group + 1 + p) for p in range(global_ports) for spine in names] for names in spine_names]
     cursor = [0] * groups
     for _ in range(per_pair):
         for g1 in range(groups):
@@ -85,10 +83,15 @@ def build_dragonfly_plus(ro: ResolvedOptions, catalogue: Catalogue) -> FabricGra
                 cursor[g2] += 1
                 links.append(Link(s1, p1, s2, p2, "global"))
     b.graph.meta.update(
-        groups=groups, leaves_per_group=per_group, spines_per_group=spines_per_group,
-        global_links_per_pair=per_pair, hosts_per_switch=hosts, routing="updn",
-        oversubscription=f"{ro.down}:{ro.up}", options=ro.options.as_dict(),
-    )  # fmt: skip
+        groups=groups,
+        leaves_per_group=per_group,
+        spines_per_group=spines_per_group,
+        global_links_per_pair=per_pair,
+        hosts_per_switch=hosts,
+        routing="updn",
+        oversubscription=f"{ro.down}:{ro.up}",
+        options=ro.options.as_dict(),
+    )
     plan = FloorPlan(b.graph)
     for g in range(groups):
         group_leaves = [n for n in leaf_names if switches[n].pod == g]

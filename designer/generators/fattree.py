@@ -114,7 +114,7 @@ def build_fat_tree(ro: ResolvedOptions, catalogue: Catalogue) -> FabricGraph:
                 "leaf",
                 pod=i // per_pod,
                 index=i % per_pod,
-            )  # fmt: skip
+            )
             for i in range(shape.leaves)
         ]
     else:
@@ -126,8 +126,7 @@ def build_fat_tree(ro: ResolvedOptions, catalogue: Catalogue) -> FabricGraph:
     endpoint = 0
     for node in nodes:
         for h in range(node.hcas):
-            links.append(Link(node.name, h + 1, leaves[endpoint // hosts], endpoint % hosts + 1,
-                              "node_leaf"))  # fmt: skip
+            links.append(Link(node.name, h + 1, leaves[endpoint // hosts], endpoint % hosts + 1, "node_leaf"))
             endpoint += 1
     for r in range(0, shape.leaves, LEAVES_PER_ROW):
         lo, hi = r * hosts, min((r + LEAVES_PER_ROW) * hosts, endpoint)
@@ -147,9 +146,7 @@ def build_rail_optimized(ro: ResolvedOptions, catalogue: Catalogue) -> FabricGra
     hosts_max, _ = leaf_split(ports, ro.down, ro.up)
     slots = ro.options.su_nodes or min(32, hosts_max)
     if slots <= 0:
-        raise PlanError(
-            f"{ro.switch.name} has too few ports for {ro.down}:{ro.up}", element="switch"
-        )
+        raise PlanError(f"{ro.switch.name} has too few ports for {ro.down}:{ro.up}", element="switch")
     manager = None
     notes: list[Issue] = []
     if ro.options.manager_slot:
@@ -158,18 +155,24 @@ def build_rail_optimized(ro: ResolvedOptions, catalogue: Catalogue) -> FabricGra
             raise PlanError("manager_slot needs the node type 'UFM-appliance' in the catalogue")
     compute_per_su = slots - (1 if manager else 0)
     if compute_per_su <= 0:
-        raise PlanError(f"an SU of {slots} slot(s) leaves no room for compute nodes",
-                        element="su_nodes")  # fmt: skip
+        raise PlanError(f"an SU of {slots} slot(s) leaves no room for compute nodes", element="su_nodes")
     sus = -(-ro.nodes // compute_per_su)
     rails = ro.hcas_per_node
     if manager is not None and sus * compute_per_su != ro.nodes:
-        notes.append(Issue("warning", "partial-su", "su_nodes",
-            f"with a manager slot an SU holds {compute_per_su} nodes: {ro.nodes:,} nodes need "
-            f"{sus} SUs ({sus * compute_per_su:,} slots); {(sus - 1) * compute_per_su:,} or "
-            f"{sus * compute_per_su:,} nodes fill them exactly"))  # fmt: skip
+        notes.append(
+            Issue(
+                "warning",
+                "partial-su",
+                "su_nodes",
+                f"with a manager slot an SU holds {compute_per_su} nodes: {ro.nodes:,} nodes need "
+                f"{sus} SUs ({sus * compute_per_su:,} slots); {(sus - 1) * compute_per_su:,} or "
+                f"{sus * compute_per_su:,} nodes fill them exactly",
+            )
+        )
     ws = width(sus)
-    shape = fixed_leaves_shape(sus * rails, slots, ports, ro.down, ro.up, ro.levels,
-                               ro.switch.name, f"su{1:0{ws}d}-leaf-r1")  # fmt: skip
+    shape = fixed_leaves_shape(
+        sus * rails, slots, ports, ro.down, ro.up, ro.levels, ro.switch.name, f"su{1:0{ws}d}-leaf-r1"
+    )
     b = Builder(ro, catalogue, "rail-optimized")
     links = b.links
     rows: list[tuple[list[str], list[str]]] = []
@@ -185,7 +188,7 @@ def build_rail_optimized(ro: ResolvedOptions, catalogue: Catalogue) -> FabricGra
                 su=su,
                 index=r,
                 pod=(su * rails + r) // per_pod if shape.levels == 3 else -1,
-            )  # fmt: skip
+            )
             for r in range(rails)
         ]
         leaves.extend(su_leaves)
@@ -193,8 +196,7 @@ def build_rail_optimized(ro: ResolvedOptions, catalogue: Catalogue) -> FabricGra
         count = min(compute_per_su, remaining)
         remaining -= count
         for j in range(count):
-            node = b.node(f"{tag}-n{j + 1:02d}", ro.node_type, su=su, gpus=ro.gpus_per_node,
-                          hcas=rails)  # fmt: skip
+            node = b.node(f"{tag}-n{j + 1:02d}", ro.node_type, su=su, gpus=ro.gpus_per_node, hcas=rails)
             su_nodes.append(node.name)
             for r in range(rails):
                 links.append(Link(node.name, r + 1, su_leaves[r], j + 1, "node_leaf"))
@@ -205,8 +207,7 @@ def build_rail_optimized(ro: ResolvedOptions, catalogue: Catalogue) -> FabricGra
                 links.append(Link(appliance.name, h + 1, su_leaves[h], slots, "node_leaf"))
         rows.append((su_nodes, su_leaves))
     central = _wire_tree(b, shape, leaves, ports)
-    _tree_meta(b.graph, ro, shape, su_nodes=slots, scalable_units=sus, rails=rails,
-               manager_slot=bool(manager))  # fmt: skip
+    _tree_meta(b.graph, ro, shape, su_nodes=slots, scalable_units=sus, rails=rails, manager_slot=bool(manager))
     b.graph.meta["notes"] = [i.as_dict() for i in notes]
     _layout(b, rows, central)
     return b.graph

@@ -54,8 +54,9 @@ def build_torus(ro: ResolvedOptions, catalogue: Catalogue) -> FabricGraph:
         raise PlanError(
             f"a {shown} torus switch needs {hosts + spent} ports ({hosts} hosts + {spent} torus "
             f"links), {ro.switch.name} has {ports}: use at most {ports - spent} hosts per switch "
-            f"or a bigger torus", element="hosts_per_switch",
-        )  # fmt: skip
+            f"or a bigger torus",
+            element="hosts_per_switch",
+        )
     capacity = math.prod(dims) * hosts
     if capacity < endpoints:
         need = near_cubic_dims(-(-endpoints // hosts))
@@ -63,24 +64,21 @@ def build_torus(ro: ResolvedOptions, catalogue: Catalogue) -> FabricGraph:
             f"a {shown} torus with {hosts} hosts per switch holds {capacity:,} endpoints, "
             f"{endpoints:,} requested: use {'x'.join(map(str, need))} or more hosts per switch",
             element="dims",
-        )  # fmt: skip
+        )
     b = Builder(ro, catalogue, "torus")
     links = b.links
     names: dict[tuple[int, int, int], str] = {}
     for i, (x, y, z) in enumerate(itertools.product(*(range(d) for d in dims))):
-        names[(x, y, z)] = b.switch(f"sw-{x:02d}-{y:02d}-{z:02d}", "torus", index=i,
-                                    coords=(x, y, z))  # fmt: skip
+        names[(x, y, z)] = b.switch(f"sw-{x:02d}-{y:02d}-{z:02d}", "torus", index=i, coords=(x, y, z))
     order = list(names.values())
     node_names: list[list[str]] = [[] for _ in order]
     wn = max(3, len(str(ro.nodes)))
     endpoint = 0
     for i in range(ro.nodes):
-        node = b.node(f"node-{i + 1:0{wn}d}", ro.node_type, gpus=ro.gpus_per_node,
-                      hcas=ro.hcas_per_node)  # fmt: skip
+        node = b.node(f"node-{i + 1:0{wn}d}", ro.node_type, gpus=ro.gpus_per_node, hcas=ro.hcas_per_node)
         node_names[endpoint // hosts].append(node.name)
         for h in range(node.hcas):
-            links.append(Link(node.name, h + 1, order[endpoint // hosts], endpoint % hosts + 1,
-                              "node_switch"))  # fmt: skip
+            links.append(Link(node.name, h + 1, order[endpoint // hosts], endpoint % hosts + 1, "node_switch"))
             endpoint += 1
     port = hosts + 1
     for axis, size in enumerate(dims):
@@ -94,9 +92,12 @@ def build_torus(ro: ResolvedOptions, catalogue: Catalogue) -> FabricGraph:
             links.append(Link(name, port, names[tuple(nxt)], port + 1, f"torus_{AXES[axis]}"))
         port += 2
     b.graph.meta.update(
-        dims=list(dims), hosts_per_switch=hosts, routing="torus-2QoS",
-        options=ro.options.as_dict(), oversubscription=None,
-    )  # fmt: skip
+        dims=list(dims),
+        hosts_per_switch=hosts,
+        routing="torus-2QoS",
+        options=ro.options.as_dict(),
+        oversubscription=None,
+    )
     plan = FloorPlan(b.graph)
     by_switch = dict(zip(order, node_names, strict=True))
     for line, (y, z) in enumerate(itertools.product(range(dims[1]), range(dims[2]))):

@@ -20,8 +20,10 @@ _PORT = re.compile(
     r"^\[(\d+)\](?:\[ext (\d+)\])?(?:\(([0-9a-fA-F]+)\))?\s+"
     r'"([^"]+)"\[(\d+)\](?:\[ext \d+\])?(?:\(([0-9a-fA-F]+)\))?\s*(?:#\s*(.*))?$'
 )
-_ASSIGN = re.compile(r"^(vendid|devid|sysimgguid|switchguid|caguid|rtguid|hcaguids?)\s*=\s*"
-                     r"(0x[0-9a-fA-F]+|\d+)(?:\(([0-9a-fA-F]+)\))?\s*$")  # fmt: skip
+_ASSIGN = re.compile(
+    r"^(vendid|devid|sysimgguid|switchguid|caguid|rtguid|hcaguids?)\s*=\s*"
+    r"(0x[0-9a-fA-F]+|\d+)(?:\(([0-9a-fA-F]+)\))?\s*$"
+)
 _DESC = re.compile(r'^"([^"]*)"\s*(.*)$')
 _LID = re.compile(r"\blid (\d+)")
 _LMC = re.compile(r"\blmc (\d+)")
@@ -29,8 +31,7 @@ _RATE = re.compile(r"\b(\d+)x([A-Z]+\d*)\b")
 _MF0 = re.compile(r"^MF0;([^:]+):M?([A-Za-z0-9_-]+?)(?:/U\d+)?$")
 _HOST_HCA = re.compile(r"^(\S+)\s+(\S+)$")
 _HCA_NUM = re.compile(r"(\d+)$")
-_IGNORED = ("Non-Chassis Nodes", "Chassis", "include", "do ", "module", "width", "speed",
-            "pdebug", "ext ")  # fmt: skip
+_IGNORED = ("Non-Chassis Nodes", "Chassis", "include", "do ", "module", "width", "speed", "pdebug", "ext ")
 _KIND = {"Switch": "Switch", "Ca": "Ca", "Hca": "Ca", "Rt": "Rt"}
 
 
@@ -164,8 +165,9 @@ def parse_ibnetdiscover(text: str) -> Discovery:
             if not m:
                 raise ParseError(
                     'malformed port line: expected [port](guid) "peer-id"[peer-port] # …',
-                    line=lineno, text=raw,
-                )  # fmt: skip
+                    line=lineno,
+                    text=raw,
+                )
             port = IbPort(int(m.group(1)), m.group(4), int(m.group(5)), line=lineno)
             if m.group(2):
                 port.ext_port = int(m.group(2))
@@ -176,12 +178,12 @@ def parse_ibnetdiscover(text: str) -> Discovery:
             if not 0 <= port.port <= current.nports or port.peer_port < 0:
                 raise ParseError(
                     f"port {port.port} outside 1..{current.nports} of {current.node_id}",
-                    line=lineno, text=raw,
-                )  # fmt: skip
+                    line=lineno,
+                    text=raw,
+                )
             _parse_comment(m.group(7) or "", port, current.kind != "Switch")
             if any(p.port == port.port for p in current.ports):
-                raise ParseError(f"port {port.port} of {current.node_id} listed twice",
-                                 line=lineno, text=raw)  # fmt: skip
+                raise ParseError(f"port {port.port} of {current.node_id} listed twice", line=lineno, text=raw)
             current.ports.append(port)
             continue
         m = _ASSIGN.match(line)
@@ -197,8 +199,7 @@ def parse_ibnetdiscover(text: str) -> Discovery:
             if node.nports <= 0:
                 raise ParseError("a node needs at least one port", line=lineno, text=raw)
             if node.node_id in ids:
-                raise ParseError(f"{node.node_id} already defined on line {ids[node.node_id]}",
-                                 line=lineno, text=raw)  # fmt: skip
+                raise ParseError(f"{node.node_id} already defined on line {ids[node.node_id]}", line=lineno, text=raw)
             ids[node.node_id] = lineno
             comment = m.group(4) or ""
             d = _DESC.match(comment)
@@ -231,8 +232,9 @@ def parse_ibnetdiscover(text: str) -> Discovery:
             continue
         raise ParseError(
             "unrecognised line: expected a Switch/Ca header, a [port] line, key=value or comment",
-            line=lineno, text=raw,
-        )  # fmt: skip
+            line=lineno,
+            text=raw,
+        )
     if not nodes:
         raise ParseError("no Switch or Ca records found")
     _check_consistency(nodes)
@@ -250,8 +252,9 @@ def _check_consistency(nodes: list[IbNode]) -> None:
             if back is not None and (back.peer_id, back.peer_port) != (node.node_id, p.port):
                 raise ParseError(
                     f"{node.node_id}[{p.port}] points to {p.peer_id}[{p.peer_port}], which "
-                    f"points to {back.peer_id}[{back.peer_port}]", line=p.line,
-                )  # fmt: skip
+                    f"points to {back.peer_id}[{back.peer_port}]",
+                    line=p.line,
+                )
 
 
 def _switch_name_and_model(desc: str) -> tuple[str, str | None]:
@@ -312,9 +315,15 @@ def graph_from_ibnetdiscover(
             m = _HOST_HCA.match(ca.desc)
             hca_names.append(m.group(2) if m else f"HCA-{idx}")
             ca_port_map[(ca.node_id, ca_port)] = (name, idx)
-        graph.nodes[name] = Node(name, type_name, tuple(ca_guids), tuple(port_guids),
-                                 tuple(ca_ports), tuple(range(len(members))),
-                                 hca_names=tuple(hca_names))  # fmt: skip
+        graph.nodes[name] = Node(
+            name,
+            type_name,
+            tuple(ca_guids),
+            tuple(port_guids),
+            tuple(ca_ports),
+            tuple(range(len(members))),
+            hca_names=tuple(hca_names),
+        )
     links: list[Link] = []
     for node, port, peer, peer_port in disc.links():
         ends = []
@@ -346,10 +355,16 @@ def _match_model(
     speed, gbps = rate or ("NDR", 400.0)
     name = f"imported-{node.devid or 0:x}-{node.nports}"
     if name not in cat.switches:
-        cat.switches[name] = SwitchModel(name, node.nports, node.nports, speed, int(gbps),
-                                         vendor_id=node.vendid or 0x2C9,
-                                         device_id=node.devid or 0,
-                                         description="discovered, not in the catalogue")  # fmt: skip
+        cat.switches[name] = SwitchModel(
+            name,
+            node.nports,
+            node.nports,
+            speed,
+            int(gbps),
+            vendor_id=node.vendid or 0x2C9,
+            device_id=node.devid or 0,
+            description="discovered, not in the catalogue",
+        )
     return name, None
 
 

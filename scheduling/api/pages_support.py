@@ -21,9 +21,19 @@ from scheduling.services.topology import pool_topology
 
 #: Tenant colours of the occupancy map (a tenant keeps its colour while the tenant set is stable).
 PALETTE = (
-    "#1e88e5", "#e53935", "#43a047", "#fb8c00", "#8e24aa", "#00acc1",
-    "#6d4c41", "#d81b60", "#7cb342", "#3949ab", "#f4511e", "#546e7a",
-)  # fmt: skip
+    "#1e88e5",
+    "#e53935",
+    "#43a047",
+    "#fb8c00",
+    "#8e24aa",
+    "#00acc1",
+    "#6d4c41",
+    "#d81b60",
+    "#7cb342",
+    "#3949ab",
+    "#f4511e",
+    "#546e7a",
+)
 
 
 def pool_summaries() -> list[dict[str, Any]]:
@@ -32,9 +42,7 @@ def pool_summaries() -> list[dict[str, Any]]:
         node_count=Count("nodes", distinct=True), gpu_total=Sum("nodes__gpus")
     )
     models: dict[int, set[str]] = defaultdict(set)
-    for pool_id, model in Node.objects.filter(pools__isnull=False).values_list(
-        "pools", "gpu_model"
-    ):
+    for pool_id, model in Node.objects.filter(pools__isnull=False).values_list("pools", "gpu_model"):
         if model:
             models[pool_id].add(model)
     return [
@@ -62,13 +70,15 @@ def connection_details(reservation: Reservation) -> list[dict[str, Any]]:
         gpus[node_id].append(index)
     hcas: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for hca in HCA.objects.filter(node_id__in=names).order_by("node", "index"):
-        hcas[hca.node_id].append({
-            "index": hca.index,
-            "rail": hca.rail,
-            "port_guid": hca.port_guid,
-            "leaf": hca.leaf,
-            "leaf_port": hca.leaf_port,
-        })  # fmt: skip
+        hcas[hca.node_id].append(
+            {
+                "index": hca.index,
+                "rail": hca.rail,
+                "port_guid": hca.port_guid,
+                "leaf": hca.leaf,
+                "leaf_port": hca.leaf_port,
+            }
+        )
     return [
         {"node": names[pk], "gpus": sorted(gpus[pk]), "hcas": hcas[pk]}
         for pk in sorted(names, key=lambda pk: names[pk])
@@ -117,27 +127,35 @@ def occupancy(pool: Pool, *, now: dt.datetime | None = None) -> dict[str, Any]:
             pk = named.node_pks[node_index]
             per_tenant = held.get(pk, {})
             owner = max(per_tenant, key=per_tenant.__getitem__) if per_tenant else None
-            cells.append({
-                "node": node.name,
-                "state": states.get(pk, Node.State.AVAILABLE),
-                "gpus": node.gpus,
-                "used_gpus": sum(per_tenant.values()),
-                "tenant_id": owner,
-                "tenant": names.get(owner, "") if owner else "",
-                "colour": colours.get(owner, "") if owner else "",
-                "shared": len(per_tenant) > 1,
-                "reservations": sorted(reservations_of.get(pk, ())),
-            })  # fmt: skip
+            cells.append(
+                {
+                    "node": node.name,
+                    "state": states.get(pk, Node.State.AVAILABLE),
+                    "gpus": node.gpus,
+                    "used_gpus": sum(per_tenant.values()),
+                    "tenant_id": owner,
+                    "tenant": names.get(owner, "") if owner else "",
+                    "colour": colours.get(owner, "") if owner else "",
+                    "shared": len(per_tenant) > 1,
+                    "reservations": sorted(reservations_of.get(pk, ())),
+                }
+            )
         used = sum(c["used_gpus"] for c in cells)
-        groups.append({
-            "name": named.group_names[group.id],
-            "nodes": cells,
-            "gpus": sum(c["gpus"] for c in cells),
-            "used_gpus": used,
-        })  # fmt: skip
+        groups.append(
+            {
+                "name": named.group_names[group.id],
+                "nodes": cells,
+                "gpus": sum(c["gpus"] for c in cells),
+                "used_gpus": used,
+            }
+        )
     legend = [
-        {"tenant_id": t.pk, "tenant": t.name, "colour": colours[t.pk],
-         "gpus": sum(per.get(t.pk, 0) for per in held.values())}
+        {
+            "tenant_id": t.pk,
+            "tenant": t.name,
+            "colour": colours[t.pk],
+            "gpus": sum(per.get(t.pk, 0) for per in held.values()),
+        }
         for t in sorted(tenants, key=_pk)
-    ]  # fmt: skip
+    ]
     return {"pool": pool.pk, "at": now, "groups": groups, "legend": legend}

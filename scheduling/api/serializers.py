@@ -23,17 +23,24 @@ class PoolSerializer(serializers.ModelSerializer):
     node_count = serializers.SerializerMethodField()
     gpus = serializers.SerializerMethodField()
     gpu_model = serializers.CharField(write_only=True, required=False, allow_blank=True)
-    sus = serializers.ListField(
-        child=serializers.IntegerField(min_value=0), write_only=True, required=False
-    )
-    node_names = serializers.ListField(
-        child=serializers.CharField(max_length=64), write_only=True, required=False
-    )
+    sus = serializers.ListField(child=serializers.IntegerField(min_value=0), write_only=True, required=False)
+    node_names = serializers.ListField(child=serializers.CharField(max_length=64), write_only=True, required=False)
 
     class Meta:
         model = Pool
-        fields = ["id", "fabric", "name", "kind", "description", "node_count", "gpus",
-                  "gpu_model", "sus", "node_names", "created_at"]  # fmt: skip
+        fields = [
+            "id",
+            "fabric",
+            "name",
+            "kind",
+            "description",
+            "node_count",
+            "gpus",
+            "gpu_model",
+            "sus",
+            "node_names",
+            "created_at",
+        ]
         read_only_fields = ["created_at"]
 
     def get_node_count(self, pool: Pool) -> int:
@@ -76,14 +83,20 @@ class QuotaSerializer(serializers.ModelSerializer):
     usage = serializers.SerializerMethodField()
     guaranteed_gpus = serializers.IntegerField(min_value=0, max_value=MAX_SIZE)
     borrow_limit_gpus = serializers.IntegerField(min_value=0, max_value=MAX_SIZE, default=0)
-    guaranteed_leaf_groups = serializers.IntegerField(
-        min_value=1, max_value=10_000, required=False, allow_null=True
-    )
+    guaranteed_leaf_groups = serializers.IntegerField(min_value=1, max_value=10_000, required=False, allow_null=True)
 
     class Meta:
         model = Quota
-        fields = ["id", "tenant", "pool", "guaranteed_gpus", "borrow_limit_gpus",
-                  "guaranteed_leaf_groups", "usage", "updated_at"]  # fmt: skip
+        fields = [
+            "id",
+            "tenant",
+            "pool",
+            "guaranteed_gpus",
+            "borrow_limit_gpus",
+            "guaranteed_leaf_groups",
+            "usage",
+            "updated_at",
+        ]
         read_only_fields = ["updated_at"]
 
     @extend_schema_field(QuotaUsageSerializer)
@@ -100,11 +113,35 @@ class ReservationSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Reservation
-        fields = ["id", "tenant", "pool", "name", "status", "priority_class", "requested_gpus",
-                  "requested_nodes", "gpu_model", "same_leaf", "max_switch_hops", "rail_aligned",
-                  "start", "end", "gpus", "borrowed", "pkey", "pkey_hex", "partition", "sl",
-                  "placement", "reason", "explanation", "fabric_error", "created_at",
-                  "ready_at", "ended_at"]  # fmt: skip
+        fields = [
+            "id",
+            "tenant",
+            "pool",
+            "name",
+            "status",
+            "priority_class",
+            "requested_gpus",
+            "requested_nodes",
+            "gpu_model",
+            "same_leaf",
+            "max_switch_hops",
+            "rail_aligned",
+            "start",
+            "end",
+            "gpus",
+            "borrowed",
+            "pkey",
+            "pkey_hex",
+            "partition",
+            "sl",
+            "placement",
+            "reason",
+            "explanation",
+            "fabric_error",
+            "created_at",
+            "ready_at",
+            "ended_at",
+        ]
         read_only_fields = fields
 
     @extend_schema_field(OpenApiTypes.STR)
@@ -121,13 +158,11 @@ class ReservationRequestSerializer(serializers.Serializer):
     nodes = serializers.IntegerField(min_value=1, max_value=MAX_SIZE, required=False)
     start = serializers.DateTimeField(required=False, allow_null=True, help_text="default: now")
     end = serializers.DateTimeField(required=False, allow_null=True)
-    duration_minutes = serializers.IntegerField(min_value=1, max_value=90 * 24 * 60,
-                                                required=False)  # fmt: skip
+    duration_minutes = serializers.IntegerField(min_value=1, max_value=90 * 24 * 60, required=False)
     priority_class = serializers.ChoiceField(PriorityClass.choices, default=PriorityClass.TRAINING)
     gpu_model = serializers.CharField(max_length=40, required=False, allow_blank=True, default="")
     same_leaf = serializers.BooleanField(default=False)
-    max_switch_hops = serializers.IntegerField(min_value=0, max_value=8, required=False,
-                                               allow_null=True)  # fmt: skip
+    max_switch_hops = serializers.IntegerField(min_value=0, max_value=8, required=False, allow_null=True)
     rail_aligned = serializers.BooleanField(default=False)
     name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
 
@@ -170,9 +205,7 @@ class ExtendSerializer(serializers.Serializer):
 
 class PlacementSerializer(serializers.Serializer):
     nodes = serializers.ListField(child=serializers.CharField())
-    gpu_indices = serializers.ListField(
-        child=serializers.ListField(child=serializers.IntegerField())
-    )
+    gpu_indices = serializers.ListField(child=serializers.ListField(child=serializers.IntegerField()))
     leaf_groups = serializers.ListField(child=serializers.CharField())
     leaves = serializers.ListField(child=serializers.CharField())
     spines = serializers.ListField(child=serializers.CharField())

@@ -64,10 +64,14 @@ class PoolViewSet(
             names=data.get("node_names", ()),
         )
         serializer.instance = inventory.create_pool(
-            self.actor, self.principal, fabric=fabric, name=data["name"],
-            kind=data.get("kind", Pool.Kind.MANUAL), nodes=nodes,
+            self.actor,
+            self.principal,
+            fabric=fabric,
+            name=data["name"],
+            kind=data.get("kind", Pool.Kind.MANUAL),
+            nodes=nodes,
             description=data.get("description", ""),
-        )  # fmt: skip
+        )
 
     def perform_destroy(self, instance) -> None:
         inventory.delete_pool(self.actor, self.principal, instance)
@@ -114,11 +118,14 @@ class QuotaViewSet(TenantScopedModelViewSet):
     def perform_create(self, serializer) -> None:
         data = serializer.validated_data
         serializer.instance = quotas.set_quota(
-            self.actor, self.principal, tenant=self.tenant_for_create(serializer),
-            pool=data["pool"], guaranteed_gpus=data["guaranteed_gpus"],
+            self.actor,
+            self.principal,
+            tenant=self.tenant_for_create(serializer),
+            pool=data["pool"],
+            guaranteed_gpus=data["guaranteed_gpus"],
             borrow_limit_gpus=data.get("borrow_limit_gpus", 0),
             guaranteed_leaf_groups=data.get("guaranteed_leaf_groups"),
-        )  # fmt: skip
+        )
 
     def perform_update(self, serializer) -> None:
         quota = serializer.instance
@@ -126,12 +133,14 @@ class QuotaViewSet(TenantScopedModelViewSet):
         if "pool" in data and data["pool"] != quota.pool:
             raise Invalid("a quota cannot move to another pool", fields={"pool": ["read-only"]})
         serializer.instance = quotas.set_quota(
-            self.actor, self.principal, tenant=quota.tenant, pool=quota.pool,
+            self.actor,
+            self.principal,
+            tenant=quota.tenant,
+            pool=quota.pool,
             guaranteed_gpus=data.get("guaranteed_gpus", quota.guaranteed_gpus),
             borrow_limit_gpus=data.get("borrow_limit_gpus", quota.borrow_limit_gpus),
-            guaranteed_leaf_groups=data.get("guaranteed_leaf_groups",
-                                            quota.guaranteed_leaf_groups),
-        )  # fmt: skip
+            guaranteed_leaf_groups=data.get("guaranteed_leaf_groups", quota.guaranteed_leaf_groups),
+        )
 
     def perform_destroy(self, instance) -> None:
         quotas.delete_quota(self.actor, self.principal, instance)
@@ -188,9 +197,7 @@ class ReservationViewSet(TenantScopedCreateReadViewSet):
         reservation = self.get_object()
         serializer = ExtendSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        reservation = lifecycle.extend(
-            self.actor, self.principal, reservation, serializer.validated_data["end"]
-        )
+        reservation = lifecycle.extend(self.actor, self.principal, reservation, serializer.validated_data["end"])
         return Response(ReservationSerializer(reservation).data)
 
     @extend_schema(request=None, responses={200: ReservationSerializer})

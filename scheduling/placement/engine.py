@@ -88,9 +88,7 @@ class PlacementEngine:
         self._windows: dict[tuple[object, ...], Window] | None = None
         self._eligibility: dict[tuple[object, ...], Eligibility] = {}
         self._max_gpus = max((n.gpus for n in topology.nodes), default=0)
-        self._group_capacity_gpus = [
-            sum(topology.nodes[n].gpus for n in g.nodes) for g in topology.groups
-        ]
+        self._group_capacity_gpus = [sum(topology.nodes[n].gpus for n in g.nodes) for g in topology.groups]
 
     # ---------------------------------------------------------------- state passthroughs
 
@@ -105,9 +103,7 @@ class PlacementEngine:
 
     def book(self, booking_id: str, placement: Placement, owner: Owner | None = None) -> Booking:
         """Book a placement obtained from :meth:`preview` (raises ``BookingConflict`` if stale)."""
-        return self.state.book(
-            booking_id, owner or Owner(), placement.allocations(), placement.start, placement.end
-        )
+        return self.state.book(booking_id, owner or Owner(), placement.allocations(), placement.start, placement.end)
 
     def release(self, booking_id: str) -> Booking:
         """Free a booking now."""
@@ -294,9 +290,7 @@ class PlacementEngine:
         pool has some)."""
         return bool(self.guarantees) and not (request.owner is not None and request.owner.borrowed)
 
-    def guard_view(
-        self, request: Request, ignore: frozenset[str] = frozenset()
-    ) -> GuardView | None:
+    def guard_view(self, request: Request, ignore: frozenset[str] = frozenset()) -> GuardView | None:
         """The leaf groups classified for ``request``'s owner, or ``None`` when the request is not
         guarded. The classification counts every non-borrowed booking that has not ended,
         whatever the request's window (see :mod:`.guarantees`)."""
@@ -359,9 +353,7 @@ class PlacementEngine:
                 return other
         return guarantee_rejection(self, request, start, end, view, costly, ignore, explain=explain)
 
-    def guard_fallbacks(
-        self, request: Request, view: GuardView, costly: frozenset[int]
-    ) -> list[frozenset[int]]:
+    def guard_fallbacks(self, request: Request, view: GuardView, costly: frozenset[int]) -> list[frozenset[int]]:
         """Group sets to leave out when neither the unrestricted placement nor the one avoiding
         every ``costly`` group is allowed. With slack to spare, a gang may spend it: all costly
         groups but the ``spare`` ones with the most free nodes now. A shaped requester may
@@ -402,15 +394,10 @@ class PlacementEngine:
         ):
             # Some nodes are not rail-aligned: prefer an all-aligned gang when it spans no more
             # leaf groups than the unconstrained choice (the aligned pass is a strict subset).
-            aligned = self._search_raw(
-                replace(request, rail_aligned=True), start, end, False, ignore, exclude
-            )
-            fallback = self._search_whole(
-                request, shape, elig, start, end, explain, ignore, exclude
-            )
+            aligned = self._search_raw(replace(request, rail_aligned=True), start, end, False, ignore, exclude)
+            fallback = self._search_whole(request, shape, elig, start, end, explain, ignore, exclude)
             if isinstance(aligned, Placement) and (
-                not isinstance(fallback, Placement)
-                or len(aligned.leaf_groups) <= len(fallback.leaf_groups)
+                not isinstance(fallback, Placement) or len(aligned.leaf_groups) <= len(fallback.leaf_groups)
             ):
                 return aligned
             return fallback
@@ -469,9 +456,7 @@ class PlacementEngine:
         inner = window.free_nodes_of
         return Window(counts, lambda g: [] if g in exclude else inner(g))
 
-    def _free_window(
-        self, elig: Eligibility, start: float, end: float, ignore: frozenset[str]
-    ) -> Window:
+    def _free_window(self, elig: Eligibility, start: float, end: float, ignore: frozenset[str]) -> Window:
         state = self.state
         groups = self.topology.groups
         available = NodeState.AVAILABLE
@@ -483,9 +468,7 @@ class PlacementEngine:
             busy = state.busy_now
             for gid, members in enumerate(elig.per_group):
                 if members is not None:
-                    counts[gid] = sum(
-                        1 for n in members if busy[n] == 0 and node_state[n] is available
-                    )
+                    counts[gid] = sum(1 for n in members if busy[n] == 0 and node_state[n] is available)
             blocked: set[int] = set()
             for node in state.future:
                 gid = state.node_group[node]
@@ -519,10 +502,7 @@ class PlacementEngine:
                     for n in group.nodes
                     if (members is None or n in members)
                     and node_state[n] is available
-                    and (
-                        not state.entries[n]
-                        or state.free_mask(n, start, end, ignore) == state.full_mask[n]
-                    )
+                    and (not state.entries[n] or state.free_mask(n, start, end, ignore) == state.full_mask[n])
                 ]
             )
         return Window([len(f) for f in free_lists], free_lists.__getitem__)
@@ -607,9 +587,7 @@ class PlacementEngine:
         mask = sum(1 << i for i in gpus)
         return self._build([node], [mask], start, end, fill=want / best_mask.bit_count())
 
-    def _build(
-        self, nodes: list[int], masks: list[int], start: float, end: float, *, fill: float
-    ) -> Placement:
+    def _build(self, nodes: list[int], masks: list[int], start: float, end: float, *, fill: float) -> Placement:
         topo = self.topology
         groups = sorted({topo.nodes[n].leaf_group for n in nodes})
         leaves: set[int] = set()

@@ -73,8 +73,7 @@ def explain_rejection(
     if n > elig.nodes:
         return Rejection(
             RejectReason.TOO_LARGE,
-            f"{n} nodes ({gpus} GPUs) requested; the pool has only {elig.nodes} eligible nodes "
-            f"({elig.gpus} GPUs)",
+            f"{n} nodes ({gpus} GPUs) requested; the pool has only {elig.nodes} eligible nodes ({elig.gpus} GPUs)",
             details,
         )
     level = engine.max_level(request)
@@ -82,10 +81,7 @@ def explain_rejection(
         reason = RejectReason.NO_CAPACITY
         best = _most_free_gpus_on_a_node(engine, request, shape, start, end)
         details["most_free_gpus_on_a_node"] = best
-        head = (
-            f"{shape.gpus_per_node} GPUs on one node requested; the most free GPUs on one node "
-            f"is {best}"
-        )
+        head = f"{shape.gpus_per_node} GPUs on one node requested; the most free GPUs on one node is {best}"
         what = f"{shape.gpus_per_node} GPUs"
     else:
         assert window is not None
@@ -177,9 +173,7 @@ def guarantee_rejection(
         "gpus_per_node": shape.gpus_per_node,
         "held_leaf_groups": held,
     }
-    reason = (
-        f"the free leaf groups are held for other tenants' guaranteed leaf groups ({held} held)"
-    )
+    reason = f"the free leaf groups are held for other tenants' guaranteed leaf groups ({held} held)"
     if shape.whole:
         window = engine.whole_node_window(elig, start, end, ignore, excluded)
         if engine.max_level(request) == LEVEL_GROUP:

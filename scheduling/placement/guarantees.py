@@ -60,9 +60,7 @@ class GuardView:
             if cls >= 0:
                 dedicated[cls] += 1
         self.dedicated = tuple(dedicated)
-        self.slack = self.universal - sum(
-            n - d for n, d in zip(needs, dedicated, strict=True) if n > d
-        )
+        self.slack = self.universal - sum(n - d for n, d in zip(needs, dedicated, strict=True) if n > d)
         self._cache: dict[tuple[int, ...], tuple[bool, bool]] = {}
 
     def evaluate(self, groups: Iterable[int]) -> tuple[bool, bool]:
@@ -101,8 +99,7 @@ class GuardView:
         return frozenset(
             g
             for g, cls in enumerate(self.classes)
-            if (cls == UNIVERSAL and universal_costs)
-            or (cls >= 0 and cls != me and dedicated[cls] <= needs[cls])
+            if (cls == UNIVERSAL and universal_costs) or (cls >= 0 and cls != me and dedicated[cls] <= needs[cls])
         )
 
     def universal_groups(self) -> frozenset[int]:

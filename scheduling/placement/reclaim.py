@@ -148,9 +148,7 @@ def reclaim_plan(
 Feasible = Callable[[frozenset[str]], bool]
 
 
-def _tiered_set(
-    relevant: list[str], victims: dict[str, Booking], feasible: Feasible
-) -> frozenset[str]:
+def _tiered_set(relevant: list[str], victims: dict[str, Booking], feasible: Feasible) -> frozenset[str]:
     # ``feasible(relevant)`` holds. The highest rank needed is the lowest whose bookings, with all
     # lower ones, suffice; then per rank, from it down, the fewest bookings given the ranks above
     # as chosen and everything below available (each step is feasible with all of its rank).
@@ -173,9 +171,7 @@ def _tiered_set(
     return chosen
 
 
-def _smallest_set(
-    tier: list[str], victims: dict[str, Booking], ok: Feasible
-) -> frozenset[str] | None:
+def _smallest_set(tier: list[str], victims: dict[str, Booking], ok: Feasible) -> frozenset[str] | None:
     # Fewest bookings, then fewest GPUs; ``None`` past the budget.
     if ok(frozenset()):
         return frozenset()
@@ -211,9 +207,7 @@ def _greedy_set(tier: list[str], victims: dict[str, Booking], ok: Feasible) -> f
     return frozenset(chosen)
 
 
-def _overlapping(
-    bookings: Iterable[Booking], placement: Placement, chosen: frozenset[str]
-) -> set[str]:
+def _overlapping(bookings: Iterable[Booking], placement: Placement, chosen: frozenset[str]) -> set[str]:
     allocation = dict(placement.allocations())
     used: set[str] = set()
     for booking in bookings:

@@ -77,9 +77,7 @@ class PoolState:
         # node -> number of its bookings that start after ``now``.
         self.future: dict[int, int] = {}
         self.group_free_nodes: list[int] = [len(g.nodes) for g in topology.groups]
-        self.group_free_gpus: list[int] = [
-            sum(nodes[i].gpus for i in g.nodes) for g in topology.groups
-        ]
+        self.group_free_gpus: list[int] = [sum(nodes[i].gpus for i in g.nodes) for g in topology.groups]
         # group -> tenant -> number of its non-borrowed bookings touching the group.
         self.group_holders: list[dict[str, int]] = [{} for _ in topology.groups]
         self._events: list[tuple[float, int, int, Booking]] = []
@@ -152,9 +150,7 @@ class PoolState:
                 raise ValueError(f"invalid GPU mask {mask:#x} for node {node}")
         clash = self.conflicts(allocations, start, end)
         if clash:
-            raise BookingConflict(
-                f"booking {booking_id!r} overlaps {', '.join(sorted(clash))} in [{start:g}, {end:g})"
-            )
+            raise BookingConflict(f"booking {booking_id!r} overlaps {', '.join(sorted(clash))} in [{start:g}, {end:g})")
         groups = tuple(sorted({self.node_group[node] for node, _ in allocations}))
         booking = Booking(booking_id, owner, start, end, tuple(allocations), groups=groups)
         self.bookings[booking_id] = booking
@@ -206,14 +202,11 @@ class PoolState:
         if new_end > booking.end:
             clash = self.conflicts(booking.allocations, booking.end, new_end, skip=booking_id)
             if clash:
-                raise BookingConflict(
-                    f"extending {booking_id!r} to {new_end:g} overlaps {', '.join(sorted(clash))}"
-                )
+                raise BookingConflict(f"extending {booking_id!r} to {new_end:g} overlaps {', '.join(sorted(clash))}")
         booking.end = new_end
         for node, _ in booking.allocations:
             self.entries[node] = [
-                (s, new_end, m, bid) if bid == booking_id else (s, e, m, bid)
-                for s, e, m, bid in self.entries[node]
+                (s, new_end, m, bid) if bid == booking_id else (s, e, m, bid) for s, e, m, bid in self.entries[node]
             ]
         heapq.heappush(self._events, (new_end, _END, next(self._seq), booking))
         return booking
@@ -258,9 +251,7 @@ class PoolState:
 
     # ---------------------------------------------------------------- queries
 
-    def free_mask(
-        self, node: int, start: float, end: float, ignore: frozenset[str] = frozenset()
-    ) -> int:
+    def free_mask(self, node: int, start: float, end: float, ignore: frozenset[str] = frozenset()) -> int:
         """GPUs of ``node`` free over ``[start, end)`` (``ignore``: bookings to pretend away).
 
         Node state is not considered here; callers filter on it.

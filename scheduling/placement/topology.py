@@ -90,9 +90,7 @@ class PoolTopology:
             if node.id != index:
                 raise ValueError(f"node {node.name!r} has id {node.id}, expected index {index}")
             if not 0 <= node.leaf_group < len(self.groups):
-                raise ValueError(
-                    f"node {node.name!r} refers to unknown leaf group {node.leaf_group}"
-                )
+                raise ValueError(f"node {node.name!r} refers to unknown leaf group {node.leaf_group}")
             if node.gpus < 1 or node.gpus > 62:
                 # GPU sets are bit masks in a Python int; 62 keeps them small ints.
                 raise ValueError(f"node {node.name!r} has {node.gpus} GPUs (1..62 supported)")
@@ -188,11 +186,7 @@ def rail_optimized(
             members.append(node_id)
         groups.append(LeafGroup(id=su, pod=su // per_pod, leaves=leaves, nodes=tuple(members)))
     leaf_spines = {
-        leaf: tuple(
-            range(
-                (leaf // rails // per_pod) * pod_spines, (leaf // rails // per_pod + 1) * pod_spines
-            )
-        )
+        leaf: tuple(range((leaf // rails // per_pod) * pod_spines, (leaf // rails // per_pod + 1) * pod_spines))
         for leaf in range(sus * rails)
     }
     return PoolTopology(

@@ -117,8 +117,7 @@ class Placement:
     def allocations(self) -> tuple[tuple[int, int], ...]:
         """``(node_id, gpu bit mask)`` pairs, the form :meth:`PoolState.book` takes."""
         return tuple(
-            (node, sum(1 << i for i in gpus))
-            for node, gpus in zip(self.node_ids, self.gpu_indices, strict=True)
+            (node, sum(1 << i for i in gpus)) for node, gpus in zip(self.node_ids, self.gpu_indices, strict=True)
         )
 
 

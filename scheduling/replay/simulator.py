@@ -131,9 +131,7 @@ class ReplayResult:
             "avg_jct_s": _mean([r.jct_s for r in records]),
             "avg_leaves_per_job": _mean([r.leaves for r in multi]),
             "avg_spines_per_job": _mean([r.spines for r in multi]),
-            "rail_aligned_fraction": (
-                _mean([1.0 if r.rail_aligned else 0.0 for r in multi]) if multi else 1.0
-            ),
+            "rail_aligned_fraction": (_mean([1.0 if r.rail_aligned else 0.0 for r in multi]) if multi else 1.0),
             "fragmentation": _mean(self.fragmentation),
             "decision_ms_p50": percentile(self.decision_ms, 50),
             "decision_ms_p99": percentile(self.decision_ms, 99),
@@ -216,9 +214,7 @@ class _Simulation:
 
     def _request(self, job: TraceJob, start: float) -> Request:
         duration = max(job.duration_s, MIN_DURATION_S)
-        return Request(
-            gpus=job.gpus, gpus_per_node=job.gpus_per_node, start=start, end=start + duration
-        )
+        return Request(gpus=job.gpus, gpus_per_node=job.gpus_per_node, start=start, end=start + duration)
 
     def _admit(self, index: int, job: TraceJob) -> None:
         engine = self.engine

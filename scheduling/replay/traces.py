@@ -69,13 +69,9 @@ class _Row:
         try:
             value = float(raw)
         except ValueError:
-            raise TraceFormatError(
-                self.path, self.line, f"column {column!r}: expected a number, got {raw!r}"
-            ) from None
+            raise TraceFormatError(self.path, self.line, f"column {column!r}: expected a number, got {raw!r}") from None
         if not math.isfinite(value):
-            raise TraceFormatError(
-                self.path, self.line, f"column {column!r}: {raw!r} is not finite"
-            )
+            raise TraceFormatError(self.path, self.line, f"column {column!r}: {raw!r} is not finite")
         if value < 0:
             raise TraceFormatError(self.path, self.line, f"column {column!r}: {raw!r} is negative")
         return value
@@ -85,9 +81,7 @@ class _Row:
         if value is None:
             return None
         if value != int(value):
-            raise TraceFormatError(
-                self.path, self.line, f"column {column!r}: expected a whole number, got {value:g}"
-            )
+            raise TraceFormatError(self.path, self.line, f"column {column!r}: expected a whole number, got {value:g}")
         return int(value)
 
     def positive_int(self, column: str) -> int:
@@ -118,9 +112,7 @@ def _rows(path: str | Path, required: tuple[str, ...]) -> Iterator[_Row]:
             raise TraceFormatError(path, 1, "empty file (expected a CSV header)")
         missing = [c for c in required if c not in {h.strip() for h in header}]
         if missing:
-            raise TraceFormatError(
-                path, 1, f"missing column(s) {', '.join(missing)}; header is {','.join(header)}"
-            )
+            raise TraceFormatError(path, 1, f"missing column(s) {', '.join(missing)}; header is {','.join(header)}")
         try:
             for row in reader:
                 # reader.line_num is the physical line just read (header = 1).
@@ -188,9 +180,7 @@ def load_alibaba(path: str | Path) -> list[TraceJob]:
         scheduled = row.number("scheduled_time", optional=True)
         began = created if scheduled is None else scheduled
         if deleted < began:
-            raise TraceFormatError(
-                row.path, row.line, f"deletion_time {deleted:g} is before the pod started"
-            )
+            raise TraceFormatError(row.path, row.line, f"deletion_time {deleted:g} is before the pod started")
         jobs.append(
             TraceJob(
                 job_id=row.text("name"),

@@ -47,13 +47,15 @@ def availability(
             if mask == state.full_mask[node]:
                 free_nodes += 1
                 per_group[state.node_group[node]] += 1
-        timeline.append({
-            "start": a,
-            "end": b,
-            "free_gpus": free_gpus,
-            "free_nodes": free_nodes,
-            "largest_free_leaf_group_nodes": max(per_group, default=0),
-        })  # fmt: skip
+        timeline.append(
+            {
+                "start": a,
+                "end": b,
+                "free_gpus": free_gpus,
+                "free_nodes": free_nodes,
+                "largest_free_leaf_group_nodes": max(per_group, default=0),
+            }
+        )
     return {
         "pool": pool.pk,
         "total_gpus": topology.total_gpus,

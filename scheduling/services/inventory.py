@@ -98,9 +98,15 @@ def import_inventory(fabric, *, actor: Actor | None = None) -> ImportResult:
                     leaf_port = link.b_port if link.a == name else link.a_port
                 rail = designed.rails[i] if i < len(designed.rails) else -1
                 hcas.append(
-                    HCA(node=node, index=i, rail=rail, port_guid=format_guid(guid),
-                        leaf=spec.leaves[i], leaf_port=leaf_port)
-                )  # fmt: skip
+                    HCA(
+                        node=node,
+                        index=i,
+                        rail=rail,
+                        port_guid=format_guid(guid),
+                        leaf=spec.leaves[i],
+                        leaf_port=leaf_port,
+                    )
+                )
         GPU.objects.bulk_create(gpus, batch_size=2000)
         HCA.objects.bulk_create(hcas, batch_size=2000)
         result = ImportResult(len(new_nodes), len(gpus), len(hcas))
@@ -124,27 +130,28 @@ def update_guids(fabric, guids: dict[str, list[str]], *, actor: Actor | None = N
     them; a node with fewer discovered ports keeps the planned GUIDs of the rest.
     """
     actor = actor or Actor.system("scheduling.update_guids")
-    unknown = sorted(set(guids) - set(
-        Node.objects.filter(fabric=fabric, name__in=list(guids)).values_list("name", flat=True)
-    ))  # fmt: skip
+    unknown = sorted(
+        set(guids) - set(Node.objects.filter(fabric=fabric, name__in=list(guids)).values_list("name", flat=True))
+    )
     if unknown:
         raise Invalid(f"unknown node(s) on fabric {fabric}: {', '.join(unknown[:10])}")
-    wanted = {
-        (name, i): format_guid(g) for name, ports in guids.items() for i, g in enumerate(ports)
-    }
+    wanted = {(name, i): format_guid(g) for name, ports in guids.items() for i, g in enumerate(ports)}
     changed: list[HCA] = []
     with transaction.atomic():
-        for hca in HCA.objects.filter(
-            node__fabric=fabric, node__name__in=list(guids)
-        ).select_related("node"):
+        for hca in HCA.objects.filter(node__fabric=fabric, node__name__in=list(guids)).select_related("node"):
             guid = wanted.get((hca.node.name, hca.index))
             if guid is not None and guid != hca.port_guid:
                 hca.port_guid = guid
                 changed.append(hca)
         HCA.objects.bulk_update(changed, ["port_guid"], batch_size=2000)
         if changed:
-            audit.record(actor, "inventory.update_guids", fabric, object_type="fabric.fabric",
-                         after={"ports_changed": len(changed)})  # fmt: skip
+            audit.record(
+                actor,
+                "inventory.update_guids",
+                fabric,
+                object_type="fabric.fabric",
+                after={"ports_changed": len(changed)},
+            )
     return len(changed)
 
 
@@ -204,8 +211,7 @@ def create_pool(
         with transaction.atomic():
             pool = Pool.objects.create(fabric=fabric, name=name, kind=kind, description=description)
             pool.nodes.set(nodes)
-            audit.record(actor, "pool.create", pool,
-                         after={**audit.snapshot(pool), "nodes": len(nodes)})  # fmt: skip
+            audit.record(actor, "pool.create", pool, after={**audit.snapshot(pool), "nodes": len(nodes)})
     except IntegrityError as exc:
         raise Conflict(f"fabric {fabric} already has a pool named {name!r}") from exc
     return pool
@@ -219,8 +225,9 @@ def set_pool_nodes(actor: Actor, principal: Principal, pool: Pool, nodes: list[N
         before = sorted(pool.nodes.values_list("name", flat=True))
         pool.nodes.set(nodes)
         Pool.objects.filter(pk=pool.pk).update(version=F("version") + 1)
-        audit.record(actor, "pool.nodes", pool, before={"nodes": before},
-                     after={"nodes": sorted(n.name for n in nodes)})  # fmt: skip
+        audit.record(
+            actor, "pool.nodes", pool, before={"nodes": before}, after={"nodes": sorted(n.name for n in nodes)}
+        )
     pool.refresh_from_db()
     return pool
 

@@ -124,9 +124,7 @@ def preempt(actor: Actor, reservation_id: int, *, now: dt.datetime) -> Reservati
     return reservation
 
 
-def extend(
-    actor: Actor, principal: Principal, reservation: Reservation, new_end: dt.datetime
-) -> Reservation:
+def extend(actor: Actor, principal: Principal, reservation: Reservation, new_end: dt.datetime) -> Reservation:
     """Move a live reservation's end later, if its GPUs are free and the quota allows."""
     _check_access(principal, reservation)
     if timezone.is_naive(new_end):
@@ -141,14 +139,13 @@ def extend(
             )
             reservation = _locked(reservation)
             if reservation.status not in Reservation.HOLDING:
-                raise IllegalTransition(f"a reservation that is {reservation.status} cannot be "
-                                        "extended")  # fmt: skip
+                raise IllegalTransition(f"a reservation that is {reservation.status} cannot be extended")
             if new_end <= reservation.end:
-                raise Invalid("the new end must be later (release to end early)",
-                              fields={"end": ["not after the current end"]})  # fmt: skip
+                raise Invalid(
+                    "the new end must be later (release to end early)", fields={"end": ["not after the current end"]}
+                )
             if new_end - reservation.start > MAX_WINDOW:
-                raise Invalid(f"windows are at most {MAX_WINDOW.days} days",
-                              fields={"end": ["too far"]})  # fmt: skip
+                raise Invalid(f"windows are at most {MAX_WINDOW.days} days", fields={"end": ["too far"]})
             mine = ReservationAllocation.objects.filter(reservation=reservation)
             lock_nodes(mine.values("node_id"))
             _check_extension_quota(reservation, quota, new_end)
@@ -162,16 +159,14 @@ def extend(
             )
             if clash is not None:
                 raise Conflict(
-                    f"its GPUs are reserved from {clash.start:%Y-%m-%d %H:%M} UTC; the longest "
-                    f"extension ends then",
+                    f"its GPUs are reserved from {clash.start:%Y-%m-%d %H:%M} UTC; the longest extension ends then",
                     code="booked",
                 )
             before = audit.snapshot(reservation)
             mine.update(end=new_end)
             reservation.end = new_end
             reservation.save(update_fields=["end", "updated_at"])
-            audit.record(actor, "reservation.extend", reservation, before=before,
-                         after=audit.snapshot(reservation))  # fmt: skip
+            audit.record(actor, "reservation.extend", reservation, before=before, after=audit.snapshot(reservation))
     except IntegrityError as exc:
         raise Conflict("its GPUs were reserved concurrently; try again", code="booked") from exc
     return reservation
@@ -179,8 +174,7 @@ def extend(
 
 def _check_extension_quota(reservation: Reservation, quota: Quota | None, new_end) -> None:
     limit = quota.limit_gpus if quota else 0
-    held = usage(reservation.tenant_id, reservation.pool_id, reservation.end, new_end,
-                 exclude=reservation.pk)  # fmt: skip
+    held = usage(reservation.tenant_id, reservation.pool_id, reservation.end, new_end, exclude=reservation.pk)
     if held + reservation.gpus > limit:
         raise Conflict(
             f"over quota: extending keeps {reservation.gpus} GPUs while the tenant holds up to "
@@ -207,8 +201,7 @@ def tick(now: dt.datetime | None = None) -> dict[str, int]:
             transition(reservation, S.ENDING)
             reservation.ended_at = now
             reservation.save()
-            audit.record(actor, "reservation.expire", reservation, before=before,
-                         after=audit.snapshot(reservation))  # fmt: skip
+            audit.record(actor, "reservation.expire", reservation, before=before, after=audit.snapshot(reservation))
             enqueue_reconcile(reservation.fabric_id)
             counts["expired"] += 1
         starting = Reservation.objects.select_for_update(skip_locked=True).filter(
@@ -218,8 +211,7 @@ def tick(now: dt.datetime | None = None) -> dict[str, int]:
             before = audit.snapshot(reservation)
             transition(reservation, S.PROVISIONING)
             reservation.save()
-            audit.record(actor, "reservation.start", reservation, before=before,
-                         after=audit.snapshot(reservation))  # fmt: skip
+            audit.record(actor, "reservation.start", reservation, before=before, after=audit.snapshot(reservation))
             enqueue_reconcile(reservation.fabric_id)
             counts["started"] += 1
         stuck = set(
@@ -239,9 +231,9 @@ def tick(now: dt.datetime | None = None) -> dict[str, int]:
 def desired_partitions(fabric_id: int) -> list[dict[str, Any]]:
     """Partitions of the fabric's reservations that hold nodes (see fabric_interface)."""
     reservations = list(
-        Reservation.objects.filter(
-            fabric_id=fabric_id, status__in=Reservation.HOLDING, pkey__isnull=False
-        ).order_by("pkey")
+        Reservation.objects.filter(fabric_id=fabric_id, status__in=Reservation.HOLDING, pkey__isnull=False).order_by(
+            "pkey"
+        )
     )
     nodes_of: dict[int, set[int]] = {r.pk: set() for r in reservations}
     for res_id, node_id in (
@@ -252,21 +244,21 @@ def desired_partitions(fabric_id: int) -> list[dict[str, Any]]:
         nodes_of[res_id].add(node_id)
     all_nodes = set().union(*nodes_of.values()) if nodes_of else set()
     guids: dict[int, list[str]] = {}
-    for node_id, guid in HCA.objects.filter(node_id__in=all_nodes).values_list(
-        "node_id", "port_guid"
-    ):
+    for node_id, guid in HCA.objects.filter(node_id__in=all_nodes).values_list("node_id", "port_guid"):
         guids.setdefault(node_id, []).append(guid)
     partitions = []
     for r in reservations:
         members = sorted(g for n in nodes_of[r.pk] for g in guids.get(n, []))
-        partitions.append({
-            "reservation_id": r.pk,
-            "tenant_id": r.tenant_id,
-            "name": r.partition_name,
-            "pkey": r.pkey,
-            "sl": r.sl,
-            "members": [[guid, "full"] for guid in members],
-        })  # fmt: skip
+        partitions.append(
+            {
+                "reservation_id": r.pk,
+                "tenant_id": r.tenant_id,
+                "name": r.partition_name,
+                "pkey": r.pkey,
+                "sl": r.sl,
+                "members": [[guid, "full"] for guid in members],
+            }
+        )
     return partitions
 
 
@@ -285,8 +277,7 @@ def fabric_verified(fabric_id: int, present_pkeys: set[int], change_id: int) -> 
             reservation.ready_at = now
             reservation.fabric_error = ""
             reservation.save()
-            audit.record(actor, "reservation.ready", reservation, before=before,
-                         after=audit.snapshot(reservation))  # fmt: skip
+            audit.record(actor, "reservation.ready", reservation, before=before, after=audit.snapshot(reservation))
             counts["ready"] += 1
         gone = Reservation.objects.select_for_update().filter(
             fabric_id=fabric_id, pkey_live=True, status__in=WINDING_DOWN
@@ -298,8 +289,7 @@ def fabric_verified(fabric_id: int, present_pkeys: set[int], change_id: int) -> 
             reservation.pkey_live = False
             reservation.fabric_error = ""
             reservation.save()
-            audit.record(actor, "reservation.released", reservation, before=before,
-                         after=audit.snapshot(reservation))  # fmt: skip
+            audit.record(actor, "reservation.released", reservation, before=before, after=audit.snapshot(reservation))
             counts["released"] += 1
     return counts
 
@@ -316,7 +306,8 @@ def fabric_failed(fabric_id: int, change_id: int, error: str) -> int:
             before = audit.snapshot(reservation)
             reservation.fabric_error = message
             reservation.save(update_fields=["fabric_error", "updated_at"])
-            audit.record(actor, "reservation.fabric_failed", reservation, before=before,
-                         after=audit.snapshot(reservation))  # fmt: skip
+            audit.record(
+                actor, "reservation.fabric_failed", reservation, before=before, after=audit.snapshot(reservation)
+            )
             waiting += 1
     return waiting

@@ -64,15 +64,12 @@ def usage(
     borrowed_only: bool = False,
 ) -> int:
     """Peak GPUs the tenant holds in the pool over ``[start, end)``."""
-    queryset = Reservation.objects.live().filter(
-        tenant_id=tenant_id, pool_id=pool_id, start__lt=end, end__gt=start
-    )
+    queryset = Reservation.objects.live().filter(tenant_id=tenant_id, pool_id=pool_id, start__lt=end, end__gt=start)
     if exclude is not None:
         queryset = queryset.exclude(pk=exclude)
     if borrowed_only:
         queryset = queryset.filter(borrowed=True)
-    windows = [(max(s, start), min(e, end), g) for s, e, g in
-               queryset.values_list("start", "end", "gpus")]  # fmt: skip
+    windows = [(max(s, start), min(e, end), g) for s, e, g in queryset.values_list("start", "end", "gpus")]
     return peak_usage(windows)
 
 
@@ -128,8 +125,7 @@ def set_quota(
         guaranteed_total = (others.aggregate(s=Sum("guaranteed_gpus"))["s"] or 0) + guaranteed_gpus
         if guaranteed_total > capacity:
             raise Conflict(
-                f"guarantees in pool {pool.name!r} would total {guaranteed_total} GPUs; "
-                f"the pool has {capacity}",
+                f"guarantees in pool {pool.name!r} would total {guaranteed_total} GPUs; the pool has {capacity}",
                 code="over_capacity",
             )
         if guaranteed_leaf_groups:
@@ -137,9 +133,7 @@ def set_quota(
 
             topology = topology_for_pool(pool)
             groups = len(topology.groups)
-            shaped = (others.aggregate(s=Sum("guaranteed_leaf_groups"))["s"] or 0) + (
-                guaranteed_leaf_groups
-            )
+            shaped = (others.aggregate(s=Sum("guaranteed_leaf_groups"))["s"] or 0) + (guaranteed_leaf_groups)
             if shaped > groups:
                 raise Conflict(
                     f"leaf-group guarantees in pool {pool.name!r} would total {shaped}; "

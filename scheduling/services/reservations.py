@@ -236,9 +236,7 @@ def snapshot(pool: Pool, now: dt.datetime) -> Snapshot:
         borrowed=F("reservation__borrowed"),
         priority=F("reservation__priority_class"),
     )
-    for row in owners.values_list(
-        "reservation_id", "first", "last", "tenant", "borrowed", "priority"
-    ):
+    for row in owners.values_list("reservation_id", "first", "last", "tenant", "borrowed", "priority"):
         res_id, start, end, tenant_id, borrowed, priority_class = row
         engine.state.book(
             f"r{res_id}",
@@ -250,9 +248,7 @@ def snapshot(pool: Pool, now: dt.datetime) -> Snapshot:
     return Snapshot(named, engine, now)
 
 
-def decide(
-    snap: Snapshot, request: ReservationRequest, tenant: Tenant, pool: Pool, quota: Quota | None
-) -> Decision:
+def decide(snap: Snapshot, request: ReservationRequest, tenant: Tenant, pool: Pool, quota: Quota | None) -> Decision:
     """Quota check, then placement (with reclaim of borrowed capacity inside a guarantee).
 
     The request is the tenant's, borrowed or not: a non-borrowed one must keep the other
@@ -267,9 +263,7 @@ def decide(
     held = usage(tenant.pk, pool.pk, start, end)
     if quota is None:
         message = f"tenant {tenant.name!r} has no quota in pool {pool.name!r}"
-        return Decision(
-            start, end, gpus, None, held, False, Rejection("no_quota", message), "no_quota"
-        )  # type: ignore[arg-type]
+        return Decision(start, end, gpus, None, held, False, Rejection("no_quota", message), "no_quota")  # type: ignore[arg-type]
     if held + gpus > quota.limit_gpus:
         message = (
             f"over quota: {gpus} GPUs requested; tenant {tenant.name!r} already holds up to {held} "
@@ -277,9 +271,13 @@ def decide(
             f"({quota.guaranteed_gpus} guaranteed + {quota.borrow_limit_gpus} borrowable); "
             f"headroom {max(0, quota.limit_gpus - held)} GPUs"
         )
-        details = {"requested_gpus": gpus, "held_gpus": held, "limit_gpus": quota.limit_gpus,
-                   "guaranteed_gpus": quota.guaranteed_gpus,
-                   "borrow_limit_gpus": quota.borrow_limit_gpus}  # fmt: skip
+        details = {
+            "requested_gpus": gpus,
+            "held_gpus": held,
+            "limit_gpus": quota.limit_gpus,
+            "guaranteed_gpus": quota.guaranteed_gpus,
+            "borrow_limit_gpus": quota.borrow_limit_gpus,
+        }
         rejection = Rejection("over_quota", message, details)  # type: ignore[arg-type]
         return Decision(start, end, gpus, quota, held, True, rejection, "over_quota")
     borrowed = held + gpus > quota.guaranteed_gpus
@@ -301,9 +299,7 @@ def explanation(decision: Decision) -> dict[str, Any]:
         return {}
     details: dict[str, Any] = {}
     for key, value in decision.result.details.items():
-        if key in {"window_start", "window_end", "earliest_start", "earliest_end"} and isinstance(
-            value, int | float
-        ):
+        if key in {"window_start", "window_end", "earliest_start", "earliest_end"} and isinstance(value, int | float):
             value = dt.datetime.fromtimestamp(value, dt.UTC).isoformat()
         details[key] = value
     return {"reason": decision.code, "message": decision.result.message, "details": details}
@@ -378,10 +374,7 @@ def _retryable(exc: OperationalError) -> bool:
 def lock_nodes(node_ids) -> None:
     """Lock node rows in primary-key order (the fixed order every writer uses)."""
     list(
-        Node.objects.filter(pk__in=node_ids)
-        .order_by("pk")
-        .select_for_update(of=("self",))
-        .values_list("pk", flat=True)
+        Node.objects.filter(pk__in=node_ids).order_by("pk").select_for_update(of=("self",)).values_list("pk", flat=True)
     )
 
 
@@ -415,8 +408,7 @@ def _reserve_once(
             reservation.reason = decision.result.message
             reservation.explanation = explanation(decision)
             reservation.save()
-            audit.record(actor, "reservation.reject", reservation,
-                         after=audit.snapshot(reservation))  # fmt: skip
+            audit.record(actor, "reservation.reject", reservation, after=audit.snapshot(reservation))
             return reservation
         placement = decision.result
         for victim in placement.preempts:
@@ -426,14 +418,11 @@ def _reserve_once(
         pkey = allocate_pkey(pool.fabric)
         if pkey is None:
             raise Conflict(
-                f"fabric {pool.fabric} has no free P_Key in "
-                f"0x{pool.fabric.pkey_min:04x}..0x{pool.fabric.pkey_max:04x}",
+                f"fabric {pool.fabric} has no free P_Key in 0x{pool.fabric.pkey_min:04x}..0x{pool.fabric.pkey_max:04x}",
                 code="no_pkey",
             )
         now_window = decision.start <= snap.now
-        reservation.status = (
-            Reservation.Status.PROVISIONING if now_window else Reservation.Status.PLACED
-        )
+        reservation.status = Reservation.Status.PROVISIONING if now_window else Reservation.Status.PLACED
         reservation.gpus = placement.gpus
         reservation.borrowed = decision.borrowed
         reservation.pkey = pkey
@@ -456,8 +445,7 @@ def _reserve_once(
             ],
             batch_size=2000,
         )
-        audit.record(actor, "reservation.create", reservation,
-                     after=audit.snapshot(reservation))  # fmt: skip
+        audit.record(actor, "reservation.create", reservation, after=audit.snapshot(reservation))
         enqueue_reconcile(pool.fabric_id)
     return reservation
 
@@ -470,9 +458,7 @@ def allocate_pkey(fabric) -> int | None:
     """
     from console.fabric.models import FabricPartition
 
-    used = set(
-        Reservation.objects.filter(fabric=fabric, pkey_live=True).values_list("pkey", flat=True)
-    )
+    used = set(Reservation.objects.filter(fabric=fabric, pkey_live=True).values_list("pkey", flat=True))
     used |= set(
         FabricPartition.objects.filter(fabric=fabric)
         .exclude(source=FabricPartition.Source.RESERVATION)

@@ -122,9 +122,7 @@ def build_topology(name: str, specs: Sequence[NodeSpec], shape: FabricShape) -> 
     """The engine's topology for ``specs``; node ids follow leaf groups, then input order."""
     groups: dict[object, list[int]] = {}
     for index, spec in enumerate(specs):
-        key: object = (
-            ("su", spec.su) if spec.su >= 0 else ("leaves", tuple(sorted(set(spec.leaves))))
-        )
+        key: object = ("su", spec.su) if spec.su >= 0 else ("leaves", tuple(sorted(set(spec.leaves))))
         groups.setdefault(key, []).append(index)
     ordered_keys = sorted(groups, key=lambda k: (k[0], k[1]))  # type: ignore[index]
     leaf_ids: dict[str, int] = {}
@@ -145,11 +143,7 @@ def build_topology(name: str, specs: Sequence[NodeSpec], shape: FabricShape) -> 
         # The group's rail-i leaf: the leaf most of its nodes' HCA i reaches (a miswired node
         # then shows up as not rail-aligned instead of redefining the rail).
         rail_leaves = tuple(
-            leaf_id(
-                Counter(
-                    specs[i].leaves[r] for i in members if len(specs[i].leaves) > r
-                ).most_common(1)[0][0]
-            )
+            leaf_id(Counter(specs[i].leaves[r] for i in members if len(specs[i].leaves) > r).most_common(1)[0][0])
             for r in range(width)
         )
         first_leaf = next((specs[i].leaves[0] for i in members if specs[i].leaves), "")
@@ -193,8 +187,7 @@ def build_topology(name: str, specs: Sequence[NodeSpec], shape: FabricShape) -> 
 
 def topology_from_graph(graph: FabricGraph, name: str = "") -> NamedTopology:
     """The whole designed fabric as one pool (the replay simulator's view)."""
-    return build_topology(name or graph.meta.get("name", "fabric"), specs_from_graph(graph),
-                          fabric_shape(graph))  # fmt: skip
+    return build_topology(name or graph.meta.get("name", "fabric"), specs_from_graph(graph), fabric_shape(graph))
 
 
 # ------------------------------------------------------------------ Django: pools, cached
@@ -242,9 +235,7 @@ def pool_topology(pool) -> NamedTopology:
     shape = shape_of_revision(fabric.revision_id, revised)
     nodes = list(Node.objects.filter(pools=pool).order_by("pk"))
     leaves: dict[int, list[str]] = {n.pk: [] for n in nodes}
-    for node_id, leaf in (
-        HCA.objects.filter(node__in=nodes).order_by("node", "index").values_list("node_id", "leaf")
-    ):
+    for node_id, leaf in HCA.objects.filter(node__in=nodes).order_by("node", "index").values_list("node_id", "leaf"):
         leaves[node_id].append(leaf)
     specs = [NodeSpec(n.name, n.gpus, n.gpu_model, n.su, tuple(leaves[n.pk])) for n in nodes]
     named = build_topology(pool.name, specs, shape)
@@ -253,9 +244,7 @@ def pool_topology(pool) -> NamedTopology:
     index_of_pk = {pk: i for i, pk in enumerate(node_pks)}
     gpu_pks = {
         (index_of_pk[node_id], index): pk
-        for pk, node_id, index in GPU.objects.filter(node__in=nodes).values_list(
-            "pk", "node_id", "index"
-        )
+        for pk, node_id, index in GPU.objects.filter(node__in=nodes).values_list("pk", "node_id", "index")
     }
     named = NamedTopology(
         named.topology,

@@ -27,9 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
-BENCH_DB = os.environ.get(
-    "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/ibconsole_bench"
-)
+BENCH_DB = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/ibconsole_bench")
 BIG = {"topology": "rail-optimized", "gpus": 16384, "node_type": "DGX-H100", "switch": "QM9700"}
 
 
@@ -38,8 +36,9 @@ def last_json_line(text: str) -> dict:
 
 
 def core() -> dict:
-    out = subprocess.run([PY, "tests/benchmarks/bench_designer_core.py"], cwd=ROOT, check=True,
-                         capture_output=True, text=True).stdout  # fmt: skip
+    out = subprocess.run(
+        [PY, "tests/benchmarks/bench_designer_core.py"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout
     return last_json_line(out)
 
 
@@ -80,8 +79,7 @@ print(json.dumps({{"save_16384_s_median": round(statistics.median(times), 3),
                   "save_16384_s_runs": [round(t, 3) for t in times], "graph_json_mb":
                   round(size / 2**20, 1)}}))
 """
-    out = subprocess.run([PY, "-c", code], cwd=ROOT, env=env, check=True, capture_output=True,
-                         text=True).stdout  # fmt: skip
+    out = subprocess.run([PY, "-c", code], cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout
     return last_json_line(out)
 
 
@@ -96,12 +94,16 @@ def canvas() -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env |= {"CONSOLE_DATA_DIR": data_dir, "CONSOLE_LAB": "0"}
     for args in (["migrate", "-v", "0"], ["demo", "seed"]):
-        subprocess.run([PY, "manage.py", *args], cwd=ROOT, env=env, check=True,
-                       capture_output=True)  # fmt: skip
+        subprocess.run([PY, "manage.py", *args], cwd=ROOT, env=env, check=True, capture_output=True)
     port = free_port()
-    server = subprocess.Popen([PY, "manage.py", "up", "--port", str(port)], cwd=ROOT, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)  # fmt: skip
+    server = subprocess.Popen(
+        [PY, "manage.py", "up", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -110,9 +112,13 @@ def canvas() -> dict:
                 break
             except OSError:
                 time.sleep(0.3)
-        out = subprocess.run([PY, "tests/benchmarks/bench_designer_canvas.py", "--url",
-                              f"http://127.0.0.1:{port}"], cwd=ROOT, check=True,
-                             capture_output=True, text=True).stdout  # fmt: skip
+        out = subprocess.run(
+            [PY, "tests/benchmarks/bench_designer_canvas.py", "--url", f"http://127.0.0.1:{port}"],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
         return last_json_line(out)
     finally:
         os.killpg(server.pid, 15)
@@ -128,9 +134,7 @@ def main() -> None:
         "benchmark": "designer",
         "plan_2048_total_s": core_figures["cases"]["2048_gpus_2_levels"]["total_s"],
         "plan_16384_total_s": big["total_s"],
-        "plan_16384_steps_s": {
-            k: big[f"{k}_s"] for k in ("plan", "validate", "cabling", "export")
-        },  # fmt: skip
+        "plan_16384_steps_s": {k: big[f"{k}_s"] for k in ("plan", "validate", "cabling", "export")},
         "peak_rss_mb": core_figures["ru_maxrss_mb"],
         **save,
         "canvas_2048_interactive_ms_median": canvas_figures["interactive_ms_median"],
@@ -140,7 +144,7 @@ def main() -> None:
             "save_16384_s": 10.0,
             "peak_mb": 1024,
             "canvas_ms": 2000,
-        },  # fmt: skip
+        },
     }
     figures["meets_targets"] = (
         figures["plan_16384_total_s"] < 1.0

@@ -46,9 +46,16 @@ def run_once(options: dict) -> dict[str, float]:
     content, _, _ = export(result.graph, "ibnetdiscover")
     t4 = time.perf_counter()
     assert result.ok and report.ok and rows and content
-    return {"plan": t1 - t0, "validate": t2 - t1, "cabling": t3 - t2, "export": t4 - t3,
-            "total": t4 - t0, "switches": len(result.graph.switches),
-            "cables": len(result.graph.links), "lines": content.count("\n")}  # fmt: skip
+    return {
+        "plan": t1 - t0,
+        "validate": t2 - t1,
+        "cabling": t3 - t2,
+        "export": t4 - t3,
+        "total": t4 - t0,
+        "switches": len(result.graph.switches),
+        "cables": len(result.graph.links),
+        "lines": content.count("\n"),
+    }
 
 
 def main() -> None:
@@ -62,8 +69,10 @@ def main() -> None:
         for _ in range(args.repeat):
             gc.collect()
             runs.append(run_once(options))
-        med = {k: round(statistics.median(r[k] for r in runs), 4)
-               for k in ("plan", "validate", "cabling", "export", "total")}  # fmt: skip
+        med = {
+            k: round(statistics.median(r[k] for r in runs), 4)
+            for k in ("plan", "validate", "cabling", "export", "total")
+        }
         gc.collect()
         tracemalloc.start()
         run_once(options)
@@ -76,19 +85,22 @@ def main() -> None:
             "ibnetdiscover_lines": runs[0]["lines"],
             "tracemalloc_peak_mb": round(peak / 2**20, 1),
         }
-        print(f"{name}: " + ", ".join(f"{k} {v}" for k, v in figures[name].items()),
-              file=sys.stderr)  # fmt: skip
+        print(f"{name}: " + ", ".join(f"{k} {v}" for k, v in figures[name].items()), file=sys.stderr)
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     big = figures["16384_gpus_3_levels"]
-    print(json.dumps({
-        "benchmark": "designer_core",
-        "repeat": args.repeat,
-        "cases": figures,
-        "ru_maxrss_mb": round(rss_mb, 1),
-        "target_total_s": TARGET_S,
-        "target_peak_mb": TARGET_MB,
-        "meets_targets": big["total_s"] < TARGET_S and rss_mb < TARGET_MB,
-    }))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "benchmark": "designer_core",
+                "repeat": args.repeat,
+                "cases": figures,
+                "ru_maxrss_mb": round(rss_mb, 1),
+                "target_total_s": TARGET_S,
+                "target_peak_mb": TARGET_MB,
+                "meets_targets": big["total_s"] < TARGET_S and rss_mb < TARGET_MB,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

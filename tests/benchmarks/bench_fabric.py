@@ -75,9 +75,7 @@ def lab_up_runs(revision: DesignRevision, base: Path, runs: int) -> tuple[list[f
     wall, opensm = [], []
     for i in range(runs):
         t = time.monotonic()
-        fabric, lab = labs.start_lab(
-            revision, name=BENCH_FABRIC, actor=ACTOR, workdir=base / f"up{i}"
-        )
+        fabric, lab = labs.start_lab(revision, name=BENCH_FABRIC, actor=ACTOR, workdir=base / f"up{i}")
         wall.append(time.monotonic() - t)
         opensm.append(lab.status()["up_seconds"])
         routing = routing_engine_in_use(lab)
@@ -94,10 +92,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--lab-runs", type=int, default=3)
-    parser.add_argument("--parallel", type=int, default=PushOptions().parallel,
-                        help="concurrent smpquery reads during verification")  # fmt: skip
-    parser.add_argument("--no-mad", action="store_true",
-                        help="verify with smpquery processes, not the MAD helper")  # fmt: skip
+    parser.add_argument(
+        "--parallel", type=int, default=PushOptions().parallel, help="concurrent smpquery reads during verification"
+    )
+    parser.add_argument("--no-mad", action="store_true", help="verify with smpquery processes, not the MAD helper")
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     if labs.missing_packages():
@@ -122,9 +120,7 @@ def main() -> None:
         fabric, lab = labs.start_lab(revision, name=BENCH_FABRIC, actor=ACTOR, workdir=base / "lab")
         try:
             figures.update(measure_discovery(fabric, args.runs))
-            figures.update(
-                measure_partitions(lab, graph, args.runs, args.parallel, use_mad=not args.no_mad)
-            )
+            figures.update(measure_partitions(lab, graph, args.runs, args.parallel, use_mad=not args.no_mad))
         finally:
             labs.stop_lab(fabric)
             DiscoveryRun.objects.filter(fabric=fabric).delete()
@@ -157,9 +153,7 @@ def measure_discovery(fabric: Fabric, runs: int) -> dict[str, object]:
     }
 
 
-def measure_partitions(
-    lab: Lab, graph, runs: int, parallel: int, *, use_mad: bool = True
-) -> dict[str, object]:
+def measure_partitions(lab: Lab, graph, runs: int, parallel: int, *, use_mad: bool = True) -> dict[str, object]:
     """Grant a 128-GPU partition (16 DGX nodes × 8 HCAs), verified; then release it."""
     nodes = list(graph.nodes.values())
     grants, releases, verifies, checks = [], [], [], 0

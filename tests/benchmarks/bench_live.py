@@ -86,10 +86,10 @@ def setup(workdir: Path):
     call_command("migrate", verbosity=0)
     uid = uuid.uuid4().hex[:6]
     actor = Actor.system("bench")
-    _, revision = create_design(actor, Principal(None, Role.OPERATOR, None),
-                                name=f"bench-live-{uid}", options=OPTIONS)  # fmt: skip
-    fabric, _ = labs.start_lab(revision, name=f"bench-live-{uid}", actor=actor,
-                               workdir=workdir, socket_name=f"bl-{uid}")  # fmt: skip
+    _, revision = create_design(actor, Principal(None, Role.OPERATOR, None), name=f"bench-live-{uid}", options=OPTIONS)
+    fabric, _ = labs.start_lab(
+        revision, name=f"bench-live-{uid}", actor=actor, workdir=workdir, socket_name=f"bl-{uid}"
+    )
     inventory.import_inventory(fabric)
     users, tenants, tokens = [], [], []
     user_model = get_user_model()
@@ -98,15 +98,13 @@ def setup(workdir: Path):
         user = user_model.objects.create_user(f"bench-{name}-{uid}", password="pw-12345678")
         Membership.objects.create(user=user, role=Role.TENANT_ADMIN, tenant=tenant)
         ready_reservation(fabric, tenant, nodes=8)
-        _, token = actions.issue_token(Actor.for_user(user), Principal.of(user), user=user,
-                                       name="bench")  # fmt: skip
+        _, token = actions.issue_token(Actor.for_user(user), Principal.of(user), user=user, name="bench")
         users.append(user)
         tenants.append(tenant)
         tokens.append(token)
     op = user_model.objects.create_user(f"bench-op-{uid}", password="pw-12345678")
     Membership.objects.create(user=op, role=Role.OPERATOR)
-    _, op.bench_token = actions.issue_token(Actor.for_user(op), Principal.of(op), user=op,
-                                            name="bench")  # fmt: skip
+    _, op.bench_token = actions.issue_token(Actor.for_user(op), Principal.of(op), user=op, name="bench")
     return fabric, tenants, tokens, op
 
 
@@ -144,8 +142,9 @@ def mad_throughput(fabric, reps: int) -> dict:
 
     lab = labs.lab_for(fabric)
     lm = build_link_map(revision_graph(fabric.revision), lab.diags(timeout=60).ibnetdiscover())
-    ports = [(lm.switch_lids[sw], p) for sw, plist in lm.measured_ports().items()
-             if sw in lm.switch_lids for p in plist]  # fmt: skip
+    ports = [
+        (lm.switch_lids[sw], p) for sw, plist in lm.measured_ports().items() if sw in lm.switch_lids for p in plist
+    ]
     rates: dict[str, list[float]] = {"sync": [], "pipelined": []}
     same = True
     with MadSession(lab.diag_env(), timeout=60) as mad:
@@ -157,13 +156,20 @@ def mad_throughput(fabric, reps: int) -> dict:
                 stats = mad.last_stats
                 rates[mode].append(stats["mads"] / stats["seconds"])
             # data counters move (MADs cross the links); errors and states must agree
-            same &= all((a is None) == (b is None) and (a is None or a[2:] == b[2:])
-                        for a, b in zip(answers["sync"], answers["pipelined"], strict=True))  # fmt: skip
+            same &= all(
+                (a is None) == (b is None) and (a is None or a[2:] == b[2:])
+                for a, b in zip(answers["sync"], answers["pipelined"], strict=True)
+            )
         pipelined = mad.pipelined
     sync, pipe = statistics.median(rates["sync"]), statistics.median(rates["pipelined"])
-    return {"mad_ports": len(ports), "mad_per_s_sync": round(sync), "mad_per_s_pipelined": round(pipe),
-            "mad_pipelined_speedup": round(pipe / sync, 2), "mad_answers_equal": same,
-            "mad_helper_pipelined": pipelined}  # fmt: skip
+    return {
+        "mad_ports": len(ports),
+        "mad_per_s_sync": round(sync),
+        "mad_per_s_pipelined": round(pipe),
+        "mad_pipelined_speedup": round(pipe / sync, 2),
+        "mad_answers_equal": same,
+        "mad_helper_pipelined": pipelined,
+    }
 
 
 def cycle_times(fabric, config: dict, prefix: str = "") -> dict:
@@ -183,18 +189,19 @@ def cycle_times(fabric, config: dict, prefix: str = "") -> dict:
     finally:
         collector.close()
     times, reads, writes, mads, pubs = times[1:], reads[1:], writes[1:], mads[1:], pubs[1:]
-    return {f"{prefix}collector_links": links,
-            f"{prefix}collector_cycle_p50_s": round(statistics.median(times), 3),
-            f"{prefix}collector_cycle_p95_s": round(pct(times, 95), 3),
-            f"{prefix}collector_read_p50_s": round(statistics.median(reads), 3),
-            f"{prefix}collector_write_p50_s": round(statistics.median(writes), 3),
-            f"{prefix}collector_publish_p50_s": round(statistics.median(pubs), 3),
-            f"{prefix}collector_mads_per_sweep": round(statistics.median(mads))}  # fmt: skip
+    return {
+        f"{prefix}collector_links": links,
+        f"{prefix}collector_cycle_p50_s": round(statistics.median(times), 3),
+        f"{prefix}collector_cycle_p95_s": round(pct(times, 95), 3),
+        f"{prefix}collector_read_p50_s": round(statistics.median(reads), 3),
+        f"{prefix}collector_write_p50_s": round(statistics.median(writes), 3),
+        f"{prefix}collector_publish_p50_s": round(statistics.median(pubs), 3),
+        f"{prefix}collector_mads_per_sweep": round(statistics.median(mads)),
+    }
 
 
 def perfquery_cycle(fabric) -> float:
-    pq = FabricCollector(fabric, CollectorOptions(reader="perfquery", lab_traffic=False,
-                                                  store_interval=1e9))  # fmt: skip
+    pq = FabricCollector(fabric, CollectorOptions(reader="perfquery", lab_traffic=False, store_interval=1e9))
     pq.setup()
     pq.sweep()
     pq_s = pq.sweep().cycle_s
@@ -226,10 +233,13 @@ async def clients(port: int, subs, links_of, run_phases):
         results.append(rec)
         other = set().union(*(v for k, v in links_of.items() if k != tenant)) if tenant else set()
         await asyncio.sleep(i * 0.01)
-        async with websockets.connect(f"ws://127.0.0.1:{port}{path}",
-                                      subprotocols=[f"bearer.{token}"],
-                                      origin=f"http://127.0.0.1:{port}", max_size=2**22,
-                                      open_timeout=30) as ws:  # fmt: skip
+        async with websockets.connect(
+            f"ws://127.0.0.1:{port}{path}",
+            subprotocols=[f"bearer.{token}"],
+            origin=f"http://127.0.0.1:{port}",
+            max_size=2**22,
+            open_timeout=30,
+        ) as ws:
             while not stop.is_set():
                 try:
                     raw = await asyncio.wait_for(ws.recv(), 0.5)
@@ -271,8 +281,10 @@ def collector_child(fabric_id: int, config: dict) -> None:
         while not stop.is_set():
             started = time.monotonic()
             r = collector.sweep()
-            print(json.dumps({"cycle_s": r.cycle_s, "read_s": r.read_s, "publish_s": r.publish_s,
-                              "mads": r.mads}), flush=True)  # fmt: skip
+            print(
+                json.dumps({"cycle_s": r.cycle_s, "read_s": r.read_s, "publish_s": r.publish_s, "mads": r.mads}),
+                flush=True,
+            )
             stop.wait(max(0.0, 1.0 - (time.monotonic() - started)))
     finally:
         collector.close()
@@ -283,9 +295,13 @@ def live_phase(fabric, groups: list[str], config: dict, seconds: float, uvicorn_
     sequence windows and the collector's figures."""
     from console.telemetry.store import current_seq
 
-    child = subprocess.Popen([sys.executable, __file__, "--collector-child", str(fabric.pk),
-                              "--config", json.dumps(config)], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True, cwd=ROOT)  # fmt: skip
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--collector-child", str(fabric.pk), "--config", json.dumps(config)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     reports: list[dict] = []
 
     def pump():
@@ -301,8 +317,7 @@ def live_phase(fabric, groups: list[str], config: dict, seconds: float, uvicorn_
     time.sleep(3.0)  # warm: baselines read, first deltas out
 
     def mark():
-        return ({g: current_seq(g) for g in groups}, cpu_seconds(uvicorn_pid), time.monotonic(),
-                len(reports))  # fmt: skip
+        return ({g: current_seq(g) for g in groups}, cpu_seconds(uvicorn_pid), time.monotonic(), len(reports))
 
     load0 = load_average()
     seq0, cpu0, wall0, n0 = mark()
@@ -312,20 +327,22 @@ def live_phase(fabric, groups: list[str], config: dict, seconds: float, uvicorn_
     child.wait(30)
     reader.join(5)
     window = [r for r in reports[n0:n1] if "cycle_s" in r] or [r for r in reports if "cycle_s" in r]
-    return {"seq": (seq0, seq1), "cpu": (cpu1 - cpu0) / (wall1 - wall0) * 100,
-            "cycle_p50": statistics.median(r["cycle_s"] for r in window),
-            "read_p50": statistics.median(r["read_s"] for r in window),
-            "publish_p50": statistics.median(r["publish_s"] for r in window),
-            "publish_p99": pct([r["publish_s"] for r in window], 99),
-            "mads": statistics.median(r["mads"] for r in window),
-            "load": round((load0 + load_average()) / 2, 2)}  # fmt: skip
+    return {
+        "seq": (seq0, seq1),
+        "cpu": (cpu1 - cpu0) / (wall1 - wall0) * 100,
+        "cycle_p50": statistics.median(r["cycle_s"] for r in window),
+        "read_p50": statistics.median(r["read_s"] for r in window),
+        "publish_p50": statistics.median(r["publish_s"] for r in window),
+        "publish_p99": pct([r["publish_s"] for r in window], 99),
+        "mads": statistics.median(r["mads"] for r in window),
+        "load": round((load0 + load_average()) / 2, 2),
+    }
 
 
 def phase_figures(results, phase: dict, prefix: str = "") -> dict:
     seq0, seq1 = phase["seq"]
     figures = {}
-    for kind, recs in (("", [r for r in results if r["tenant"]]),
-                       ("fabric_", [r for r in results if not r["tenant"]])):  # fmt: skip
+    for kind, recs in (("", [r for r in results if r["tenant"]]), ("fabric_", [r for r in results if not r["tenant"]])):
         expected = received = cross = 0
         latencies = []
         for rec in recs:
@@ -340,19 +357,27 @@ def phase_figures(results, phase: dict, prefix: str = "") -> dict:
             cross += sum(c for _, _, c in got)
         if not recs:
             continue
-        figures.update({f"{kind}messages_expected": expected,
-                        f"{kind}delivered_fraction": round(received / expected, 5) if expected else 0.0,
-                        f"{kind}p50_ms": round(pct(latencies, 50), 1),
-                        f"{kind}p99_ms": round(pct(latencies, 99), 1)})  # fmt: skip
+        figures.update(
+            {
+                f"{kind}messages_expected": expected,
+                f"{kind}delivered_fraction": round(received / expected, 5) if expected else 0.0,
+                f"{kind}p50_ms": round(pct(latencies, 50), 1),
+                f"{kind}p99_ms": round(pct(latencies, 99), 1),
+            }
+        )
         if kind == "":
             figures["cross_tenant_deliveries"] = cross
-    figures.update({"server_cpu_percent": round(phase["cpu"], 1),
-                    "live_cycle_p50_s": round(phase["cycle_p50"], 3),
-                    "live_read_p50_s": round(phase["read_p50"], 3),
-                    "live_publish_p50_ms": round(phase["publish_p50"] * 1000, 1),
-                    "live_publish_p99_ms": round(phase["publish_p99"] * 1000, 1),
-                    "live_mads_per_sweep": round(phase["mads"]),
-                    "live_load_average": phase["load"]})  # fmt: skip
+    figures.update(
+        {
+            "server_cpu_percent": round(phase["cpu"], 1),
+            "live_cycle_p50_s": round(phase["cycle_p50"], 3),
+            "live_read_p50_s": round(phase["read_p50"], 3),
+            "live_publish_p50_ms": round(phase["publish_p50"] * 1000, 1),
+            "live_publish_p99_ms": round(phase["publish_p99"] * 1000, 1),
+            "live_mads_per_sweep": round(phase["mads"]),
+            "live_load_average": phase["load"],
+        }
+    )
     return figures
 
 
@@ -371,8 +396,7 @@ def browser_apply_ms(port: int, fabric, op) -> float:
         page.get_by_role("button", name="Log in").click()
         page.wait_for_url(f"{url}/")
         page.goto(f"{url}/fabrics/{fabric.pk}/live/")
-        page.wait_for_function("() => window.__live && window.__live.links.size > 1000",
-                               timeout=60_000)  # fmt: skip
+        page.wait_for_function("() => window.__live && window.__live.links.size > 1000", timeout=60_000)
         ms = page.evaluate("""() => {
             const live = window.__live; const out = [];
             for (let i = 0; i < 5; i++) {
@@ -389,12 +413,10 @@ def browser_apply_ms(port: int, fabric, op) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=200, help="tenant clients (2 tenants)")
-    parser.add_argument("--operators", type=int, default=10,
-                        help="operator clients on the fabric group (every link)")  # fmt: skip
+    parser.add_argument("--operators", type=int, default=10, help="operator clients on the fabric group (every link)")
     parser.add_argument("--seconds", type=float, default=30, help="length of each live window")
     parser.add_argument("--mad-reps", type=int, default=5, help="repetitions of the MAD test")
-    parser.add_argument("--no-baseline", action="store_true",
-                        help="skip the baseline configuration's live window")  # fmt: skip
+    parser.add_argument("--no-baseline", action="store_true", help="skip the baseline configuration's live window")
     parser.add_argument("--no-browser", action="store_true", help="skip the Chromium step")
     parser.add_argument("--collector-child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--config", default="{}", help=argparse.SUPPRESS)
@@ -413,41 +435,58 @@ def main() -> None:
         print(json.dumps({"phase": "mad", **out}), flush=True)
         out.update(cycle_times(fabric, BASELINE, "baseline_"))
         out.update(cycle_times(fabric, CURRENT))
-        out["collector_cycle_ratio"] = round(
-            out["collector_cycle_p50_s"] / out["baseline_collector_cycle_p50_s"], 3
-        )
+        out["collector_cycle_ratio"] = round(out["collector_cycle_p50_s"] / out["baseline_collector_cycle_p50_s"], 3)
         out["perfquery_reader_cycle_s"] = perfquery_cycle(fabric)
         print(json.dumps({"phase": "collector", **out}), flush=True)
         port = free_port()
         env = dict(os.environ, CONSOLE_DATA_DIR=str(workdir))
-        uvicorn = subprocess.Popen([sys.executable, "-m", "uvicorn", "console.asgi:application",
-                                    "--host", "127.0.0.1", "--port", str(port), "--lifespan",
-                                    "off", "--log-level", "warning"], cwd=ROOT, env=env,
-                                   start_new_session=True)  # fmt: skip
-        time.sleep(3)
-        probe = AlternatingCollector(
-            fabric, CollectorOptions(store_interval=1e9, lab_traffic=False)
+        uvicorn = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "console.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--lifespan",
+                "off",
+                "--log-level",
+                "warning",
+            ],
+            cwd=ROOT,
+            env=env,
+            start_new_session=True,
         )
+        time.sleep(3)
+        probe = AlternatingCollector(fabric, CollectorOptions(store_interval=1e9, lab_traffic=False))
         probe.setup()
         probe._refresh_jobs()
         links_of = {int(t): set(v) for t, v in probe.tenant_links.items()}
         probe.close()
         per_tenant = args.clients // len(tenants)
-        subs = [(f"/ws/live/tenant/{t.pk}/", tok, t.pk) for _ in range(per_tenant)
-                for t, tok in zip(tenants, tokens, strict=True)]  # fmt: skip
+        subs = [
+            (f"/ws/live/tenant/{t.pk}/", tok, t.pk)
+            for _ in range(per_tenant)
+            for t, tok in zip(tenants, tokens, strict=True)
+        ]
         subs += [(f"/ws/live/fabric/{fabric.pk}/", op.bench_token, None)] * args.operators
         groups = [tenant_group(t.pk) for t in tenants] + [fabric_group(fabric.pk)]
         configs = ([] if args.no_baseline else [("baseline_", BASELINE)]) + [("", CURRENT)]
 
         def run_phases():
-            return [(prefix, live_phase(fabric, groups, config, args.seconds, uvicorn.pid))
-                    for prefix, config in configs]  # fmt: skip
+            return [
+                (prefix, live_phase(fabric, groups, config, args.seconds, uvicorn.pid)) for prefix, config in configs
+            ]
 
         results, phases = asyncio.run(clients(port, subs, links_of, run_phases))
-        summary = {"clients": sum(1 for r in results if r["tenant"]),
-                   "connected": sum(r["ok"] for r in results if r["tenant"]),
-                   "operator_clients": sum(1 for r in results if not r["tenant"]),
-                   "seconds": args.seconds}  # fmt: skip
+        summary = {
+            "clients": sum(1 for r in results if r["tenant"]),
+            "connected": sum(r["ok"] for r in results if r["tenant"]),
+            "operator_clients": sum(1 for r in results if not r["tenant"]),
+            "seconds": args.seconds,
+        }
         for prefix, phase in phases:
             figures = phase_figures(results, phase)
             print(json.dumps({"phase": f"live {prefix or 'current'}", **figures}), flush=True)
@@ -455,9 +494,7 @@ def main() -> None:
         if not args.no_baseline:
             for key in ("p99_ms", "fabric_p99_ms"):
                 if summary.get(f"baseline_{key}"):
-                    summary[f"{key[:-3]}_ratio"] = round(
-                        summary[key] / summary[f"baseline_{key}"], 3
-                    )
+                    summary[f"{key[:-3]}_ratio"] = round(summary[key] / summary[f"baseline_{key}"], 3)
         summary.update(out)
         if not args.no_browser:
             try:

@@ -74,9 +74,7 @@ def fragmented_pool(seed: int, shaped: bool = False) -> tuple[PlacementEngine, r
     return engine, rng
 
 
-def churn(
-    engine: PlacementEngine, rng: random.Random, serial: int, moves: int = 16, shaped: bool = False
-) -> None:
+def churn(engine: PlacementEngine, rng: random.Random, serial: int, moves: int = 16, shaped: bool = False) -> None:
     """Release ``moves`` random whole-node bookings and book as many random free nodes."""
     state = engine.state
     active = [b for b in state.bookings.values() if b.active and len(b.allocations) == 1]
@@ -161,9 +159,7 @@ def kalos_comparison() -> dict[str, object]:
     miswired = rail_optimized(8, miswired_nodes=tuple(range(5, 256, 32)))
     for key, policy in (("topo", "topology"), ("ff", "first-fit")):
         result = replay(jobs, miswired, policy)
-        out[f"kalos_miswired_{key}_rail_aligned_fraction"] = round(
-            result["rail_aligned_fraction"], 4
-        )
+        out[f"kalos_miswired_{key}_rail_aligned_fraction"] = round(result["rail_aligned_fraction"], 4)
     return out
 
 

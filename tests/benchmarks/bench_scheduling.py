@@ -40,14 +40,20 @@ from scheduling.replay import load_kalos, percentile, replay  # noqa: E402
 from scheduling.services.topology import topology_from_graph  # noqa: E402
 
 KALOS = Path("/work/shared/traces/kalos_jobs.csv")
-KEYS = ("utilization", "avg_wait_s", "avg_leaves_per_job", "avg_spines_per_job",
-        "rail_aligned_fraction", "fragmentation", "decision_ms_p50", "decision_ms_p99")  # fmt: skip
+KEYS = (
+    "utilization",
+    "avg_wait_s",
+    "avg_leaves_per_job",
+    "avg_spines_per_job",
+    "rail_aligned_fraction",
+    "fragmentation",
+    "decision_ms_p50",
+    "decision_ms_p99",
+)
 
 
 def kalos_side_by_side() -> dict:
-    topology = topology_from_graph(
-        plan({"topology": "rail-optimized", "gpus": 2048}).graph
-    ).topology
+    topology = topology_from_graph(plan({"topology": "rail-optimized", "gpus": 2048}).graph).topology
     jobs = load_kalos(KALOS)
     out = {"fabric_gpus": topology.total_gpus, "jobs": len(jobs)}
     for policy in ("topology", "first-fit"):
@@ -94,11 +100,18 @@ def service_path(requests: int, seed: int) -> dict:
             if rng.random() < 0.5:
                 end = now + dt.timedelta(hours=rng.uniform(1, 48))
                 res = Reservation.objects.create(
-                    tenant=background, pool=pool, fabric=fabric, status="ready", start=now,
-                    end=end, gpus=8,
-                )  # fmt: skip
-                rows += [ReservationAllocation(reservation=res, node=node, gpu_id=g, start=now,
-                                               end=end) for g in gpus_of[node.pk]]  # fmt: skip
+                    tenant=background,
+                    pool=pool,
+                    fabric=fabric,
+                    status="ready",
+                    start=now,
+                    end=end,
+                    gpus=8,
+                )
+                rows += [
+                    ReservationAllocation(reservation=res, node=node, gpu_id=g, start=now, end=end)
+                    for g in gpus_of[node.pk]
+                ]
         ReservationAllocation.objects.bulk_create(rows, batch_size=5000)
         principal = Principal(None, Role.TENANT_ADMIN, tenant.pk)
         request = ReservationRequest(pool_id=pool.pk, gpus=128, duration=dt.timedelta(hours=2))
@@ -111,8 +124,7 @@ def service_path(requests: int, seed: int) -> dict:
             assert body["placeable"], body
             snap = snapshot(pool, timezone.now())
             t = time.perf_counter()
-            snap.engine.preview(reservations.engine_request(request, snap.now, snap.now
-                                + dt.timedelta(hours=2)))  # fmt: skip
+            snap.engine.preview(reservations.engine_request(request, snap.now, snap.now + dt.timedelta(hours=2)))
             decisions.append((time.perf_counter() - t) * 1000)
             t = time.perf_counter()
             made = reservations.reserve(actor, principal, request)

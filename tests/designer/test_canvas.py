@@ -49,9 +49,7 @@ def test_tiers_are_rows_spines_above_leaves_above_hosts(one_su):
     view = canvas_view(one_su, "pod")
     ys = {n["tier"]: n["y"] for n in view["nodes"] if n["kind"] != "group"}
     assert ys["spine"] < ys["leaf"] < ys["node"]
-    leaves = sorted(
-        (n for n in by_kind(view, "switch") if n["tier"] == "leaf"), key=lambda n: n["x"]
-    )
+    leaves = sorted((n for n in by_kind(view, "switch") if n["tier"] == "leaf"), key=lambda n: n["x"])
     assert [n["id"] for n in leaves] == [f"su01-leaf-r{i}" for i in range(1, 9)]
 
 
@@ -72,9 +70,7 @@ def test_fabric_level_bundles_links_between_scalable_units_and_spine_tier(eight_
 def test_drilling_into_a_scalable_unit_collapses_the_others(eight_su):
     view = canvas_view(eight_su, "pod", "su-2")
     switches = by_kind(view, "switch")
-    assert {n["id"] for n in switches if n["tier"] == "leaf"} == {
-        f"su02-leaf-r{i}" for i in range(1, 9)
-    }
+    assert {n["id"] for n in switches if n["tier"] == "leaf"} == {f"su02-leaf-r{i}" for i in range(1, 9)}
     assert sum(n["tier"] == "spine" for n in switches) == 32  # the spine tier stays expanded
     collapsed = [n for n in by_kind(view, "group") if not n["data"].get("compound")]
     assert len(collapsed) == 7
@@ -132,7 +128,7 @@ def test_bad_level_or_focus_names_what_exists(one_su):
             "node_type": "generic",
             "gpus_per_node": 1,
             "hcas_per_node": 1,
-        },  # fmt: skip
+        },
         {"topology": "dragonfly-plus", "nodes": 256},
     ],
 )

@@ -72,8 +72,9 @@ def test_save_revise_diff_export(api):
     assert checked["summary"]["cables"]["leaf_spine"] == 255
     assert any(i["code"] == "ftree-symmetry" for i in checked["issues"]), checked["issues"]
 
-    saved = api.post(f"/api/designs/{design['id']}/revisions/", {"graph": graph,
-                     "message": "drop a cable"}, format="json")  # fmt: skip
+    saved = api.post(
+        f"/api/designs/{design['id']}/revisions/", {"graph": graph, "message": "drop a cable"}, format="json"
+    )
     assert saved.status_code == 201 and saved.json()["number"] == 2
     diff = api.get(f"{base}/1/diff/2/").json()
     assert len(diff["cables"]["removed"]) == 1 and not diff["cables"]["added"]
@@ -92,9 +93,7 @@ def test_save_revise_diff_export(api):
 
 
 def test_revisions_are_immutable(api):
-    design_id = api.post("/api/designs/", {"name": "im", "options": SU1}, format="json").json()[
-        "id"
-    ]
+    design_id = api.post("/api/designs/", {"name": "im", "options": SU1}, format="json").json()["id"]
     revision = DesignRevision.objects.get(design_id=design_id, number=1)
     revision.message = "rewritten history"
     with pytest.raises(ImmutableRevision):
@@ -108,9 +107,7 @@ def test_malformed_graph_is_400(api):
 
 
 def test_duplicate_name_is_409(api):
-    assert (
-        api.post("/api/designs/", {"name": "dup", "options": SU1}, format="json").status_code == 201
-    )
+    assert api.post("/api/designs/", {"name": "dup", "options": SU1}, format="json").status_code == 201
     again = api.post("/api/designs/", {"name": "dup", "options": SU1}, format="json")
     assert again.status_code in (400, 409)
 
@@ -145,17 +142,13 @@ def test_compare_and_can_i(api):
 
 @pytest.mark.smoke
 def test_import_roundtrip_through_the_api(api):
-    design_id = api.post("/api/designs/", {"name": "src", "options": SU1}, format="json").json()[
-        "id"
-    ]
+    design_id = api.post("/api/designs/", {"name": "src", "options": SU1}, format="json").json()["id"]
     text = api.get(f"/api/designs/{design_id}/revisions/1/export/ibnetdiscover/").content.decode()
     imported = api.post("/api/designs/import/", {"name": "brownfield", "text": text}, format="json")
     assert imported.status_code == 201, imported.content
     summary = imported.json()["summary"]
     assert summary["switches"]["total"] == 12 and summary["cables"]["total"] == 512
-    bad = api.post(
-        "/api/designs/import/", {"name": "bad", "text": "Switch 64 garbage"}, format="json"
-    )
+    bad = api.post("/api/designs/import/", {"name": "bad", "text": "Switch 64 garbage"}, format="json")
     assert bad.status_code == 400 and "line" in bad.json()["detail"]
 
 
@@ -165,14 +158,10 @@ def test_catalogue_override_changes_the_price(api):
     qm = next(s for s in effective["switches"] if s["name"] == "QM9700")
     data = {k: v for k, v in qm.items() if k != "name"} | {"list_price": qm["list_price"] + 1000}
     assert (
-        api.post(
-            "/api/catalogue/", {"kind": "switch", "name": "QM9700", "data": data}, format="json"
-        ).status_code
+        api.post("/api/catalogue/", {"kind": "switch", "name": "QM9700", "data": data}, format="json").status_code
         == 201
     )
     after = api.post("/api/designs/plan/", SU1, format="json").json()["cost"]
     assert after == before + 12 * 1000
-    broken = api.post(
-        "/api/catalogue/", {"kind": "switch", "name": "X", "data": {"ports": 1}}, format="json"
-    )
+    broken = api.post("/api/catalogue/", {"kind": "switch", "name": "X", "data": {"ports": 1}}, format="json")
     assert broken.status_code == 400

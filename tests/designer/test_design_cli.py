@@ -22,20 +22,43 @@ def run(*args: str) -> tuple[int, str]:
     return 0, out.getvalue()
 
 
-@pytest.mark.parametrize(("gpus", "leaves", "spines", "cables"),
-                         [(256, 8, 4, 256), (512, 16, 8, 512), (1024, 32, 16, 1024),
-                          (2048, 64, 32, 2048)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("gpus", "leaves", "spines", "cables"),
+    [(256, 8, 4, 256), (512, 16, 8, 512), (1024, 32, 16, 1024), (2048, 64, 32, 2048)],
+)
 def test_reference_rows_through_the_cli(gpus, leaves, spines, cables):
-    code, out = run("plan", "--topology", "rail-optimized", "--gpus", str(gpus),
-                    "--node-type", "DGX-H100", "--switch", "QM9700", "--json")  # fmt: skip
+    code, out = run(
+        "plan",
+        "--topology",
+        "rail-optimized",
+        "--gpus",
+        str(gpus),
+        "--node-type",
+        "DGX-H100",
+        "--switch",
+        "QM9700",
+        "--json",
+    )
     assert code == 0
     body = json.loads(out)
-    required = {"topology", "nodes", "gpus", "endpoints", "switches", "cables", "transceivers",
-                "oversubscription", "bisection_bandwidth_gbps", "diameter_switch_hops",
-                "power_w", "cost", "warnings", "errors"}  # fmt: skip
+    required = {
+        "topology",
+        "nodes",
+        "gpus",
+        "endpoints",
+        "switches",
+        "cables",
+        "transceivers",
+        "oversubscription",
+        "bisection_bandwidth_gbps",
+        "diameter_switch_hops",
+        "power_w",
+        "cost",
+        "warnings",
+        "errors",
+    }
     assert required <= set(body)
-    assert body["switches"] == {"leaf": leaves, "spine": spines, "core": 0,
-                                "total": leaves + spines}  # fmt: skip
+    assert body["switches"] == {"leaf": leaves, "spine": spines, "core": 0, "total": leaves + spines}
     assert body["cables"]["node_leaf"] == cables and body["cables"]["leaf_spine"] == cables
     assert body["cables"]["total"] == 2 * cables
 
@@ -63,14 +86,12 @@ def test_impossible_input_exits_non_zero_with_errors_in_json(args):
 
 
 def test_save_then_export(tmp_path):
-    code, out = run("plan", "--topology", "rail-optimized", "--gpus", "256", "--json",
-                    "--save", "cli-su1")  # fmt: skip
+    code, out = run("plan", "--topology", "rail-optimized", "--gpus", "256", "--json", "--save", "cli-su1")
     body = json.loads(out)
     assert code == 0 and body["revision"] == 1
     assert Design.objects.get(pk=body["design_id"]).name == "cli-su1"
     target = tmp_path / "su1.topo"
-    code, _ = run("export", "--design", f"{body['design_id']}/1", "--format", "ibnetdiscover",
-                  "--output", str(target))  # fmt: skip
+    code, _ = run("export", "--design", f"{body['design_id']}/1", "--format", "ibnetdiscover", "--output", str(target))
     assert code == 0 and target.read_text().count("\nswitchguid=") == 12
     code, out = run("import", "--file", str(target), "--name", "cli-import", "--json")
     assert code == 0 and json.loads(out)["switches"]["total"] == 12

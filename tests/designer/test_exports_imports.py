@@ -62,8 +62,7 @@ def test_guids_are_unique_and_stable(catalogue):
 def test_ibnetdiscover_round_trip(one_su, catalogue):
     back = graph_from_ibnetdiscover(export(one_su, "ibnetdiscover")[0], catalogue)
     assert graph_identity(back) == graph_identity(one_su)
-    assert {(s.name, s.tier) for s in back.switches.values()} == {
-        (s.name, s.tier) for s in one_su.switches.values()}  # fmt: skip
+    assert {(s.name, s.tier) for s in back.switches.values()} == {(s.name, s.tier) for s in one_su.switches.values()}
     assert back.meta["routing"] == "ftree"
 
 
@@ -124,8 +123,7 @@ def test_parses_real_ibnetdiscover_output(catalogue):
     uplink = disc.nodes[1].ports[0]
     assert (uplink.width, uplink.speed, uplink.rate_gbps) == (1, "SDR", 2.5)
     ca_port = disc.nodes[2].ports[0]
-    assert (ca_port.lid, ca_port.lmc, ca_port.port_guid, ca_port.rate_gbps) == (16, 1,
-        0x8F10403960985, 400)  # fmt: skip
+    assert (ca_port.lid, ca_port.lmc, ca_port.port_guid, ca_port.rate_gbps) == (16, 1, 0x8F10403960985, 400)
     assert len(disc.links()) == 3
     graph = graph_from_ibnetdiscover(disc, catalogue)
     assert set(graph.nodes) == {"node7", "MT23108 InfiniHost Mellanox Technologies"}
@@ -197,14 +195,26 @@ def test_cabling_and_bom_csv(one_su):
     assert len(rows) == 512
     first = rows[0]
     assert (first["a_device"], first["a_port"], first["b_device"], first["b_port"]) == (
-        "su01-n01", "HCA-1", "su01-leaf-r1", "1")  # fmt: skip
+        "su01-n01",
+        "HCA-1",
+        "su01-leaf-r1",
+        "1",
+    )
     assert first["a_rack"] and first["b_rack"] and float(first["length_m"]) > 0
     bom = list(csv.DictReader(io.StringIO(export(one_su, "bom-csv")[0])))
     switches = [r for r in bom if r["category"] == "switch"]
-    assert switches == [{"category": "switch", "item": "QM9700",
-                         "description": "Quantum-2, managed, 32 OSFP cages", "quantity": "12",
-                         "unit_price": "32000", "total_price": "384000", "unit_power_w": "1100",
-                         "total_power_w": "13200"}]  # fmt: skip
+    assert switches == [
+        {
+            "category": "switch",
+            "item": "QM9700",
+            "description": "Quantum-2, managed, 32 OSFP cages",
+            "quantity": "12",
+            "unit_price": "32000",
+            "total_price": "384000",
+            "unit_power_w": "1100",
+            "total_power_w": "13200",
+        }
+    ]
     cables = sum(int(r["quantity"]) for r in bom if r["category"] == "cable")
     assert cables == 512
 
@@ -219,30 +229,33 @@ def test_every_format_renders_and_unknown_is_refused(one_su):
 
 
 def test_hostlist_compress():
-    assert (
-        compress(["n01", "n02", "n03", "n07", "x", "gpu-9", "gpu-10"])
-        == "n[01-03,07],x,gpu-9,gpu-10"
-    )
+    assert compress(["n01", "n02", "n03", "n07", "x", "gpu-9", "gpu-10"]) == "n[01-03,07],x,gpu-9,gpu-10"
     assert compress(["su01-n01"]) == "su01-n01"
 
 
 UMAD2SIM = Path("/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so")
 
 
-@pytest.mark.skipif(not (shutil.which("ibsim") and shutil.which("ibnetdiscover")
-                         and UMAD2SIM.exists()), reason="ibsim lab tools not installed")  # fmt: skip
+@pytest.mark.skipif(
+    not (shutil.which("ibsim") and shutil.which("ibnetdiscover") and UMAD2SIM.exists()),
+    reason="ibsim lab tools not installed",
+)
 def test_ibsim_loads_export_and_discovery_round_trips(one_su, catalogue, tmp_path):
     # given the planned 1-SU fabric as an ibsim net file
     net = tmp_path / "fabric.net"
     net.write_text(export(one_su, "ibnetdiscover")[0])
     env = dict(os.environ, IBSIM_SOCKNAME=f"designer-test-{os.getpid()}")
-    sim = subprocess.Popen(["ibsim", "-s", "-n", str(net)], env=env, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)  # fmt: skip
+    sim = subprocess.Popen(
+        ["ibsim", "-s", "-n", str(net)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         time.sleep(1.5)
         env.update(LD_PRELOAD=str(UMAD2SIM), SIM_HOST="H-0002c90300000000")
-        out = subprocess.run(["ibnetdiscover"], env=env, capture_output=True, text=True,
-                             timeout=60, check=True).stdout  # fmt: skip
+        out = subprocess.run(["ibnetdiscover"], env=env, capture_output=True, text=True, timeout=60, check=True).stdout
     finally:
         sim.kill()
         sim.wait(timeout=10)

@@ -15,10 +15,7 @@ def test_2048_gpus_with_10_ndr_switches_is_explained():
     assert answer.needed["switches"] == 96
     alternatives = "\n".join(answer.alternatives)
     assert "director-class DIR-NDR-800 (800 ports)" in alternatives
-    assert (
-        "one HCA per 8-GPU node (256 endpoints) at 2:1 with QM9700: 10 switches "
-        "(8 leaf + 2 spine) ✓" in alternatives
-    )
+    assert "one HCA per 8-GPU node (256 endpoints) at 2:1 with QM9700: 10 switches (8 leaf + 2 spine) ✓" in alternatives
 
 
 def test_feasible_question_and_bad_question():
@@ -29,9 +26,13 @@ def test_feasible_question_and_bad_question():
 
 
 def test_compare_rows():
-    rows = compare([{"topology": "rail-optimized", "gpus": 2048},
-                    {"topology": "fat-tree", "gpus": 2048, "oversubscription": "2:1"}],
-                   labels=["superpod", "cheap"])  # fmt: skip
+    rows = compare(
+        [
+            {"topology": "rail-optimized", "gpus": 2048},
+            {"topology": "fat-tree", "gpus": 2048, "oversubscription": "2:1"},
+        ],
+        labels=["superpod", "cheap"],
+    )
     assert [r["label"] for r in rows] == ["superpod", "cheap"]
     assert rows[0]["switches"] == 96 and rows[1]["switches"] < 96
     assert rows[1]["cost"] < rows[0]["cost"]

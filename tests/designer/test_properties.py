@@ -13,35 +13,44 @@ from designer.imports import graph_from_dict, graph_from_ibnetdiscover
 from designer.plan import plan
 from tests.designer.conftest import graph_identity, links_between, ports_used
 
-SETTINGS = settings(max_examples=40, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+SETTINGS = settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
-tree_options = st.fixed_dictionaries({
-    "topology": st.sampled_from(["fat-tree", "rail-optimized"]),
-    "nodes": st.integers(1, 300),
-    "node_type": st.just("generic"),
-    "gpus_per_node": st.sampled_from([1, 4, 8]),
-    "hcas_per_node": st.sampled_from([1, 2, 4, 8]),
-    "switch": st.sampled_from(["QM9700", "QM8700", "SB7800", "Q3400"]),
-    "oversubscription": st.sampled_from(["1:1", "2:1", "3:1", "5:3"]),
-    "levels": st.sampled_from(["auto", "auto", 2, 3]),
-})  # fmt: skip
+tree_options = st.fixed_dictionaries(
+    {
+        "topology": st.sampled_from(["fat-tree", "rail-optimized"]),
+        "nodes": st.integers(1, 300),
+        "node_type": st.just("generic"),
+        "gpus_per_node": st.sampled_from([1, 4, 8]),
+        "hcas_per_node": st.sampled_from([1, 2, 4, 8]),
+        "switch": st.sampled_from(["QM9700", "QM8700", "SB7800", "Q3400"]),
+        "oversubscription": st.sampled_from(["1:1", "2:1", "3:1", "5:3"]),
+        "levels": st.sampled_from(["auto", "auto", 2, 3]),
+    }
+)
 
 other_options = st.one_of(
-    st.fixed_dictionaries({
-        "topology": st.just("torus"), "nodes": st.integers(1, 200),
-        "node_type": st.just("generic"), "gpus_per_node": st.just(1),
-        "hcas_per_node": st.sampled_from([1, 2]),
-        "dims": st.sampled_from([None, "3x3", "4x4x2", "2x2x2", "5x3x3"]),
-        "hosts_per_switch": st.sampled_from([None, 4, 16]),
-    }),
-    st.fixed_dictionaries({
-        "topology": st.just("dragonfly-plus"), "nodes": st.integers(1, 600),
-        "node_type": st.just("generic"), "gpus_per_node": st.just(8),
-        "hcas_per_node": st.sampled_from([1, 8]),
-        "switch": st.sampled_from(["QM9700", "QM8700"]),
-    }),
-)  # fmt: skip
+    st.fixed_dictionaries(
+        {
+            "topology": st.just("torus"),
+            "nodes": st.integers(1, 200),
+            "node_type": st.just("generic"),
+            "gpus_per_node": st.just(1),
+            "hcas_per_node": st.sampled_from([1, 2]),
+            "dims": st.sampled_from([None, "3x3", "4x4x2", "2x2x2", "5x3x3"]),
+            "hosts_per_switch": st.sampled_from([None, 4, 16]),
+        }
+    ),
+    st.fixed_dictionaries(
+        {
+            "topology": st.just("dragonfly-plus"),
+            "nodes": st.integers(1, 600),
+            "node_type": st.just("generic"),
+            "gpus_per_node": st.just(8),
+            "hcas_per_node": st.sampled_from([1, 8]),
+            "switch": st.sampled_from(["QM9700", "QM8700"]),
+        }
+    ),
+)
 
 
 def _check_ports_and_cables(graph) -> None:
@@ -102,8 +111,7 @@ def test_export_import_round_trip(options):
     back = graph_from_ibnetdiscover(export(graph, "ibnetdiscover")[0], DEFAULT_CATALOGUE)
     assert graph_identity(back) == graph_identity(graph)
     if graph.topology in ("fat-tree", "rail-optimized"):
-        assert Counter(s.tier for s in back.switches.values()) == Counter(
-            s.tier for s in graph.switches.values())  # fmt: skip
+        assert Counter(s.tier for s in back.switches.values()) == Counter(s.tier for s in graph.switches.values())
     import json
 
     again = graph_from_dict(json.loads(export(graph, "json")[0]), DEFAULT_CATALOGUE)

@@ -20,14 +20,12 @@ from tests.designer.conftest import links_between
 )
 def test_superpod_reference_rows(catalogue, sus, gpus, leaves, spines, node_leaf, leaf_spine):
     # given the published SuperPOD parameters (DGX-H100, QM9700)
-    result = plan({"topology": "rail-optimized", "gpus": gpus, "node_type": "DGX-H100",
-                   "switch": "QM9700"}, catalogue)  # fmt: skip
+    result = plan({"topology": "rail-optimized", "gpus": gpus, "node_type": "DGX-H100", "switch": "QM9700"}, catalogue)
     # then the summary reproduces the row
     s = result.summary()
     assert s["errors"] == []
     assert s["gpus"] == gpus and s["nodes"] == sus * 32 and s["endpoints"] == gpus
-    assert (s["switches"]["leaf"], s["switches"]["spine"], s["switches"]["core"]) == (
-        leaves, spines, 0)  # fmt: skip
+    assert (s["switches"]["leaf"], s["switches"]["spine"], s["switches"]["core"]) == (leaves, spines, 0)
     assert s["switches"]["total"] == leaves + spines
     assert s["cables"]["node_leaf"] == node_leaf
     assert s["cables"]["leaf_spine"] == leaf_spine
@@ -36,8 +34,7 @@ def test_superpod_reference_rows(catalogue, sus, gpus, leaves, spines, node_leaf
     assert s["bisection_bandwidth_gbps"] == gpus * 400 / 2
     # and every leaf is one rail of one SU with 32 nodes below it
     leaves_seen = [sw for sw in result.graph.switches.values() if sw.tier == "leaf"]
-    assert {(sw.su, sw.index) for sw in leaves_seen} == {
-        (su, r) for su in range(sus) for r in range(8)}  # fmt: skip
+    assert {(sw.su, sw.index) for sw in leaves_seen} == {(su, r) for su in range(sus) for r in range(8)}
 
 
 def test_rail_leaf_carries_only_its_rail(one_su):
@@ -52,13 +49,14 @@ def test_rail_leaf_carries_only_its_rail(one_su):
     [(16_384, 512, 512, 256), (4_096, 128, 128, 64)],
 )
 def test_three_level_counts(catalogue, endpoints, leaves, spines, cores):
-    result = plan({"topology": "fat-tree", "nodes": endpoints, "node_type": "generic",
-                   "gpus_per_node": 1, "hcas_per_node": 1}, catalogue)  # fmt: skip
+    result = plan(
+        {"topology": "fat-tree", "nodes": endpoints, "node_type": "generic", "gpus_per_node": 1, "hcas_per_node": 1},
+        catalogue,
+    )
     s = result.summary()
     assert s["errors"] == []
     assert s["levels"] == 3
-    assert (s["switches"]["leaf"], s["switches"]["spine"], s["switches"]["core"]) == (
-        leaves, spines, cores)  # fmt: skip
+    assert (s["switches"]["leaf"], s["switches"]["spine"], s["switches"]["core"]) == (leaves, spines, cores)
     # a non-blocking L-level tree uses L cables per host port
     assert s["cables"]["total"] == 3 * endpoints
     assert s["diameter_switch_hops"] == 4
@@ -67,8 +65,7 @@ def test_three_level_counts(catalogue, endpoints, leaves, spines, cores):
 def test_16k_gpu_rail_optimised_is_1280_switches(catalogue):
     s = plan({"topology": "rail-optimized", "gpus": 16_384}, catalogue).summary()
     assert s["switches"]["total"] == 1_280
-    assert s["cables"] == {"node_leaf": 16_384, "leaf_spine": 16_384, "spine_core": 16_384,
-                           "total": 49_152}  # fmt: skip
+    assert s["cables"] == {"node_leaf": 16_384, "leaf_spine": 16_384, "spine_core": 16_384, "total": 49_152}
 
 
 def test_spines_divide_uplinks_not_ceiling(catalogue):
@@ -95,8 +92,7 @@ def test_levels_auto_switches_to_three_beyond_k_squared_over_two():
 def test_forced_two_levels_beyond_capacity_is_a_precise_error(catalogue):
     s = plan({"topology": "fat-tree", "gpus": 4096, "levels": 2}, catalogue).summary()
     assert s["errors"] == [
-        "2 levels of QM9700 (64 ports) reach at most 2,048 endpoints at 1:1; 4,096 requested: "
-        "use levels 3 or auto"
+        "2 levels of QM9700 (64 ports) reach at most 2,048 endpoints at 1:1; 4,096 requested: use levels 3 or auto"
     ]
 
 
@@ -109,8 +105,17 @@ def test_forced_three_levels_small_fabric(catalogue):
 
 
 def test_oversubscribed_leaf_ratio_and_bisection(catalogue):
-    s = plan({"topology": "fat-tree", "nodes": 2016, "node_type": "generic", "gpus_per_node": 1,
-              "hcas_per_node": 1, "oversubscription": "2:1"}, catalogue).summary()  # fmt: skip
+    s = plan(
+        {
+            "topology": "fat-tree",
+            "nodes": 2016,
+            "node_type": "generic",
+            "gpus_per_node": 1,
+            "hcas_per_node": 1,
+            "oversubscription": "2:1",
+        },
+        catalogue,
+    ).summary()
     assert s["errors"] == []
     assert s["oversubscription"] == "2:1"
     assert s["bisection_bandwidth_gbps"] == pytest.approx(2016 * 400 / 2 / 2, rel=0.02)
@@ -131,6 +136,5 @@ def test_manager_slot_gives_31_nodes_and_an_appliance_per_su(catalogue):
 
 
 def test_manager_slot_with_gpus_not_filling_sus_warns(catalogue):
-    s = plan({"topology": "rail-optimized", "gpus": 2048, "manager_slot": True},
-             catalogue).summary()  # fmt: skip
+    s = plan({"topology": "rail-optimized", "gpus": 2048, "manager_slot": True}, catalogue).summary()
     assert any("an SU holds 31 nodes" in w for w in s["warnings"])

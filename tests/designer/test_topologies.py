@@ -9,13 +9,20 @@ from designer.validation import validate
 
 
 def test_torus_3d_counts_and_wraparound():
-    result = plan({"topology": "torus", "nodes": 256, "node_type": "generic",
-                   "gpus_per_node": 4, "hcas_per_node": 1, "dims": "4x4x4"})  # fmt: skip
+    result = plan(
+        {
+            "topology": "torus",
+            "nodes": 256,
+            "node_type": "generic",
+            "gpus_per_node": 4,
+            "hcas_per_node": 1,
+            "dims": "4x4x4",
+        }
+    )
     s = result.summary()
     assert s["errors"] == []
     assert s["switches"] == {"torus": 64, "total": 64}
-    assert s["cables"] == {"node_switch": 256, "torus_x": 64, "torus_y": 64, "torus_z": 64,
-                           "total": 448}  # fmt: skip
+    assert s["cables"] == {"node_switch": 256, "torus_x": 64, "torus_y": 64, "torus_z": 64, "total": 448}
     assert s["diameter_switch_hops"] == 6  # 2 + 2 + 2
     degree = Counter()
     for lk in result.graph.links:
@@ -30,8 +37,17 @@ def test_torus_3d_counts_and_wraparound():
 def test_torus_2d_and_torus_config_and_damaged_ring():
     from designer.exports import export
 
-    result = plan({"topology": "torus", "nodes": 32, "node_type": "generic", "gpus_per_node": 4,
-                   "hcas_per_node": 1, "dims": "8x4", "hosts_per_switch": 1})  # fmt: skip
+    result = plan(
+        {
+            "topology": "torus",
+            "nodes": 32,
+            "node_type": "generic",
+            "gpus_per_node": 4,
+            "hcas_per_node": 1,
+            "dims": "8x4",
+            "hosts_per_switch": 1,
+        }
+    )
     assert result.summary()["switches"]["total"] == 32
     conf = export(result.graph, "torus-2qos")[0]
     assert "torus 8 4 1" in conf
@@ -44,8 +60,17 @@ def test_torus_2d_and_torus_config_and_damaged_ring():
 
 
 def test_torus_too_small_is_explained():
-    s = plan({"topology": "torus", "nodes": 200, "node_type": "generic", "gpus_per_node": 1,
-              "hcas_per_node": 1, "dims": "2x2x2", "hosts_per_switch": 16}).summary()  # fmt: skip
+    s = plan(
+        {
+            "topology": "torus",
+            "nodes": 200,
+            "node_type": "generic",
+            "gpus_per_node": 1,
+            "hcas_per_node": 1,
+            "dims": "2x2x2",
+            "hosts_per_switch": 16,
+        }
+    ).summary()
     assert s["errors"] and "holds 128 endpoints, 200 requested" in s["errors"][0]
 
 

@@ -44,8 +44,7 @@ def test_bad_input_gives_precise_errors_not_tracebacks(options, expected):
 
 
 def test_port_exhaustion_message_names_leaf_and_fix():
-    s = plan({"topology": "rail-optimized", "gpus": 2048, "switch": "QM8700",
-              "su_nodes": 32}).summary()  # fmt: skip
+    s = plan({"topology": "rail-optimized", "gpus": 2048, "switch": "QM8700", "su_nodes": 32}).summary()
     assert s["errors"] == [
         "su01-leaf-r1 needs 64 ports (32 down + 32 up at 1:1), QM8700 has 40: 8 left for "
         "uplinks, 32 needed: choose 4:1 oversubscription or a 64-port model or fewer node "
@@ -54,8 +53,7 @@ def test_port_exhaustion_message_names_leaf_and_fix():
 
 
 def test_qm8700_defaults_to_20_node_sus():
-    s = plan({"topology": "rail-optimized", "gpus": 1280, "node_type": "DGX-A100",
-              "switch": "QM8700"}).summary()  # fmt: skip
+    s = plan({"topology": "rail-optimized", "gpus": 1280, "node_type": "DGX-A100", "switch": "QM8700"}).summary()
     assert s["errors"] == []
     assert s["switches"]["leaf"] == 8 * 8 and s["nodes"] == 160
 
@@ -79,8 +77,10 @@ def test_removed_spine_breaks_ftree_symmetry(one_su):
     edited.disconnect("su01-leaf-r3", 33)  # one of its 8 links to spine-01
     report = validate(edited)
     assert "ftree-symmetry" in report.codes()
-    assert any(i.element == "su01-leaf-r3" and "but 7 to spine-01" in i.message
-               and "falls back to minhop" in i.message for i in report.errors)  # fmt: skip
+    assert any(
+        i.element == "su01-leaf-r3" and "but 7 to spine-01" in i.message and "falls back to minhop" in i.message
+        for i in report.errors
+    )
 
 
 def test_link_added_between_free_ports_is_checked(one_su):
@@ -92,8 +92,7 @@ def test_link_added_between_free_ports_is_checked(one_su):
     edited.disconnect("spine-02", 64)  # frees leaf-r8's last uplink too
     edited.connect("su01-leaf-r1", 33, "spine-02", 64, cable="NDR-MMF", length_m=10)
     report = validate(edited)
-    assert any(i.element == "su01-leaf-r1" and "but 9 to spine-02" in i.message
-               for i in report.errors)  # fmt: skip
+    assert any(i.element == "su01-leaf-r1" and "but 9 to spine-02" in i.message for i in report.errors)
     # the other leaves are fine, and nothing else is reported as an error
     assert {i.element for i in report.errors} <= {"su01-leaf-r1", "su01-leaf-r8"}
 
@@ -135,8 +134,7 @@ def test_unconnected_hca_and_partitioned_fabric(one_su):
     for port in range(33, 65):
         edited.disconnect("su01-leaf-r2", port)
     report = validate(edited)
-    assert any(i.code == "unconnected-port" and i.element == "su01-n05[3]"
-               for i in report.warnings)  # fmt: skip
+    assert any(i.code == "unconnected-port" and i.element == "su01-n05[3]" for i in report.warnings)
     assert any(i.code == "partitioned" for i in report.errors)
     assert any("su01-leaf-r2 has no link to any spine" in i.message for i in report.errors)
 

@@ -116,9 +116,7 @@ def test_plan_compare_save_edit_revise_diff_and_export(login, operator, live_ser
     expect(diff.get_by_test_id("diff-title")).to_have_text("r1 → r2")
     expect(diff.get_by_test_id("diff-switches-added")).to_contain_text("spare-leaf")
     expect(diff.get_by_test_id("diff-switches-added")).to_contain_text("spare-spine")
-    expect(diff.get_by_test_id("diff-cables-added")).to_contain_text(
-        "spare-leaf[1] – spare-spine[1]"
-    )
+    expect(diff.get_by_test_id("diff-cables-added")).to_contain_text("spare-leaf[1] – spare-spine[1]")
 
     # export: the ibnetdiscover topology of revision 2
     with page.expect_download() as info:
@@ -130,9 +128,11 @@ def test_plan_compare_save_edit_revise_diff_and_export(login, operator, live_ser
 
 def test_auditor_sees_the_canvas_read_only(login, auditor, operator, live_server):
     design, _ = create_design(
-        Actor.for_user(operator), Principal.of(operator), name="su1",
+        Actor.for_user(operator),
+        Principal.of(operator),
+        name="su1",
         options={"topology": "rail-optimized", "gpus": 256},
-    )  # fmt: skip
+    )
     page = login("aud")
     page.goto(f"{live_server.url}/designer/{design.id}/")
     expect(page.locator("body[data-canvas=ready]")).to_be_attached()

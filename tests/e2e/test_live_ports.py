@@ -23,8 +23,13 @@ from tests.fabric.lab_fixtures import lab_data_dir, lab_fabric, su1_revision  # 
 from tests.live.helpers import ready_reservation
 from tests.servers import login, processes, serve  # noqa: F401
 
-pytestmark = [requires_lab, pytest.mark.lab, pytest.mark.e2e, pytest.mark.timeout(300),
-              pytest.mark.django_db(transaction=True)]  # fmt: skip
+pytestmark = [
+    requires_lab,
+    pytest.mark.lab,
+    pytest.mark.e2e,
+    pytest.mark.timeout(300),
+    pytest.mark.django_db(transaction=True),
+]
 #: The collector sweeps every 0.5 s; a pulled cable reaches the page within a few sweeps.
 LIVE_MS = 10_000
 #: A cable put back is Active once OpenSM's next sweep brought the port up again.
@@ -33,11 +38,8 @@ REPLUG_MS = 30_000
 
 def click_node(page, node_id: str) -> None:
     """A real mouse click on a canvas node, where Cytoscape drew it."""
-    page.wait_for_function("(id) => window.__live?.canvas.cy.getElementById(id).length === 1",
-                           arg=node_id)  # fmt: skip
-    at = page.evaluate(
-        "(id) => window.__live.canvas.cy.getElementById(id).renderedPosition()", node_id
-    )
+    page.wait_for_function("(id) => window.__live?.canvas.cy.getElementById(id).length === 1", arg=node_id)
+    at = page.evaluate("(id) => window.__live.canvas.cy.getElementById(id).renderedPosition()", node_id)
     box = page.get_by_test_id("live-canvas").bounding_box()
     page.mouse.click(box["x"] + at["x"], box["y"] + at["y"])
 
@@ -53,18 +55,13 @@ def zoom_into(page, node_id: str) -> None:
         at = page.evaluate(f"(id) => {cy}.getElementById(id).renderedPosition()", node_id)
         page.mouse.move(box["x"] + at["x"], box["y"] + at["y"])
         page.mouse.wheel(0, -120)
-        if (
-            page.evaluate(f"() => {cy}.zoom() >= {cy}.maxZoom()")
-            or page.get_by_test_id("switch-panel").is_visible()
-        ):
+        if page.evaluate(f"() => {cy}.zoom() >= {cy}.maxZoom()") or page.get_by_test_id("switch-panel").is_visible():
             return
     raise AssertionError(f"the canvas did not zoom into {node_id}")
 
 
 def port_row(page, port: int):
-    return page.get_by_test_id("switch-panel").locator(
-        f'[data-testid=port-row][data-port="{port}"]'
-    )
+    return page.get_by_test_id("switch-panel").locator(f'[data-testid=port-row][data-port="{port}"]')
 
 
 def test_switch_port_table_shows_peers_and_follows_an_unplugged_cable_live(
@@ -80,10 +77,8 @@ def test_switch_port_table_shows_peers_and_follows_an_unplugged_cable_live(
     inventory.import_inventory(fabric)
     res_a = ready_reservation(fabric, tenant_a, nodes=2)
     res_b = ready_reservation(fabric, tenant_b, nodes=2)
-    nodes_a = set(fabric.nodes.filter(pk__in=res_a.allocations.values("node"))
-                  .values_list("name", flat=True))  # fmt: skip
-    nodes_b = set(fabric.nodes.filter(pk__in=res_b.allocations.values("node"))
-                  .values_list("name", flat=True))  # fmt: skip
+    nodes_a = set(fabric.nodes.filter(pk__in=res_a.allocations.values("node")).values_list("name", flat=True))
+    nodes_b = set(fabric.nodes.filter(pk__in=res_b.allocations.values("node")).values_list("name", flat=True))
     node = sorted(nodes_a)[0]
     leaf, leaf_port = fabric.nodes.get(name=node).hcas.values_list("leaf", "leaf_port").first()
     link = f"{leaf}/{leaf_port}"
@@ -124,8 +119,10 @@ def test_switch_port_table_shows_peers_and_follows_an_unplugged_cable_live(
 
     # the rows are rewritten in place: mark both DOM rows, they must survive the update
     for page in (op, tenant):
-        page.evaluate("(sel) => { document.querySelector(sel).dataset.mark = 'same-row'; }",
-                      f'[data-testid=switch-panel] [data-testid=port-row][data-port="{leaf_port}"]')  # fmt: skip
+        page.evaluate(
+            "(sel) => { document.querySelector(sel).dataset.mark = 'same-row'; }",
+            f'[data-testid=switch-panel] [data-testid=port-row][data-port="{leaf_port}"]',
+        )
 
     # when that cable is pulled in ibsim, its row shows Down on both pages
     labs.unplug(fabric, leaf, leaf_port)
@@ -147,8 +144,7 @@ def test_switch_port_table_shows_peers_and_follows_an_unplugged_cable_live(
     # put back, it is Active again
     labs.replug(fabric, leaf, leaf_port)
     for page in (op, tenant):
-        expect(port_row(page, leaf_port)).to_have_attribute("data-state", "Active",
-                                                            timeout=REPLUG_MS)  # fmt: skip
+        expect(port_row(page, leaf_port)).to_have_attribute("data-state", "Active", timeout=REPLUG_MS)
         expect(port_row(page, leaf_port)).to_have_attribute("data-mark", "same-row")
 
     # a spine carries none of the tenant's host links: a message, and no rows

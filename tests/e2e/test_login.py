@@ -12,9 +12,7 @@ def nav_keys(page) -> list[str]:
     return page.locator("[data-testid=nav] a").evaluate_all("els => els.map(e => e.dataset.nav)")
 
 
-def test_operator_sees_operator_navigation_and_logs_out(
-    login, operator, tenant_a, tenant_b, live_server
-):
+def test_operator_sees_operator_navigation_and_logs_out(login, operator, tenant_a, tenant_b, live_server):
     page = login("op")
     expect(page.get_by_test_id("role")).to_have_text("operator")
     assert nav_keys(page) == [

@@ -66,10 +66,8 @@ def su1_pool(tmp_path, tenant_a, tenant_b):
     try:
         inventory.import_inventory(fabric, actor=ACTOR)
         nodes = list(Node.objects.filter(fabric=fabric))
-        pool = inventory.create_pool(ACTOR, OPERATOR, fabric=fabric, name="su1",
-                                     kind=Pool.Kind.BY_SU, nodes=nodes)  # fmt: skip
-        quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_a, pool=pool, guaranteed_gpus=24,
-                         borrow_limit_gpus=8)  # fmt: skip
+        pool = inventory.create_pool(ACTOR, OPERATOR, fabric=fabric, name="su1", kind=Pool.Kind.BY_SU, nodes=nodes)
+        quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_a, pool=pool, guaranteed_gpus=24, borrow_limit_gpus=8)
         quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_b, pool=pool, guaranteed_gpus=64)
         yield pool
     finally:

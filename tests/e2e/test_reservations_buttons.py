@@ -44,19 +44,24 @@ def booked(tenant_a, tenant_b):
     _, revision = create_design(ACTOR, OPERATOR, name=f"e2e-btn-{uid}", options=ONE_SU)
     fabric = Fabric.objects.create(name=f"e2e-btn-{uid}", revision=revision)
     inventory.import_inventory(fabric)
-    pool = inventory.create_pool(ACTOR, OPERATOR, fabric=fabric, name="su1", kind=Pool.Kind.BY_SU,
-                                 nodes=list(Node.objects.filter(fabric=fabric)))  # fmt: skip
+    pool = inventory.create_pool(
+        ACTOR, OPERATOR, fabric=fabric, name="su1", kind=Pool.Kind.BY_SU, nodes=list(Node.objects.filter(fabric=fabric))
+    )
     quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_a, pool=pool, guaranteed_gpus=16)
     quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_b, pool=pool, guaranteed_gpus=64)
     a = Principal(None, Role.TENANT_ADMIN, tenant_a.pk)
-    running = reserve(ACTOR, a, ReservationRequest(pool_id=pool.pk, gpus=8, name="a-running",
-                                                   duration=dt.timedelta(hours=2)))  # fmt: skip
-    later = reserve(ACTOR, a, ReservationRequest(pool_id=pool.pk, gpus=16, name="a-later",
-                                                 start=running.end,
-                                                 duration=dt.timedelta(hours=2)))  # fmt: skip
+    running = reserve(
+        ACTOR, a, ReservationRequest(pool_id=pool.pk, gpus=8, name="a-running", duration=dt.timedelta(hours=2))
+    )
+    later = reserve(
+        ACTOR,
+        a,
+        ReservationRequest(pool_id=pool.pk, gpus=16, name="a-later", start=running.end, duration=dt.timedelta(hours=2)),
+    )
     b = Principal(None, Role.TENANT_ADMIN, tenant_b.pk)
-    theirs = reserve(ACTOR, b, ReservationRequest(pool_id=pool.pk, gpus=8, name="b-train",
-                                                  duration=dt.timedelta(hours=2)))  # fmt: skip
+    theirs = reserve(
+        ACTOR, b, ReservationRequest(pool_id=pool.pk, gpus=8, name="b-train", duration=dt.timedelta(hours=2))
+    )
     assert running.status == theirs.status == S.PROVISIONING, running.reason
     assert later.status == S.PLACED, later.reason
     # the push pipeline verified both partitions on their ports
@@ -87,9 +92,7 @@ def open_my_reservations(page, base: str):
     expect(page.get_by_test_id("reservation")).to_have_count(2)  # nothing of tenant B
 
 
-def test_tenant_extends_cancels_and_releases_from_the_cards(
-    page, live_server, login, admin_a, booked
-):
+def test_tenant_extends_cancels_and_releases_from_the_cards(page, live_server, login, admin_a, booked):
     base = live_server.url
     running, later = booked["running"], booked["later"]
     login("admin-a")
@@ -134,8 +137,7 @@ def test_tenant_extends_cancels_and_releases_from_the_cards(
     assert abs(served - new_end) < dt.timedelta(milliseconds=1)  # the browser keeps ms
     running.refresh_from_db()
     assert abs(running.end - new_end) < dt.timedelta(milliseconds=1)
-    assert all(abs(a.end - new_end) < dt.timedelta(milliseconds=1)
-               for a in running.allocations.all())  # fmt: skip
+    assert all(abs(a.end - new_end) < dt.timedelta(milliseconds=1) for a in running.allocations.all())
 
     # releasing the running one early: its GPUs are free now (ending until the fabric confirms)
     mine.get_by_test_id("res-release").click()
@@ -159,9 +161,7 @@ def test_tenant_extends_cancels_and_releases_from_the_cards(
     assert booked["theirs"].status == S.READY
 
 
-def test_cancel_and_extend_from_the_detail_page_and_errors_for_bad_input(
-    page, live_server, login, admin_a, booked
-):
+def test_cancel_and_extend_from_the_detail_page_and_errors_for_bad_input(page, live_server, login, admin_a, booked):
     base = live_server.url
     running, later = booked["running"], booked["later"]
     login("admin-a")

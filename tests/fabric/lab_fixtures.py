@@ -35,15 +35,12 @@ def lab_data_dir(settings, tmp_path: Path) -> Path:
 def su1_revision(db) -> DesignRevision:
     """A saved 1-SU rail-optimised design (32 DGX H100, 8 rail leaves, 4 spines, 256 HCAs)."""
     principal = Principal(None, Role.OPERATOR, None)
-    _, revision = create_design(ACTOR, principal, name=f"su1-{uuid.uuid4().hex[:6]}",
-                                options=ONE_SU)  # fmt: skip
+    _, revision = create_design(ACTOR, principal, name=f"su1-{uuid.uuid4().hex[:6]}", options=ONE_SU)
     return revision
 
 
 @pytest.fixture
-def lab_fabric(
-    lab_data_dir: Path, su1_revision: DesignRevision
-) -> Iterator[Callable[..., tuple[Fabric, Lab]]]:
+def lab_fabric(lab_data_dir: Path, su1_revision: DesignRevision) -> Iterator[Callable[..., tuple[Fabric, Lab]]]:
     """Factory: ``lab_fabric("a")`` starts a lab of the 1-SU design as fabric ``a-<uid>``, with
     its own socket name; every lab it started is stopped at teardown."""
     started: list[Fabric] = []

@@ -48,10 +48,7 @@ def lids(lab: Lab) -> dict[str, int]:
 def reservation_members(lab: Lab, count: int = 16) -> list[list[str]]:
     """hca01…hca16 as members, every fourth one limited (what a reservation hands out)."""
     g = hca_guids(lab)
-    return [
-        [f"{g[f'hca{i:02d}']:#018x}", "limited" if i % 4 == 0 else "full"]
-        for i in range(1, count + 1)
-    ]
+    return [[f"{g[f'hca{i:02d}']:#018x}", "limited" if i % 4 == 0 else "full"] for i in range(1, count + 1)]
 
 
 def assert_error(response, status: int, code: str | None = None, field: str | None = None):

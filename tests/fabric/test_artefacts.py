@@ -125,9 +125,7 @@ def test_store_swaps_atomically_and_rolls_back_to_last_known_good(tmp_path):
     store.mark_good()
     newer = render_partitions([Partition("resv2", 0x0004)])
     assert store.swap([Artefact("partitions", "partitions.conf", newer)]).changed
-    assert store.swap([Artefact("partitions", "partitions.conf", newer)]).unchanged == (
-        "partitions.conf",
-    )
+    assert store.swap([Artefact("partitions", "partitions.conf", newer)]).unchanged == ("partitions.conf",)
     assert store.rollback() == ("partitions.conf",)
     assert store.read("partitions.conf") == GOOD
     assert store.rollback() == ()

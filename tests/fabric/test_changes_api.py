@@ -42,12 +42,17 @@ def test_tenant_users_cannot_see_or_change_fabrics(fabric, client_for, admin_a, 
     FabricPartition.objects.create(fabric=fabric, name="p", pkey=3, members=[[GUID, "full"]])
     for user in (admin_a, member_a):
         client = client_for(user)
-        for path in ("/api/fabrics/", f"/api/fabrics/{fabric.pk}/", url(fabric, "partitions/"),
-                     url(fabric, "changes/")):  # fmt: skip
+        for path in (
+            "/api/fabrics/",
+            f"/api/fabrics/{fabric.pk}/",
+            url(fabric, "partitions/"),
+            url(fabric, "changes/"),
+        ):
             assert client.get(path).status_code == 403, path
         assert client.post("/api/fabrics/", {"name": "x"}, format="json").status_code == 403
-        response = client.post(url(fabric, "partitions/"), {"name": "q", "pkey": "0x0004",
-                                                             "members": [GUID]}, format="json")  # fmt: skip
+        response = client.post(
+            url(fabric, "partitions/"), {"name": "q", "pkey": "0x0004", "members": [GUID]}, format="json"
+        )
         assert response.status_code == 403
         assert client.post(url(fabric, "changes/"), {}, format="json").status_code == 403
         assert client.delete(url(fabric, "partitions/1/")).status_code in (403, 404)
@@ -99,38 +104,43 @@ def test_bad_partition_input_is_a_precise_400(fabric, client_for, operator, payl
 @pytest.mark.django_db
 def test_duplicate_pkey_is_409_and_partitions_are_audited(fabric, client_for, operator):
     client = client_for(operator)
-    created = client.post(url(fabric, "partitions/"),
-                          {"name": "train", "pkey": "0x0003", "members": [f"{GUID}=limited"]},
-                          format="json")  # fmt: skip
+    created = client.post(
+        url(fabric, "partitions/"), {"name": "train", "pkey": "0x0003", "members": [f"{GUID}=limited"]}, format="json"
+    )
     assert created.status_code == 201, created.content
     assert created.json()["pkey"] == "0x0003"
     assert created.json()["members"] == [[GUID, "limited"]]
-    assert_error(client.post(url(fabric, "partitions/"), {"name": "other", "pkey": "0x0003",
-                                                          "members": [GUID]}, format="json"),
-                 409, "conflict", "pkey")  # fmt: skip
+    assert_error(
+        client.post(url(fabric, "partitions/"), {"name": "other", "pkey": "0x0003", "members": [GUID]}, format="json"),
+        409,
+        "conflict",
+        "pkey",
+    )
     pid = created.json()["id"]
     patched = client.patch(url(fabric, f"partitions/{pid}/"), {"members": [GUID]}, format="json")
     assert patched.status_code == 200 and patched.json()["members"] == [[GUID, "full"]]
     assert client.delete(url(fabric, f"partitions/{pid}/")).status_code == 204
-    actions = list(AuditEntry.objects.filter(action__startswith="fabric.partition")
-                   .order_by("id").values_list("action", flat=True))  # fmt: skip
-    assert actions == ["fabric.partition.create", "fabric.partition.update",
-                       "fabric.partition.delete"]  # fmt: skip
-    assert all(
-        e.actor_kind == "token" for e in AuditEntry.objects.filter(action__startswith="fabric.")
+    actions = list(
+        AuditEntry.objects.filter(action__startswith="fabric.partition").order_by("id").values_list("action", flat=True)
     )
+    assert actions == ["fabric.partition.create", "fabric.partition.update", "fabric.partition.delete"]
+    assert all(e.actor_kind == "token" for e in AuditEntry.objects.filter(action__startswith="fabric."))
 
 
 @pytest.mark.django_db
 def test_bad_change_and_fabric_input_is_400(fabric, client_for, operator, revision):
     client = client_for(operator)
-    assert_error(client.post(url(fabric, "changes/"), {"dry_run": "perhaps"}, format="json"),
-                 400, "invalid", "dry_run")  # fmt: skip
-    assert_error(client.post("/api/fabrics/", {"name": "f2", "revision": revision.pk,
-                                               "pkey_min": 9, "pkey_max": 3}, format="json"),
-                 400, "invalid")  # fmt: skip
-    assert_error(client.post("/api/fabrics/", {"name": "f3", "revision": 999999}, format="json"),
-                 400, "invalid", "revision")  # fmt: skip
+    assert_error(client.post(url(fabric, "changes/"), {"dry_run": "perhaps"}, format="json"), 400, "invalid", "dry_run")
+    assert_error(
+        client.post(
+            "/api/fabrics/", {"name": "f2", "revision": revision.pk, "pkey_min": 9, "pkey_max": 3}, format="json"
+        ),
+        400,
+        "invalid",
+    )
+    assert_error(
+        client.post("/api/fabrics/", {"name": "f3", "revision": 999999}, format="json"), 400, "invalid", "revision"
+    )
 
 
 # --- change requests ----------------------------------------------------------------------------
@@ -139,10 +149,8 @@ def test_bad_change_and_fabric_input_is_400(fabric, client_for, operator, revisi
 @pytest.mark.django_db
 def test_dry_run_over_the_api_previews_and_changes_nothing(fabric, client_for, operator):
     client = client_for(operator)
-    client.post(url(fabric, "partitions/"), {"name": "train", "pkey": "0x0003",
-                                             "members": [GUID]}, format="json")  # fmt: skip
-    response = client.post(url(fabric, "changes/"), {"dry_run": True, "reason": "look"},
-                           format="json")  # fmt: skip
+    client.post(url(fabric, "partitions/"), {"name": "train", "pkey": "0x0003", "members": [GUID]}, format="json")
+    response = client.post(url(fabric, "changes/"), {"dry_run": True, "reason": "look"}, format="json")
     assert response.status_code == 201, response.content
     body = response.json()
     assert body["status"] == "previewed" and body["is_terminal"]
@@ -194,36 +202,67 @@ def test_api_and_cli_push_through_a_worker(worker, start_lab, make_fabric, clien
     client = client_for(operator)
     # API: a partition, then a change; the worker pushes it and the API shows the steps
     members = [f"{g[f'hca{i:02d}']:#018x}" + ("=limited" if i == 3 else "") for i in (1, 2, 3)]
-    assert client.post(url(fabric, "partitions/"), {"name": "train", "pkey": "0x0007",
-                                                    "members": members}, format="json").status_code == 201  # fmt: skip
+    assert (
+        client.post(
+            url(fabric, "partitions/"), {"name": "train", "pkey": "0x0007", "members": members}, format="json"
+        ).status_code
+        == 201
+    )
     cid = client.post(url(fabric, "changes/"), {"reason": "api"}, format="json").json()["id"]
-    body = wait_for(lambda: (b := client.get(url(fabric, f"changes/{cid}/")).json())["is_terminal"]
-                    and b, timeout=60)  # fmt: skip
+    body = wait_for(lambda: (b := client.get(url(fabric, f"changes/{cid}/")).json())["is_terminal"] and b, timeout=60)
     assert body["status"] == "applied", body
     assert body["progress"]["percent"] == 100
-    assert [s["name"] for s in body["steps"]] == ["plan", "render", "lint", "swap", "reload",
-                                                  "verify"]  # fmt: skip
+    assert [s["name"] for s in body["steps"]] == ["plan", "render", "lint", "swap", "reload", "verify"]
     assert lab.diags().pkeys(lids(lab)["hca03"]).membership(0x0007) == "limited"
     # CLI: partition set --wait --json → verified, exit 0
     out = StringIO()
-    call_command("fabric", "partition", "set", "--fabric", fabric.name, "--name", "cli",
-                 "--pkey", "0x0008", "--member", f"{g['hca05']:#018x}=full",
-                 "--member", f"{g['hca06']:#018x}=limited", "--wait", "--json", stdout=out)  # fmt: skip
+    call_command(
+        "fabric",
+        "partition",
+        "set",
+        "--fabric",
+        fabric.name,
+        "--name",
+        "cli",
+        "--pkey",
+        "0x0008",
+        "--member",
+        f"{g['hca05']:#018x}=full",
+        "--member",
+        f"{g['hca06']:#018x}=limited",
+        "--wait",
+        "--json",
+        stdout=out,
+    )
     result = json.loads(out.getvalue())
     assert result["ok"] and result["status"] == "applied", result
     assert lab.diags().pkeys(lids(lab)["hca06"]).membership(0x0008) == "limited"
     # CLI: a member not on the fabric → rolled back, outcome in the JSON, non-zero exit
     out = StringIO()
     with pytest.raises(CommandError, match="rolled_back"):
-        call_command("fabric", "partition", "set", "--fabric", str(fabric.pk), "--name", "ghost",
-                     "--pkey", "0x0009", "--member", "0x0002c903deadbe01", "--wait", "--json",
-                     stdout=out)  # fmt: skip
+        call_command(
+            "fabric",
+            "partition",
+            "set",
+            "--fabric",
+            str(fabric.pk),
+            "--name",
+            "ghost",
+            "--pkey",
+            "0x0009",
+            "--member",
+            "0x0002c903deadbe01",
+            "--wait",
+            "--json",
+            stdout=out,
+        )
     result = json.loads(out.getvalue())
     assert result["status"] == "rolled_back" and not result["ok"]
     # CLI: delete the ghost → nothing to push (it was never applied); verified, exit 0
     out = StringIO()
-    call_command("fabric", "partition", "delete", "--fabric", fabric.name, "--name", "ghost",
-                 "--wait", "--json", stdout=out)  # fmt: skip
+    call_command(
+        "fabric", "partition", "delete", "--fabric", fabric.name, "--name", "ghost", "--wait", "--json", stdout=out
+    )
     assert json.loads(out.getvalue())["status"] == "unchanged"
     out = StringIO()
     call_command("fabric", "apply", "--fabric", fabric.name, "--wait", "--json", stdout=out)
@@ -238,8 +277,7 @@ def test_api_and_cli_push_through_a_worker(worker, start_lab, make_fabric, clien
 
 
 @pytest.mark.django_db
-def test_progress_page_shows_steps_and_polls_the_api(fabric, session_client_for, operator,
-                                                     member_a):  # fmt: skip
+def test_progress_page_shows_steps_and_polls_the_api(fabric, session_client_for, operator, member_a):
     from console.fabric import changes
     from tests.fabric.pipeline_fixtures import OPERATOR, SYSTEM
 
@@ -251,6 +289,4 @@ def test_progress_page_shows_steps_and_polls_the_api(fabric, session_client_for,
     assert 'data-step="plan"' in html and "previewed" in html
     assert f"/api/fabrics/{fabric.pk}/changes/{change.pk}/" in html  # what the page polls
     assert session_client_for(member_a).get(page).status_code == 404
-    assert (
-        session_client_for(operator).get(f"/fabrics/{fabric.pk}/changes/999999/").status_code == 404
-    )
+    assert session_client_for(operator).get(f"/fabrics/{fabric.pk}/changes/999999/").status_code == 404

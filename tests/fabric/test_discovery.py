@@ -73,9 +73,7 @@ def test_missing_cable_gets_a_fix_an_engineer_can_follow(one_su):
     result = compare_topology(graph, _without(topology, ("su01-leaf-r1", 33)))
     assert [_ends(m) for m in result["missing"]] == [LEAF_SPINE]
     assert result["missing"][0]["cable"] == "NDR-MMF"
-    assert result["fixes"][0].startswith(
-        "connect su01-leaf-r1 port 33 to spine-01 port 1 with NDR-MMF (racks "
-    )
+    assert result["fixes"][0].startswith("connect su01-leaf-r1 port 33 to spine-01 port 1 with NDR-MMF (racks ")
     assert not result["ok"]
 
 
@@ -113,8 +111,7 @@ def test_extra_cable_and_unknown_device_are_reported(one_su):
     ]
     assert result["summary"]["unknown_devices"] == ["rogue-switch", "storage-01 HCA-1"]
     assert result["fixes"] == [
-        "disconnect the cable between rogue-switch port 2 and storage-01 HCA-1 port 1: "
-        "it is not in the design"
+        "disconnect the cable between rogue-switch port 2 and storage-01 HCA-1 port 1: it is not in the design"
     ]
     # a cable from a designed port to a stranger is miswired, not extra: the port is taken
     unplugged = _without(topology, ("spine-01", 64))["links"]
@@ -192,9 +189,7 @@ def test_unplugged_cable_is_exactly_the_missing_link_and_replug_clears_it(lab_fa
     assert [_ends(m) for m in result["missing"]] == [LEAF_SPINE]
     assert not result["extra"] and not result["miswired"] and not result["ok"]
     assert len(result["fixes"]) == 1
-    assert result["fixes"][0].startswith(
-        "connect su01-leaf-r1 port 33 to spine-01 port 1 with NDR-MMF"
-    )
+    assert result["fixes"][0].startswith("connect su01-leaf-r1 port 33 to spine-01 port 1 with NDR-MMF")
     # Observed with OpenSM 3.3.23: with the design's root GUID file, ftree still routes the
     # fabric with one bundle member down (every leaf keeps 4 up-port groups), so there is no
     # fallback to report; the routing check says so from the new routing pass.
@@ -211,12 +206,8 @@ def test_unplugged_hca_cable_is_reported_with_its_hca_name(lab_fabric):
     fabric, _ = lab_fabric("hca")
     labs.unplug(fabric, "su01-n05", 3, actor=ACTOR)  # su01-n05 HCA-3 -- su01-leaf-r3[5]
     result = _discover_until(fabric, lambda r: bool(r["missing"]))
-    assert [_ends(m) for m in result["missing"]] == [
-        {"a": "su01-n05", "a_port": 3, "b": "su01-leaf-r3", "b_port": 5}
-    ]
-    assert result["fixes"][0].startswith(
-        "connect su01-n05 port 3 (HCA-3) to su01-leaf-r3 port 5 with "
-    )
+    assert [_ends(m) for m in result["missing"]] == [{"a": "su01-n05", "a_port": 3, "b": "su01-leaf-r3", "b_port": 5}]
+    assert result["fixes"][0].startswith("connect su01-n05 port 3 (HCA-3) to su01-leaf-r3 port 5 with ")
 
 
 @lab_test
@@ -247,8 +238,7 @@ def test_discovery_api_runs_for_operators_reads_for_auditors_and_403s_tenants(
     assert "topology" not in latest.json()
     assert len(aud.get(url, {"topology": "1"}).json()["topology"]["links"]) == 512
     body = aud.get(compare_url).json()
-    for key in ("fabric_id", "discovery_id", "missing", "extra", "miswired", "mismatches",
-                "fixes", "routing", "ok"):  # fmt: skip
+    for key in ("fabric_id", "discovery_id", "missing", "extra", "miswired", "mismatches", "fixes", "routing", "ok"):
         assert key in body, key
     assert set(body["routing"]) >= {"configured", "in_use", "fallback", "evidence"}
     assert aud.post(url).status_code == 403  # auditors read only

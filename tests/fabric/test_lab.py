@@ -38,9 +38,7 @@ def reservation(lab: Lab, pkey: int = 0x0003) -> Partition:
         "resv1",
         pkey,
         ipoib=True,
-        members=[
-            Member(g[f"hca{i:02d}"], "limited" if i % 4 == 0 else "full") for i in range(1, 17)
-        ],
+        members=[Member(g[f"hca{i:02d}"], "limited" if i % 4 == 0 else "full") for i in range(1, 17)],
     )
 
 

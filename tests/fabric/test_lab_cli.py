@@ -50,12 +50,13 @@ def test_up_status_and_down(su1_revision, cli_labs, lab_data_dir):
     for key in STATUS_KEYS:
         assert up[key], key
     assert up["state"] == "up" and up["routing"] == {
-        "configured": "ftree", "in_use": "ftree", "fallback": False,
-    }  # fmt: skip
+        "configured": "ftree",
+        "in_use": "ftree",
+        "fallback": False,
+    }
     assert up["workdir"].startswith(str(lab_data_dir.resolve()))
     assert up["env_line"] == (
-        f"export LD_PRELOAD={up['umad2sim']} IBSIM_SOCKNAME={up['ibsim_sockname']} "
-        f"SIM_HOST={up['sm_host']}"
+        f"export LD_PRELOAD={up['umad2sim']} IBSIM_SOCKNAME={up['ibsim_sockname']} SIM_HOST={up['sm_host']}"
     )
     status = lab("status", "--fabric", "cli-a")
     assert {k: status[k] for k in STATUS_KEYS} == {k: up[k] for k in STATUS_KEYS}
@@ -96,8 +97,18 @@ def test_cable_and_counter_faults(su1_revision, cli_labs):
     assert diags.portinfo(leaf, 35).is_down
     assert lab("cable", "replug", *fault)["ok"]
     assert not diags.portinfo(leaf, 35).is_down
-    set_ = lab("counters", "set", "--fabric", "faults", "--node", "su01-n02", "--port", "1",
-               "SymbolErrorCounter=9", "LinkDownedCounter=2")  # fmt: skip
+    set_ = lab(
+        "counters",
+        "set",
+        "--fabric",
+        "faults",
+        "--node",
+        "su01-n02",
+        "--port",
+        "1",
+        "SymbolErrorCounter=9",
+        "LinkDownedCounter=2",
+    )
     assert set_["counters"] == {"SymbolErrorCounter": 9, "LinkDownedCounter": 2}
     counters = diags.perfquery(lids["su01-n02 HCA-1"], 1)
     assert (counters["SymbolErrorCounter"], counters["LinkDownedCounter"]) == (9, 2)

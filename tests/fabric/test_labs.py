@@ -114,10 +114,15 @@ def test_missing_debian_packages_are_named(monkeypatch, su1_revision, lab_data_d
 
 
 def test_a_torus_design_runs_torus_2qos(lab_fabric):
-    torus = {"topology": "torus", "nodes": 64, "dims": "4x4x4", "node_type": "generic",
-             "gpus_per_node": 1, "hcas_per_node": 1}  # fmt: skip
-    _, revision = create_design(ACTOR, Principal(None, Role.OPERATOR, None), name="torus-lab",
-                                options=torus)  # fmt: skip
+    torus = {
+        "topology": "torus",
+        "nodes": 64,
+        "dims": "4x4x4",
+        "node_type": "generic",
+        "gpus_per_node": 1,
+        "hcas_per_node": 1,
+    }
+    _, revision = create_design(ACTOR, Principal(None, Role.OPERATOR, None), name="torus-lab", options=torus)
     _, lab = lab_fabric("torus", revision)
     routing = routing_engine_in_use(lab)
     assert routing.in_use == "torus-2QoS" and not routing.fallback

@@ -62,9 +62,11 @@ def test_pkeys_op_matches_smpquery_on_every_port(lab):
 
 def test_nodeinfo_portinfo_and_sminfo(lab):
     topo = lab.diags().ibnetdiscover()
-    ca_ports = {guid: (topo.nodes[nid].lid, port)
-                for (nid, port), guid in topo.port_guids.items()
-                if not topo.nodes[nid].is_switch}  # fmt: skip
+    ca_ports = {
+        guid: (topo.nodes[nid].lid, port)
+        for (nid, port), guid in topo.port_guids.items()
+        if not topo.nodes[nid].is_switch
+    }
     assert lab.port_lids() == ca_ports  # written when the lab came up
     guid, (lid, port) = sorted(ca_ports.items())[0]
     sm = lab.diags().sminfo()
@@ -105,8 +107,7 @@ def test_a_stream_sends_ahead_and_answers_in_order(lab):
     parts = [ports[i::3] for i in range(3)]
     with MadSession(lab.diag_env()) as mad:
         requests = [{"op": "ping"}] * 20
-        requests += [{"op": "counters", "ports": [[lid, port, 4] for lid, port in part]}
-                     for part in parts]  # fmt: skip
+        requests += [{"op": "counters", "ports": [[lid, port, 4] for lid, port in part]} for part in parts]
         got = []
         for data in mad.stream(requests, depth=4):
             got.append(data)
@@ -194,9 +195,12 @@ def test_push_falls_back_to_smpquery_without_the_helper(lab, monkeypatch):
 def _switch_ports(lab: Lab) -> list[tuple[int, int]]:
     """(LID, port) of every cabled switch port."""
     topo = lab.diags().ibnetdiscover()
-    cabled = {(topo.nodes[node].lid, port) for link in topo.links
-              for node, port in ((link.a_id, link.a_port), (link.b_id, link.b_port))
-              if topo.nodes[node].is_switch}  # fmt: skip
+    cabled = {
+        (topo.nodes[node].lid, port)
+        for link in topo.links
+        for node, port in ((link.a_id, link.a_port), (link.b_id, link.b_port))
+        if topo.nodes[node].is_switch
+    }
     return sorted(cabled)
 
 

@@ -41,9 +41,7 @@ def test_render_without_default_when_told():
 
 
 def test_render_is_deterministic_regardless_of_input_order():
-    a = Partition(
-        "a", 0x0010, members=[Member(GUID_B), Member("ALL_CAS", "limited"), Member(GUID_A)]
-    )
+    a = Partition("a", 0x0010, members=[Member(GUID_B), Member("ALL_CAS", "limited"), Member(GUID_A)])
     b = Partition("b", 0x0002)
     one = render_partitions([a, b])
     two = render_partitions([b, Partition("a", 0x0010, members=list(reversed(a.members)))])

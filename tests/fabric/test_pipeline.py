@@ -35,10 +35,8 @@ Status = ChangeRequest.Status
 def scheduling_calls(monkeypatch):
     """Record what the pipeline tells scheduling (the interface's bodies are someone else's)."""
     calls: list[tuple] = []
-    monkeypatch.setattr(fabric_interface, "on_fabric_verified",
-                        lambda fid, **kw: calls.append(("verified", fid, kw)))  # fmt: skip
-    monkeypatch.setattr(fabric_interface, "on_fabric_failed",
-                        lambda fid, **kw: calls.append(("failed", fid, kw)))  # fmt: skip
+    monkeypatch.setattr(fabric_interface, "on_fabric_verified", lambda fid, **kw: calls.append(("verified", fid, kw)))
+    monkeypatch.setattr(fabric_interface, "on_fabric_failed", lambda fid, **kw: calls.append(("failed", fid, kw)))
     return calls
 
 
@@ -57,13 +55,11 @@ def reservation_partition(lab, monkeypatch, pkey: int = 0x0003) -> None:
                 "sl": 0,
                 "members": members,
             }
-        ],  # fmt: skip
+        ],
     )
 
 
-def test_reservation_partition_is_pushed_verified_and_isolating(
-    lab_fabric, monkeypatch, scheduling_calls
-):
+def test_reservation_partition_is_pushed_verified_and_isolating(lab_fabric, monkeypatch, scheduling_calls):
     lab, fabric = lab_fabric
     # given scheduling wants a 16-HCA reservation partition
     reservation_partition(lab, monkeypatch)
@@ -76,8 +72,14 @@ def test_reservation_partition_is_pushed_verified_and_isolating(
     # then it is verified on the wire, step by step
     assert change.status == Status.APPLIED, (change.error, change.outcome)
     steps = list(change.steps.values_list("name", "status"))
-    assert steps == [("plan", "ok"), ("render", "ok"), ("lint", "ok"), ("swap", "ok"),
-                     ("reload", "ok"), ("verify", "ok")]  # fmt: skip
+    assert steps == [
+        ("plan", "ok"),
+        ("render", "ok"),
+        ("lint", "ok"),
+        ("swap", "ok"),
+        ("reload", "ok"),
+        ("verify", "ok"),
+    ]
     lid = lids(lab)
     diags = lab.diags(timeout=10)
     for i in range(1, 17):
@@ -90,9 +92,7 @@ def test_reservation_partition_is_pushed_verified_and_isolating(
     # and the outcome is recorded once: applied state, scheduling told, one audit of the effect
     applied = AppliedState.objects.get(fabric=fabric)
     assert applied.change_id == change.pk and applied.desired == change.desired
-    assert scheduling_calls == [
-        ("verified", fabric.pk, {"present_pkeys": {0x0003}, "change_id": change.pk})
-    ]
+    assert scheduling_calls == [("verified", fabric.pk, {"present_pkeys": {0x0003}, "change_id": change.pk})]
     assert AuditEntry.objects.filter(action="fabric.change.applied").count() == 1
     assert AuditEntry.objects.filter(action="fabric.change.step.ok").count() == 5
     assert elapsed < 10, elapsed
@@ -116,8 +116,7 @@ def test_reconcile_creates_one_change_then_nothing(lab_fabric, monkeypatch):
 def test_dry_run_shows_the_diff_and_changes_nothing(lab_fabric):
     lab, fabric = lab_fabric
     g = hca_guids(lab)
-    changes.set_partition(SYSTEM, OPERATOR, fabric, name="train", pkey="0x0005",
-                          members=[f"{g['hca01']:#018x}=full"])  # fmt: skip
+    changes.set_partition(SYSTEM, OPERATOR, fabric, name="train", pkey="0x0005", members=[f"{g['hca01']:#018x}=full"])
     live = lab.artefacts.read("partitions.conf")
     preview = changes.request_change(SYSTEM, OPERATOR, fabric, dry_run=True)
     assert preview.status == Status.PREVIEWED and preview.is_terminal
@@ -130,12 +129,8 @@ def test_dry_run_shows_the_diff_and_changes_nothing(lab_fabric):
 def test_broken_artefact_is_refused_before_opensm_sees_it(lab_fabric, scheduling_calls):
     lab, fabric = lab_fabric
     g = hca_guids(lab)
-    changes.set_partition(SYSTEM, OPERATOR, fabric, name="train", pkey=5,
-                          members=[f"{g['hca01']:#018x}"])  # fmt: skip
-    assert (
-        apply_change(changes.request_change(SYSTEM, OPERATOR, fabric).pk, worker_id="w").status
-        == Status.APPLIED
-    )
+    changes.set_partition(SYSTEM, OPERATOR, fabric, name="train", pkey=5, members=[f"{g['hca01']:#018x}"])
+    assert apply_change(changes.request_change(SYSTEM, OPERATOR, fabric).pk, worker_id="w").status == Status.APPLIED
     path = lab.artefacts.path("partitions.conf")
     live, mtime = path.read_text(), path.stat().st_mtime_ns
     table_before = lab.diags().pkeys(lids(lab)["hca01"]).pkeys()
@@ -158,14 +153,16 @@ def test_broken_artefact_is_refused_before_opensm_sees_it(lab_fabric, scheduling
 def test_verification_mismatch_rolls_back_to_last_known_good(lab_fabric, scheduling_calls):
     lab, fabric = lab_fabric
     g = hca_guids(lab)
-    changes.set_partition(SYSTEM, OPERATOR, fabric, name="good", pkey=3,
-                          members=[f"{g['hca01']:#018x}", f"{g['hca02']:#018x}"])  # fmt: skip
+    changes.set_partition(
+        SYSTEM, OPERATOR, fabric, name="good", pkey=3, members=[f"{g['hca01']:#018x}", f"{g['hca02']:#018x}"]
+    )
     first = apply_change(changes.request_change(SYSTEM, OPERATOR, fabric).pk, worker_id="w")
     assert first.status == Status.APPLIED
     lkg = lab.artefacts.read("partitions.conf")
     # a member GUID that is not on the fabric: OpenSM takes the file, no port can show it
-    changes.set_partition(SYSTEM, OPERATOR, fabric, name="ghost", pkey=4,
-                          members=[f"{g['hca17']:#018x}", "0x0002c903deadbe01"])  # fmt: skip
+    changes.set_partition(
+        SYSTEM, OPERATOR, fabric, name="ghost", pkey=4, members=[f"{g['hca17']:#018x}", "0x0002c903deadbe01"]
+    )
     change = apply_change(changes.request_change(SYSTEM, OPERATOR, fabric).pk, worker_id="w")
     assert change.status == Status.ROLLED_BACK, change.outcome
     assert "not on the fabric" in change.error
@@ -181,8 +178,7 @@ def test_verification_mismatch_rolls_back_to_last_known_good(lab_fabric, schedul
 
 def test_port_admin_disables_and_reenables_a_switch_port(lab_fabric):
     lab, fabric = lab_fabric
-    PortAdminState.objects.create(fabric=fabric, switch="leaf3", port=6, enabled=False,
-                                  reason="bad cable to hca18")  # fmt: skip
+    PortAdminState.objects.create(fabric=fabric, switch="leaf3", port=6, enabled=False, reason="bad cable to hca18")
     change = apply_change(changes.request_change(SYSTEM, OPERATOR, fabric).pk, worker_id="w")
     assert change.status == Status.APPLIED, change.error
     step = change.steps.get(name="port-admin")
@@ -198,9 +194,13 @@ def test_port_admin_disables_and_reenables_a_switch_port(lab_fabric):
 def test_qos_class_restarts_opensm_and_paths_carry_the_sl(lab_fabric):
     lab, fabric = lab_fabric
     g = hca_guids(lab)
-    FabricPartition.objects.create(fabric=fabric, name="prio", pkey=6, sl=1,
-                                   members=[[f"{g['hca01']:#018x}", "full"],
-                                            [f"{g['hca07']:#018x}", "full"]])  # fmt: skip
+    FabricPartition.objects.create(
+        fabric=fabric,
+        name="prio",
+        pkey=6,
+        sl=1,
+        members=[[f"{g['hca01']:#018x}", "full"], [f"{g['hca07']:#018x}", "full"]],
+    )
     pid_before = lab.status()["opensm_pid"]
     change = apply_change(changes.request_change(SYSTEM, OPERATOR, fabric).pk, worker_id="w")
     assert change.status == Status.APPLIED, (change.error, list(change.steps.values()))

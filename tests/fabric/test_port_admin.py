@@ -37,8 +37,7 @@ def revision(db) -> DesignRevision:
     """The lab's own design (overrides the graph-less one of pipeline_fixtures)."""
     graph = graph_from_ibnetdiscover(NET_FILE.read_text(), load_catalogue())
     design = Design.objects.create(name="lab-2x4x24", topology="fat-tree")
-    return DesignRevision.objects.create(design=design, number=1, graph=graph_to_dict(graph),
-                                         summary={})  # fmt: skip
+    return DesignRevision.objects.create(design=design, number=1, graph=graph_to_dict(graph), summary={})
 
 
 @pytest.fixture
@@ -68,8 +67,7 @@ def test_enabled_masks_decode_as_ibportstate_prints_them():
 
 def test_ibportstate_width_and_speed_need_an_integer_code():
     runner = DiagRunner(DiagEnv())
-    for op, value in (("width", None), ("width", True), ("speed", "1"), ("speed", 0),
-                      ("enable", 1), ("bounce", None)):  # fmt: skip
+    for op, value in (("width", None), ("width", True), ("speed", "1"), ("speed", 0), ("enable", 1), ("bounce", None)):
         with pytest.raises(ValueError):
             runner.set_port_state(1, 1, op, value)
 
@@ -81,11 +79,9 @@ def test_desired_json_carries_width_and_speed_only_when_set(fabric):
         {"switch": "leaf3", "port": 6, "enabled": False}
     ]  # exactly what it was before width/speed existed
     assert render_artefacts(build_desired(fabric))["port-admin"] == "leaf3[6] disabled\n"
-    changes.set_port_admin(SYSTEM, OPERATOR, fabric, switch="leaf1", port=2, width="1X",
-                           speed="10.0")  # fmt: skip
+    changes.set_port_admin(SYSTEM, OPERATOR, fabric, switch="leaf1", port=2, width="1X", speed="10.0")
     desired = build_desired(fabric)
-    assert desired["port_admin"][0] == {"switch": "leaf1", "port": 2, "enabled": True,
-                                        "width": 1, "speed": 4}  # fmt: skip
+    assert desired["port_admin"][0] == {"switch": "leaf1", "port": 2, "enabled": True, "width": 1, "speed": 4}
     state = DesiredFabric.from_json(desired)
     assert (state.port_admin[0].width, state.port_admin[0].speed) == (1, 4)
     assert "leaf1[2] enabled width=1X speed=10.0 Gbps" in render_artefacts(desired)["port-admin"]
@@ -128,28 +124,33 @@ def test_a_design_without_switches_refuses_every_switch(revision):
 @pytest.mark.django_db
 def test_operator_administers_ports_over_the_api_audited(fabric, client_for, operator):
     client = client_for(operator)
-    created = client.post(url(fabric), {"switch": "leaf3", "port": 6, "enabled": False,
-                                        "width": "1X", "reason": "bad cable"}, format="json")  # fmt: skip
+    created = client.post(
+        url(fabric),
+        {"switch": "leaf3", "port": 6, "enabled": False, "width": "1X", "reason": "bad cable"},
+        format="json",
+    )
     assert created.status_code == 201, created.content
     body = created.json()
     assert (body["switch"], body["port"], body["enabled"], body["width"], body["speed"]) == (
-        "leaf3", 6, False, "1X", None)  # fmt: skip
+        "leaf3",
+        6,
+        False,
+        "1X",
+        None,
+    )
     assert [r["id"] for r in client.get(url(fabric)).json()["results"]] == [body["id"]]
-    assert_error(client.post(url(fabric), {"switch": "leaf3", "port": 6}, format="json"),
-                 400, "invalid", "port")  # fmt: skip
-    patched = client.patch(url(fabric, f"{body['id']}/"), {"speed": "10.0", "enabled": True},
-                           format="json")  # fmt: skip
+    assert_error(client.post(url(fabric), {"switch": "leaf3", "port": 6}, format="json"), 400, "invalid", "port")
+    patched = client.patch(url(fabric, f"{body['id']}/"), {"speed": "10.0", "enabled": True}, format="json")
     assert patched.status_code == 200, patched.content
-    assert (patched.json()["speed"], patched.json()["width"], patched.json()["enabled"]) == (
-        "10.0 Gbps", "1X", True)  # fmt: skip
-    assert_error(client.patch(url(fabric, f"{body['id']}/"), {"port": 5}, format="json"),
-                 400, "invalid", "port")  # fmt: skip
+    assert (patched.json()["speed"], patched.json()["width"], patched.json()["enabled"]) == ("10.0 Gbps", "1X", True)
+    assert_error(client.patch(url(fabric, f"{body['id']}/"), {"port": 5}, format="json"), 400, "invalid", "port")
     preview = client.post(f"/api/fabrics/{fabric.pk}/changes/", {"dry_run": True}, format="json")
     assert "+leaf3[6] enabled width=1X speed=10.0 Gbps" in preview.json()["diff"]
     assert client.delete(url(fabric, f"{body['id']}/")).status_code == 204
     assert not PortAdminState.objects.exists()
-    actions = list(AuditEntry.objects.filter(action__startswith="fabric.port.")
-                   .order_by("id").values_list("action", flat=True))  # fmt: skip
+    actions = list(
+        AuditEntry.objects.filter(action__startswith="fabric.port.").order_by("id").values_list("action", flat=True)
+    )
     assert actions == ["fabric.port.create", "fabric.port.update", "fabric.port.delete"]
 
 
@@ -184,11 +185,9 @@ def test_auditors_read_ports_tenants_get_403(fabric, client_for, auditor, admin_
     for user in (admin_a, member_a):
         client = client_for(user)
         assert client.get(url(fabric)).status_code == 403
-        assert client.post(url(fabric), {"switch": "leaf1", "port": 2},
-                           format="json").status_code == 403  # fmt: skip
+        assert client.post(url(fabric), {"switch": "leaf1", "port": 2}, format="json").status_code == 403
     with pytest.raises(Exception, match="only operators"):
-        changes.set_port_admin(SYSTEM, Principal(None, Role.AUDITOR, None), fabric,
-                               switch="leaf1", port=2)  # fmt: skip
+        changes.set_port_admin(SYSTEM, Principal(None, Role.AUDITOR, None), fabric, switch="leaf1", port=2)
     row.refresh_from_db()
     assert not row.enabled and PortAdminState.objects.count() == 1
     assert_error(client_for(auditor).get("/api/fabrics/999999/ports/"), 404)
@@ -220,8 +219,9 @@ def test_cli_bad_port_input_exits_non_zero_with_the_error(fabric, args, field):
 def test_cli_clear_of_an_unadministered_port_is_refused(fabric):
     out = StringIO()
     with pytest.raises(CommandError, match="does not administer"):
-        call_command("fabric", "port", "clear", "--fabric", fabric.name, "--switch", "leaf1",
-                     "--port", "1", "--json", stdout=out)  # fmt: skip
+        call_command(
+            "fabric", "port", "clear", "--fabric", fabric.name, "--switch", "leaf1", "--port", "1", "--json", stdout=out
+        )
     assert json.loads(out.getvalue())["code"] == "not_found"
     with pytest.raises(NotFound):
         changes.clear_port_admin(SYSTEM, OPERATOR, fabric, switch="leaf1", port=1)
@@ -239,8 +239,9 @@ def test_width_and_speed_are_pushed_read_back_and_restored(lab_fabric):
     before = read_port(lab, "leaf3", 6)
     assert before["LinkWidthEnabled"] == "1X or 4X" and before["LinkSpeedEnabled"] == "2.5 Gbps"
     # width 1X (speed 2.5 Gbps, as it is): pushed, the port step verified by reading it back
-    changes.set_port_admin(SYSTEM, OPERATOR, fabric, switch="leaf3", port=6, width="1X",
-                           speed="2.5", reason="degrade for test")  # fmt: skip
+    changes.set_port_admin(
+        SYSTEM, OPERATOR, fabric, switch="leaf3", port=6, width="1X", speed="2.5", reason="degrade for test"
+    )
     change = apply_change(changes.request_change(SYSTEM, OPERATOR, fabric).pk, worker_id="w")
     assert change.status == Status.APPLIED, change.error
     step = change.steps.get(name="port-admin")
@@ -252,16 +253,14 @@ def test_width_and_speed_are_pushed_read_back_and_restored(lab_fabric):
     assert after["PhysLinkState"] != "Disabled"
     assert changes.reconcile(fabric, actor=SYSTEM) is None  # the same state again: nothing
     # ibsim 0.10 ignores a LinkSpeedEnabled without 2.5 Gbps: the read-back says so, no guess
-    changes.set_port_admin(SYSTEM, OPERATOR, fabric, switch="leaf3", port=6, width="1X",
-                           speed="10.0")  # fmt: skip
+    changes.set_port_admin(SYSTEM, OPERATOR, fabric, switch="leaf3", port=6, width="1X", speed="10.0")
     change = apply_change(changes.request_change(SYSTEM, OPERATOR, fabric).pk, worker_id="w")
     assert change.status == Status.FAILED and "not enabled width=1X speed=10.0" in change.error
     step = change.steps.get(name="port-admin")
     assert step.status == "failed" and "did not read back" in step.log, step.log
     assert "speed=2.5 Gbps" in step.log.splitlines()[-1]
     # back to the design's 4X at 2.5 Gbps, then stop administering the port
-    changes.set_port_admin(SYSTEM, OPERATOR, fabric, switch="leaf3", port=6, width="4X",
-                           speed="2.5")  # fmt: skip
+    changes.set_port_admin(SYSTEM, OPERATOR, fabric, switch="leaf3", port=6, width="4X", speed="2.5")
     change = apply_change(changes.request_change(SYSTEM, OPERATOR, fabric).pk, worker_id="w")
     assert change.status == Status.APPLIED, change.error
     restored = read_port(lab, "leaf3", 6)
@@ -282,18 +281,32 @@ def test_api_and_cli_administer_a_port_on_the_lab(lab_fabric, client_for, operat
     settings.EMBEDDED = True  # --wait runs the push in this process (no worker here)
     client = client_for(operator)
     # API: administer leaf2[3] at 1X, request a change, push it
-    created = client.post(url(fabric), {"switch": "leaf2", "port": 3, "width": "1X"},
-                          format="json")  # fmt: skip
+    created = client.post(url(fabric), {"switch": "leaf2", "port": 3, "width": "1X"}, format="json")
     assert created.status_code == 201, created.content
-    cid = client.post(f"/api/fabrics/{fabric.pk}/changes/", {"reason": "api"},
-                      format="json").json()["id"]  # fmt: skip
+    cid = client.post(f"/api/fabrics/{fabric.pk}/changes/", {"reason": "api"}, format="json").json()["id"]
     assert apply_change(cid, worker_id="w").status == Status.APPLIED
     assert read_port(lab, "leaf2", 3)["LinkWidthEnabled"] == "1X"
     # CLI: set it back to 4X and disable it, --wait → verified, exit 0
     out = StringIO()
-    call_command("fabric", "port", "set", "--fabric", fabric.name, "--switch", "leaf2",
-                 "--port", "3", "--width", "4X", "--disable", "--reason", "unused",
-                 "--wait", "--json", stdout=out)  # fmt: skip
+    call_command(
+        "fabric",
+        "port",
+        "set",
+        "--fabric",
+        fabric.name,
+        "--switch",
+        "leaf2",
+        "--port",
+        "3",
+        "--width",
+        "4X",
+        "--disable",
+        "--reason",
+        "unused",
+        "--wait",
+        "--json",
+        stdout=out,
+    )
     result = json.loads(out.getvalue())
     assert result["ok"] and result["status"] == "applied", result
     seen = read_port(lab, "leaf2", 3)
@@ -302,19 +315,58 @@ def test_api_and_cli_administer_a_port_on_the_lab(lab_fabric, client_for, operat
     assert (row.enabled, row.width, row.reason) == (False, 2, "unused")
     # CLI: --enable alone keeps the width; then clear stops administering it
     out = StringIO()
-    call_command("fabric", "port", "set", "--fabric", str(fabric.pk), "--switch", "leaf2",
-                 "--port", "3", "--enable", "--wait", "--json", stdout=out)  # fmt: skip
+    call_command(
+        "fabric",
+        "port",
+        "set",
+        "--fabric",
+        str(fabric.pk),
+        "--switch",
+        "leaf2",
+        "--port",
+        "3",
+        "--enable",
+        "--wait",
+        "--json",
+        stdout=out,
+    )
     assert json.loads(out.getvalue())["status"] == "applied"
     assert read_port(lab, "leaf2", 3)["PhysLinkState"] != "Disabled"
     assert PortAdminState.objects.get(fabric=fabric).width == 2
     out = StringIO()
-    call_command("fabric", "port", "clear", "--fabric", fabric.name, "--switch", "leaf2",
-                 "--port", "3", "--wait", "--json", stdout=out)  # fmt: skip
+    call_command(
+        "fabric",
+        "port",
+        "clear",
+        "--fabric",
+        fabric.name,
+        "--switch",
+        "leaf2",
+        "--port",
+        "3",
+        "--wait",
+        "--json",
+        stdout=out,
+    )
     assert json.loads(out.getvalue())["ok"]
     assert not PortAdminState.objects.filter(fabric=fabric).exists()
     # CLI bad input on a live fabric: non-zero exit, nothing requested
     count = ChangeRequest.objects.count()
     with pytest.raises(CommandError):
-        call_command("fabric", "port", "set", "--fabric", fabric.name, "--switch", "leaf2",
-                     "--port", "3", "--width", "16X", "--wait", "--json", stdout=StringIO())  # fmt: skip
+        call_command(
+            "fabric",
+            "port",
+            "set",
+            "--fabric",
+            fabric.name,
+            "--switch",
+            "leaf2",
+            "--port",
+            "3",
+            "--width",
+            "16X",
+            "--wait",
+            "--json",
+            stdout=StringIO(),
+        )
     assert ChangeRequest.objects.count() == count

@@ -18,12 +18,30 @@ HCAS = [f"0002c9030000{0x2001 + 16 * i:04x}" for i in range(24)]
 
 
 def ports() -> list[dict]:
-    hca = [{"guid": g, "name": f"{g}_1", "number": 1, "system_name": f"hca{i + 1:02d}",
-            "systemID": g, "physical_state": "LinkUp", "logical_state": "Active"}
-           for i, g in enumerate(HCAS)]  # fmt: skip
-    switch = [{"guid": "0002c90300001000", "name": f"0002c90300001000_{n}", "number": n,
-               "system_name": "leaf1", "systemID": "0002c90300001000",
-               "physical_state": "LinkUp", "logical_state": "Active"} for n in (1, 2)]  # fmt: skip
+    hca = [
+        {
+            "guid": g,
+            "name": f"{g}_1",
+            "number": 1,
+            "system_name": f"hca{i + 1:02d}",
+            "systemID": g,
+            "physical_state": "LinkUp",
+            "logical_state": "Active",
+        }
+        for i, g in enumerate(HCAS)
+    ]
+    switch = [
+        {
+            "guid": "0002c90300001000",
+            "name": f"0002c90300001000_{n}",
+            "number": n,
+            "system_name": "leaf1",
+            "systemID": "0002c90300001000",
+            "physical_state": "LinkUp",
+            "logical_state": "Active",
+        }
+        for n in (1, 2)
+    ]
     return hca + switch
 
 
@@ -36,8 +54,9 @@ def ufm(monkeypatch):
 
 @pytest.fixture
 def fabric(make_fabric, ufm):
-    return make_fabric("ufm-fabric", driver="ufm", url=ufm.url, username="admin",
-                       password_env="UFM_TEST_PASSWORD", verify_timeout=1)  # fmt: skip
+    return make_fabric(
+        "ufm-fabric", driver="ufm", url=ufm.url, username="admin", password_env="UFM_TEST_PASSWORD", verify_timeout=1
+    )
 
 
 def push(fabric) -> ChangeRequest:
@@ -46,8 +65,7 @@ def push(fabric) -> ChangeRequest:
 
 def test_reservation_partition_through_ufm_is_verified_and_idempotent(fabric, ufm):
     members = [f"0x{g}" + ("=limited" if i % 4 == 3 else "") for i, g in enumerate(HCAS[:16])]
-    changes.set_partition(SYSTEM, OPERATOR, fabric, name="res-42", pkey="0x0003",
-                          members=members, sl=2)  # fmt: skip
+    changes.set_partition(SYSTEM, OPERATOR, fabric, name="res-42", pkey="0x0003", members=members, sl=2)
     change = push(fabric)
     assert change.status == "applied", (change.error, list(change.steps.values("name", "log")))
     assert [s.name for s in change.steps.all()] == ["plan", "render", "lint", "apply", "verify"]
@@ -67,8 +85,7 @@ def test_member_missing_from_the_fabric_rolls_ufm_back(fabric, ufm):
     changes.set_partition(SYSTEM, OPERATOR, fabric, name="good", pkey=3, members=[f"0x{HCAS[0]}"])
     assert push(fabric).status == "applied"
     before = {k: dict(v, guids=dict(v["guids"])) for k, v in ufm.pkeys.items()}
-    changes.set_partition(SYSTEM, OPERATOR, fabric, name="good", pkey=3,
-                          members=[f"0x{HCAS[0]}", "0x0002c903deadbe01"])  # fmt: skip
+    changes.set_partition(SYSTEM, OPERATOR, fabric, name="good", pkey=3, members=[f"0x{HCAS[0]}", "0x0002c903deadbe01"])
     change = push(fabric)
     assert change.status == "rolled_back"
     assert "not on the fabric" in change.error
@@ -100,8 +117,7 @@ def test_port_admin_through_ufm_actions_is_read_back(fabric, ufm):
 
 
 def test_wrong_credentials_fail_the_change_precisely(make_fabric, ufm):
-    fabric = make_fabric("ufm-bad", driver="ufm", url=ufm.url, username="admin",
-                         password_env="NO_SUCH_ENV")  # fmt: skip
+    fabric = make_fabric("ufm-bad", driver="ufm", url=ufm.url, username="admin", password_env="NO_SUCH_ENV")
     change = push(fabric)
     assert change.status == "failed" and "HTTP 401" in change.error
 
@@ -112,7 +128,6 @@ def test_client_speaks_the_documented_contract(ufm):
     with pytest.raises(UfmError, match="HTTP 400"):
         client.request("POST", "/ufmRest/resources/pkeys", {"pkey": "0x7fff", "guids": [HCAS[0]]})
     with pytest.raises(UfmError, match="HTTP 400"):
-        client.request("PUT", "/ufmRest/resources/pkeys",
-                       {"pkey": "0x3", "guids": ["0x12"], "membership": "full"})  # fmt: skip
+        client.request("PUT", "/ufmRest/resources/pkeys", {"pkey": "0x3", "guids": ["0x12"], "membership": "full"})
     driver = UfmDriver(client)
     assert driver.read_applied() == {"ufm-pkeys.json": "{}\n"}

@@ -29,8 +29,7 @@ from tests.fabric.conftest import requires_lab
 from tests.fabric.pipeline_fixtures import *  # noqa: F403
 from tests.fabric.pipeline_fixtures import OPERATOR, SYSTEM, hca_guids, lids, wait_for
 
-pytestmark = [requires_lab, pytest.mark.lab, pytest.mark.timeout(240),
-              pytest.mark.django_db(transaction=True)]  # fmt: skip
+pytestmark = [requires_lab, pytest.mark.lab, pytest.mark.timeout(240), pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -48,15 +47,37 @@ class Worker:
     """One ``celery -A console worker`` process (solo pool) in its own process group."""
 
     def __init__(self, name: str, log: Path) -> None:
-        env = dict(os.environ, DATABASE_URL=test_database_url(), REDIS_URL=settings.REDIS_URL,
-                   CELERY_QUEUE=settings.CELERY_TASK_DEFAULT_QUEUE, PYTHONUNBUFFERED="1")  # fmt: skip
+        env = dict(
+            os.environ,
+            DATABASE_URL=test_database_url(),
+            REDIS_URL=settings.REDIS_URL,
+            CELERY_QUEUE=settings.CELERY_TASK_DEFAULT_QUEUE,
+            PYTHONUNBUFFERED="1",
+        )
         self.log = log
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "console", "worker", "--pool", "solo",
-             "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "-l", "INFO"],
-            cwd=ROOT, env=env, stdout=open(log, "ab"), stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "console",
+                "worker",
+                "--pool",
+                "solo",
+                "-n",
+                f"{name}@%h",
+                "--without-gossip",
+                "--without-mingle",
+                "-l",
+                "INFO",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=open(log, "ab"),
+            stderr=subprocess.STDOUT,
             start_new_session=True,
-        )  # fmt: skip
+        )
         wait_for(lambda: "ready." in log.read_text(errors="replace") or self._died(), timeout=60)
         assert self.proc.poll() is None, log.read_text()[-2000:]
 
@@ -94,17 +115,26 @@ def workers(tmp_path):
 
 def test_kill_9_mid_push_then_restart_completes_exactly_once(start_lab, make_fabric, workers):
     lab = start_lab("crash")
-    fabric = make_fabric("crash-lab", workdir=str(lab.workdir), verify_timeout=8,
-                         lease_seconds=4,
-                         test_hooks={"pause_before": {"reload": 120}, "pause_attempts": [1]})  # fmt: skip
+    fabric = make_fabric(
+        "crash-lab",
+        workdir=str(lab.workdir),
+        verify_timeout=8,
+        lease_seconds=4,
+        test_hooks={"pause_before": {"reload": 120}, "pause_attempts": [1]},
+    )
     g = hca_guids(lab)
     first = workers("crash-a")
     # given a change being pushed by worker A, paused after the swap and before the SIGHUP
-    changes.set_partition(SYSTEM, OPERATOR, fabric, name="res-7", pkey="0x0011",
-                          members=[f"{g['hca01']:#018x}", f"{g['hca02']:#018x}=limited"])  # fmt: skip
+    changes.set_partition(
+        SYSTEM,
+        OPERATOR,
+        fabric,
+        name="res-7",
+        pkey="0x0011",
+        members=[f"{g['hca01']:#018x}", f"{g['hca02']:#018x}=limited"],
+    )
     change = changes.request_change(SYSTEM, OPERATOR, fabric, reason="crash test")
-    wait_for(lambda: ChangeStep.objects.filter(change=change, name="reload",
-                                               status="running").exists(), timeout=60)  # fmt: skip
+    wait_for(lambda: ChangeStep.objects.filter(change=change, name="reload", status="running").exists(), timeout=60)
     assert "res-7=0x0011" in lab.artefacts.read("partitions.conf")  # swapped, not yet reloaded
     # when the worker is killed -9 and a new one starts after the lease expired
     first.kill9()
@@ -114,8 +144,7 @@ def test_kill_9_mid_push_then_restart_completes_exactly_once(start_lab, make_fab
     reaped = reap_stuck_changes()
     assert reaped["requeued"] == [change.pk], reaped
     # then the change completes on the new worker, exactly once
-    done = wait_for(lambda: (c := ChangeRequest.objects.get(pk=change.pk)).is_terminal and c,
-                    timeout=60)  # fmt: skip
+    done = wait_for(lambda: (c := ChangeRequest.objects.get(pk=change.pk)).is_terminal and c, timeout=60)
     assert done.status == "applied", (done.error, list(done.steps.values("name", "status", "log")))
     assert done.attempts == 2
     lost = done.steps.get(name="reload", status="failed")
@@ -128,10 +157,7 @@ def test_kill_9_mid_push_then_restart_completes_exactly_once(start_lab, make_fab
     # a redelivered copy of the task (what the broker does after the visibility timeout) is a no-op
     apply_change_task.apply_async(kwargs={"change_id": change.pk})
     time.sleep(2)
-    assert (
-        AuditEntry.objects.filter(action="fabric.change.applied", object_id=str(change.pk)).count()
-        == 1
-    )
+    assert AuditEntry.objects.filter(action="fabric.change.applied", object_id=str(change.pk)).count() == 1
     assert AuditEntry.objects.filter(action="fabric.change.requeue").count() == 1
     assert not ChangeRequest.objects.exclude(status__in=ChangeRequest.TERMINAL).exists()
     assert ChangeRequest.objects.get(pk=change.pk).attempts == 2

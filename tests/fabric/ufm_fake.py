@@ -53,8 +53,7 @@ class UfmContractFake:
 
     version = {"ufm_release_version": "6.18.0-5 (contract fake)", "opensm": "5.20.0"}
 
-    def __init__(self, *, ports: list[dict[str, Any]], username: str = "admin",
-                 password: str = "secret") -> None:  # fmt: skip
+    def __init__(self, *, ports: list[dict[str, Any]], username: str = "admin", password: str = "secret") -> None:
         self.ports = ports
         self.pkeys: dict[int, dict[str, Any]] = {}
         self.requests: list[tuple[str, str]] = []
@@ -76,10 +75,12 @@ class UfmContractFake:
 
     def _show(self, pkey: int) -> dict[str, Any]:
         p = self.pkeys[pkey]
-        return {"partition": p["partition"], "ip_over_ib": p["ip_over_ib"],
-                "guids": [{"guid": g, "membership": m, "index0": False}
-                          for g, m in sorted(p["guids"].items())],
-                "qos_conf": dict(p["qos_conf"])}  # fmt: skip
+        return {
+            "partition": p["partition"],
+            "ip_over_ib": p["ip_over_ib"],
+            "guids": [{"guid": g, "membership": m, "index0": False} for g, m in sorted(p["guids"].items())],
+            "qos_conf": dict(p["qos_conf"]),
+        }
 
     def handle(self, method: str, path: str, query: dict, body: Any) -> tuple[int, Any]:
         """Route one request; returns (status, JSON body)."""
@@ -96,10 +97,12 @@ class UfmContractFake:
             pkey = _pkey(body.get("pkey"))
             if pkey in self.pkeys:
                 raise ContractError(400, f"pkey {pkey:#x} exists")
-            self.pkeys[pkey] = {"partition": body.get("partition_name", ""), "guids": {},
-                                "ip_over_ib": bool(body.get("ip_over_ib", True)),
-                                "qos_conf": {"service_level": int(body.get("service_level", 0)),
-                                             "mtu_limit": 2, "rate_limit": 2.5}}  # fmt: skip
+            self.pkeys[pkey] = {
+                "partition": body.get("partition_name", ""),
+                "guids": {},
+                "ip_over_ib": bool(body.get("ip_over_ib", True)),
+                "qos_conf": {"service_level": int(body.get("service_level", 0)), "mtu_limit": 2, "rate_limit": 2.5},
+            }
             return 200, {}
         if path == "/ufmRest/resources/pkeys" and method in ("POST", "PUT"):
             return self._guids(method, body)
@@ -112,8 +115,7 @@ class UfmContractFake:
                 raise ContractError(400, "service_level 0-15")
             self.pkeys[pkey]["qos_conf"]["service_level"] = sl
             return 200, {}
-        if m := re.fullmatch(r"/ufmRest/resources/pkeys/(0x[0-9a-fA-F]+)/guids/([0-9a-fA-F,]+)",
-                             path):  # fmt: skip
+        if m := re.fullmatch(r"/ufmRest/resources/pkeys/(0x[0-9a-fA-F]+)/guids/([0-9a-fA-F,]+)", path):
             pkey = _pkey(m[1])
             if method != "DELETE" or pkey not in self.pkeys:
                 raise ContractError(404, "not found")
@@ -139,9 +141,15 @@ class UfmContractFake:
         memberships = body.get("memberships") or [body.get("membership", "full")] * len(guids)
         if len(memberships) != len(guids) or set(memberships) - {"full", "limited"}:
             raise ContractError(400, "memberships: one of full/limited per GUID")
-        entry = self.pkeys.setdefault(pkey, {"partition": "", "guids": {}, "ip_over_ib": True,
-                                             "qos_conf": {"service_level": 0, "mtu_limit": 2,
-                                                          "rate_limit": 2.5}})  # fmt: skip
+        entry = self.pkeys.setdefault(
+            pkey,
+            {
+                "partition": "",
+                "guids": {},
+                "ip_over_ib": True,
+                "qos_conf": {"service_level": 0, "mtu_limit": 2, "rate_limit": 2.5},
+            },
+        )
         if method == "PUT":
             entry["guids"] = {}
         entry["guids"].update(zip(guids, memberships, strict=True))
@@ -171,8 +179,7 @@ class UfmContractFake:
                 try:
                     body = json.loads(self.rfile.read(length) or b"null") if length else {}
                     with fake.lock:
-                        status, payload = fake.handle(method, url.path, parse_qs(url.query),
-                                                      body or {})  # fmt: skip
+                        status, payload = fake.handle(method, url.path, parse_qs(url.query), body or {})
                 except ContractError as exc:
                     status, payload = exc.status, {"error": str(exc)}
                 except (ValueError, AttributeError) as exc:

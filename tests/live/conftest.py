@@ -26,8 +26,7 @@ ORIGIN = (b"origin", b"http://127.0.0.1:8000")
 def su2_revision(db) -> DesignRevision:
     """Two scalable units (64 DGX H100, 16 rail leaves, 8 spines): placement matters."""
     principal = Principal(None, Role.OPERATOR, None)
-    _, revision = create_design(ACTOR, principal, name=f"su2-{uuid.uuid4().hex[:6]}",
-                                options=TWO_SU)  # fmt: skip
+    _, revision = create_design(ACTOR, principal, name=f"su2-{uuid.uuid4().hex[:6]}", options=TWO_SU)
     return revision
 
 

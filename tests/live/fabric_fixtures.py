@@ -22,8 +22,7 @@ ONE_SU = {"topology": "rail-optimized", "gpus": 256, "node_type": "DGX-H100", "s
 @pytest.fixture
 def world(db, tenant_a, tenant_b):
     principal = Principal(None, Role.OPERATOR, None)
-    _, revision = create_design(SYSTEM, principal, name=f"live-{uuid.uuid4().hex[:6]}",
-                                options=ONE_SU)  # fmt: skip
+    _, revision = create_design(SYSTEM, principal, name=f"live-{uuid.uuid4().hex[:6]}", options=ONE_SU)
     fabric = Fabric.objects.create(name=f"live-{uuid.uuid4().hex[:6]}", revision=revision)
     inventory.import_inventory(fabric)
     res_a = ready_reservation(fabric, tenant_a, nodes=2)
@@ -31,8 +30,7 @@ def world(db, tenant_a, tenant_b):
     collector = FabricCollector(fabric, CollectorOptions(lab_traffic=False))
     collector.lm = build_link_map(revision_graph(revision))
     collector._refresh_jobs()
-    return {"fabric": fabric, "a": tenant_a, "b": tenant_b, "res_a": res_a, "res_b": res_b,
-            "collector": collector}  # fmt: skip
+    return {"fabric": fabric, "a": tenant_a, "b": tenant_b, "res_a": res_a, "res_b": res_b, "collector": collector}
 
 
 def statuses(collector: FabricCollector, *, bucket: int = 3, down: set[str] = frozenset()):

@@ -26,13 +26,12 @@ def ready_reservation(fabric: Fabric, tenant, nodes: int = 2) -> Reservation:
     reservation ready the way the push pipeline does (fabric_verified with its P_Key)."""
     pool = fabric.pools.first()
     if pool is None:
-        pool = inventory.create_pool(SYSTEM, OPERATOR, fabric=fabric, name="all",
-                                     nodes=list(Node.objects.filter(fabric=fabric)))  # fmt: skip
-    quotas.set_quota(SYSTEM, OPERATOR, tenant=tenant, pool=pool, guaranteed_gpus=64,
-                     borrow_limit_gpus=0)  # fmt: skip
+        pool = inventory.create_pool(
+            SYSTEM, OPERATOR, fabric=fabric, name="all", nodes=list(Node.objects.filter(fabric=fabric))
+        )
+    quotas.set_quota(SYSTEM, OPERATOR, tenant=tenant, pool=pool, guaranteed_gpus=64, borrow_limit_gpus=0)
     principal = Principal(None, Role.TENANT_ADMIN, tenant.pk)
-    res = reserve(SYSTEM, principal, ReservationRequest(pool_id=pool.pk, nodes=nodes,
-                                                        duration=dt.timedelta(hours=2)))  # fmt: skip
+    res = reserve(SYSTEM, principal, ReservationRequest(pool_id=pool.pk, nodes=nodes, duration=dt.timedelta(hours=2)))
     assert res.status == Reservation.Status.PROVISIONING, res.reason
     lifecycle.fabric_verified(fabric.pk, {res.pkey}, change_id=0)
     res.refresh_from_db()
@@ -41,8 +40,7 @@ def ready_reservation(fabric: Fabric, tenant, nodes: int = 2) -> Reservation:
 
 
 def token_for(user) -> str:
-    _, plaintext = actions.issue_token(Actor.for_user(user), Principal.of(user), user=user,
-                                       name="ws")  # fmt: skip
+    _, plaintext = actions.issue_token(Actor.for_user(user), Principal.of(user), user=user, name="ws")
     return plaintext
 
 

@@ -22,8 +22,9 @@ pytestmark = pytest.mark.django_db
 
 
 def _fabric() -> Fabric:
-    _, revision = create_design(SYSTEM, Principal(None, Role.OPERATOR, None),
-                                name=f"ev-{uuid.uuid4().hex[:6]}", options=ONE_SU)  # fmt: skip
+    _, revision = create_design(
+        SYSTEM, Principal(None, Role.OPERATOR, None), name=f"ev-{uuid.uuid4().hex[:6]}", options=ONE_SU
+    )
     return Fabric.objects.create(name=f"ev-{uuid.uuid4().hex[:6]}", revision=revision)
 
 
@@ -35,8 +36,9 @@ class TestFabricEventIsolation(IsolationSuite):
     supports_create = supports_update = supports_delete = False
 
     def make_object(self, tenant, user):
-        event = FabricEvent.objects.create(fabric=_fabric(), kind="link_down", subject="x/1",
-                                           message="link x/1 is down", opened_at=timezone.now())  # fmt: skip
+        event = FabricEvent.objects.create(
+            fabric=_fabric(), kind="link_down", subject="x/1", message="link x/1 is down", opened_at=timezone.now()
+        )
         event.tenants.set([tenant])
         return event
 
@@ -46,9 +48,7 @@ def _publish_snapshot(world):
     collector._snapshot(statuses(collector), 1.0, 0.1)
 
 
-def test_snapshot_and_link_detail_show_a_tenant_only_its_links(
-    world, client_for, admin_a, operator
-):
+def test_snapshot_and_link_detail_show_a_tenant_only_its_links(world, client_for, admin_a, operator):
     _publish_snapshot(world)
     fid = world["fabric"].pk
     collector = world["collector"]
@@ -70,9 +70,7 @@ def test_snapshot_and_link_detail_show_a_tenant_only_its_links(
     assert a.get(f"/api/telemetry/fabrics/{fid}/history/?tenant={world['b'].pk}").status_code == 404
 
 
-def test_the_snapshot_seq_is_the_one_its_links_are_current_with(
-    world, client_for, admin_a, operator
-):
+def test_the_snapshot_seq_is_the_one_its_links_are_current_with(world, client_for, admin_a, operator):
     """A sweep's deltas go out before the collector rewrites the snapshot. A client resyncing in
     between gets the older snapshot, so it must get that snapshot's seq too (and keep the newer
     delta), not the group's current seq (and drop the delta as already held)."""
@@ -101,14 +99,11 @@ def test_history_per_reservation_switch_and_downsampling(world, client_for, oper
     # Both samples in one minute bucket (at :00 and :10), whatever the clock says now.
     past = (timezone.now() - timezone.timedelta(minutes=3)).replace(second=0, microsecond=0)
     where = {lid: (e.switch, e.tier) for lid, e in collector.lm.ends.items()}
-    rows = {lid: {"tx_bps": 1e9, "rx_bps": 2e9, "util": 0.5, "errors": 1, "up": True}
-            for lid in where}  # fmt: skip
+    rows = {lid: {"tx_bps": 1e9, "rx_bps": 2e9, "util": 0.5, "errors": 1, "up": True} for lid in where}
     services.store_samples(fid, past, rows, where)
     services.store_samples(fid, past + timezone.timedelta(seconds=10), rows, where)
     res = world["res_a"].pk
-    body = (
-        client_for(operator).get(f"/api/telemetry/fabrics/{fid}/history/?reservation={res}").json()
-    )
+    body = client_for(operator).get(f"/api/telemetry/fabrics/{fid}/history/?reservation={res}").json()
     job = next(j for r, j in collector.jobs if r is not None and r.id == res)
     assert set(body["links"]) == collector.lm.links_of_nodes(set(job.nodes))
     assert len(body["links"]) == 16  # 2 nodes × 8 rails
@@ -120,26 +115,29 @@ def test_history_per_reservation_switch_and_downsampling(world, client_for, oper
     assert services.downsample_and_prune()["minutes"] == 0  # idempotent
 
 
-def test_operators_acknowledge_and_resolve_with_audit_tenants_cannot(
-    world, client_for, operator, admin_a
-):
-    event = FabricEvent.objects.create(fabric=world["fabric"], kind="link_down", subject="l/1",
-                                       message="link l/1 is down", opened_at=timezone.now(),
-                                       reservations=[world["res_a"].pk, world["res_b"].pk])  # fmt: skip
+def test_operators_acknowledge_and_resolve_with_audit_tenants_cannot(world, client_for, operator, admin_a):
+    event = FabricEvent.objects.create(
+        fabric=world["fabric"],
+        kind="link_down",
+        subject="l/1",
+        message="link l/1 is down",
+        opened_at=timezone.now(),
+        reservations=[world["res_a"].pk, world["res_b"].pk],
+    )
     event.tenants.set([world["a"], world["b"]])
     a = client_for(admin_a)
     seen = a.get(f"/api/telemetry/events/{event.pk}/").json()
     assert seen["reservations"] == [world["res_a"].pk] and seen["tenants"] == [world["a"].pk]
     assert a.post(f"/api/telemetry/events/{event.pk}/acknowledge/").status_code == 403
     op = client_for(operator)
-    assert (
-        op.post(f"/api/telemetry/events/{event.pk}/acknowledge/").json()["status"] == "acknowledged"
-    )
+    assert op.post(f"/api/telemetry/events/{event.pk}/acknowledge/").json()["status"] == "acknowledged"
     assert op.post(f"/api/telemetry/events/{event.pk}/acknowledge/").status_code == 409
     assert op.post(f"/api/telemetry/events/{event.pk}/resolve/").json()["status"] == "resolved"
-    actions = list(AuditEntry.objects.filter(object_id=str(event.pk),
-                                             object_type__icontains="fabricevent")
-                   .values_list("action", flat=True))  # fmt: skip
+    actions = list(
+        AuditEntry.objects.filter(object_id=str(event.pk), object_type__icontains="fabricevent").values_list(
+            "action", flat=True
+        )
+    )
     assert sorted(actions) == ["telemetry.event.acknowledge", "telemetry.event.resolve"]
 
 
@@ -167,9 +165,7 @@ def _nodes_of(world, tenant) -> set[str]:
     return {n for r, j in jobs if r is not None and r.tenant_id == tenant.pk for n in j.nodes}
 
 
-def test_operator_sees_every_port_of_a_switch_with_peers_rates_and_live_state(
-    world, client_for, operator, auditor
-):
+def test_operator_sees_every_port_of_a_switch_with_peers_rates_and_live_state(world, client_for, operator, auditor):
     collector = world["collector"]
     fid = world["fabric"].pk
     mine = sorted(collector.tenant_links[world["a"].pk])
@@ -194,8 +190,7 @@ def test_operator_sees_every_port_of_a_switch_with_peers_rates_and_live_state(
     assert host["rate"] == "4xNDR" and host["gbps"] == 400 and host["tier"] == "node_leaf"
     up = rows[uplink.peer_port]
     assert up["link"] == uplink.link_id and not up["measured_here"] and up["state"] == "Active"
-    assert up["peer"] == {"name": uplink.switch, "port": uplink.port, "kind": "switch",
-                          "tier": "spine"}  # fmt: skip
+    assert up["peer"] == {"name": uplink.switch, "port": uplink.port, "kind": "switch", "tier": "spine"}
     assert (up["tx_bps"], up["rx_bps"]) == (3e9, 1e9)  # the leaf port's own directions
     assert up["errors"] == {"SymbolErrorCounter": 4} and up["bucket"] == 3
     # every host of the leaf is named to the operator, both tenants' included
@@ -211,9 +206,7 @@ def test_operator_sees_every_port_of_a_switch_with_peers_rates_and_live_state(
     assert _ports(client_for(operator), fid + 10_000, leaf).status_code == 404
 
 
-def test_a_tenant_sees_only_its_own_links_of_a_switch_and_404_elsewhere(
-    world, client_for, admin_a, admin_b
-):
+def test_a_tenant_sees_only_its_own_links_of_a_switch_and_404_elsewhere(world, client_for, admin_a, admin_b):
     collector = world["collector"]
     fid = world["fabric"].pk
     a = client_for(admin_a)
@@ -252,9 +245,7 @@ def _live_init(response) -> dict:
     return json.loads(html[html.index(">", start) + 1 : html.index("</script>", start)])
 
 
-def test_live_page_opens_a_switch_by_url_beside_its_pod_never_as_a_faceplate(
-    world, client, admin_a
-):
+def test_live_page_opens_a_switch_by_url_beside_its_pod_never_as_a_faceplate(world, client, admin_a):
     fid = world["fabric"].pk
     client.force_login(admin_a)
     leaf = sorted(world["collector"].tenant_links[world["a"].pk])[0].split("/")[0]

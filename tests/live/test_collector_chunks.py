@@ -28,8 +28,7 @@ class ScriptedReader:
     def read(self, ports, lids, *, state=None):
         self.reads.append(set(ports))
         words = int((time.monotonic() - self.started) * self.GBPS * 1e9 / 32)
-        return {(sw, p): PortReading(words, words, {}, "Active")
-                for sw, plist in ports.items() for p in plist}  # fmt: skip
+        return {(sw, p): PortReading(words, words, {}, "Active") for sw, plist in ports.items() for p in plist}
 
     def lft(self, lid, top):
         return None
@@ -44,8 +43,9 @@ def test_each_group_is_published_once_per_sweep_as_soon_as_its_links_are_read(wo
     reader = ScriptedReader()
     collector.reader = reader
     sent: list[tuple[int, list[str]]] = []
-    monkeypatch.setattr(collector_module, "publish_many",
-                        lambda messages: sent.append((len(reader.reads), [g for g, _ in messages])))  # fmt: skip
+    monkeypatch.setattr(
+        collector_module, "publish_many", lambda messages: sent.append((len(reader.reads), [g for g, _ in messages]))
+    )
     lm = collector.lm
     switches = list(lm.measured_ports())
     fabric = fabric_group(world["fabric"].pk)

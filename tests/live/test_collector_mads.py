@@ -92,8 +92,9 @@ class FakeUmad:
         mstatus = fate[1] if isinstance(fate, tuple) and fate[0] == "mad" else 0
         buf = bytearray(HEADER + mw.MAD_SIZE)
         struct.pack_into("=I", buf, 4, ustatus)
-        struct.pack_into(">BBBBHHQHHI", buf, HEADER, 1, one.cls, 1, 0x81, mstatus, 0,
-                         (7 << 32) | one.tid, one.attr, 0, one.mod)  # fmt: skip
+        struct.pack_into(
+            ">BBBBHHQHHI", buf, HEADER, 1, one.cls, 1, 0x81, mstatus, 0, (7 << 32) | one.tid, one.attr, 0, one.mod
+        )
         # the data says which query it answers
         struct.pack_into(">HHI", buf, HEADER + mw.DATA_OFFSET, one.lid, one.attr, one.mod)
         return bytes(buf)
@@ -150,8 +151,7 @@ def queries(lids=(5, 6, 7), ports=(1, 2, 3, 4)) -> list[mw.Query]:
     out: list[mw.Query] = []
     for lid in lids:
         for port in ports:
-            out += [(mw.PERF_CLASS, lid, mw.ATTR_PORT_COUNTERS_EXT, port),
-                    (mw.SMI_CLASS, lid, mw.ATTR_PORT_INFO, port)]  # fmt: skip
+            out += [(mw.PERF_CLASS, lid, mw.ATTR_PORT_COUNTERS_EXT, port), (mw.SMI_CLASS, lid, mw.ATTR_PORT_INFO, port)]
     return out
 
 
@@ -268,15 +268,22 @@ def test_the_ops_decode_the_same_answers_whichever_path_ran_them():
     basic[7] = 1  # LinkDownedCounter
     info = bytearray(mw.DATA_SIZE)
     info[32] = 0x44  # Active
-    answers = {mw.ATTR_PORT_COUNTERS_EXT: bytes(ext), mw.ATTR_PORT_COUNTERS: bytes(basic),
-               mw.ATTR_PORT_INFO: bytes(info)}  # fmt: skip
+    answers = {
+        mw.ATTR_PORT_COUNTERS_EXT: bytes(ext),
+        mw.ATTR_PORT_COUNTERS: bytes(basic),
+        mw.ATTR_PORT_INFO: bytes(info),
+    }
 
     def run(qs):
         return [None if q[1] == 99 else answers[q[2]] for q in qs]
 
     rows = mw.counters(run, [[1, 1], [1, 2, mw.READ_DATA], [1, 3, mw.READ_ERRORS], [99, 1]])
-    assert rows[0] == [1234, 5678, {"SymbolErrorCounter": 3, "LinkDownedCounter": 1,
-                                    "PortRcvErrors": 0, "PortXmitDiscards": 0}, "Active"]  # fmt: skip
+    assert rows[0] == [
+        1234,
+        5678,
+        {"SymbolErrorCounter": 3, "LinkDownedCounter": 1, "PortRcvErrors": 0, "PortXmitDiscards": 0},
+        "Active",
+    ]
     assert rows[1] == [1234, 5678, None, None]
     assert rows[2][:2] == [None, None] and rows[2][2]["SymbolErrorCounter"] == 3
     assert rows[2][3] is None

@@ -56,13 +56,10 @@ def test_only_switches_whose_error_sums_moved_have_their_ports_error_counters_re
         assert moved[("leaf2", 3)].errors["SymbolErrorCounter"] == 7
         end = LinkEnd("leaf2/3", "leaf2", 3, "hca", 1, "node_leaf", 400.0)
         delta = link_status(end, moved[("leaf2", 3)], quiet[("leaf2", 3)], 1.0).errors
-        assert delta == {"SymbolErrorCounter": 7, "LinkDownedCounter": 0, "PortRcvErrors": 2,
-                         "PortXmitDiscards": 0}  # fmt: skip
+        assert delta == {"SymbolErrorCounter": 7, "LinkDownedCounter": 0, "PortRcvErrors": 2, "PortXmitDiscards": 0}
         # what it did not re-read is what a reader reading everything sees
         truth = full.read(ports, lids)
-        assert {k: (r.errors, r.state) for k, r in moved.items()} == {
-            k: (r.errors, r.state) for k, r in truth.items()
-        }
+        assert {k: (r.errors, r.state) for k, r in moved.items()} == {k: (r.errors, r.state) for k, r in truth.items()}
         reader.read(ports, lids)
         assert reader.last["dirty_switches"] == 0 and reader.last["errors_read"] == 0
     finally:
@@ -115,9 +112,7 @@ def test_reading_in_parts_streams_the_answers_of_one_read(fabric):
             assert set(readings) == every_port(part)
             assert reader.last["ports"] == len(readings) and reader.last["mads"] > 0
             got.update(readings)
-        assert {k: (r.errors, r.state) for k, r in got.items()} == {
-            k: (r.errors, r.state) for k, r in whole.items()
-        }
+        assert {k: (r.errors, r.state) for k, r in got.items()} == {k: (r.errors, r.state) for k, r in whole.items()}
         assert all(got[k].xmit_words >= whole[k].xmit_words for k in whole)
         assert reader.session.starts == 1  # one helper, nothing killed
     finally:

@@ -70,26 +70,37 @@ def test_perfquery_loop_output_and_ibroute_parse():
     )
     ports = parse_perfquery_ports(text)
     assert ports[1]["PortXmitData"] == 22464 and ports[2]["PortRcvData"] == 6
-    route = (
-        "Unicast lids [0x0-0x5] of switch Lid 2\n  Lid  Out\n0x0003 033 : (CA)\n0x0005 007 : (SW)\n"
-    )
+    route = "Unicast lids [0x0-0x5] of switch Lid 2\n  Lid  Out\n0x0003 033 : (CA)\n0x0005 007 : (SW)\n"
     assert parse_ibroute(route, 5) == [0, 0, 0, 33, 0, 7]
 
 
 def test_live_message_schemas_are_checked():
-    link = {"id": "l/1", "up": True, "bucket": 1, "util": 0.1, "tx_bps": 1, "rx_bps": 2,
-            "errors": {}, "error_totals": {}}  # fmt: skip
-    check({"type": "link.delta", "group": "fabric.1", "seq": 1, "fabric": 1, "at": 1.5,
-           "links": [link]})  # fmt: skip
+    link = {
+        "id": "l/1",
+        "up": True,
+        "bucket": 1,
+        "util": 0.1,
+        "tx_bps": 1,
+        "rx_bps": 2,
+        "errors": {},
+        "error_totals": {},
+    }
+    check({"type": "link.delta", "group": "fabric.1", "seq": 1, "fabric": 1, "at": 1.5, "links": [link]})
     with pytest.raises(SchemaError):
-        check({"type": "link.delta", "group": "fabric.1", "seq": 1, "fabric": 1, "at": 1.5,
-               "links": [dict(link, tenant="acme")]})  # fmt: skip
+        check(
+            {
+                "type": "link.delta",
+                "group": "fabric.1",
+                "seq": 1,
+                "fabric": 1,
+                "at": 1.5,
+                "links": [dict(link, tenant="acme")],
+            }
+        )
     with pytest.raises(SchemaError, match="seq: expected int"):
-        check({"type": "link.delta", "group": "g", "seq": "1", "fabric": 1, "at": 1.0,
-               "links": []})  # fmt: skip
+        check({"type": "link.delta", "group": "g", "seq": "1", "fabric": 1, "at": 1.0, "links": []})
     with pytest.raises(SchemaError, match="up: expected bool"):
-        check({"type": "link.delta", "group": "g", "seq": 1, "fabric": 1, "at": 1.0,
-               "links": [dict(link, up=1)]})  # fmt: skip
+        check({"type": "link.delta", "group": "g", "seq": 1, "fabric": 1, "at": 1.0, "links": [dict(link, up=1)]})
     with pytest.raises(SchemaError):
         check({"type": "nope"})
 
@@ -100,8 +111,7 @@ def test_each_link_is_read_at_one_switch_port_and_gives_both_directions():
     from designer.catalogue import DEFAULT_CATALOGUE
     from designer.plan import plan
 
-    options = {"topology": "rail-optimized", "gpus": 256, "node_type": "DGX-H100",
-               "switch": "QM9700"}  # fmt: skip
+    options = {"topology": "rail-optimized", "gpus": 256, "node_type": "DGX-H100", "switch": "QM9700"}
     graph = plan(options, DEFAULT_CATALOGUE).graph
     lm = build_link_map(graph)
     measured = [(sw, p) for sw, plist in lm.measured_ports().items() for p in plist]

@@ -19,8 +19,13 @@ from tests.fabric.conftest import requires_lab
 from tests.live.helpers import ready_reservation
 from tests.servers import login, processes, serve  # noqa: F401
 
-pytestmark = [requires_lab, pytest.mark.lab, pytest.mark.e2e, pytest.mark.timeout(300),
-              pytest.mark.django_db(transaction=True)]  # fmt: skip
+pytestmark = [
+    requires_lab,
+    pytest.mark.lab,
+    pytest.mark.e2e,
+    pytest.mark.timeout(300),
+    pytest.mark.django_db(transaction=True),
+]
 
 
 def test_unplugged_cable_shows_down_within_5s_and_clears_and_tenants_see_their_traffic(
@@ -55,8 +60,7 @@ def test_unplugged_cable_shows_down_within_5s_and_clears_and_tenants_see_their_t
     )
     ids = tenant.evaluate("() => [...window.__live.links.keys()]")
     assert len(ids) == 16  # 2 nodes × 8 rails, nothing of tenant B's
-    node = sorted(fabric.nodes.filter(pk__in=res_a.allocations.values("node")).values_list(
-        "name", flat=True))[0]  # fmt: skip
+    node = sorted(fabric.nodes.filter(pk__in=res_a.allocations.values("node")).values_list("name", flat=True))[0]
     leaf, leaf_port = fabric.nodes.get(name=node).hcas.values_list("leaf", "leaf_port").first()
     link = f"{leaf}/{leaf_port}"
     assert link in ids
@@ -65,20 +69,15 @@ def test_unplugged_cable_shows_down_within_5s_and_clears_and_tenants_see_their_t
     started = time.monotonic()
     labs.unplug(fabric, leaf, leaf_port)
     op.locator(f'[data-testid=down-link][data-link="{link}"]').wait_for(timeout=5_000)
-    op.locator(f'[data-testid=event][data-kind=link_down][data-subject="{link}"]').wait_for(
-        timeout=5_000
-    )
+    op.locator(f'[data-testid=event][data-kind=link_down][data-subject="{link}"]').wait_for(timeout=5_000)
     assert time.monotonic() - started < 5.0
     # the tenant sees it too, on its own link
     tenant.locator(f'[data-testid=down-link][data-link="{link}"]').wait_for(timeout=5_000)
-    expect(tenant.locator(f'[data-testid=event][data-subject="{link}"]')).to_contain_text(
-        str(res_a.pk)
-    )
+    expect(tenant.locator(f'[data-testid=event][data-subject="{link}"]')).to_contain_text(str(res_a.pk))
 
     # when it is put back, the link is up again and the event resolves itself
     labs.replug(fabric, leaf, leaf_port)
-    expect(op.locator(f'[data-testid=down-link][data-link="{link}"]')).to_have_count(0,
-                                                                                      timeout=15_000)  # fmt: skip
+    expect(op.locator(f'[data-testid=down-link][data-link="{link}"]')).to_have_count(0, timeout=15_000)
     expect(op.locator(f'[data-testid=event][data-subject="{link}"]')).to_have_attribute(
         "data-status", "resolved", timeout=15_000
     )

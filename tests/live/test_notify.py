@@ -51,9 +51,7 @@ def test_publishes_from_a_plain_thread_reuse_one_loop_and_one_connection():
 
 
 @pytest.mark.django_db
-def test_a_publish_inside_a_transaction_waits_for_the_commit(
-    django_capture_on_commit_callbacks, monkeypatch
-):
+def test_a_publish_inside_a_transaction_waits_for_the_commit(django_capture_on_commit_callbacks, monkeypatch):
     sent: list = []
     monkeypatch.setattr(notify, "_group_send", sent.extend)
     with django_capture_on_commit_callbacks(execute=True):

@@ -49,9 +49,7 @@ def test_a_gap_resyncs_and_a_delta_newer_than_the_snapshot_is_kept(
     collector._snapshot(down, 2.0, 0.1)
     page.wait_for_function("(id) => window.__live.links.get(id)?.up === false", arg=link)
     edge = page.evaluate("(id) => window.__live.edgeOfLink.get(id)", link)
-    assert page.evaluate(
-        "(e) => window.__live.canvas.cy.getElementById(e).hasClass('live-down')", edge
-    )
+    assert page.evaluate("(e) => window.__live.canvas.cy.getElementById(e).hasClass('live-down')", edge)
     # and the stream goes on from there: the link back up is one ordinary delta
     resyncs = page.evaluate("() => window.__live.stream.resyncs")
     collector._publish(everything, 3.0)

@@ -67,8 +67,9 @@ async def test_tenant_socket_never_sees_other_tenants_links_or_events(world, adm
     await sync_to_async(services.apply_transitions)(
         world["fabric"].pk,
         [Transition("open", "link_down", link_b, "critical", f"link {link_b} is down")],
-        collector.link_owners, actor=Actor.system("test"),
-    )  # fmt: skip
+        collector.link_owners,
+        actor=Actor.system("test"),
+    )
     event = (await messages_until(comm_b, lambda m: m["type"] == "event"))[-1]
     check(event)
     assert event["event"]["subject"] == link_b
@@ -108,8 +109,9 @@ async def test_revoking_the_token_closes_the_live_socket(world, admin_a):
     from console.asgi import application
     from tests.live.helpers import ORIGIN
 
-    comm = WebsocketCommunicator(application, f"/ws/live/tenant/{world['a'].pk}/",
-                                 headers=[ORIGIN], subprotocols=[f"bearer.{plaintext}"])  # fmt: skip
+    comm = WebsocketCommunicator(
+        application, f"/ws/live/tenant/{world['a'].pk}/", headers=[ORIGIN], subprotocols=[f"bearer.{plaintext}"]
+    )
     assert (await comm.connect(timeout=5))[0]
     await _ready(comm)
     await sync_to_async(actions.revoke_token)(
@@ -148,9 +150,7 @@ async def test_change_socket_streams_push_progress_to_operators_only(world, oper
     assert (await comm_t.receive_json_from(timeout=5))["code"] == "not_found"
 
 
-async def test_a_live_message_goes_out_without_a_hop_through_the_database_thread(
-    world, operator, monkeypatch
-):
+async def test_a_live_message_goes_out_without_a_hop_through_the_database_thread(world, operator, monkeypatch):
     """channels runs Django's close_old_connections in its one thread-sensitive executor thread
     before every message a consumer handles; a live delta (prepared text, no database) must not
     queue behind that hop once per socket."""

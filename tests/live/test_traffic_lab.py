@@ -16,8 +16,7 @@ from console.telemetry.collector import CollectorOptions, FabricCollector
 from console.telemetry.traffic import Job
 from tests.fabric.conftest import requires_lab
 
-pytestmark = [requires_lab, pytest.mark.lab, pytest.mark.timeout(240),
-              pytest.mark.django_db(transaction=True)]  # fmt: skip
+pytestmark = [requires_lab, pytest.mark.lab, pytest.mark.timeout(240), pytest.mark.django_db(transaction=True)]
 
 
 def utilisation_by_tier(fabric, job: Job) -> dict[str, float]:
@@ -37,9 +36,7 @@ def utilisation_by_tier(fabric, job: Job) -> dict[str, float]:
         collector.close()
 
 
-def test_badly_placed_job_shows_hot_spine_links_and_a_well_placed_one_does_not(
-    lab_fabric, su2_revision
-):
+def test_badly_placed_job_shows_hot_spine_links_and_a_well_placed_one_does_not(lab_fabric, su2_revision):
     fabric, _ = lab_fabric("traffic", su2_revision)
     # given a job inside one scalable unit (rail-aligned ring: rail leaves only)
     good = utilisation_by_tier(fabric, Job("good", ("su01-n01", "su01-n02", "su01-n03")))

@@ -59,9 +59,7 @@ def test_duplicate_name_is_a_field_error(operator, client_for, tenant_a):
 
 def test_duplicate_slug_race_is_409(operator, client_for, tenant_a):
     # Passes field validation (other name) but collides on the unique slug in the database.
-    response = client_for(operator).post(
-        "/api/tenants/", {"name": "Other", "slug": tenant_a.slug}, format="json"
-    )
+    response = client_for(operator).post("/api/tenants/", {"name": "Other", "slug": tenant_a.slug}, format="json")
     assert response.status_code in (400, 409)
 
 

@@ -19,9 +19,7 @@ from console.wsgi import application
 
 # The committed snapshot (kept equal to the live schema by test_api_conventions) is loaded from
 # disk, so importing this module makes no request; calls go to the WSGI app in-process.
-schema = schemathesis.openapi.from_path(
-    str(Path(__file__).resolve().parents[2] / "docs" / "openapi.yaml")
-)
+schema = schemathesis.openapi.from_path(str(Path(__file__).resolve().parents[2] / "docs" / "openapi.yaml"))
 schema.app = application
 
 
@@ -37,9 +35,7 @@ def _keep_test_connection():
 
 @pytest.fixture
 def operator_token(operator, tenant_a):
-    _, plaintext = actions.issue_token(
-        Actor.for_user(operator), Principal.of(operator), user=operator, name="fuzz"
-    )
+    _, plaintext = actions.issue_token(Actor.for_user(operator), Principal.of(operator), user=operator, name="fuzz")
     return plaintext
 
 
@@ -52,6 +48,4 @@ def operator_token(operator, tenant_a):
     derandomize=True,
 )
 def test_no_server_errors(case, operator_token):
-    case.call_and_validate(
-        headers={"Authorization": f"Bearer {operator_token}"}, checks=[not_a_server_error]
-    )
+    case.call_and_validate(headers={"Authorization": f"Bearer {operator_token}"}, checks=[not_a_server_error])

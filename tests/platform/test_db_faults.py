@@ -40,9 +40,12 @@ pytestmark = [
 
 def call(url: str, token: str, method: str = "GET", body: dict | None = None):
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method, headers={
-        "Authorization": f"Bearer {token}", "Content-Type": "application/json",
-        "Accept": "application/json"})  # fmt: skip
+    req = urllib.request.Request(
+        url,
+        data=data,
+        method=method,
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json", "Accept": "application/json"},
+    )
     try:
         with urllib.request.urlopen(req, timeout=60) as resp:
             return resp.status, dict(resp.headers), _body(resp.read())
@@ -60,16 +63,19 @@ def _body(raw: bytes):
 def kill_backends(wait_event: str | None = None) -> int:
     """Terminate the server's sessions on the test database (those waiting on ``wait_event``)."""
     with connection.cursor() as cur:
-        cur.execute("""SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+        cur.execute(
+            """SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
                        WHERE datname = current_database() AND pid <> pg_backend_pid()
-                         AND (%s::text IS NULL OR wait_event = %s)""", [wait_event, wait_event])  # fmt: skip
+                         AND (%s::text IS NULL OR wait_event = %s)""",
+            [wait_event, wait_event],
+        )
         return cur.fetchone()[0]
 
 
 def server_connections() -> int:
     with connection.cursor() as cur:
         cur.execute("""SELECT count(*) FROM pg_stat_activity
-                       WHERE datname = current_database() AND pid <> pg_backend_pid()""")  # fmt: skip
+                       WHERE datname = current_database() AND pid <> pg_backend_pid()""")
         return cur.fetchone()[0]
 
 
@@ -117,8 +123,13 @@ def test_a_connection_killed_mid_reservation_answers_503_and_leaves_nothing(
     give_quota(tenant, pool, 32)
     url = wsgi(processes)
     start = timezone.now() + dt.timedelta(hours=1)
-    payload = {"pool": pool.pk, "gpus": 8, "name": "survives",
-               "start": start.isoformat(), "end": (start + dt.timedelta(hours=2)).isoformat()}  # fmt: skip
+    payload = {
+        "pool": pool.pk,
+        "gpus": 8,
+        "name": "survives",
+        "start": start.isoformat(),
+        "end": (start + dt.timedelta(hours=2)).isoformat(),
+    }
     audits = AuditEntry.objects.count()
     # The audit row of the booking waits in a trigger: the reservation and its allocations are
     # written by then, uncommitted, in the server's transaction.
@@ -128,14 +139,10 @@ def test_a_connection_killed_mid_reservation_answers_503_and_leaves_nothing(
               $$ BEGIN PERFORM pg_sleep(60); RETURN NEW; END $$;
             CREATE TRIGGER test_hold_audit BEFORE INSERT ON tenancy_auditentry
               FOR EACH ROW WHEN (NEW.action = 'reservation.create')
-              EXECUTE FUNCTION test_hold_audit();""")  # fmt: skip
+              EXECUTE FUNCTION test_hold_audit();""")
     try:
         answer: list = []
-        post = threading.Thread(
-            target=lambda: answer.append(
-                call(f"{url}/api/reservations/", token, "POST", payload)
-            )
-        )
+        post = threading.Thread(target=lambda: answer.append(call(f"{url}/api/reservations/", token, "POST", payload)))
         post.start()
         deadline = time.monotonic() + 30
         while not kill_backends("PgSleep"):
@@ -144,8 +151,7 @@ def test_a_connection_killed_mid_reservation_answers_503_and_leaves_nothing(
         post.join(60)
     finally:
         with connection.cursor() as cur:
-            cur.execute("DROP TRIGGER test_hold_audit ON tenancy_auditentry;"
-                        "DROP FUNCTION test_hold_audit();")  # fmt: skip
+            cur.execute("DROP TRIGGER test_hold_audit ON tenancy_auditentry;DROP FUNCTION test_hold_audit();")
     status, headers, body = answer[0]
     assert status == 503, body
     assert body["code"] == "unavailable" and headers.get("Retry-After") == "1"

@@ -37,9 +37,7 @@ def test_every_viewset_is_scoped_and_covered():
     global_ = {v for v in registered if issubclass(v, GlobalResourceMixin)}
     assert {v.__name__ for v in global_} <= GLOBAL_VIEWSET_NAMES, "unreviewed global viewset"
     assert all(v.global_reason for v in global_)
-    unscoped = [
-        v.__name__ for v in registered if not issubclass(v, TenantScopedMixin) and v not in global_
-    ]
+    unscoped = [v.__name__ for v in registered if not issubclass(v, TenantScopedMixin) and v not in global_]
     assert not unscoped, f"viewsets bypassing the tenant-scoped base class: {unscoped}"
     uncovered = [v.__name__ for v in registered if v not in COVERED_VIEWSETS and v not in global_]
     assert not uncovered, f"viewsets without an IsolationSuite subclass: {uncovered}"

@@ -17,17 +17,23 @@ def design_id(operator):
     from designer import services
 
     design, _ = services.create_design(
-        Actor.for_user(operator), Principal.of(operator), name="pages",
+        Actor.for_user(operator),
+        Principal.of(operator),
+        name="pages",
         options={"topology": "rail-optimized", "gpus": 256},
-    )  # fmt: skip
+    )
     return design.pk
 
 
 def _pages(design_id: int) -> list[str]:
     return [
-        reverse("web:home"), reverse("web:audit"), reverse("web:tenants"), reverse("web:tokens"),
-        reverse("web:designer"), reverse("web:designer-design", args=[design_id]),
-    ]  # fmt: skip
+        reverse("web:home"),
+        reverse("web:audit"),
+        reverse("web:tenants"),
+        reverse("web:tokens"),
+        reverse("web:designer"),
+        reverse("web:designer-design", args=[design_id]),
+    ]
 
 
 def test_operator_pages_render_with_clean_titles_and_body_class(client, operator, design_id):

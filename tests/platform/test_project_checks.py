@@ -67,6 +67,7 @@ def test_demo_seed_is_idempotent(db):
 
 def test_ruff_lint_and_format_are_clean():
     for args in (["check", "."], ["format", "--check", "."]):
-        result = subprocess.run([sys.executable, "-m", "ruff", *args], cwd=ROOT,
-                                capture_output=True, text=True, timeout=120)  # fmt: skip
+        result = subprocess.run(
+            [sys.executable, "-m", "ruff", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+        )
         assert result.returncode == 0, result.stdout + result.stderr

@@ -26,13 +26,9 @@ def worker(transactional_db):
 @pytest.mark.smoke
 def test_periodic_prune_runs_on_a_worker_and_is_audited(worker, member_a):
     assert not app.conf.task_always_eager
-    token, _ = actions.issue_token(
-        Actor.for_user(member_a), Principal.of(member_a), user=member_a, name="old"
-    )
+    token, _ = actions.issue_token(Actor.for_user(member_a), Principal.of(member_a), user=member_a, name="old")
     ApiToken.objects.filter(pk=token.pk).update(expires_at=timezone.now() - dt.timedelta(days=40))
-    keep, _ = actions.issue_token(
-        Actor.for_user(member_a), Principal.of(member_a), user=member_a, name="fresh"
-    )
+    keep, _ = actions.issue_token(Actor.for_user(member_a), Principal.of(member_a), user=member_a, name="fresh")
 
     marker = set_correlation_id("enqueue-corr-1")
     try:

@@ -52,9 +52,7 @@ async def test_anonymous_socket_is_refused(db):
 
 async def test_foreign_origin_is_refused(member_a):
     _, plaintext = await sync_to_async(_issue)(member_a)
-    communicator, connected, _ = await _connect(
-        [f"bearer.{plaintext}"], headers=[(b"origin", b"http://evil.example")]
-    )
+    communicator, connected, _ = await _connect([f"bearer.{plaintext}"], headers=[(b"origin", b"http://evil.example")])
     assert not connected
 
 

@@ -38,8 +38,9 @@ def make_pool(fabric: Fabric, name: str = "all", nodes=None) -> Pool:
 
 
 def give_quota(tenant, pool, guaranteed: int, borrow: int = 0):
-    return quotas.set_quota(SYSTEM, OPERATOR, tenant=tenant, pool=pool,
-                            guaranteed_gpus=guaranteed, borrow_limit_gpus=borrow)  # fmt: skip
+    return quotas.set_quota(
+        SYSTEM, OPERATOR, tenant=tenant, pool=pool, guaranteed_gpus=guaranteed, borrow_limit_gpus=borrow
+    )
 
 
 def tenant_principal(tenant, role=Role.TENANT_ADMIN) -> Principal:

@@ -70,8 +70,12 @@ def test_sixteen_tenants_one_slot_exactly_one_winner(one_node_pool, make_user, c
         give_quota(tenant, one_node_pool, 0, borrow=8)
         clients.append(client_for(make_user(f"storm-{i}", Role.TENANT_ADMIN, tenant)))
     start = timezone.now() + dt.timedelta(hours=1)
-    payload = {"pool": one_node_pool.pk, "gpus": 8, "start": start.isoformat(),
-               "end": (start + dt.timedelta(hours=2)).isoformat()}  # fmt: skip
+    payload = {
+        "pool": one_node_pool.pk,
+        "gpus": 8,
+        "start": start.isoformat(),
+        "end": (start + dt.timedelta(hours=2)).isoformat(),
+    }
     # when all 16 ask for it at the same instant
     codes = storm(clients, payload)
     # then exactly one wins and the other 15 are told 409
@@ -82,14 +86,12 @@ def test_sixteen_tenants_one_slot_exactly_one_winner(one_node_pool, make_user, c
 
 
 def test_quota_of_four_lets_exactly_four_through(make_user, client_for):
-    fabric = make_fabric("quota-storm", {"topology": "fat-tree", "nodes": 16,
-                                         "node_type": "DGX-H100"})  # fmt: skip
+    fabric = make_fabric("quota-storm", {"topology": "fat-tree", "nodes": 16, "node_type": "DGX-H100"})
     pool = make_pool(fabric)
     tenant = Tenant.objects.create(name="Greedy", slug="greedy")
     give_quota(tenant, pool, 4)
     users = [make_user(f"greedy-{i}", Role.TENANT_MEMBER, tenant) for i in range(THREADS)]
-    codes = storm([client_for(u) for u in users],
-                  {"pool": pool.pk, "gpus": 1, "duration_minutes": 60})  # fmt: skip
+    codes = storm([client_for(u) for u in users], {"pool": pool.pk, "gpus": 1, "duration_minutes": 60})
     assert sorted(codes) == [201] * 4 + [409] * (THREADS - 4)
     live = Reservation.objects.live().filter(tenant=tenant)
     assert sum(r.gpus for r in live) == 4
@@ -104,12 +106,17 @@ def test_the_exclusion_constraint_refuses_an_overlap_the_service_never_saw(one_n
 
     def row(offset_h: float, length_h: float) -> ReservationAllocation:
         res = Reservation.objects.create(
-            tenant=tenant, pool=one_node_pool, fabric_id=one_node_pool.fabric_id,
-            start=start, end=start + dt.timedelta(hours=3), status="placed",
-        )  # fmt: skip
+            tenant=tenant,
+            pool=one_node_pool,
+            fabric_id=one_node_pool.fabric_id,
+            start=start,
+            end=start + dt.timedelta(hours=3),
+            status="placed",
+        )
         a = start + dt.timedelta(hours=offset_h)
-        return ReservationAllocation(reservation=res, node=gpu.node, gpu=gpu, start=a,
-                                     end=a + dt.timedelta(hours=length_h))  # fmt: skip
+        return ReservationAllocation(
+            reservation=res, node=gpu.node, gpu=gpu, start=a, end=a + dt.timedelta(hours=length_h)
+        )
 
     row(0, 2).save()
     # when a writer bypassing every lock inserts an overlapping one

@@ -39,16 +39,24 @@ def su1(tmp_path, tenant_a, tenant_b):
     uid = uuid.uuid4().hex[:6]
     _, revision = create_design(ACTOR, OPERATOR, name=f"life-{uid}", options=ONE_SU)
     fabric, lab = labs.start_lab(
-        revision, name=f"life-{uid}", actor=ACTOR, workdir=tmp_path / "lab",
+        revision,
+        name=f"life-{uid}",
+        actor=ACTOR,
+        workdir=tmp_path / "lab",
         socket_name=f"life-{uid}",
-    )  # fmt: skip
+    )
     try:
         inventory.import_inventory(fabric, actor=ACTOR)
-        pool = inventory.create_pool(ACTOR, OPERATOR, fabric=fabric, name="su1",
-                                     kind=Pool.Kind.BY_SU, nodes=list(Node.objects.filter(fabric=fabric)))  # fmt: skip
+        pool = inventory.create_pool(
+            ACTOR,
+            OPERATOR,
+            fabric=fabric,
+            name="su1",
+            kind=Pool.Kind.BY_SU,
+            nodes=list(Node.objects.filter(fabric=fabric)),
+        )
         quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_a, pool=pool, guaranteed_gpus=128)
-        quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_b, pool=pool, guaranteed_gpus=64,
-                         borrow_limit_gpus=192)  # fmt: skip
+        quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_b, pool=pool, guaranteed_gpus=64, borrow_limit_gpus=192)
         yield fabric, lab, pool
     finally:
         fabric.refresh_from_db()
@@ -56,8 +64,9 @@ def su1(tmp_path, tenant_a, tenant_b):
 
 
 def book(pool, tenant, gpus: int, name: str) -> Reservation:
-    request = ReservationRequest(pool_id=pool.pk, gpus=gpus, duration=dt.timedelta(hours=2),
-                                 name=name, tenant_id=tenant.pk)  # fmt: skip
+    request = ReservationRequest(
+        pool_id=pool.pk, gpus=gpus, duration=dt.timedelta(hours=2), name=name, tenant_id=tenant.pk
+    )
     reservation = reserve(ACTOR, OPERATOR, request)
     assert reservation.status == S.PROVISIONING, reservation.reason
     return reservation
@@ -77,7 +86,7 @@ def converge(fabric) -> ChangeRequest:
 
 def guids_of(reservation: Reservation) -> set[int]:
     nodes = reservation.allocations.values("node_id")
-    return {int(g, 16) for g in HCA.objects.filter(node_id__in=nodes).values_list("port_guid", flat=True)}  # fmt: skip
+    return {int(g, 16) for g in HCA.objects.filter(node_id__in=nodes).values_list("port_guid", flat=True)}
 
 
 def holders_of(lab, pkey: int, guids: set[int]) -> dict[int, str | None]:

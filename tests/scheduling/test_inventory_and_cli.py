@@ -98,9 +98,22 @@ def test_demo_seed_creates_pool_quotas_and_live_reservations():
 @pytest.mark.django_db  # operators' catalogue overrides are read
 def test_replay_cli_prints_the_replay_keys():
     out = StringIO()
-    call_command("schedule", "replay", "--trace", str(TRACES / "kalos_jobs.csv"),
-                 "--format", "kalos", "--design", "rail-optimized:gpus=2048",
-                 "--policy", "first-fit", "--max-jobs", "40", "--json", stdout=out)  # fmt: skip
+    call_command(
+        "schedule",
+        "replay",
+        "--trace",
+        str(TRACES / "kalos_jobs.csv"),
+        "--format",
+        "kalos",
+        "--design",
+        "rail-optimized:gpus=2048",
+        "--policy",
+        "first-fit",
+        "--max-jobs",
+        "40",
+        "--json",
+        stdout=out,
+    )
     result = json.loads(out.getvalue())
     assert list(result) == list(RESULT_KEYS)
     assert result["jobs"]["submitted"] == 40
@@ -109,16 +122,42 @@ def test_replay_cli_prints_the_replay_keys():
 @pytest.mark.django_db
 def test_replay_cli_accepts_a_saved_design_and_refuses_nonsense(fat_tree):
     out = StringIO()
-    call_command("schedule", "replay", "--trace", str(TRACES / "kalos_jobs.csv"),
-                 "--format", "kalos", "--design", "ft16", "--max-jobs", "10",
-                 stdout=out)  # fmt: skip
+    call_command(
+        "schedule",
+        "replay",
+        "--trace",
+        str(TRACES / "kalos_jobs.csv"),
+        "--format",
+        "kalos",
+        "--design",
+        "ft16",
+        "--max-jobs",
+        "10",
+        stdout=out,
+    )
     assert "utilization" in out.getvalue()
     with pytest.raises(CommandError, match="no design"):
-        call_command("schedule", "replay", "--trace", str(TRACES / "kalos_jobs.csv"),
-                     "--format", "kalos", "--design", "no-such-design")  # fmt: skip
+        call_command(
+            "schedule",
+            "replay",
+            "--trace",
+            str(TRACES / "kalos_jobs.csv"),
+            "--format",
+            "kalos",
+            "--design",
+            "no-such-design",
+        )
     with pytest.raises(CommandError, match="impossible design"):
-        call_command("schedule", "replay", "--trace", str(TRACES / "kalos_jobs.csv"),
-                     "--format", "kalos", "--design", "rail-optimized:gpus=-5")  # fmt: skip
+        call_command(
+            "schedule",
+            "replay",
+            "--trace",
+            str(TRACES / "kalos_jobs.csv"),
+            "--format",
+            "kalos",
+            "--design",
+            "rail-optimized:gpus=-5",
+        )
 
 
 @pytest.mark.django_db
@@ -127,18 +166,39 @@ def test_operator_cli_import_pool_quota_reserve_list_release(tenant_a):
     out = StringIO()
     call_command("schedule", "import-inventory", "--fabric", "cli-ft", stdout=out)
     assert json.loads(out.getvalue()) == {"nodes": 0, "gpus": 0, "hcas": 0}
-    call_command("schedule", "pool-create", "--fabric", str(fabric.pk), "--name", "cli",
-                 stdout=out)  # fmt: skip
-    call_command("schedule", "quota", "--tenant", "tenant-a", "--pool", "cli",
-                 "--guaranteed", "16", stdout=out)  # fmt: skip
+    call_command("schedule", "pool-create", "--fabric", str(fabric.pk), "--name", "cli", stdout=out)
+    call_command("schedule", "quota", "--tenant", "tenant-a", "--pool", "cli", "--guaranteed", "16", stdout=out)
     out = StringIO()
-    call_command("schedule", "reserve", "--tenant", "tenant-a", "--pool", "cli", "--gpus", "16",
-                 "--hours", "2", "--json", stdout=out)  # fmt: skip
+    call_command(
+        "schedule",
+        "reserve",
+        "--tenant",
+        "tenant-a",
+        "--pool",
+        "cli",
+        "--gpus",
+        "16",
+        "--hours",
+        "2",
+        "--json",
+        stdout=out,
+    )
     row = json.loads(out.getvalue())
     assert row["status"] == "provisioning" and len(row["nodes"]) == 2
     with pytest.raises(SystemExit):  # over quota: non-zero exit, reason printed
-        call_command("schedule", "reserve", "--tenant", "tenant-a", "--pool", "cli",
-                     "--gpus", "8", "--hours", "1", stdout=StringIO())  # fmt: skip
+        call_command(
+            "schedule",
+            "reserve",
+            "--tenant",
+            "tenant-a",
+            "--pool",
+            "cli",
+            "--gpus",
+            "8",
+            "--hours",
+            "1",
+            stdout=StringIO(),
+        )
     out = StringIO()
     call_command("schedule", "list", "--tenant", "tenant-a", "--json", stdout=out)
     assert [r["status"] for r in json.loads(out.getvalue())] == ["provisioning", "rejected"]

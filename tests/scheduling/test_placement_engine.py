@@ -115,8 +115,7 @@ def test_same_leaf_rejection_explains_with_numbers_and_the_earliest_window():
     assert isinstance(result, Rejection)
     assert result.reason is RejectReason.SAME_LEAF
     assert result.message == (
-        "16 nodes under one leaf requested; the largest free leaf group has 12; "
-        "earliest window with 16 is 14:00–18:00"
+        "16 nodes under one leaf requested; the largest free leaf group has 12; earliest window with 16 is 14:00–18:00"
     )
     assert result.details["largest_free_group"] == 12
     assert result.details["earliest_start"] == EPOCH_10H + 4 * HOUR

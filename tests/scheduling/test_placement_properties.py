@@ -57,9 +57,7 @@ class PoolMachine(RuleBasedStateMachine):
         result = self.engine.place(request, self._next_id(), Owner("t"), explain=False)
         if isinstance(result, Placement):
             assert result.gpus == (gpus if gpus <= 4 else -(-gpus // 4) * 4)
-            assert all(
-                self.engine.state.node_state[n] is NodeState.AVAILABLE for n in result.node_ids
-            )
+            assert all(self.engine.state.node_state[n] is NodeState.AVAILABLE for n in result.node_ids)
             if same_leaf:
                 assert len(result.leaf_groups) == 1
             if rail_aligned:
@@ -76,9 +74,7 @@ class PoolMachine(RuleBasedStateMachine):
     def book_directly(self, node, mask, offset, length):
         start = self.engine.now + offset
         try:
-            self.engine.state.book(
-                self._next_id(), Owner("t"), ((node, mask),), start, start + length
-            )
+            self.engine.state.book(self._next_id(), Owner("t"), ((node, mask),), start, start + length)
         except BookingConflict:
             pass
 
@@ -163,11 +159,7 @@ def test_earliest_window_matches_a_brute_force_scan(bookings, gpus, length, same
     # Every start the engine could pick is 0 or a booking end; scan them all in order.
     starts = sorted({0.0, *(b.end for b in engine.state.bookings.values())})
     expected = next(
-        (
-            t
-            for t in starts
-            if isinstance(engine.search(request, t, t + length, explain=False), Placement)
-        ),
+        (t for t in starts if isinstance(engine.search(request, t, t + length, explain=False), Placement)),
         None,
     )
     assert (found.start if found else None) == expected

@@ -107,12 +107,7 @@ def test_preemption_set_is_minimal(sizes, needed, same_leaf):
         return isinstance(trial, Placement)
 
     smallest = next(
-        (
-            len(c)
-            for k in range(len(booked) + 1)
-            for c in combinations(booked, k)
-            if fits_without(c)
-        ),
+        (len(c) for k in range(len(booked) + 1) for c in combinations(booked, k) if fits_without(c)),
         None,
     )
     if smallest is None:

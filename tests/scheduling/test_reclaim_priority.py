@@ -108,15 +108,11 @@ def test_a_priority_bound_still_spares_higher_ranks():
 
 @settings(max_examples=60, deadline=None)
 @given(
-    bookings=st.lists(
-        st.tuples(st.integers(1, 5), st.integers(BEST_EFFORT, INFERENCE)), min_size=1, max_size=6
-    ),
+    bookings=st.lists(st.tuples(st.integers(1, 5), st.integers(BEST_EFFORT, INFERENCE)), min_size=1, max_size=6),
     needed=st.integers(1, 16),
     same_leaf=st.booleans(),
 )
-def test_the_highest_rank_preempted_is_the_lowest_possible_and_none_is_spare(
-    bookings, needed, same_leaf
-):
+def test_the_highest_rank_preempted_is_the_lowest_possible_and_none_is_spare(bookings, needed, same_leaf):
     # 2 SUs of 8 nodes filled in node order by borrowers of the given sizes and ranks.
     engine = PlacementEngine(rail_optimized(2, nodes_per_su=8))
     node, rank_of = 0, {}
@@ -135,9 +131,7 @@ def test_the_highest_rank_preempted_is_the_lowest_possible_and_none_is_spare(
         trial = engine.search(request, 0.0, request.end, explain=False, ignore=frozenset(ids))
         return isinstance(trial, Placement)
 
-    feasible = [
-        set(c) for k in range(len(rank_of) + 1) for c in combinations(rank_of, k) if fits_without(c)
-    ]
+    feasible = [set(c) for k in range(len(rank_of) + 1) for c in combinations(rank_of, k) if fits_without(c)]
     if not feasible:
         assert isinstance(result, Rejection)
         return
@@ -146,11 +140,7 @@ def test_the_highest_rank_preempted_is_the_lowest_possible_and_none_is_spare(
     lowest_top = min(max((rank_of[b] for b in f), default=-1) for f in feasible)
     assert top == lowest_top
     # Fewest bookings of the highest rank needed (every lower one being available).
-    fewest_top = min(
-        sum(1 for b in f if rank_of[b] == top)
-        for f in feasible
-        if all(rank_of[b] <= top for b in f)
-    )
+    fewest_top = min(sum(1 for b in f if rank_of[b] == top) for f in feasible if all(rank_of[b] <= top for b in f))
     assert sum(1 for b in result.preempts if rank_of[b] == top) == fewest_top
     for victim in result.preempts:  # irreducible
         assert not fits_without(set(result.preempts) - {victim})
@@ -160,9 +150,7 @@ def test_the_highest_rank_preempted_is_the_lowest_possible_and_none_is_spare(
 
 
 @pytest.mark.django_db
-def test_a_borrowed_best_effort_reservation_is_preempted_before_a_borrowed_training_one(
-    pool, tenant_a, tenant_b
-):
+def test_a_borrowed_best_effort_reservation_is_preempted_before_a_borrowed_training_one(pool, tenant_a, tenant_b):
     give_quota(tenant_a, pool, 64, borrow=64)
     give_quota(tenant_b, pool, 64)
 

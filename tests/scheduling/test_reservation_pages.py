@@ -77,8 +77,7 @@ def test_operator_reserves_for_any_tenant_and_sees_operator_tabs(client, operato
 
 def test_auditor_and_users_without_role_get_404(client, auditor, django_user_model):
     logged_in(client, auditor)
-    for name in ("web:reservations", "web:reservations-all", "web:reservation-quotas",
-                 "web:reservation-occupancy"):  # fmt: skip
+    for name in ("web:reservations", "web:reservations-all", "web:reservation-quotas", "web:reservation-occupancy"):
         assert client.get(reverse(name)).status_code == 404, name
     nobody = django_user_model.objects.create_user("nobody", password="pw-12345678")
     assert logged_in(client, nobody).get(reverse("web:reservations")).status_code == 404
@@ -132,8 +131,7 @@ def test_operator_sees_any_reservation_and_filters_all(client, operator, booked,
 def test_tenants_never_see_operator_pages(client, admin_a, member_a, booked):
     for user in (admin_a, member_a):
         logged_in(client, user)
-        for name in ("web:reservations-all", "web:reservation-quotas",
-                     "web:reservation-occupancy"):  # fmt: skip
+        for name in ("web:reservations-all", "web:reservation-quotas", "web:reservation-occupancy"):
             assert client.get(reverse(name)).status_code == 404, (user, name)
         assert b'data-tab="occupancy"' not in client.get(reverse("web:reservations")).content
 
@@ -143,16 +141,30 @@ def test_quota_editor_sets_and_refuses_with_the_reason(client, operator, pool, b
     page = client.get(reverse("web:reservation-quotas")).content.decode()
     assert page.count('data-testid="quota-row"') == 2
     # when the operator raises tenant A's guarantee
-    response = client.post(reverse("web:reservation-quotas"), {
-        "tenant": tenant_a.pk, "pool": pool.pk, "guaranteed_gpus": 72, "borrow_limit_gpus": 8,
-    }, follow=True)  # fmt: skip
+    response = client.post(
+        reverse("web:reservation-quotas"),
+        {
+            "tenant": tenant_a.pk,
+            "pool": pool.pk,
+            "guaranteed_gpus": 72,
+            "borrow_limit_gpus": 8,
+        },
+        follow=True,
+    )
     quota = Quota.objects.get(tenant=tenant_a, pool=pool)
     assert (quota.guaranteed_gpus, quota.borrow_limit_gpus) == (72, 8)
     assert b"72 guaranteed + 8 borrowable" in response.content
     # when the limit would fall below what tenant A holds (16 GPUs), it is refused with why
-    response = client.post(reverse("web:reservation-quotas"), {
-        "tenant": tenant_a.pk, "pool": pool.pk, "guaranteed_gpus": 8, "borrow_limit_gpus": 0,
-    }, follow=True)  # fmt: skip
+    response = client.post(
+        reverse("web:reservation-quotas"),
+        {
+            "tenant": tenant_a.pk,
+            "pool": pool.pk,
+            "guaranteed_gpus": 8,
+            "borrow_limit_gpus": 0,
+        },
+        follow=True,
+    )
     assert b"holds up to 16 GPUs" in response.content
     assert Quota.objects.get(tenant=tenant_a, pool=pool).guaranteed_gpus == 72
 

@@ -31,8 +31,7 @@ class Bookings(RuleBasedStateMachine):
         ReservationAllocation.objects.all().delete()
         Reservation.objects.all().delete()
         for tenant in self.tenants:
-            quotas.set_quota(SYSTEM, OPERATOR, tenant=tenant, pool=self.pool,
-                             guaranteed_gpus=32, borrow_limit_gpus=32)  # fmt: skip
+            quotas.set_quota(SYSTEM, OPERATOR, tenant=tenant, pool=self.pool, guaranteed_gpus=32, borrow_limit_gpus=32)
         self.base = timezone.now().replace(microsecond=0) + dt.timedelta(minutes=1)
 
     def _live(self) -> list[Reservation]:
@@ -48,9 +47,12 @@ class Bookings(RuleBasedStateMachine):
     def book(self, who, size, offset_h, length_h, same_leaf):
         start = self.base + dt.timedelta(hours=offset_h)
         request = reservations.ReservationRequest(
-            pool_id=self.pool.pk, **{size[0]: size[1]}, start=start,
-            end=start + dt.timedelta(hours=length_h), same_leaf=same_leaf,
-        )  # fmt: skip
+            pool_id=self.pool.pk,
+            **{size[0]: size[1]},
+            start=start,
+            end=start + dt.timedelta(hours=length_h),
+            same_leaf=same_leaf,
+        )
         reservations.reserve(SYSTEM, tenant_principal(self.tenants[who]), request)
 
     @rule(pick=st.integers(0, 50), release=st.booleans())
@@ -69,16 +71,23 @@ class Bookings(RuleBasedStateMachine):
             return
         reservation = live[pick % len(live)]
         try:
-            lifecycle.extend(SYSTEM, tenant_principal(reservation.tenant), reservation,
-                             reservation.end + dt.timedelta(hours=hours))  # fmt: skip
+            lifecycle.extend(
+                SYSTEM, tenant_principal(reservation.tenant), reservation, reservation.end + dt.timedelta(hours=hours)
+            )
         except ConsoleError:
             pass  # booked or over quota: refused, nothing changed
 
     @rule(who=st.integers(0, 1), guaranteed=st.integers(0, 64), borrow=st.integers(0, 64))
     def change_quota(self, who, guaranteed, borrow):
         try:
-            quotas.set_quota(SYSTEM, OPERATOR, tenant=self.tenants[who], pool=self.pool,
-                             guaranteed_gpus=guaranteed, borrow_limit_gpus=borrow)  # fmt: skip
+            quotas.set_quota(
+                SYSTEM,
+                OPERATOR,
+                tenant=self.tenants[who],
+                pool=self.pool,
+                guaranteed_gpus=guaranteed,
+                borrow_limit_gpus=borrow,
+            )
         except ConsoleError:
             pass  # below usage or over the pool: refused
 
@@ -97,8 +106,7 @@ class Bookings(RuleBasedStateMachine):
     def usage_never_exceeds_quota(self):
         for quota in Quota.objects.filter(pool=self.pool):
             windows = [
-                (r.start, r.end, r.gpus)
-                for r in Reservation.objects.live().filter(tenant=quota.tenant, pool=self.pool)
+                (r.start, r.end, r.gpus) for r in Reservation.objects.live().filter(tenant=quota.tenant, pool=self.pool)
             ]
             assert quotas.peak_usage(windows) <= quota.limit_gpus
 

@@ -31,9 +31,7 @@ def reserve(tenant, pool, **kw) -> Reservation:
 
 
 def verify(fabric_id: int, *reservations_: Reservation, change_id: int = 1) -> None:
-    fabric_interface.on_fabric_verified(
-        fabric_id, present_pkeys={r.pkey for r in reservations_}, change_id=change_id
-    )
+    fabric_interface.on_fabric_verified(fabric_id, present_pkeys={r.pkey for r in reservations_}, change_id=change_id)
 
 
 @pytest.mark.smoke
@@ -189,16 +187,13 @@ def test_extend_checks_bookings_and_quota(pool, tenant_a, tenant_b):
     give_quota(tenant_a, pool, 64, borrow=64)
     give_quota(tenant_b, pool, 64, borrow=64)
     mine = reserve(tenant_a, pool, nodes=16, duration=dt.timedelta(hours=1))
-    theirs = reserve(tenant_b, pool, nodes=1, start=mine.end + dt.timedelta(hours=1),
-                     duration=dt.timedelta(hours=1))  # fmt: skip
+    theirs = reserve(tenant_b, pool, nodes=1, start=mine.end + dt.timedelta(hours=1), duration=dt.timedelta(hours=1))
     assert theirs.status == S.PLACED
-    extended = lifecycle.extend(SYSTEM, tenant_principal(tenant_a), mine,
-                                mine.end + dt.timedelta(minutes=30))  # fmt: skip
+    extended = lifecycle.extend(SYSTEM, tenant_principal(tenant_a), mine, mine.end + dt.timedelta(minutes=30))
     assert extended.end == mine.end + dt.timedelta(minutes=30)
     assert {a.end for a in extended.allocations.all()} == {extended.end}
     with pytest.raises(Conflict, match="reserved from"):
-        lifecycle.extend(SYSTEM, tenant_principal(tenant_a), mine,
-                         mine.end + dt.timedelta(hours=3))  # fmt: skip
+        lifecycle.extend(SYSTEM, tenant_principal(tenant_a), mine, mine.end + dt.timedelta(hours=3))
     with pytest.raises(Invalid):
         lifecycle.extend(SYSTEM, tenant_principal(tenant_a), mine, mine.start)
 

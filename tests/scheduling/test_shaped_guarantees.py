@@ -290,9 +290,7 @@ class GuaranteeMachine(RuleBasedStateMachine):
         # Shaped tenants stay within their guarantee here (a borrowing owner would block itself).
         owner = Owner(tenant, borrowed and tenant.startswith("t"))
         start = self.engine.now + offset
-        request = Request(
-            gpus=gpus, start=start, end=start + length, same_leaf=same_leaf, owner=owner
-        )
+        request = Request(gpus=gpus, start=start, end=start + length, same_leaf=same_leaf, owner=owner)
         self.engine.place(request, self._id(), explain=False)
 
     @rule(tenant=st.sampled_from(sorted(SHAPED)), length=st.integers(1, 60))
@@ -326,17 +324,15 @@ class GuaranteeMachine(RuleBasedStateMachine):
             whole = {
                 g.id
                 for g in MACHINE_TOPO.groups
-                if {b.owner.tenant for b in state.bookings.values() if not b.owner.borrowed
-                    and g.id in b.groups} == {tenant}
-            }  # fmt: skip
+                if {b.owner.tenant for b in state.bookings.values() if not b.owner.borrowed and g.id in b.groups}
+                == {tenant}
+            }
             if len(whole) < needed:
                 claim = group_claim(self.engine, tenant, end=self.engine.now + 1000)
                 assert isinstance(claim, Placement), claim.message
 
 
-GuaranteeMachine.TestCase.settings = settings(
-    max_examples=120, stateful_step_count=30, deadline=None
-)
+GuaranteeMachine.TestCase.settings = settings(max_examples=120, stateful_step_count=30, deadline=None)
 TestGuaranteeMachine = GuaranteeMachine.TestCase
 
 
@@ -348,14 +344,19 @@ def _reserve(tenant, pool, **kw) -> Reservation:
 
 
 def _shape(tenant, pool, gpus: int, groups: int, borrow: int = 0):
-    return quotas.set_quota(SYSTEM, OPERATOR, tenant=tenant, pool=pool, guaranteed_gpus=gpus,
-                            borrow_limit_gpus=borrow, guaranteed_leaf_groups=groups)  # fmt: skip
+    return quotas.set_quota(
+        SYSTEM,
+        OPERATOR,
+        tenant=tenant,
+        pool=pool,
+        guaranteed_gpus=gpus,
+        borrow_limit_gpus=borrow,
+        guaranteed_leaf_groups=groups,
+    )
 
 
 @pytest.mark.django_db
-def test_a_shaped_tenant_gets_its_whole_leaf_group_after_another_filled_the_rest(
-    pool, tenant_a, tenant_b
-):
+def test_a_shaped_tenant_gets_its_whole_leaf_group_after_another_filled_the_rest(pool, tenant_a, tenant_b):
     _shape(tenant_a, pool, 32, 1)
     give_quota(tenant_b, pool, 96)
     jobs = [_reserve(tenant_b, pool, gpus=8) for _ in range(12)]
@@ -379,9 +380,7 @@ def test_a_shaped_tenant_gets_its_whole_leaf_group_after_another_filled_the_rest
 
 
 @pytest.mark.django_db
-def test_the_service_refuses_the_held_leaf_group_without_naming_its_tenant(
-    pool, tenant_a, tenant_b
-):
+def test_the_service_refuses_the_held_leaf_group_without_naming_its_tenant(pool, tenant_a, tenant_b):
     _shape(tenant_a, pool, 32, 1)
     give_quota(tenant_b, pool, 96)
     jobs = [_reserve(tenant_b, pool, gpus=8) for _ in range(12)]
@@ -389,9 +388,7 @@ def test_the_service_refuses_the_held_leaf_group_without_naming_its_tenant(
         lifecycle.release(SYSTEM, tenant_principal(tenant_b), job)
 
     refused = _reserve(tenant_b, pool, gpus=16, same_leaf=True)
-    preview = reservations.preview(
-        tenant_principal(tenant_b), request_for(pool, gpus=16, same_leaf=True)
-    )
+    preview = reservations.preview(tenant_principal(tenant_b), request_for(pool, gpus=16, same_leaf=True))
 
     assert refused.status == Reservation.Status.REJECTED
     assert refused.explanation["reason"] == "guarantee"
@@ -400,9 +397,7 @@ def test_the_service_refuses_the_held_leaf_group_without_naming_its_tenant(
     assert "Tenant A" not in refused.reason and "tenant-a" not in str(refused.explanation)
     assert preview["rejection"]["reason"] == "guarantee"
     # Within the guarantee the shaped tenant gets the whole leaf.
-    assert (
-        _reserve(tenant_a, pool, gpus=32, same_leaf=True).status == Reservation.Status.PROVISIONING
-    )
+    assert _reserve(tenant_a, pool, gpus=32, same_leaf=True).status == Reservation.Status.PROVISIONING
 
 
 @pytest.mark.django_db

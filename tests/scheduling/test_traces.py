@@ -53,9 +53,7 @@ def _write(tmp_path: Path, text: str) -> Path:
 
 
 def test_generic_with_optional_gpus_per_node(tmp_path):
-    path = _write(
-        tmp_path, "job_id,arrival_s,duration_s,gpus,gpus_per_node\nb,5,10,16,8\na,0,3.5,2,\n"
-    )
+    path = _write(tmp_path, "job_id,arrival_s,duration_s,gpus,gpus_per_node\nb,5,10,16,8\na,0,3.5,2,\n")
 
     jobs = load_trace(path, "generic")
 

@@ -16,9 +16,7 @@ pytestmark = pytest.mark.django_db
 @pytest.mark.smoke
 def test_api_mutation_is_audited_with_actor_and_request_id(operator, client_for):
     client = client_for(operator)
-    response = client.post(
-        "/api/tenants/", {"name": "Gamma"}, format="json", HTTP_X_REQUEST_ID="req-123"
-    )
+    response = client.post("/api/tenants/", {"name": "Gamma"}, format="json", HTTP_X_REQUEST_ID="req-123")
     assert response.status_code == 201
     assert response["X-Request-ID"] == "req-123"
     entry = AuditEntry.objects.get(action="tenant.create", object_id=str(response.json()["id"]))
@@ -40,9 +38,7 @@ def test_update_records_before_and_after(operator, client_for, tenant_a):
 def test_failed_mutation_leaves_no_audit_row(operator, tenant_a):
     count = AuditEntry.objects.count()
     with pytest.raises(Conflict):
-        actions.create_tenant(
-            Actor.for_user(operator), Principal.of(operator), name=tenant_a.name, slug=tenant_a.slug
-        )
+        actions.create_tenant(Actor.for_user(operator), Principal.of(operator), name=tenant_a.name, slug=tenant_a.slug)
     assert AuditEntry.objects.count() == count
     assert Tenant.objects.filter(slug=tenant_a.slug).count() == 1
 
@@ -80,30 +76,19 @@ def test_member_lifecycle_is_audited(admin_a, client_for, tenant_a):
     assert created.status_code == 201, created.content
     assert created.json()["tenant"] == tenant_a.pk
     member_id = created.json()["id"]
-    assert (
-        client.patch(
-            f"/api/members/{member_id}/", {"role": Role.TENANT_ADMIN}, format="json"
-        ).status_code
-        == 200
-    )
+    assert client.patch(f"/api/members/{member_id}/", {"role": Role.TENANT_ADMIN}, format="json").status_code == 200
     assert client.delete(f"/api/members/{member_id}/").status_code == 204
     actions_seen = list(
-        AuditEntry.objects.filter(object_id=str(member_id))
-        .order_by("id")
-        .values_list("action", flat=True)
+        AuditEntry.objects.filter(object_id=str(member_id)).order_by("id").values_list("action", flat=True)
     )
     assert actions_seen == ["member.create", "member.update", "member.remove"]
 
 
 def test_tenant_admin_cannot_grant_operator(admin_a, client_for):
     client = client_for(admin_a)
-    response = client.post(
-        "/api/members/", {"username": "evil", "role": Role.OPERATOR}, format="json"
-    )
+    response = client.post("/api/members/", {"username": "evil", "role": Role.OPERATOR}, format="json")
     assert response.status_code == 403
-    assert not AuditEntry.objects.filter(
-        action="member.create", object_repr__contains="evil"
-    ).exists()
+    assert not AuditEntry.objects.filter(action="member.create", object_repr__contains="evil").exists()
 
 
 def test_audit_log_readers(auditor, member_a, client_for, operator):

@@ -54,9 +54,7 @@ class TestApiTokenIsolation(IsolationSuite):
     filter_fields = ["tenant", "read_only"]
 
     def make_object(self, tenant, user):
-        token, _ = actions.issue_token(
-            Actor.for_user(user), Principal.of(user), user=user, name="iso"
-        )
+        token, _ = actions.issue_token(Actor.for_user(user), Principal.of(user), user=user, name="iso")
         return token
 
     def create_payload(self, other_tenant):

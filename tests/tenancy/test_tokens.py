@@ -27,9 +27,7 @@ def test_token_is_shown_once_and_stored_hashed(member_a):
     assert response.status_code == 201, response.content
     plaintext = response.json()["token"]
     row = ApiToken.objects.get(pk=response.json()["id"])
-    assert plaintext not in row.secret_hash and row.secret_hash == hash_token_secret(
-        plaintext.split("_", 2)[2]
-    )
+    assert plaintext not in row.secret_hash and row.secret_hash == hash_token_secret(plaintext.split("_", 2)[2])
     listed = client.get(f"/api/tokens/{row.pk}/").json()
     assert "token" not in listed and "secret_hash" not in listed
     assert bearer(plaintext).get("/api/me/").json()["username"] == "member-a"
@@ -53,9 +51,7 @@ def test_revoked_token_fails_on_next_request(member_a, client_for):
 
 def test_expired_token_is_refused(member_a, client_for):
     client = client_for(member_a)
-    ApiToken.objects.filter(user=member_a).update(
-        expires_at=timezone.now() - dt.timedelta(seconds=1)
-    )
+    ApiToken.objects.filter(user=member_a).update(expires_at=timezone.now() - dt.timedelta(seconds=1))
     response = client.get("/api/me/")
     assert response.status_code == 401
     assert response.json()["code"] == "token_expired"

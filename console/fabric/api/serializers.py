@@ -24,8 +24,18 @@ class FabricSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Fabric
-        fields = ["id", "name", "description", "driver", "revision", "config",
-                  "approval_required", "pkey_min", "pkey_max", "created_at"]  # fmt: skip
+        fields = [
+            "id",
+            "name",
+            "description",
+            "driver",
+            "revision",
+            "config",
+            "approval_required",
+            "pkey_min",
+            "pkey_max",
+            "created_at",
+        ]
         read_only_fields = ["id", "created_at"]
 
 
@@ -42,8 +52,19 @@ class PartitionSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = FabricPartition
-        fields = ["id", "fabric", "name", "pkey", "sl", "ipoib", "members", "source", "tenant",
-                  "created_at", "updated_at"]  # fmt: skip
+        fields = [
+            "id",
+            "fabric",
+            "name",
+            "pkey",
+            "sl",
+            "ipoib",
+            "members",
+            "source",
+            "tenant",
+            "created_at",
+            "updated_at",
+        ]
         read_only_fields = ["id", "fabric", "source", "tenant", "created_at", "updated_at"]
 
     def to_representation(self, instance: FabricPartition) -> dict:
@@ -60,19 +81,22 @@ class PortAdminSerializer(serializers.ModelSerializer):
     port = serializers.IntegerField(min_value=1, max_value=255)
     enabled = serializers.BooleanField(required=False, default=True)
     width = serializers.CharField(
-        required=False, allow_null=True, default=None,
+        required=False,
+        allow_null=True,
+        default=None,
         help_text="1X, 4X, 8X, 12X or 2X (or the ibportstate code 1, 2, 4, 8, 16); null: unset",
-    )  # fmt: skip
+    )
     speed = serializers.CharField(
-        required=False, allow_null=True, default=None,
+        required=False,
+        allow_null=True,
+        default=None,
         help_text="2.5, 5.0 or 10.0 Gbps (or the ibportstate code 1, 2, 4); null: unset",
-    )  # fmt: skip
+    )
     reason = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
 
     class Meta:
         model = PortAdminState
-        fields = ["id", "fabric", "switch", "port", "enabled", "width", "speed", "reason",
-                  "updated_at"]  # fmt: skip
+        fields = ["id", "fabric", "switch", "port", "enabled", "width", "speed", "reason", "updated_at"]
         read_only_fields = ["id", "fabric", "updated_at"]
 
     def to_representation(self, instance: PortAdminState) -> dict:
@@ -89,8 +113,7 @@ class ChangeStepSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ChangeStep
-        fields = ["seq", "name", "target", "status", "log", "started_at", "finished_at",
-                  "duration_s"]  # fmt: skip
+        fields = ["seq", "name", "target", "status", "log", "started_at", "finished_at", "duration_s"]
 
 
 class ChangeSerializer(serializers.ModelSerializer):
@@ -103,10 +126,30 @@ class ChangeSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ChangeRequest
-        fields = ["id", "fabric", "status", "is_terminal", "dry_run", "reason",
-                  "requested_by", "requested_by_label", "approved_by", "approved_at",
-                  "correlation_id", "diff", "artefacts", "desired", "attempts", "outcome",
-                  "error", "created_at", "started_at", "finished_at", "progress", "steps"]  # fmt: skip
+        fields = [
+            "id",
+            "fabric",
+            "status",
+            "is_terminal",
+            "dry_run",
+            "reason",
+            "requested_by",
+            "requested_by_label",
+            "approved_by",
+            "approved_at",
+            "correlation_id",
+            "diff",
+            "artefacts",
+            "desired",
+            "attempts",
+            "outcome",
+            "error",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "progress",
+            "steps",
+        ]
         read_only_fields = fields
 
     def get_progress(self, change: ChangeRequest) -> dict:
@@ -126,9 +169,20 @@ class ChangeListSerializer(ChangeSerializer):
     """A change in a list (no artefacts or desired state)."""
 
     class Meta(ChangeSerializer.Meta):
-        fields = ["id", "fabric", "status", "is_terminal", "dry_run", "reason",
-                  "requested_by_label", "attempts", "error", "created_at", "finished_at",
-                  "progress"]  # fmt: skip
+        fields = [
+            "id",
+            "fabric",
+            "status",
+            "is_terminal",
+            "dry_run",
+            "reason",
+            "requested_by_label",
+            "attempts",
+            "error",
+            "created_at",
+            "finished_at",
+            "progress",
+        ]
         read_only_fields = fields
 
 

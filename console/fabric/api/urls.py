@@ -11,9 +11,5 @@ router.register(
     views.FabricPartitionViewSet,
     basename="fabric-partition",
 )
-router.register(
-    r"fabrics/(?P<fabric_pk>[0-9]+)/ports", views.FabricPortViewSet, basename="fabric-port"
-)
-router.register(
-    r"fabrics/(?P<fabric_pk>[0-9]+)/changes", views.FabricChangeViewSet, basename="fabric-change"
-)
+router.register(r"fabrics/(?P<fabric_pk>[0-9]+)/ports", views.FabricPortViewSet, basename="fabric-port")
+router.register(r"fabrics/(?P<fabric_pk>[0-9]+)/changes", views.FabricChangeViewSet, basename="fabric-change")

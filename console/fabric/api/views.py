@@ -44,9 +44,7 @@ class FabricViewSet(GlobalResourceMixin, viewsets.ModelViewSet):
     ordering_fields = ["name", "created_at"]
 
     def perform_create(self, serializer) -> None:
-        serializer.instance = changes.create_fabric(
-            self.actor, self.principal, **serializer.validated_data
-        )
+        serializer.instance = changes.create_fabric(self.actor, self.principal, **serializer.validated_data)
 
     def perform_update(self, serializer) -> None:
         serializer.instance = changes.update_fabric(
@@ -76,8 +74,9 @@ class _FabricChild(GlobalResourceMixin):
         return self._fabric
 
 
-@extend_schema_view(list=_NESTED, retrieve=_NESTED, create=_NESTED, update=_NESTED,
-                    partial_update=_NESTED, destroy=_NESTED)  # fmt: skip
+@extend_schema_view(
+    list=_NESTED, retrieve=_NESTED, create=_NESTED, update=_NESTED, partial_update=_NESTED, destroy=_NESTED
+)
 class FabricPartitionViewSet(_FabricChild, viewsets.ModelViewSet):
     """A fabric's partitions (desired state). Writes are linted up front and audited; a change
     request pushes them."""
@@ -92,10 +91,15 @@ class FabricPartitionViewSet(_FabricChild, viewsets.ModelViewSet):
         shape = PartitionSerializer(data=data, partial=True)
         shape.is_valid(raise_exception=True)
         row = changes.set_partition(
-            self.actor, self.principal, self.fabric(), name=name, pkey=data.get("pkey"),
-            members=data.get("members") or [], sl=data.get("sl", 0),
+            self.actor,
+            self.principal,
+            self.fabric(),
+            name=name,
+            pkey=data.get("pkey"),
+            members=data.get("members") or [],
+            sl=data.get("sl", 0),
             ipoib=bool(data.get("ipoib", False)),
-        )  # fmt: skip
+        )
         return Response(PartitionSerializer(row).data, status=status_code)
 
     def create(self, request, *args, **kwargs):
@@ -109,8 +113,13 @@ class FabricPartitionViewSet(_FabricChild, viewsets.ModelViewSet):
     def update(self, request, *args, **kwargs):
         """Replace (PUT) or change (PATCH) a partition; renaming is delete + create."""
         row = self.get_object()
-        data = {"pkey": f"{row.pkey:#06x}", "members": row.members, "sl": row.sl,
-                "ipoib": row.ipoib, **dict(request.data)}  # fmt: skip
+        data = {
+            "pkey": f"{row.pkey:#06x}",
+            "members": row.members,
+            "sl": row.sl,
+            "ipoib": row.ipoib,
+            **dict(request.data),
+        }
         if data.get("name", row.name) != row.name:
             raise Invalid("partitions are not renamed: delete and create", fields={"name": []})
         return self._set(data, name=row.name, status_code=status.HTTP_200_OK)
@@ -119,8 +128,9 @@ class FabricPartitionViewSet(_FabricChild, viewsets.ModelViewSet):
         changes.delete_partition(self.actor, self.principal, self.fabric(), name=instance.name)
 
 
-@extend_schema_view(list=_NESTED, retrieve=_NESTED, create=_NESTED, update=_NESTED,
-                    partial_update=_NESTED, destroy=_NESTED)  # fmt: skip
+@extend_schema_view(
+    list=_NESTED, retrieve=_NESTED, create=_NESTED, update=_NESTED, partial_update=_NESTED, destroy=_NESTED
+)
 class FabricPortViewSet(_FabricChild, viewsets.ModelViewSet):
     """Switch port administration (desired state): a port enabled or disabled, optionally with
     its enabled link width and speed. Checked against the fabric's design and audited; a change
@@ -137,19 +147,23 @@ class FabricPortViewSet(_FabricChild, viewsets.ModelViewSet):
         shape = PortAdminSerializer(data=data, partial=True)
         shape.is_valid(raise_exception=True)
         row = changes.set_port_admin(
-            self.actor, self.principal, self.fabric(), switch=data.get("switch"),
-            port=data.get("port"), enabled=shape.validated_data.get("enabled", True),
-            width=data.get("width"), speed=data.get("speed"), reason=data.get("reason") or "",
-        )  # fmt: skip
+            self.actor,
+            self.principal,
+            self.fabric(),
+            switch=data.get("switch"),
+            port=data.get("port"),
+            enabled=shape.validated_data.get("enabled", True),
+            width=data.get("width"),
+            speed=data.get("speed"),
+            reason=data.get("reason") or "",
+        )
         return Response(PortAdminSerializer(row).data, status=status_code)
 
     def create(self, request, *args, **kwargs):
         """Administer a switch port (by switch name from the design and port number)."""
         self.fabric()
         data = _object(request.data)
-        exists = PortAdminState.objects.filter(
-            fabric=self.fabric(), switch=data.get("switch"), port=data.get("port")
-        )
+        exists = PortAdminState.objects.filter(fabric=self.fabric(), switch=data.get("switch"), port=data.get("port"))
         if isinstance(data.get("port"), int) and exists.exists():
             detail = f"{data['switch']}[{data['port']}] is already administered; update it instead"
             raise Invalid(detail, fields={"port": [detail]})
@@ -158,17 +172,22 @@ class FabricPortViewSet(_FabricChild, viewsets.ModelViewSet):
     def update(self, request, *args, **kwargs):
         """Replace (PUT) or change (PATCH) a port's wanted state; switch and port stay."""
         row = self.get_object()
-        data = {"switch": row.switch, "port": row.port, "enabled": row.enabled,
-                "width": row.width, "speed": row.speed, "reason": row.reason,
-                **_object(request.data)}  # fmt: skip
+        data = {
+            "switch": row.switch,
+            "port": row.port,
+            "enabled": row.enabled,
+            "width": row.width,
+            "speed": row.speed,
+            "reason": row.reason,
+            **_object(request.data),
+        }
         if data["switch"] != row.switch or data["port"] != row.port:
             detail = "a port's switch and number do not change: delete and create"
             raise Invalid(detail, fields={"switch": [detail], "port": [detail]})
         return self._set(data, status_code=status.HTTP_200_OK)
 
     def perform_destroy(self, instance: PortAdminState) -> None:
-        changes.clear_port_admin(self.actor, self.principal, self.fabric(),
-                                 switch=instance.switch, port=instance.port)  # fmt: skip
+        changes.clear_port_admin(self.actor, self.principal, self.fabric(), switch=instance.switch, port=instance.port)
 
 
 @extend_schema_view(list=_NESTED, retrieve=_NESTED, approve=_NESTED, cancel=_NESTED)
@@ -189,14 +208,12 @@ class FabricChangeViewSet(
     def get_serializer_class(self):
         return ChangeListSerializer if self.action == "list" else ChangeSerializer
 
-    @extend_schema(parameters=[FABRIC_PK], request=ChangeCreateSerializer,
-                   responses={201: ChangeSerializer})  # fmt: skip
+    @extend_schema(parameters=[FABRIC_PK], request=ChangeCreateSerializer, responses={201: ChangeSerializer})
     def create(self, request, fabric_pk=None):
         """Snapshot desired state and queue its push (``dry_run``: only compute the diff)."""
         serializer = ChangeCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        change = changes.request_change(self.actor, self.principal, self.fabric(),
-                                        **serializer.validated_data)  # fmt: skip
+        change = changes.request_change(self.actor, self.principal, self.fabric(), **serializer.validated_data)
         return Response(ChangeSerializer(change).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={200: ChangeSerializer})

@@ -24,8 +24,7 @@ from console.tenancy.models import Principal
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 MEMBERSHIPS = ("full", "limited", "both")
-FABRIC_FIELDS = ("name", "description", "driver", "revision", "config", "approval_required",
-                 "pkey_min", "pkey_max")  # fmt: skip
+FABRIC_FIELDS = ("name", "description", "driver", "revision", "config", "approval_required", "pkey_min", "pkey_max")
 
 
 def require_operator(principal: Principal) -> None:
@@ -130,9 +129,14 @@ def set_partition(
             raise Conflict(f"partition {name!r} belongs to a reservation", fields={"name": [name]})
         values = {"pkey": key, "members": canonical, "sl": sl, "ipoib": bool(ipoib)}
         row = save_audited(
-            actor, FabricPartition, row, keys={"fabric": fabric, "name": name}, values=values,
-            action="fabric.partition", conflict=f"partition {name!r} or P_Key {key:#06x} exists",
-        )  # fmt: skip
+            actor,
+            FabricPartition,
+            row,
+            keys={"fabric": fabric, "name": name},
+            values=values,
+            action="fabric.partition",
+            conflict=f"partition {name!r} or P_Key {key:#06x} exists",
+        )
     return row
 
 
@@ -210,11 +214,9 @@ def update_fabric(actor: Actor, principal: Principal, fabric: Fabric, **values: 
             for key, value in values.items():
                 if key in FABRIC_FIELDS:
                     setattr(fabric, key, value)
-            _validate_fabric({"pkey_min": fabric.pkey_min, "pkey_max": fabric.pkey_max,
-                              "config": fabric.config})  # fmt: skip
+            _validate_fabric({"pkey_min": fabric.pkey_min, "pkey_max": fabric.pkey_max, "config": fabric.config})
             fabric.save()
-            audit.record(actor, "fabric.update", fabric, before=before,
-                         after=audit.snapshot(fabric))  # fmt: skip
+            audit.record(actor, "fabric.update", fabric, before=before, after=audit.snapshot(fabric))
     except IntegrityError as exc:
         raise Conflict("another fabric has that name") from exc
     return fabric

@@ -56,9 +56,9 @@ def lease_seconds(fabric: Fabric) -> float:
 
 def _mark_lost_steps(change: ChangeRequest, why: str) -> int:
     now = timezone.now()
-    return change.steps.filter(
-        status__in=[ChangeStep.Status.RUNNING, ChangeStep.Status.PENDING]
-    ).update(status=ChangeStep.Status.FAILED, log=why, finished_at=now)
+    return change.steps.filter(status__in=[ChangeStep.Status.RUNNING, ChangeStep.Status.PENDING]).update(
+        status=ChangeStep.Status.FAILED, log=why, finished_at=now
+    )
 
 
 def _fail(change: ChangeRequest, error: str, *, actor: Actor = ACTOR) -> None:
@@ -86,9 +86,7 @@ def _fail_held(change_id: int, worker_id: str, step_why: str, error: str) -> Cha
 def acquire(change_id: int, worker_id: str) -> ChangeRequest | None:
     """Take the lease of ``change_id`` for ``worker_id``; None when there is nothing to do."""
     with transaction.atomic():
-        fabric_id = (
-            ChangeRequest.objects.filter(pk=change_id).values_list("fabric_id", flat=True).first()
-        )
+        fabric_id = ChangeRequest.objects.filter(pk=change_id).values_list("fabric_id", flat=True).first()
         if fabric_id is None:
             log.warning("change %s does not exist (deleted?): nothing to do", change_id)
             return None
@@ -120,8 +118,9 @@ def acquire(change_id: int, worker_id: str) -> ChangeRequest | None:
             return None
         if change.status in RUNNING:
             lost = _mark_lost_steps(change, "worker lost: lease expired mid-step")
-            audit.record(ACTOR, "fabric.change.resume", change,
-                         after={"attempt": change.attempts + 1, "lost_steps": lost})  # fmt: skip
+            audit.record(
+                ACTOR, "fabric.change.resume", change, after={"attempt": change.attempts + 1, "lost_steps": lost}
+            )
         if change.attempts >= settings.FABRIC_CHANGE_MAX_ATTEMPTS:
             _fail(change, f"gave up after {change.attempts} attempts")
             return None
@@ -149,16 +148,17 @@ class _Live:
         """A driver step starts: show it, renew the lease, run a test pause if configured."""
         now = timezone.now()
         if self.current is not None and self.current.status == ChangeStep.Status.RUNNING:
-            ChangeStep.objects.filter(pk=self.current.pk).update(
-                status=ChangeStep.Status.OK, finished_at=now
-            )
+            ChangeStep.objects.filter(pk=self.current.pk).update(status=ChangeStep.Status.OK, finished_at=now)
         step_name, _, target = name.partition(":")
         self.base_seq += 1
         self.current = ChangeStep.objects.create(
-            change=self.change, seq=self.base_seq, name=step_name[:40],
+            change=self.change,
+            seq=self.base_seq,
+            name=step_name[:40],
             target=(target or self.change.fabric.name)[:100],
-            status=ChangeStep.Status.RUNNING, started_at=now,
-        )  # fmt: skip
+            status=ChangeStep.Status.RUNNING,
+            started_at=now,
+        )
         fields: dict[str, Any] = {"lease_expires_at": now + timedelta(seconds=self.lease_s)}
         if step_name == "verify":
             fields["status"] = Status.VERIFYING
@@ -182,12 +182,17 @@ def _record_steps(change: ChangeRequest, first_seq: int, result: PushResult) -> 
         status = step.status if step.status in ChangeStep.Status.values else "failed"
         rows.append(
             ChangeStep(
-                change=change, seq=i, name=name[:40], target=(target or change.fabric.name)[:100],
-                status=status, log="\n".join(step.log)[:20000],
-                started_at=now - timedelta(seconds=step.duration_s), finished_at=now,
+                change=change,
+                seq=i,
+                name=name[:40],
+                target=(target or change.fabric.name)[:100],
+                status=status,
+                log="\n".join(step.log)[:20000],
+                started_at=now - timedelta(seconds=step.duration_s),
+                finished_at=now,
                 duration_s=round(step.duration_s, 4),
             )
-        )  # fmt: skip
+        )
     return ChangeStep.objects.bulk_create(rows)
 
 
@@ -206,9 +211,18 @@ def finalize(change_id: int, worker_id: str, first_seq: int, result: PushResult)
         if change.lease_owner != worker_id:
             raise LeaseLost(f"change {change_id}: lease lost before the outcome was written")
         for row in _record_steps(change, first_seq, result):
-            audit.record(ACTOR, f"fabric.change.step.{row.status}", change,
-                         after={"step": row.name, "target": row.target, "seq": row.seq,
-                                "attempt": change.attempts, "log": row.log[:2000]})  # fmt: skip
+            audit.record(
+                ACTOR,
+                f"fabric.change.step.{row.status}",
+                change,
+                after={
+                    "step": row.name,
+                    "target": row.target,
+                    "seq": row.seq,
+                    "attempt": change.attempts,
+                    "log": row.log[:2000],
+                },
+            )
         status = _outcome_status(change, result)
         change.status = status
         change.outcome = {
@@ -225,14 +239,16 @@ def finalize(change_id: int, worker_id: str, first_seq: int, result: PushResult)
         if status in (Status.APPLIED, Status.UNCHANGED):
             AppliedState.objects.update_or_create(
                 fabric_id=change.fabric_id,
-                defaults={"desired": change.desired, "artefacts": change.artefacts,
-                          "change": change, "verified_at": change.finished_at},
-            )  # fmt: skip
+                defaults={
+                    "desired": change.desired,
+                    "artefacts": change.artefacts,
+                    "change": change,
+                    "verified_at": change.finished_at,
+                },
+            )
             present = {int(p["pkey"], 16) for p in change.desired.get("partitions", [])}
             present.discard(0x7FFF)
-            fabric_interface.on_fabric_verified(
-                change.fabric_id, present_pkeys=present, change_id=change.pk
-            )
+            fabric_interface.on_fabric_verified(change.fabric_id, present_pkeys=present, change_id=change.pk)
         else:
             fabric_interface.on_fabric_failed(
                 change.fabric_id, change_id=change.pk, error=change.error or result.outcome
@@ -270,8 +286,13 @@ def apply_change(change_id: int, *, worker_id: str) -> ChangeRequest | None:
         return None
     fabric = change.fabric
     first_seq = change.steps.order_by("-seq").values_list("seq", flat=True).first() or 0
-    live = _Live(change, worker_id, lease_seconds(fabric),
-                 dict((fabric.config or {}).get("test_hooks") or {}), base_seq=first_seq)  # fmt: skip
+    live = _Live(
+        change,
+        worker_id,
+        lease_seconds(fabric),
+        dict((fabric.config or {}).get("test_hooks") or {}),
+        base_seq=first_seq,
+    )
     previous_state = AppliedState.objects.filter(fabric=fabric).first()
     previous = DesiredFabric.from_json(previous_state.desired) if previous_state else None
     try:
@@ -286,9 +307,7 @@ def apply_change(change_id: int, *, worker_id: str) -> ChangeRequest | None:
         log.warning("change %s: lease lost; another worker finishes it", change_id)
         return None
     except DriverError as exc:
-        return _fail_held(
-            change_id, worker_id, f"driver error: {exc}", f"{fabric.driver} driver: {exc}"
-        )
+        return _fail_held(change_id, worker_id, f"driver error: {exc}", f"{fabric.driver} driver: {exc}")
     except TRANSIENT:
         release(change_id, worker_id)
         raise
@@ -321,8 +340,7 @@ def reap_stuck_changes(*, now: Any = None) -> dict[str, list[int]]:
             change.status = Status.QUEUED
             change.lease_owner, change.lease_expires_at = "", None
             change.save()
-            audit.record(ACTOR, "fabric.change.requeue", change,
-                         after={"attempts": change.attempts})  # fmt: skip
+            audit.record(ACTOR, "fabric.change.requeue", change, after={"attempts": change.attempts})
             enqueue_apply(change.pk)
             requeued.append(change.pk)
     stale = now - timedelta(seconds=settings.FABRIC_CHANGE_REPUBLISH_S)

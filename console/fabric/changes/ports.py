@@ -138,26 +138,24 @@ def set_port_admin(
         row = PortAdminState.objects.filter(fabric=fabric, switch=switch, port=number).first()
         values = {"enabled": enabled, "width": width_code, "speed": speed_code, "reason": reason}
         row = save_audited(
-            actor, PortAdminState, row, keys={"fabric": fabric, "switch": switch, "port": number},
-            values=values, action="fabric.port",
+            actor,
+            PortAdminState,
+            row,
+            keys={"fabric": fabric, "switch": switch, "port": number},
+            values=values,
+            action="fabric.port",
             conflict=f"{switch}[{number}] is already administered",
-        )  # fmt: skip
+        )
     return row
 
 
-def clear_port_admin(
-    actor: Actor, principal: Principal, fabric: Fabric, *, switch: str, port: Any
-) -> None:
+def clear_port_admin(actor: Actor, principal: Principal, fabric: Fabric, *, switch: str, port: Any) -> None:
     """Stop administering ``switch[port]``: it leaves the desired state (the port keeps what it
     has on the wire; set it enabled first to bring it back up)."""
     require_operator(principal)
     number = _parse_port(port)
     with transaction.atomic():
-        row = (
-            PortAdminState.objects.select_for_update()
-            .filter(fabric=fabric, switch=switch, port=number)
-            .first()
-        )
+        row = PortAdminState.objects.select_for_update().filter(fabric=fabric, switch=switch, port=number).first()
         if row is None:
             raise NotFound(f"fabric {fabric.name!r} does not administer {switch}[{number}]")
         audit.record(actor, "fabric.port.delete", row, before=audit.snapshot(row))

@@ -76,13 +76,23 @@ def _create(
     )
     changed = diff.count("\n+") + diff.count("\n-")
     ChangeStep.objects.create(
-        change=change, seq=1, name="plan", target=fabric.name, status=ChangeStep.Status.OK,
+        change=change,
+        seq=1,
+        name="plan",
+        target=fabric.name,
+        status=ChangeStep.Status.OK,
         log=f"{len(desired['partitions'])} partitions, {len(desired['port_admin'])} port states; "
         f"{'no difference' if not diff else f'{changed} changed lines'} against applied state",
-        started_at=now, finished_at=now, duration_s=0.0,
-    )  # fmt: skip
-    audit.record(actor, "fabric.change.create", change,
-                 after={"status": status, "dry_run": dry_run, "reason": reason, "diff": diff})  # fmt: skip
+        started_at=now,
+        finished_at=now,
+        duration_s=0.0,
+    )
+    audit.record(
+        actor,
+        "fabric.change.create",
+        change,
+        after={"status": status, "dry_run": dry_run, "reason": reason, "diff": diff},
+    )
     if status == Status.QUEUED:
         enqueue_apply(change.pk)
     return change
@@ -100,8 +110,7 @@ def request_change(
     plan = _plan(fabric)
     with transaction.atomic():
         Fabric.objects.select_for_update().get(pk=fabric.pk)
-        return _create(actor, fabric, dry_run=dry_run, reason=reason,
-                       user_id=principal.user_id, plan=plan)  # fmt: skip
+        return _create(actor, fabric, dry_run=dry_run, reason=reason, user_id=principal.user_id, plan=plan)
 
 
 def approve(actor: Actor, principal: Principal, change: ChangeRequest) -> ChangeRequest:
@@ -133,8 +142,7 @@ def cancel(actor: Actor, principal: Principal, change: ChangeRequest) -> ChangeR
         change.status = Status.CANCELLED
         change.finished_at = timezone.now()
         change.save(update_fields=["status", "finished_at"])
-        audit.record(actor, "fabric.change.cancel", change,
-                     before={"status": before}, after={"status": change.status})  # fmt: skip
+        audit.record(actor, "fabric.change.cancel", change, before={"status": before}, after={"status": change.status})
     return change
 
 
@@ -151,5 +159,4 @@ def reconcile(fabric: Fabric, *, actor: Actor) -> ChangeRequest | None:
             return None
         if any(c.desired == desired for c in fabric.changes.filter(status__in=OPEN)):
             return None
-        return _create(actor, fabric, dry_run=False, reason="reconcile: desired ≠ applied",
-                       user_id=None, plan=plan)  # fmt: skip
+        return _create(actor, fabric, dry_run=False, reason="reconcile: desired ≠ applied", user_id=None, plan=plan)

@@ -282,9 +282,7 @@ class MadSession:
         if not isinstance(data, list) or len(data) != len(ports):
             raise MadError("MAD helper answered pkeys for a different number of ports")
         return [
-            None
-            if entries is None
-            else PkeyTable(tuple(PkeyEntry(int(i), int(raw)) for i, raw in entries), None)
+            None if entries is None else PkeyTable(tuple(PkeyEntry(int(i), int(raw)) for i, raw in entries), None)
             for entries in data
         ]
 
@@ -322,14 +320,11 @@ class MadSession:
         """Egress port per destination LID 0..top of the switch at ``lid`` (None on failure)."""
         return self.request({"op": "lft", "lid": int(lid), "top": int(top)}, timeout=timeout)
 
-    def nodeinfo(
-        self, lids: Sequence[int], *, timeout: float | None = None
-    ) -> list[dict[str, Any] | None]:
+    def nodeinfo(self, lids: Sequence[int], *, timeout: float | None = None) -> list[dict[str, Any] | None]:
         """NodeInfo through each LID: ``port_guid`` is the GUID of the port owning the LID."""
         if not lids:
             return []
-        return self.request({"op": "nodeinfo", "lids": [int(lid) for lid in lids]},
-                            timeout=timeout)  # fmt: skip
+        return self.request({"op": "nodeinfo", "lids": [int(lid) for lid in lids]}, timeout=timeout)
 
     def sminfo(self, lid: int, *, timeout: float | None = None) -> dict[str, Any] | None:
         """SMInfo of the SM at ``lid`` (guid, act_count, priority, state); None on failure."""
@@ -349,8 +344,7 @@ _shared_lock = threading.Lock()
 
 def env_key(env: DiagEnv) -> tuple:
     """A hashable identity of a DiagEnv (it holds a dict, so it is not hashable itself)."""
-    return (env.umad2sim, env.sim_host, env.ibsim_sockname, env.ca, env.ca_port,
-            tuple(sorted(env.extra.items())))  # fmt: skip
+    return (env.umad2sim, env.sim_host, env.ibsim_sockname, env.ca, env.ca_port, tuple(sorted(env.extra.items())))
 
 
 def shared_session(env: DiagEnv, *, timeout: float = DEFAULT_TIMEOUT) -> MadSession:

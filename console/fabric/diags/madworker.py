@@ -72,8 +72,15 @@ ATTR_LFT, ATTR_SM_INFO = 0x19, 0x20
 NODE_TYPES = {1: "CA", 2: "Switch", 3: "Router"}
 QP1_QKEY = 0x80010000
 PORT_STATES = {1: "Down", 2: "Initialize", 3: "Armed", 4: "Active"}
-PHYS_STATES = {1: "Sleep", 2: "Polling", 3: "Disabled", 4: "PortConfigurationTraining",
-               5: "LinkUp", 6: "LinkErrorRecovery", 7: "PhyTest"}  # fmt: skip
+PHYS_STATES = {
+    1: "Sleep",
+    2: "Polling",
+    3: "Disabled",
+    4: "PortConfigurationTraining",
+    5: "LinkUp",
+    6: "LinkErrorRecovery",
+    7: "PhyTest",
+}
 SM_STATES = {0: "NOTACTIVE", 1: "DISCOVERING", 2: "STANDBY", 3: "MASTER"}
 ERROR_FIELDS = (  # (name, offset, size) in the PortCounters attribute
     ("SymbolErrorCounter", 4, 2),
@@ -101,14 +108,25 @@ Query = tuple[int, int, int, int]
 
 
 class _DrPath(ctypes.Structure):
-    _fields_ = [("cnt", ctypes.c_int), ("p", ctypes.c_uint8 * 64),
-                ("drslid", ctypes.c_uint16), ("drdlid", ctypes.c_uint16)]  # fmt: skip
+    _fields_ = [
+        ("cnt", ctypes.c_int),
+        ("p", ctypes.c_uint8 * 64),
+        ("drslid", ctypes.c_uint16),
+        ("drdlid", ctypes.c_uint16),
+    ]
 
 
 class _PortId(ctypes.Structure):  # libibmad's ib_portid_t
-    _fields_ = [("lid", ctypes.c_int), ("drpath", _DrPath), ("grh_present", ctypes.c_int),
-                ("gid", ctypes.c_uint8 * 16), ("qp", ctypes.c_uint32), ("qkey", ctypes.c_uint32),
-                ("sl", ctypes.c_uint8), ("pkey_idx", ctypes.c_uint)]  # fmt: skip
+    _fields_ = [
+        ("lid", ctypes.c_int),
+        ("drpath", _DrPath),
+        ("grh_present", ctypes.c_int),
+        ("gid", ctypes.c_uint8 * 16),
+        ("qp", ctypes.c_uint32),
+        ("qkey", ctypes.c_uint32),
+        ("sl", ctypes.c_uint8),
+        ("pkey_idx", ctypes.c_uint),
+    ]
 
 
 @dataclass
@@ -123,9 +141,14 @@ class Stats:
     native: bool = False  # the pipelined MADs went through madpipe.c's loop
 
     def as_dict(self) -> dict:
-        return {"mode": self.mode, "mads": self.mads, "retried": self.retried,
-                "failed": self.failed, "seconds": round(self.seconds, 6),
-                "native": self.native}  # fmt: skip
+        return {
+            "mode": self.mode,
+            "mads": self.mads,
+            "retried": self.retried,
+            "failed": self.failed,
+            "seconds": round(self.seconds, 6),
+            "native": self.native,
+        }
 
 
 class Mad:
@@ -134,14 +157,25 @@ class Mad:
     def __init__(self, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
         lib = ctypes.CDLL("libibmad.so.5")
         lib.mad_rpc_open_port.restype = ctypes.c_void_p
-        lib.mad_rpc_open_port.argtypes = [ctypes.c_char_p, ctypes.c_int,
-                                          ctypes.POINTER(ctypes.c_int), ctypes.c_int]  # fmt: skip
+        lib.mad_rpc_open_port.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.c_int]
         for fn in (lib.pma_query_via, lib.smp_query_via):
             fn.restype = ctypes.c_void_p
-        lib.pma_query_via.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
-                                      ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]  # fmt: skip
-        lib.smp_query_via.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint,
-                                      ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]  # fmt: skip
+        lib.pma_query_via.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_int,
+            ctypes.c_uint,
+            ctypes.c_uint,
+            ctypes.c_void_p,
+        ]
+        lib.smp_query_via.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_uint,
+            ctypes.c_uint,
+            ctypes.c_uint,
+            ctypes.c_void_p,
+        ]
         classes = (ctypes.c_int * 2)(SMI_CLASS, PERF_CLASS)
         self.port = lib.mad_rpc_open_port(None, 0, classes, 2)
         if not self.port:
@@ -160,13 +194,11 @@ class Mad:
 
     def pma(self, lid: int, port: int, attr: int) -> bytes | None:
         ctypes.memset(self.buf, 0, DATA_SIZE)
-        ok = self.lib.pma_query_via(self.buf, self._portid(lid, 1), port, self.timeout, attr,
-                                    self.port)  # fmt: skip
+        ok = self.lib.pma_query_via(self.buf, self._portid(lid, 1), port, self.timeout, attr, self.port)
         return self.buf.raw[:DATA_SIZE] if ok else None
 
     def smp(self, lid: int, attr: int, mod: int) -> bytes | None:
-        ok = self.lib.smp_query_via(self.buf, self._portid(lid, 0), attr, mod, self.timeout,
-                                    self.port)  # fmt: skip
+        ok = self.lib.smp_query_via(self.buf, self._portid(lid, 0), attr, mod, self.timeout, self.port)
         return self.buf.raw[:DATA_SIZE] if ok else None
 
     def one(self, query: Query) -> bytes | None:
@@ -197,10 +229,10 @@ _REPLY_MAD = struct.Struct(">xBxBH6xI")  # class, method, MAD status, TID low 32
 
 
 NATIVE_LIBRARY = Path(__file__).with_name("_madpipe.so")  # built from madpipe.c
-_SEND_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
-                            ctypes.c_int, ctypes.c_int)  # fmt: skip
-_RECV_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-                            ctypes.c_int)  # fmt: skip
+_SEND_FN = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int
+)
+_RECV_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)
 NATIVE_OK, NATIVE_REDIRECT = 1, 2  # madpipe.c's status of a query (0: failed)
 
 
@@ -212,11 +244,24 @@ def load_native(path: Path = NATIVE_LIBRARY) -> ctypes.CDLL | None:
         return None
     lib.madpipe_query.restype = ctypes.c_int
     lib.madpipe_query.argtypes = [
-        ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-        ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
-        ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_uint32),
-        ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64),
-    ]  # fmt: skip
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.POINTER(ctypes.c_uint32),
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.POINTER(ctypes.c_int64),
+    ]
     return lib
 
 
@@ -241,16 +286,22 @@ class Pipeline:
     libibmad does), except a redirect, which the synchronous path re-asks.
     """
 
-    def __init__(self, mad: Mad, *, window: int = DEFAULT_WINDOW,
-                 timeout_ms: int = DEFAULT_TIMEOUT_MS, retries: int = DEFAULT_RETRIES,
-                 umad=None, native: bool | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        mad: Mad,
+        *,
+        window: int = DEFAULT_WINDOW,
+        timeout_ms: int = DEFAULT_TIMEOUT_MS,
+        retries: int = DEFAULT_RETRIES,
+        umad=None,
+        native: bool | None = None,
+    ) -> None:
         """``native``: run madpipe.c's loop (True: it must be built; None: where it is)."""
         umad = umad if umad is not None else ctypes.CDLL("libibumad.so.3")
         umad.umad_size.restype = ctypes.c_size_t
         if umad.umad_size() != USER_MAD_HEADER:
             raise OSError(f"unexpected umad header size {umad.umad_size()}")
-        umad.umad_set_addr.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                                       ctypes.c_int]  # fmt: skip
+        umad.umad_set_addr.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
         mad.lib.mad_rpc_portid.argtypes = [ctypes.c_void_p]
         mad.lib.mad_rpc_class_agent.argtypes = [ctypes.c_void_p, ctypes.c_int]
         self.portid = mad.lib.mad_rpc_portid(mad.port)
@@ -278,8 +329,7 @@ class Pipeline:
         if native and self.native is None:
             raise OSError(f"{NATIVE_LIBRARY.name} is not built (scripts/bootstrap.sh builds it)")
         if self.native is not None:
-            self._umad_fns = (_fn_pointer(umad.umad_send, _SEND_FN),
-                              _fn_pointer(umad.umad_recv, _RECV_FN))  # fmt: skip
+            self._umad_fns = (_fn_pointer(umad.umad_send, _SEND_FN), _fn_pointer(umad.umad_recv, _RECV_FN))
 
     def _next_tid(self) -> int:
         self.tid = (self.tid + 1) & 0xFFFFFFFF or 1
@@ -289,8 +339,7 @@ class Pipeline:
         cls, lid, attr, mod = query
         buf = self.send_buf[cls]
         if cls == PERF_CLASS:  # modifier 0, PortSelect in the data
-            _PMA_OUT.pack_into(buf, _LID_AT, lid, 1, cls, 1, METHOD_GET, 0, 0, tid, attr, 0, 0, 0,
-                               mod & 0xFF)  # fmt: skip
+            _PMA_OUT.pack_into(buf, _LID_AT, lid, 1, cls, 1, METHOD_GET, 0, 0, tid, attr, 0, 0, 0, mod & 0xFF)
         else:
             _SMP_OUT.pack_into(buf, _LID_AT, lid, 1, cls, 1, METHOD_GET, 0, 0, tid, attr, 0, mod)
         return self.umad.umad_send(self.portid, self.agents[cls], buf, MAD_SIZE, timeout_ms, 0) == 0
@@ -322,9 +371,16 @@ class Pipeline:
             order.extend(lane[depth] for lane in lanes if depth < len(lane))
         return order
 
-    def query(self, queries: Sequence[Query], stats: Stats, *, window: int | None = None,
-              timeout_ms: int | None = None, retries: int | None = None,
-              native: bool = True) -> list[bytes | None]:  # fmt: skip
+    def query(
+        self,
+        queries: Sequence[Query],
+        stats: Stats,
+        *,
+        window: int | None = None,
+        timeout_ms: int | None = None,
+        retries: int | None = None,
+        native: bool = True,
+    ) -> list[bytes | None]:
         """Every query, up to ``window`` in flight; None where it failed (in request order)."""
         stats.mode = "pipelined"
         window = max(1, window or self.window)
@@ -341,8 +397,9 @@ class Pipeline:
             stats.failed += out[i] is None
         return out
 
-    def _query_native(self, queries: Sequence[Query], stats: Stats, window: int, timeout_ms: int,
-                      retries: int) -> tuple[list[bytes | None], list[int]]:  # fmt: skip
+    def _query_native(
+        self, queries: Sequence[Query], stats: Stats, window: int, timeout_ms: int, retries: int
+    ) -> tuple[list[bytes | None], list[int]]:
         n = len(queries)
         flat = (ctypes.c_uint32 * (4 * n))(*(v for q in queries for v in q))
         data = ctypes.create_string_buffer(DATA_SIZE * n)
@@ -351,10 +408,24 @@ class Pipeline:
         tid = ctypes.c_uint32(self.tid)
         (send, _), (recv, _) = self._umad_fns
         rc = self.native.madpipe_query(  # type: ignore[union-attr]
-            send, recv, self.portid, self.agents[SMI_CLASS], self.agents[PERF_CLASS],
-            self.send_buf[SMI_CLASS], self.send_buf[PERF_CLASS], self.recv_buf, flat, n, window,
-            timeout_ms, retries, ctypes.byref(tid), data, status, counts,
-        )  # fmt: skip
+            send,
+            recv,
+            self.portid,
+            self.agents[SMI_CLASS],
+            self.agents[PERF_CLASS],
+            self.send_buf[SMI_CLASS],
+            self.send_buf[PERF_CLASS],
+            self.recv_buf,
+            flat,
+            n,
+            window,
+            timeout_ms,
+            retries,
+            ctypes.byref(tid),
+            data,
+            status,
+            counts,
+        )
         if rc != 0:
             raise MemoryError("madpipe_query could not allocate its tables")
         self.tid = tid.value
@@ -363,13 +434,13 @@ class Pipeline:
         stats.failed += counts[2]
         raw, codes = data.raw, status.raw
         out: list[bytes | None] = [
-            raw[i * DATA_SIZE : (i + 1) * DATA_SIZE] if code == NATIVE_OK else None
-            for i, code in enumerate(codes)
+            raw[i * DATA_SIZE : (i + 1) * DATA_SIZE] if code == NATIVE_OK else None for i, code in enumerate(codes)
         ]
         return out, [i for i, code in enumerate(codes) if code == NATIVE_REDIRECT]
 
-    def _query_python(self, queries: Sequence[Query], stats: Stats, window: int, timeout_ms: int,
-                      retries: int) -> tuple[list[bytes | None], list[int]]:  # fmt: skip
+    def _query_python(
+        self, queries: Sequence[Query], stats: Stats, window: int, timeout_ms: int, retries: int
+    ) -> tuple[list[bytes | None], list[int]]:
         # Our own deadline backs the kernel's timeout (which umad2sim does not implement).
         grace = timeout_ms / 1000 * 1.25 + 0.01
         out: list[bytes | None] = [None] * len(queries)
@@ -442,8 +513,7 @@ class Pipeline:
 def _errors(data: bytes | None) -> dict[str, int]:
     if data is None:
         return {}
-    return {name: int.from_bytes(data[offset : offset + size], "big")
-            for name, offset, size in ERROR_FIELDS}  # fmt: skip
+    return {name: int.from_bytes(data[offset : offset + size], "big") for name, offset, size in ERROR_FIELDS}
 
 
 def _state(data: bytes | None) -> str:
@@ -465,17 +535,26 @@ def _nodeinfo(data: bytes | None) -> dict | None:
     if data is None:
         return None
     node_guid, port_guid, cap = struct.unpack_from(">QQH", data, 12)
-    return {"node_guid": node_guid, "port_guid": port_guid, "partition_cap": cap,
-            "type": NODE_TYPES.get(data[2], "Unknown"), "ports": data[3],
-            "local_port": data[36]}  # fmt: skip
+    return {
+        "node_guid": node_guid,
+        "port_guid": port_guid,
+        "partition_cap": cap,
+        "type": NODE_TYPES.get(data[2], "Unknown"),
+        "ports": data[3],
+        "local_port": data[36],
+    }
 
 
 def _sminfo(data: bytes | None) -> dict | None:
     if data is None:
         return None
     guid, _key, act = struct.unpack_from(">QQI", data, 0)
-    return {"guid": guid, "act_count": act, "priority": data[20] >> 4,
-            "state": SM_STATES.get(data[20] & 0x0F, "UNKNOWN")}  # fmt: skip
+    return {
+        "guid": guid,
+        "act_count": act,
+        "priority": data[20] >> 4,
+        "state": SM_STATES.get(data[20] & 0x0F, "UNKNOWN"),
+    }
 
 
 # -- the ops -----------------------------------------------------------------------------------
@@ -491,9 +570,13 @@ def counters(run: Run, ports: Sequence[Sequence[int]]) -> list[list | None]:
         lid, port = int(p[0]), int(p[1])
         mask = int(p[2]) if len(p) > 2 else READ_ALL
         slot = [-1, -1, -1]
-        for k, (bit, q) in enumerate(((READ_DATA, (PERF_CLASS, lid, ATTR_PORT_COUNTERS_EXT, port)),
-                                      (READ_ERRORS, (PERF_CLASS, lid, ATTR_PORT_COUNTERS, port)),
-                                      (READ_STATE, (SMI_CLASS, lid, ATTR_PORT_INFO, port)))):  # fmt: skip
+        for k, (bit, q) in enumerate(
+            (
+                (READ_DATA, (PERF_CLASS, lid, ATTR_PORT_COUNTERS_EXT, port)),
+                (READ_ERRORS, (PERF_CLASS, lid, ATTR_PORT_COUNTERS, port)),
+                (READ_STATE, (SMI_CLASS, lid, ATTR_PORT_INFO, port)),
+            )
+        ):
             if mask & bit:
                 slot[k] = len(queries)
                 queries.append(q)
@@ -529,8 +612,7 @@ def pkeys(run: Run, ports: Sequence[Sequence[int]]) -> list[list[list[int]] | No
         lid, port = int(p[0]), int(p[1])
         blocks = max(1, int(p[2]) if len(p) > 2 else 1)
         spans.append((len(queries), blocks))
-        queries += [(SMI_CLASS, lid, ATTR_PKEY_TABLE, ((port & 0xFF) << 16) | b)
-                    for b in range(blocks)]  # fmt: skip
+        queries += [(SMI_CLASS, lid, ATTR_PKEY_TABLE, ((port & 0xFF) << 16) | b) for b in range(blocks)]
     answers = run(queries)
     out: list[list[list[int]] | None] = []
     for start, blocks in spans:
@@ -574,8 +656,9 @@ class Helper:
         timeout = int(req["mad_timeout_ms"]) if "mad_timeout_ms" in req else None
         retries = int(req["retries"]) if "retries" in req else None
         native = bool(req.get("native", True))
-        return lambda queries: pipe.query(queries, stats, window=window, timeout_ms=timeout,
-                                          retries=retries, native=native)  # fmt: skip
+        return lambda queries: pipe.query(
+            queries, stats, window=window, timeout_ms=timeout, retries=retries, native=native
+        )
 
 
 def answer(helper: Helper, req: dict, stats: Stats | None = None) -> object:
@@ -593,8 +676,7 @@ def answer(helper: Helper, req: dict, stats: Stats | None = None) -> object:
         return pkeys(run, req["ports"])
     if op == "portinfo":
         ports = [(int(p[0]), int(p[1])) for p in req["ports"]]
-        return [_portinfo(a) for a in run([(SMI_CLASS, lid, ATTR_PORT_INFO, port)
-                                            for lid, port in ports])]  # fmt: skip
+        return [_portinfo(a) for a in run([(SMI_CLASS, lid, ATTR_PORT_INFO, port) for lid, port in ports])]
     if op == "nodeinfo":
         lids = [int(lid) for lid in req["lids"]]
         return [_nodeinfo(a) for a in run([(SMI_CLASS, lid, ATTR_NODE_INFO, 0) for lid in lids])]
@@ -612,8 +694,12 @@ def serve(stdin=sys.stdin, stdout=sys.stdout) -> None:
         stdout.flush()
         return
     pipe = helper.pipeline
-    hello = {"ok": True, "ready": True, "pipelined": pipe is not None,
-             "native": pipe is not None and pipe.native is not None}  # fmt: skip
+    hello = {
+        "ok": True,
+        "ready": True,
+        "pipelined": pipe is not None,
+        "native": pipe is not None and pipe.native is not None,
+    }
     stdout.write(json.dumps(hello) + "\n")
     stdout.flush()
     for line in stdin:

@@ -126,9 +126,7 @@ class DiagRunner:
         self.env = env
         self.timeout = timeout
 
-    def run(
-        self, tool: str, *args: str, timeout: float | None = None, check: bool = True
-    ) -> DiagResult:
+    def run(self, tool: str, *args: str, timeout: float | None = None, check: bool = True) -> DiagResult:
         """Run ``tool args`` and return its output; raises DiagTimeout / DiagError."""
         if tool not in TOOLS:
             raise ValueError(f"not an infiniband-diags tool we run: {tool}")
@@ -165,30 +163,22 @@ class DiagRunner:
         """The master SM as seen from our port."""
         return parse_sminfo(self.run("sminfo", timeout=timeout).stdout)
 
-    def pkeys(
-        self, lid: int, port: int | None = None, *, timeout: float | None = None
-    ) -> PkeyTable:
+    def pkeys(self, lid: int, port: int | None = None, *, timeout: float | None = None) -> PkeyTable:
         """P_Key table of ``lid`` (CA: its port; switch: give ``port``)."""
         args = [str(lid)] + ([str(port)] if port is not None else [])
         return parse_pkeys(self.run("smpquery", "pkeys", *args, timeout=timeout).stdout)
 
-    def portinfo(
-        self, lid: int, port: int | None = None, *, timeout: float | None = None
-    ) -> PortInfo:
+    def portinfo(self, lid: int, port: int | None = None, *, timeout: float | None = None) -> PortInfo:
         """Port state, speed and width."""
         args = [str(lid)] + ([str(port)] if port is not None else [])
         return parse_portinfo(self.run("smpquery", "portinfo", *args, timeout=timeout).stdout)
 
-    def perfquery(
-        self, lid: int, port: int, *, extended: bool = False, timeout: float | None = None
-    ) -> PortCounters:
+    def perfquery(self, lid: int, port: int, *, extended: bool = False, timeout: float | None = None) -> PortCounters:
         """Port counters (``-x`` for the 64-bit data counters)."""
         args = (["-x"] if extended else []) + [str(lid), str(port)]
         return parse_perfquery(self.run("perfquery", *args, timeout=timeout).stdout)
 
-    def path(
-        self, src_lid: int, dst_lid: int, *, pkey: int | None = None, timeout: float | None = None
-    ) -> PathQuery:
+    def path(self, src_lid: int, dst_lid: int, *, pkey: int | None = None, timeout: float | None = None) -> PathQuery:
         """SA PathRecord query between two LIDs, optionally within one partition.
 
         With ``pkey`` the SA only answers when both ends share that partition (and they are not

@@ -19,9 +19,7 @@ _PORT_RE = re.compile(
     r'^\[(?P<port>\d+)\](?:\((?P<pguid>[0-9a-fA-F]+)\))?\s*"(?P<rid>[^"]+)"\[(?P<rport>\d+)\]'
     r"(?:\((?P<rguid>[0-9a-fA-F]+)\))?(?P<rest>.*)$"
 )
-_GUID_LINE_RE = re.compile(
-    r"^(?P<kind>switchguid|caguid|hcaguids|rtguid)\s*=\s*(?P<guid>0x[0-9a-fA-F]+)"
-)
+_GUID_LINE_RE = re.compile(r"^(?P<kind>switchguid|caguid|hcaguids|rtguid)\s*=\s*(?P<guid>0x[0-9a-fA-F]+)")
 _LINKSPEC_RE = re.compile(r"\b(?P<width>\d+x)(?P<speed>[A-Z0-9]+)\b")
 
 

@@ -89,8 +89,16 @@ def discovered_topology(disc: Discovery, graph: FabricGraph) -> dict[str, Any]:
             # A switch's ports keep their numbers; unknown switches keep their description.
             for p in node.ports:
                 end_of[(node.node_id, p.port)] = (name, p.port)
-            nodes_out.append({"name": name, "kind": "switch", "node_id": node.node_id,
-                              "guid": _hex(node.guid), "lid": node.lid, "known": known})  # fmt: skip
+            nodes_out.append(
+                {
+                    "name": name,
+                    "kind": "switch",
+                    "node_id": node.node_id,
+                    "guid": _hex(node.guid),
+                    "lid": node.lid,
+                    "known": known,
+                }
+            )
             continue
         m = _HOST_HCA.match(node.desc)
         host, hca = (m.group(1), m.group(2)) if m else (node.desc or node.node_id, "")
@@ -106,8 +114,16 @@ def discovered_topology(disc: Discovery, graph: FabricGraph) -> dict[str, Any]:
                 known = True
             end_of[(node.node_id, p.port)] = end
             lids[str(p.port)] = p.lid
-        nodes_out.append({"name": node.desc or node.node_id, "kind": "ca", "node_id": node.node_id,
-                          "guid": _hex(node.guid), "lids": lids, "known": known})  # fmt: skip
+        nodes_out.append(
+            {
+                "name": node.desc or node.node_id,
+                "kind": "ca",
+                "node_id": node.node_id,
+                "guid": _hex(node.guid),
+                "lids": lids,
+                "known": known,
+            }
+        )
     links_out: list[list[Any]] = []
     for node, port, peer, peer_port in disc.links():
         a = end_of.get((node.node_id, port.port))
@@ -190,8 +206,7 @@ def _places(graph: FabricGraph, a: str, b: str) -> str:
 
 
 def _link_dict(a: End, b: End, **extra: Any) -> dict[str, Any]:
-    return {"a": a[0], "a_port": a[1], "b": b[0], "b_port": b[1],
-            "label": f"{a[0]}[{a[1]}] — {b[0]}[{b[1]}]", **extra}  # fmt: skip
+    return {"a": a[0], "a_port": a[1], "b": b[0], "b_port": b[1], "label": f"{a[0]}[{a[1]}] — {b[0]}[{b[1]}]", **extra}
 
 
 def compare_topology(
@@ -229,8 +244,7 @@ def compare_topology(
             matched += 1
             rate = found_rate.get(key, "")
             if speed.check and lk.rate and rate and rate.upper() != lk.rate.upper():
-                mismatches.append(_link_dict(lk.a, lk.b, kind="rate", expected=lk.rate,
-                                             found=rate, cable=lk.cable))  # fmt: skip
+                mismatches.append(_link_dict(lk.a, lk.b, kind="rate", expected=lk.rate, found=rate, cable=lk.cable))
                 check.append(
                     f"check the cable between {_port_label(graph, lk.a)} and "
                     f"{_port_label(graph, lk.b)}: it runs at {rate}, the design expects "
@@ -246,11 +260,7 @@ def compare_topology(
         if not found:
             missing.append(_link_dict(lk.a, lk.b, cable=lk.cable, expected_rate=lk.rate))
             continue
-        miswired.append(
-            _link_dict(
-                lk.a, lk.b, cable=lk.cable, found=[_link_dict(x, y) for x, y in found]
-            )  # fmt: skip
-        )
+        miswired.append(_link_dict(lk.a, lk.b, cable=lk.cable, found=[_link_dict(x, y) for x, y in found]))
         for x, y in found:
             wrong.setdefault(
                 link_key(x, y),
@@ -276,9 +286,7 @@ def compare_topology(
         "discovered_links": len(topology.get("links", [])),
         "matched": matched,
         "missing_devices": [d for d in designed_devices if d not in seen_devices],
-        "unknown_devices": sorted(
-            {n["name"] for n in topology.get("nodes", []) if not n.get("known")}
-        ),
+        "unknown_devices": sorted({n["name"] for n in topology.get("nodes", []) if not n.get("known")}),
     }
     fixes = list(wrong.values()) + connect + check
     return {

@@ -90,12 +90,14 @@ def routing_check(fabric: Fabric) -> dict[str, Any]:
     if fabric.driver == Fabric.Driver.LAB:
         source: Any = lab_for(fabric)
     elif fabric.config.get("opensm_log"):
-        source = _OpenSmLog(
-            Path(fabric.config["opensm_log"]), fabric.config.get("routing_engine", "ftree")
-        )
+        source = _OpenSmLog(Path(fabric.config["opensm_log"]), fabric.config.get("routing_engine", "ftree"))
     else:
-        return {"configured": None, "in_use": None, "fallback": False,
-                "evidence": [f"no OpenSM log reachable through the {fabric.driver} driver"]}  # fmt: skip
+        return {
+            "configured": None,
+            "in_use": None,
+            "fallback": False,
+            "evidence": [f"no OpenSM log reachable through the {fabric.driver} driver"],
+        }
     status = routing_engine_in_use(source)
     return {
         "configured": status.configured,
@@ -106,8 +108,7 @@ def routing_check(fabric: Fabric) -> dict[str, Any]:
 
 
 def _document(fabric: Fabric, run: DiscoveryRun, comp: dict[str, Any]) -> dict[str, Any]:
-    routing = run.routing or {"configured": None, "in_use": None, "fallback": False,
-                              "evidence": []}  # fmt: skip
+    routing = run.routing or {"configured": None, "in_use": None, "fallback": False, "evidence": []}
     return {
         "fabric_id": fabric.pk,
         "discovery_id": run.pk,
@@ -155,8 +156,9 @@ def discover(fabric: Fabric, *, actor: Actor) -> DiscoveryRun:
         )
         run.compare = _document(fabric, run, comp)
         DiscoveryRun.objects.filter(pk=run.pk).update(compare=run.compare)
-        audit.record(actor, "fabric.discover", fabric,
-                     after={"discovery_id": run.pk, **summary, "ok": run.compare["ok"]})  # fmt: skip
+        audit.record(
+            actor, "fabric.discover", fabric, after={"discovery_id": run.pk, **summary, "ok": run.compare["ok"]}
+        )
     return run
 
 

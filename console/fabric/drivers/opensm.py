@@ -72,9 +72,7 @@ class LocalOpenSmHost:
     def __init__(self, config: Mapping[str, Any]) -> None:
         directory = config.get("directory")
         if not directory:
-            raise DriverUnavailable(
-                "opensm driver needs config.directory (OpenSM's file directory)"
-            )
+            raise DriverUnavailable("opensm driver needs config.directory (OpenSM's file directory)")
         self.config = dict(config)
         self._store = ArtefactStore(Path(directory))
 
@@ -212,9 +210,7 @@ def qos_artefacts(policy: QosPolicy, store: ArtefactStore) -> list[Artefact]:
 
 
 def _refused(steps: list[PushStep], problems: list[LintProblem], started: float) -> PushResult:
-    return PushResult(
-        "refused", steps, problems=problems, duration_s=round(time.monotonic() - started, 3)
-    )
+    return PushResult("refused", steps, problems=problems, duration_s=round(time.monotonic() - started, 3))
 
 
 class OpenSmDriver:
@@ -305,9 +301,7 @@ class OpenSmDriver:
 
     # -- QoS ---------------------------------------------------------------------------------
 
-    def _swap_qos(
-        self, policy: QosPolicy, store: ArtefactStore
-    ) -> tuple[PushStep, list[LintProblem]]:
+    def _swap_qos(self, policy: QosPolicy, store: ArtefactStore) -> tuple[PushStep, list[LintProblem]]:
         t = time.monotonic()
         step = PushStep("qos", status="running")
         try:
@@ -325,8 +319,7 @@ class OpenSmDriver:
         step.log.append(f"replaced {', '.join(swap.changed) or 'nothing'}")
         if change.needs_restart:
             step.log.append(
-                "restarting OpenSM: non-reloadable options changed: "
-                + ", ".join(change.restart_required_by)
+                "restarting OpenSM: non-reloadable options changed: " + ", ".join(change.restart_required_by)
             )
             self.host.restart()
         elif swap.changed:
@@ -371,9 +364,7 @@ class OpenSmDriver:
                 if seen == cls.sl or time.monotonic() > deadline:
                     break
                 time.sleep(options.poll_interval)
-            step.log.append(
-                f"P_Key {cls.pkey:#06x} {format_guid(full[0])} → {format_guid(full[1])}: SL {seen}"
-            )
+            step.log.append(f"P_Key {cls.pkey:#06x} {format_guid(full[0])} → {format_guid(full[1])}: SL {seen}")
             if seen != cls.sl:
                 mismatches.append(f"P_Key {cls.pkey:#06x}: expected SL {cls.sl}, saw {seen}")
         step.duration_s = time.monotonic() - t
@@ -401,8 +392,9 @@ class OpenSmDriver:
         step = PushStep(f"port-admin:{wanted.label}", status="running")
         result.steps.append(step)
         try:
-            outcome = self.ports.set_port_state(wanted.switch, wanted.port, wanted.enabled,
-                                                width=wanted.width, speed=wanted.speed)  # fmt: skip
+            outcome = self.ports.set_port_state(
+                wanted.switch, wanted.port, wanted.enabled, width=wanted.width, speed=wanted.speed
+            )
         except DriverError as exc:
             outcome = PortStateResult(wanted.switch, wanted.port, wanted.enabled, False, False)
             outcome.log.append(str(exc))

@@ -139,7 +139,4 @@ class SmpPortAdmin:
 
     def apply(self, wanted: list[PortAdmin]) -> list[PortStateResult]:
         """Apply every wanted port state, in a stable order."""
-        return [
-            self.set_port_state(p.switch, p.port, p.enabled, width=p.width, speed=p.speed)
-            for p in sorted(wanted)
-        ]
+        return [self.set_port_state(p.switch, p.port, p.enabled, width=p.width, speed=p.speed) for p in sorted(wanted)]

@@ -107,15 +107,19 @@ class UfmClient:
 
     def create_pkey(self, pkey: int, *, name: str, ipoib: bool, sl: int) -> None:
         """Create an empty PKey."""
-        body = {"pkey": f"{pkey:#x}", "partition_name": name, "ip_over_ib": ipoib,
-                "index0": False, "service_level": sl}  # fmt: skip
+        body = {"pkey": f"{pkey:#x}", "partition_name": name, "ip_over_ib": ipoib, "index0": False, "service_level": sl}
         self.request("POST", "/ufmRest/resources/pkeys/add", body)
 
     def set_guids(self, pkey: int, members: Mapping[str, str], *, ipoib: bool) -> None:
         """Replace a PKey's GUIDs with ``members`` (guid → full|limited)."""
         guids = sorted(members)
-        body = {"pkey": f"{pkey:#x}", "guids": guids, "ip_over_ib": ipoib, "index0": False,
-                "memberships": [members[g] for g in guids]}  # fmt: skip
+        body = {
+            "pkey": f"{pkey:#x}",
+            "guids": guids,
+            "ip_over_ib": ipoib,
+            "index0": False,
+            "memberships": [members[g] for g in guids],
+        }
         self.request("PUT", "/ufmRest/resources/pkeys", body)
 
     def remove_guids(self, pkey: int, guids: list[str]) -> None:
@@ -137,8 +141,14 @@ class UfmClient:
 
     def port_action(self, action: str, *, system: str, port_name: str) -> None:
         """``enable``/``disable`` one port of a switch system."""
-        body = {"action": action, "identifier": "id", "object_type": "System",
-                "object_ids": [system], "params": {"port_id": port_name}, "description": ""}  # fmt: skip
+        body = {
+            "action": action,
+            "identifier": "id",
+            "object_type": "System",
+            "object_ids": [system],
+            "params": {"port_id": port_name},
+            "description": "",
+        }
         self.request("POST", "/ufmRest/actions", body)
 
 
@@ -146,9 +156,7 @@ def _wire_guid(guid: int) -> str:
     return format_guid(guid)[2:]
 
 
-def desired_pkeys(
-    partitions: list[Partition], sls: Mapping[int, int] | None = None
-) -> dict[int, PkeyState]:
+def desired_pkeys(partitions: list[Partition], sls: Mapping[int, int] | None = None) -> dict[int, PkeyState]:
     """What UFM should hold per P_Key (the Default partition is UFM's own business)."""
     sls = sls or {}
     out: dict[int, PkeyState] = {}
@@ -181,12 +189,15 @@ def live_pkeys(raw: Mapping[str, Any]) -> dict[int, PkeyState]:
         if pkey == DEFAULT_PKEY:
             continue
         members = {
-            str(g["guid"]).lower().removeprefix("0x"): g.get("membership", "full")
-            for g in value.get("guids", [])
+            str(g["guid"]).lower().removeprefix("0x"): g.get("membership", "full") for g in value.get("guids", [])
         }
         qos = value.get("qos_conf") or {}
-        out[pkey] = {"name": value.get("partition", ""), "ipoib": bool(value.get("ip_over_ib")),
-                     "members": members, "sl": int(qos.get("service_level", 0))}  # fmt: skip
+        out[pkey] = {
+            "name": value.get("partition", ""),
+            "ipoib": bool(value.get("ip_over_ib")),
+            "members": members,
+            "sl": int(qos.get("service_level", 0)),
+        }
     return out
 
 
@@ -223,9 +234,7 @@ class UfmDriver:
 
     def verify(self, desired: DesiredFabric, *, options: PushOptions | None = None) -> list[str]:
         """Mismatches between ``desired`` and UFM (and member GUIDs missing from the fabric)."""
-        return self._mismatches(
-            desired_pkeys(list(desired.partitions), _sls(desired)), managed=None
-        )
+        return self._mismatches(desired_pkeys(list(desired.partitions), _sls(desired)), managed=None)
 
     def _mismatches(self, want: dict[int, PkeyState], managed: set[int] | None) -> list[str]:
         live = live_pkeys(self.client.pkeys())
@@ -238,12 +247,9 @@ class UfmDriver:
             if have["members"] != state["members"]:
                 extra = sorted(set(have["members"]) - set(state["members"]))
                 lost = sorted(set(state["members"]) - set(have["members"]))
-                diff = [
-                    g for g in state["members"] if have["members"].get(g) != state["members"][g]
-                ]
+                diff = [g for g in state["members"] if have["members"].get(g) != state["members"][g]]
                 problems.append(
-                    f"P_Key {pkey:#06x}: members differ (missing {lost[:4]}, extra {extra[:4]}, "
-                    f"membership {diff[:4]})"
+                    f"P_Key {pkey:#06x}: members differ (missing {lost[:4]}, extra {extra[:4]}, membership {diff[:4]})"
                 )
             if have["sl"] != state["sl"]:
                 problems.append(f"P_Key {pkey:#06x}: SL {have['sl']}, expected {state['sl']}")
@@ -258,15 +264,13 @@ class UfmDriver:
 
     # -- writes --------------------------------------------------------------------------------
 
-    def _apply(self, want: dict[int, PkeyState], live: dict[int, PkeyState],
-               managed: set[int], log: list[str]) -> int:  # fmt: skip
+    def _apply(self, want: dict[int, PkeyState], live: dict[int, PkeyState], managed: set[int], log: list[str]) -> int:
         """Make UFM hold ``want`` for every managed P_Key; returns the number of calls made."""
         calls = 0
         for pkey, state in sorted(want.items()):
             have = live.get(pkey)
             if have is None:
-                self.client.create_pkey(pkey, name=state["name"], ipoib=state["ipoib"],
-                                        sl=state["sl"])  # fmt: skip
+                self.client.create_pkey(pkey, name=state["name"], ipoib=state["ipoib"], sl=state["sl"])
                 log.append(f"created P_Key {pkey:#06x} ({state['name']})")
                 calls += 1
                 have = {"members": {}, "sl": state["sl"], "ipoib": state["ipoib"]}
@@ -308,8 +312,7 @@ class UfmDriver:
             return s
 
         def finish(outcome: str, **kw: Any) -> PushResult:
-            return PushResult(outcome, steps, duration_s=round(time.monotonic() - started, 3),
-                              **kw)  # fmt: skip
+            return PushResult(outcome, steps, duration_s=round(time.monotonic() - started, 3), **kw)
 
         s = step("render")
         partitions = list(desired.partitions)
@@ -325,8 +328,9 @@ class UfmDriver:
         for p in partitions:
             for m in p.members:
                 if p.pkey != DEFAULT_PKEY and not isinstance(m.port, int):
-                    problems.append(LintProblem("ufm", None, "unsupported",
-                                                f"{p.name}: UFM takes port GUIDs, not {m.port}"))  # fmt: skip
+                    problems.append(
+                        LintProblem("ufm", None, "unsupported", f"{p.name}: UFM takes port GUIDs, not {m.port}")
+                    )
         if problems:
             s.status, s.log = "failed", [str(p) for p in problems]
             return finish("refused", problems=problems)
@@ -423,17 +427,16 @@ class UfmDriver:
             s = PushStep(f"port-admin:{wanted.label}", status="running")
             result.steps.append(s)
             try:
-                outcome = self.set_port_state(wanted.switch, wanted.port, wanted.enabled,
-                                              width=wanted.width, speed=wanted.speed)  # fmt: skip
+                outcome = self.set_port_state(
+                    wanted.switch, wanted.port, wanted.enabled, width=wanted.width, speed=wanted.speed
+                )
             except DriverError as exc:
                 outcome = PortStateResult(wanted.switch, wanted.port, wanted.enabled, False, False)
                 outcome.log.append(str(exc))
             s.log += outcome.log
             if not outcome.verified:
                 s.status, result.outcome = "failed", "failed"
-                result.mismatches.append(
-                    f"{wanted.label}: not {'up' if wanted.enabled else 'down'}"
-                )
+                result.mismatches.append(f"{wanted.label}: not {'up' if wanted.enabled else 'down'}")
             else:
                 s.status = "ok" if outcome.changed else "skipped"
                 if outcome.changed and result.outcome == "unchanged":

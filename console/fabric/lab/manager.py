@@ -549,9 +549,7 @@ class Lab:
         # port the switch routes traps through prints "send_trap: routing failed: no route to
         # dest lid N" and still unlinks the port.
         words = ("not found", "bad ", "invalid", "failed", "can't", "cannot", "usage", "unknown")
-        verdict = "\n".join(
-            line for line in reply.lower().splitlines() if not line.startswith("ibwarn:")
-        )
+        verdict = "\n".join(line for line in reply.lower().splitlines() if not line.startswith("ibwarn:"))
         if any(w in verdict for w in words):
             raise LabError(f"ibsim refused {verb} {node}[{port}]: {reply}")
         return reply
@@ -570,7 +568,5 @@ class Lab:
         for name, value in sorted(counters.items()):
             if not name.isidentifier() or not isinstance(value, int) or value < 0:
                 raise ValueError(f"bad counter {name}={value!r}")
-            replies.append(
-                self._port_command("PerformanceSet", node, port, f" PortCounters.{name}={value}")
-            )
+            replies.append(self._port_command("PerformanceSet", node, port, f" PortCounters.{name}={value}"))
         return replies

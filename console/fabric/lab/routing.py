@@ -24,9 +24,7 @@ from typing import Protocol
 
 _CONFIGURED_RE = re.compile(r"osm_ucast_mgr_process: (\S+) tables configured on all switches")
 _FAILED_RE = re.compile(r"ucast_mgr_route: (\S+): cannot build lid matrices")
-_EVIDENCE_RE = re.compile(
-    r"(ERR AB[0-9A-F]{2}|not a fat-tree|cannot build lid matrices|tables configured)"
-)
+_EVIDENCE_RE = re.compile(r"(ERR AB[0-9A-F]{2}|not a fat-tree|cannot build lid matrices|tables configured)")
 
 
 class HasOpenSmLog(Protocol):
@@ -68,9 +66,7 @@ def routing_status_from_log(log_text: str, configured: str) -> RoutingStatus:
     start = last - 1
     while start >= 0 and not _CONFIGURED_RE.search(lines[start]):
         start -= 1
-    evidence = tuple(
-        line.strip() for line in lines[start + 1 : last + 1] if _EVIDENCE_RE.search(line)
-    )
+    evidence = tuple(line.strip() for line in lines[start + 1 : last + 1] if _EVIDENCE_RE.search(line))
     match = _CONFIGURED_RE.search(lines[last])
     assert match is not None
     return RoutingStatus(configured, match[1], evidence)

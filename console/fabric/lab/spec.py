@@ -122,7 +122,5 @@ class LabSpec:
         if self.cn_guids:
             out.append(Artefact("cn-guids", "cn_guids.conf", render_guid_file(self.cn_guids)))
         if self.qos_policy:
-            out.append(
-                Artefact("qos-policy", "qos-policy.conf", render_qos_policy(self.qos_policy))
-            )
+            out.append(Artefact("qos-policy", "qos-policy.conf", render_qos_policy(self.qos_policy)))
         return out

@@ -230,8 +230,6 @@ def classify_changes(old: str | Mapping[str, str], new: str | Mapping[str, str])
     """Compare two option sets; unknown options are treated as needing a restart (safe side)."""
     before = parse_opensm_conf(old) if isinstance(old, str) else dict(old)
     after = parse_opensm_conf(new) if isinstance(new, str) else dict(new)
-    changed = tuple(
-        sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
-    )
+    changed = tuple(sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k)))
     restart = tuple(k for k in changed if k not in RELOADABLE)
     return ConfChange(changed, restart)

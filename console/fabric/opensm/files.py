@@ -198,6 +198,4 @@ class ArtefactStore:
         return any(not p.name.startswith(".") for p in self.lkg_directory.iterdir())
 
     def _live_names(self) -> list[str]:
-        return sorted(
-            p.name for p in self.directory.iterdir() if p.is_file() and not p.name.startswith(".")
-        )
+        return sorted(p.name for p in self.directory.iterdir() if p.is_file() and not p.name.startswith("."))

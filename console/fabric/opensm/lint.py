@@ -85,9 +85,7 @@ def control_char_problems(artefact: str, text: str) -> list[LintProblem]:
     for lineno, line in enumerate(text.splitlines(), start=1):
         bad = [c for c in line if (ord(c) < 32 and c != "\t") or ord(c) == 127]
         if bad:
-            problems.append(
-                LintProblem(artefact, lineno, "control-char", f"control character {bad[0]!r}")
-            )
+            problems.append(LintProblem(artefact, lineno, "control-char", f"control character {bad[0]!r}"))
         elif not line.isascii():
             problems.append(LintProblem(artefact, lineno, "non-ascii", "non-ASCII character"))
     return problems

@@ -126,9 +126,7 @@ class Partition:
         return errors
 
 
-DEFAULT_PARTITION = Partition(
-    name="Default", pkey=DEFAULT_PKEY, ipoib=True, members=(Member("ALL", Membership.FULL),)
-)
+DEFAULT_PARTITION = Partition(name="Default", pkey=DEFAULT_PKEY, ipoib=True, members=(Member("ALL", Membership.FULL),))
 
 
 def _header(p: Partition) -> str:
@@ -173,9 +171,7 @@ def render_partitions(
             lines.append(f"{header} : {', '.join(members)} ;".replace(":  ;", ": ;"))
             continue
         lines.append(f"{header} :")
-        chunks = [
-            members[i : i + members_per_line] for i in range(0, len(members), members_per_line)
-        ]
+        chunks = [members[i : i + members_per_line] for i in range(0, len(members), members_per_line)]
         for i, chunk in enumerate(chunks):
             end = " ;" if i == len(chunks) - 1 else ","
             lines.append(f"    {', '.join(chunk)}{end}")
@@ -335,8 +331,7 @@ def _statement_problems(st: ParsedStatement) -> list[LintProblem]:
         if m.flag_text is not None and m.flag_text not in {x.value for x in Membership}:
             bad(
                 "bad-membership",
-                f"unknown membership {m.flag_text!r} for {m.port_text} "
-                "(OpenSM would silently make it limited)",
+                f"unknown membership {m.flag_text!r} for {m.port_text} (OpenSM would silently make it limited)",
                 m.line,
             )
         if port in seen:
@@ -362,8 +357,7 @@ def lint_partitions(text: str, *, require_default: bool = True) -> list[LintProb
                         ARTEFACT,
                         st.line,
                         "duplicate-pkey",
-                        f"P_Key {pkey:#06x} already defined on line {pkeys[pkey]} "
-                        "(OpenSM would silently merge them)",
+                        f"P_Key {pkey:#06x} already defined on line {pkeys[pkey]} (OpenSM would silently merge them)",
                     )
                 )
             else:

@@ -167,9 +167,7 @@ def expected_checks(
         if any(m.port in ("ALL", "ALL_CAS") for m in p.members):
             continue
         outsiders = [g for g in ca_set if g not in members]
-        sample = outsiders[: options.non_member_sample] + [
-            g for g in options.non_members if g not in members
-        ]
+        sample = outsiders[: options.non_member_sample] + [g for g in options.non_members if g not in members]
         for guid in sample:
             checks.setdefault((guid, p.pkey), PortCheck(guid, p.pkey, None, f"not in {p.name}"))
     desired_keys = {p.pkey: p for p in desired}
@@ -178,9 +176,7 @@ def expected_checks(
         keep = {m.port for m in still.members} if still else set()
         for m in p.members:
             if isinstance(m.port, int) and m.port not in keep:
-                checks.setdefault(
-                    (m.port, p.pkey), PortCheck(m.port, p.pkey, None, f"left {p.name}")
-                )
+                checks.setdefault((m.port, p.pkey), PortCheck(m.port, p.pkey, None, f"left {p.name}"))
     return sorted(checks.values(), key=lambda c: (c.pkey, c.guid))
 
 
@@ -271,9 +267,7 @@ class _Ports:
         self.blocks.clear()
         if self.key is not None:
             _cache_lids(self.key, self.lids)
-        step.log.append(
-            f"ibnetdiscover: {len(self.lids)} HCA ports in {time.monotonic() - started:.2f}s"
-        )
+        step.log.append(f"ibnetdiscover: {len(self.lids)} HCA ports in {time.monotonic() - started:.2f}s")
 
     def validate(self, guids: Iterable[int], step: PushStep) -> tuple[list[int], list[int]]:
         """NodeInfo through each LID must name the expected port GUID; also learns each port's
@@ -284,9 +278,7 @@ class _Ports:
         if self.mad is None or not todo:
             return [], todo
         try:
-            infos = self.mad.nodeinfo(
-                [self.lids[g][0] for g in todo], timeout=self.options.diag_timeout
-            )
+            infos = self.mad.nodeinfo([self.lids[g][0] for g in todo], timeout=self.options.diag_timeout)
         except MadUnavailable as exc:
             self._give_up_mad(step, exc)
             return [], todo
@@ -384,17 +376,14 @@ def _verify(
     wrong, _ = ports.validate(wanted, step)
     step.log.insert(head, f"{len(checks)} port checks on {len(wanted)} ports")
     step.log.append(
-        f"LIDs: {ports.source}; P_Key tables via "
-        + ("the MAD helper" if ports.mad is not None else "smpquery")
+        f"LIDs: {ports.source}; P_Key tables via " + ("the MAD helper" if ports.mad is not None else "smpquery")
     )
     mismatches = [
         f"{format_guid(c.guid)}: not on the fabric ({c.why}, P_Key {c.pkey:#06x})"
         for c in checks
         if c.membership is not None and ports.lids.get(c.guid) is None
     ]
-    mismatches += [
-        f"{format_guid(g)}: LID {ports.lids[g][0]} answers for another port" for g in sorted(wrong)
-    ]
+    mismatches += [f"{format_guid(g)}: LID {ports.lids[g][0]} answers for another port" for g in sorted(wrong)]
     if mismatches:
         return mismatches
     everything = [c for c in checks if ports.lids.get(c.guid) is not None]
@@ -489,8 +478,7 @@ def _verify_paths(
     mismatches = []
     for (pkey, src, dst, expect), found in zip(queries, answers, strict=True):
         step.log.append(
-            f"saquery path {format_guid(src)} → {format_guid(dst)} in {pkey:#06x}: "
-            f"{'found' if found else 'none'}"
+            f"saquery path {format_guid(src)} → {format_guid(dst)} in {pkey:#06x}: {'found' if found else 'none'}"
         )
         if found != expect:
             mismatches.append(
@@ -510,9 +498,7 @@ def push_partitions(
     store = target.artefacts
 
     def finish(outcome: str, **kw: object) -> PushResult:
-        return PushResult(
-            outcome, steps.steps, duration_s=round(time.monotonic() - started, 3), **kw
-        )  # type: ignore[arg-type]
+        return PushResult(outcome, steps.steps, duration_s=round(time.monotonic() - started, 3), **kw)  # type: ignore[arg-type]
 
     t = time.monotonic()
     step = steps.run("render")

@@ -25,9 +25,7 @@ from console.fabric.opensm.lint import (
 )
 
 ARTEFACT = "qos-policy.conf"
-_RULE_RE = re.compile(
-    r"^(?P<ulp>any|ipoib)\s*,\s*pkey\s+(?P<pkey>\S+)\s*:\s*(?P<sl>\S+)$", re.IGNORECASE
-)
+_RULE_RE = re.compile(r"^(?P<ulp>any|ipoib)\s*,\s*pkey\s+(?P<pkey>\S+)\s*:\s*(?P<sl>\S+)$", re.IGNORECASE)
 _DEFAULT_RE = re.compile(r"^default\s*:\s*(?P<sl>\S+)$", re.IGNORECASE)
 
 
@@ -215,12 +213,10 @@ def parse_qos_options(values: dict[str, str]) -> QosOptions | list[str]:
             max_vls=int(values["qos_max_vls"], 0),
             high_limit=int(values["qos_high_limit"], 0),
             vlarb_high=tuple(
-                (int(a, 0), int(b, 0))
-                for a, b in (p.split(":") for p in values["qos_vlarb_high"].split(","))
+                (int(a, 0), int(b, 0)) for a, b in (p.split(":") for p in values["qos_vlarb_high"].split(","))
             ),
             vlarb_low=tuple(
-                (int(a, 0), int(b, 0))
-                for a, b in (p.split(":") for p in values["qos_vlarb_low"].split(","))
+                (int(a, 0), int(b, 0)) for a, b in (p.split(":") for p in values["qos_vlarb_low"].split(","))
             ),
             sl2vl=tuple(int(v, 0) for v in values["qos_sl2vl"].split(",")),
         )

@@ -15,9 +15,22 @@ class FabricEventSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = FabricEvent
-        fields = ["id", "fabric", "kind", "severity", "status", "subject", "message", "detail",
-                  "reservations", "tenants", "opened_at", "acknowledged_at", "resolved_at",
-                  "resolution"]  # fmt: skip
+        fields = [
+            "id",
+            "fabric",
+            "kind",
+            "severity",
+            "status",
+            "subject",
+            "message",
+            "detail",
+            "reservations",
+            "tenants",
+            "opened_at",
+            "acknowledged_at",
+            "resolved_at",
+            "resolution",
+        ]
         read_only_fields = fields
 
     def _principal(self):

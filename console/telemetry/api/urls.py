@@ -7,12 +7,14 @@ router = DefaultRouter()
 router.register("telemetry/events", views.FabricEventViewSet, basename="fabric-event")
 
 urlpatterns = [
-    path("telemetry/fabrics/<int:fabric_id>/snapshot/", views.LiveSnapshotView.as_view(),
-         name="telemetry-snapshot"),
-    path("telemetry/fabrics/<int:fabric_id>/history/", views.HistoryView.as_view(),
-         name="telemetry-history"),
-    path("telemetry/fabrics/<int:fabric_id>/switches/<str:switch>/ports/",
-         views.SwitchPortsView.as_view(), name="telemetry-switch-ports"),
-    path("telemetry/fabrics/<int:fabric_id>/links/<path:link_id>/",
-         views.LinkDetailView.as_view(), name="telemetry-link"),
-]  # fmt: skip
+    path("telemetry/fabrics/<int:fabric_id>/snapshot/", views.LiveSnapshotView.as_view(), name="telemetry-snapshot"),
+    path("telemetry/fabrics/<int:fabric_id>/history/", views.HistoryView.as_view(), name="telemetry-history"),
+    path(
+        "telemetry/fabrics/<int:fabric_id>/switches/<str:switch>/ports/",
+        views.SwitchPortsView.as_view(),
+        name="telemetry-switch-ports",
+    ),
+    path(
+        "telemetry/fabrics/<int:fabric_id>/links/<path:link_id>/", views.LinkDetailView.as_view(), name="telemetry-link"
+    ),
+]

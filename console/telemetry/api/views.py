@@ -66,16 +66,14 @@ class LiveSnapshotView(PrincipalMixin, APIView):
 class LinkDetailView(PrincipalMixin, APIView):
     """One link: live counters and its history (``minutes``, default 15)."""
 
-    @extend_schema(responses=OpenApiTypes.OBJECT,
-                   parameters=[OpenApiParameter("minutes", int)])  # fmt: skip
+    @extend_schema(responses=OpenApiTypes.OBJECT, parameters=[OpenApiParameter("minutes", int)])
     def get(self, request, fabric_id: int, link_id: str):
         _fabric(fabric_id)
         live = link_for(fabric_id, link_id, self.principal)
         minutes = _minutes(request)
         since = timezone.now() - dt.timedelta(minutes=minutes)
         series = services.history(fabric_id, [link_id], since=since).get(link_id, [])
-        return Response({"link": live, "history": series,
-                         "columns": ["t", "tx_bps", "rx_bps", "util", "errors"]})  # fmt: skip
+        return Response({"link": live, "history": series, "columns": ["t", "tx_bps", "rx_bps", "util", "errors"]})
 
 
 class SwitchPortsView(PrincipalMixin, APIView):
@@ -92,10 +90,16 @@ class SwitchPortsView(PrincipalMixin, APIView):
 class HistoryView(PrincipalMixin, APIView):
     """History per link, switch, reservation or tenant (tenants: only their own links)."""
 
-    @extend_schema(responses=OpenApiTypes.OBJECT, parameters=[
-        OpenApiParameter("link", str), OpenApiParameter("switch", str),
-        OpenApiParameter("reservation", int), OpenApiParameter("tenant", int),
-        OpenApiParameter("minutes", int)])  # fmt: skip
+    @extend_schema(
+        responses=OpenApiTypes.OBJECT,
+        parameters=[
+            OpenApiParameter("link", str),
+            OpenApiParameter("switch", str),
+            OpenApiParameter("reservation", int),
+            OpenApiParameter("tenant", int),
+            OpenApiParameter("minutes", int),
+        ],
+    )
     def get(self, request, fabric_id: int):
         _fabric(fabric_id)
         principal = self.principal
@@ -109,8 +113,7 @@ class HistoryView(PrincipalMixin, APIView):
         if request.query_params.get("switch"):
             prefix = request.query_params["switch"] + "/"
             series = {k: v for k, v in series.items() if k.startswith(prefix)}
-        return Response({"fabric": fabric_id, "links": series,
-                         "columns": ["t", "tx_bps", "rx_bps", "util", "errors"]})  # fmt: skip
+        return Response({"fabric": fabric_id, "links": series, "columns": ["t", "tx_bps", "rx_bps", "util", "errors"]})
 
     def _links(self, request, fabric_id, snap, principal) -> set[str] | None:
         q = request.query_params
@@ -148,6 +151,5 @@ def _minutes(request) -> int:
 def metrics(request: HttpRequest) -> HttpResponse:
     """``/metrics``: Prometheus text (operator/auditor session or ``METRICS_TOKEN`` bearer)."""
     if not metrics_allowed(request, settings.METRICS_TOKEN):
-        return HttpResponse("forbidden\n", status=http.HTTP_403_FORBIDDEN,
-                            content_type="text/plain")  # fmt: skip
+        return HttpResponse("forbidden\n", status=http.HTTP_403_FORBIDDEN, content_type="text/plain")
     return HttpResponse(metrics_text(), content_type="text/plain; version=0.0.4")

@@ -81,17 +81,13 @@ class TenantScopedMixin(PrincipalMixin):
             return Tenant.objects.get(pk=principal.tenant_id)
         tenant = serializer.validated_data.get("tenant")
         if tenant is None:
-            raise Invalid(
-                "operators must say which tenant owns this", fields={"tenant": ["required"]}
-            )
+            raise Invalid("operators must say which tenant owns this", fields={"tenant": ["required"]})
         return tenant
 
     def perform_create(self, serializer) -> None:
         with transaction.atomic():
             instance = serializer.save(tenant=self.tenant_for_create(serializer))
-            audit.record(
-                self.actor, f"{self._audit_type()}.create", instance, after=audit.snapshot(instance)
-            )
+            audit.record(self.actor, f"{self._audit_type()}.create", instance, after=audit.snapshot(instance))
 
     def perform_update(self, serializer) -> None:
         with transaction.atomic():

@@ -28,9 +28,7 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, ConsoleError):
         return Response(exc.as_dict(), status=exc.status)
     if isinstance(exc, DjangoValidationError):
-        fields = (
-            exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
-        )
+        fields = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
         exc = exceptions.ValidationError(fields)
     if isinstance(exc, IntegrityError):
         return Response(
@@ -42,8 +40,9 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         # transaction was rolled back, and the next request gets a fresh connection.
         return Response(
             {"code": "unavailable", "detail": "the database was unavailable; retry", "fields": {}},
-            status=status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": "1"},
-        )  # fmt: skip
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": "1"},
+        )
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     if isinstance(exc, DjangoPermissionDenied):

@@ -24,9 +24,7 @@ class MembershipSerializer(serializers.ModelSerializer):
     email = serializers.EmailField(source="user.email", required=False, allow_blank=True)
     password = serializers.CharField(write_only=True, required=False, min_length=8, max_length=128)
     role = serializers.ChoiceField(choices=Role.choices)
-    tenant = serializers.PrimaryKeyRelatedField(
-        queryset=Tenant.objects.all(), required=False, allow_null=True
-    )
+    tenant = serializers.PrimaryKeyRelatedField(queryset=Tenant.objects.all(), required=False, allow_null=True)
 
     class Meta:
         model = Membership

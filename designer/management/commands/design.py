@@ -44,8 +44,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
         p = sub.add_parser("plan", help="plan a fabric (and optionally save it)")
-        p.add_argument("--topology", choices=["fat-tree", "rail-optimized", "torus",
-                                              "dragonfly-plus"], default=None)  # fmt: skip
+        p.add_argument("--topology", choices=["fat-tree", "rail-optimized", "torus", "dragonfly-plus"], default=None)
         size = p.add_mutually_exclusive_group()
         size.add_argument("--gpus", type=int)
         size.add_argument("--nodes", type=int)
@@ -90,18 +89,27 @@ class Command(BaseCommand):
 
     # --- plan -------------------------------------------------------------------------------
     def _plan(self, *, json: bool, save: str | None, as_user: str | None, **options) -> None:
-        keys = ["topology", "gpus", "nodes", "node_type", "gpus_per_node", "hcas_per_node",
-                "switch", "oversubscription", "levels", "manager_slot", "dims",
-                "hosts_per_switch"]  # fmt: skip
+        keys = [
+            "topology",
+            "gpus",
+            "nodes",
+            "node_type",
+            "gpus_per_node",
+            "hcas_per_node",
+            "switch",
+            "oversubscription",
+            "levels",
+            "manager_slot",
+            "dims",
+            "hosts_per_switch",
+        ]
         plan_options = {k: options[k] for k in keys if options.get(k) is not None}
         result = services.preview(plan_options)
         summary = result.summary()
         if not summary["errors"] and save:
             actor, principal = _cli_principal(as_user)
             try:
-                design, revision = services.create_design(
-                    actor, principal, name=save, options=plan_options
-                )
+                design, revision = services.create_design(actor, principal, name=save, options=plan_options)
             except ConsoleError as exc:
                 summary["errors"].append(exc.detail)
             else:
@@ -111,13 +119,14 @@ class Command(BaseCommand):
             sys.exit(2)
 
     def _human_plan(self, s: dict) -> str:
-        lines = [f"{s['topology']}: {s['gpus']:,} GPUs on {s['nodes']:,} nodes "
-                 f"({s['endpoints']:,} endpoints)"]  # fmt: skip
+        lines = [f"{s['topology']}: {s['gpus']:,} GPUs on {s['nodes']:,} nodes ({s['endpoints']:,} endpoints)"]
         lines.append("switches: " + ", ".join(f"{k} {v}" for k, v in s["switches"].items()))
         lines.append("cables:   " + ", ".join(f"{k} {v}" for k, v in s["cables"].items()))
-        lines.append(f"transceivers {s['transceivers']}, oversubscription {s['oversubscription']}"
-                     f", bisection {s['bisection_bandwidth_gbps']:,} Gb/s, diameter "
-                     f"{s['diameter_switch_hops']} switch hops")  # fmt: skip
+        lines.append(
+            f"transceivers {s['transceivers']}, oversubscription {s['oversubscription']}"
+            f", bisection {s['bisection_bandwidth_gbps']:,} Gb/s, diameter "
+            f"{s['diameter_switch_hops']} switch hops"
+        )
         lines.append(f"power {s['power_w']:,.0f} W, cost {s['cost']:,.0f}")
         lines += [f"warning: {w}" for w in s["warnings"]]
         lines += [f"error: {e}" for e in s["errors"]]
@@ -159,15 +168,21 @@ class Command(BaseCommand):
             **{k: options[k] for k in keys if options.get(k) is not None},
         )
         body = answer.as_dict()
-        self._emit(body, json, human=lambda: "\n".join(
-            [body["question"], *body.get("steps", []), *(f"- {a}" for a in
-                                                         body.get("alternatives", []))]))  # fmt: skip
+        self._emit(
+            body,
+            json,
+            human=lambda: "\n".join(
+                [body["question"], *body.get("steps", []), *(f"- {a}" for a in body.get("alternatives", []))]
+            ),
+        )
         if not body.get("feasible"):
             sys.exit(1)
 
     def _list(self, **_) -> None:
-        rows = [{"id": d.pk, "name": d.name, "topology": d.topology, "revision": d.latest_revision}
-                for d in Design.objects.all()]  # fmt: skip
+        rows = [
+            {"id": d.pk, "name": d.name, "topology": d.topology, "revision": d.latest_revision}
+            for d in Design.objects.all()
+        ]
         self.stdout.write(comparison_table(rows) if rows else "no designs")
 
     def _emit(self, body: dict, as_json: bool, *, human) -> None:
@@ -177,8 +192,9 @@ class Command(BaseCommand):
 def _find_revision(spec: str) -> DesignRevision:
     design_part, _, rev_part = spec.partition("/")
     try:
-        design = (Design.objects.get(pk=int(design_part)) if design_part.isdigit()
-                  else Design.objects.get(name=design_part))  # fmt: skip
+        design = (
+            Design.objects.get(pk=int(design_part)) if design_part.isdigit() else Design.objects.get(name=design_part)
+        )
     except Design.DoesNotExist:
         raise CommandError(f"no design {design_part!r}") from None
     number = int(rev_part) if rev_part.isdigit() else design.latest_revision

@@ -96,9 +96,11 @@ class Command(BaseCommand):
         p = sub.add_parser("replay", help="replay a job trace through the placement engine")
         p.add_argument("--trace", required=True, metavar="FILE")
         p.add_argument("--format", choices=["kalos", "alibaba", "generic"], default="generic")
-        p.add_argument("--design", required=True,
-                       help="saved design id/name, or TOPOLOGY:key=value,… "
-                            "(e.g. rail-optimized:gpus=2048)")  # fmt: skip
+        p.add_argument(
+            "--design",
+            required=True,
+            help="saved design id/name, or TOPOLOGY:key=value,… (e.g. rail-optimized:gpus=2048)",
+        )
         p.add_argument("--policy", choices=["topology", "first-fit"], default="topology")
         p.add_argument("--max-jobs", type=int)
         p.add_argument("--json", action="store_true")
@@ -129,8 +131,7 @@ class Command(BaseCommand):
         p.add_argument("--max-hops", type=int)
         p.add_argument("--rail-aligned", action="store_true")
         p.add_argument("--gpu-model", default="")
-        p.add_argument("--priority", default="training",
-                       choices=["training", "inference", "best-effort"])  # fmt: skip
+        p.add_argument("--priority", default="training", choices=["training", "inference", "best-effort"])
         p.add_argument("--name", default="")
         p.add_argument("--preview", action="store_true")
         p.add_argument("--json", action="store_true")
@@ -178,10 +179,8 @@ class Command(BaseCommand):
 
     def do_pool_create(self, o: dict) -> None:
         fabric = _by_id_or_name(Fabric, o["fabric"], "fabric")
-        nodes = inventory.select_nodes(fabric, o["kind"], gpu_model=o["gpu_model"],
-                                       sus=o["su"], names=o["node"])  # fmt: skip
-        pool = inventory.create_pool(Actor.cli(), OPERATOR, fabric=fabric, name=o["name"],
-                                     kind=o["kind"], nodes=nodes)  # fmt: skip
+        nodes = inventory.select_nodes(fabric, o["kind"], gpu_model=o["gpu_model"], sus=o["su"], names=o["node"])
+        pool = inventory.create_pool(Actor.cli(), OPERATOR, fabric=fabric, name=o["name"], kind=o["kind"], nodes=nodes)
         self.stdout.write(f"pool {pool.pk} {pool.name}: {len(nodes)} nodes")
 
     def do_quota(self, o: dict) -> None:
@@ -189,9 +188,14 @@ class Command(BaseCommand):
         if tenant is None:
             raise CommandError(f"no tenant {o['tenant']!r}")
         pool = _by_id_or_name(Pool, o["pool"], "pool")
-        quota = quotas.set_quota(Actor.cli(), OPERATOR, tenant=tenant, pool=pool,
-                                 guaranteed_gpus=o["guaranteed"],
-                                 borrow_limit_gpus=o["borrow"])  # fmt: skip
+        quota = quotas.set_quota(
+            Actor.cli(),
+            OPERATOR,
+            tenant=tenant,
+            pool=pool,
+            guaranteed_gpus=o["guaranteed"],
+            borrow_limit_gpus=o["borrow"],
+        )
         self.stdout.write(json.dumps(quotas.quota_usage(quota)))
 
     def do_reserve(self, o: dict) -> None:
@@ -200,13 +204,20 @@ class Command(BaseCommand):
             raise CommandError(f"no tenant {o['tenant']!r}")
         pool = _by_id_or_name(Pool, o["pool"], "pool")
         request = reservations.ReservationRequest(
-            pool_id=pool.pk, gpus=o["gpus"], nodes=o["nodes"],
-            start=_time(o["start"], "start"), end=_time(o["end"], "end"),
+            pool_id=pool.pk,
+            gpus=o["gpus"],
+            nodes=o["nodes"],
+            start=_time(o["start"], "start"),
+            end=_time(o["end"], "end"),
             duration=dt.timedelta(hours=o["hours"]) if o["hours"] else None,
-            priority_class=o["priority"], gpu_model=o["gpu_model"], same_leaf=o["same_leaf"],
-            max_switch_hops=o["max_hops"], rail_aligned=o["rail_aligned"], name=o["name"],
+            priority_class=o["priority"],
+            gpu_model=o["gpu_model"],
+            same_leaf=o["same_leaf"],
+            max_switch_hops=o["max_hops"],
+            rail_aligned=o["rail_aligned"],
+            name=o["name"],
             tenant_id=tenant.pk,
-        )  # fmt: skip
+        )
         if o["preview"]:
             self.stdout.write(json.dumps(reservations.preview(OPERATOR, request), default=str))
             return
@@ -241,14 +252,24 @@ class Command(BaseCommand):
 
 
 def _row(r: Reservation) -> dict[str, Any]:
-    return {"id": r.pk, "tenant": r.tenant.slug, "pool": r.pool.name, "status": r.status,
-            "gpus": r.gpus, "start": r.start, "end": r.end,
-            "pkey": f"0x{r.pkey:04x}" if r.pkey else None, "nodes": r.placement.get("nodes", []),
-            "reason": r.reason}  # fmt: skip
+    return {
+        "id": r.pk,
+        "tenant": r.tenant.slug,
+        "pool": r.pool.name,
+        "status": r.status,
+        "gpus": r.gpus,
+        "start": r.start,
+        "end": r.end,
+        "pkey": f"0x{r.pkey:04x}" if r.pkey else None,
+        "nodes": r.placement.get("nodes", []),
+        "reason": r.reason,
+    }
 
 
 def _line(r: Reservation) -> str:
     pkey = f"0x{r.pkey:04x}" if r.pkey else "-"
-    text = (f"{r.pk:>5} {r.tenant.slug:<12} {r.pool.name:<12} {r.status:<12} {r.gpus:>5} GPUs "
-            f"{r.start:%Y-%m-%d %H:%M}–{r.end:%H:%M} P_Key {pkey}")  # fmt: skip
+    text = (
+        f"{r.pk:>5} {r.tenant.slug:<12} {r.pool.name:<12} {r.status:<12} {r.gpus:>5} GPUs "
+        f"{r.start:%Y-%m-%d %H:%M}–{r.end:%H:%M} P_Key {pkey}"
+    )
     return f"{text}  {r.reason}" if r.reason else text

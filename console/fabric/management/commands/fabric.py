@@ -34,8 +34,7 @@ from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
 from console.tenancy.models import Principal, Role
 
-SUCCESS = {ChangeRequest.Status.APPLIED, ChangeRequest.Status.UNCHANGED,
-           ChangeRequest.Status.PREVIEWED}  # fmt: skip
+SUCCESS = {ChangeRequest.Status.APPLIED, ChangeRequest.Status.UNCHANGED, ChangeRequest.Status.PREVIEWED}
 
 
 def _fabric(ref: str) -> Fabric:
@@ -79,8 +78,13 @@ class Command(BaseCommand):
         p.add_argument("--switch", required=True, help="switch name in the fabric's design")
         p.add_argument("--port", required=True, type=int)
         state = p.add_mutually_exclusive_group()
-        state.add_argument("--enable", dest="enabled", action="store_const", const=True,
-                           help="port up (default for a port not administered yet)")  # fmt: skip
+        state.add_argument(
+            "--enable",
+            dest="enabled",
+            action="store_const",
+            const=True,
+            help="port up (default for a port not administered yet)",
+        )
         state.add_argument("--disable", dest="enabled", action="store_const", const=False)
         p.add_argument("--width", help="1X, 4X, 8X, 12X or 2X ('none': leave the port's own)")
         p.add_argument("--speed", help="2.5, 5.0 or 10.0 Gbps ('none': leave the port's own)")
@@ -107,17 +111,27 @@ class Command(BaseCommand):
                 return self._print(opts, _jsonable(compare(fabric)))
             if opts["action"] == "partition":
                 if opts["partition_action"] == "set":
-                    changes.set_partition(actor, principal, fabric, name=opts["name"],
-                                          pkey=opts["pkey"], members=opts["member"],
-                                          sl=opts["sl"], ipoib=opts["ipoib"])  # fmt: skip
+                    changes.set_partition(
+                        actor,
+                        principal,
+                        fabric,
+                        name=opts["name"],
+                        pkey=opts["pkey"],
+                        members=opts["member"],
+                        sl=opts["sl"],
+                        ipoib=opts["ipoib"],
+                    )
                 else:
                     changes.delete_partition(actor, principal, fabric, name=opts["name"])
             if opts["action"] == "port":
                 self._port(actor, principal, fabric, opts)
             change = changes.request_change(
-                actor, principal, fabric, dry_run=bool(opts.get("dry_run")),
+                actor,
+                principal,
+                fabric,
+                dry_run=bool(opts.get("dry_run")),
                 reason=opts.get("reason") or f"cli: {opts['action']}",
-            )  # fmt: skip
+            )
         except ConsoleError as exc:
             self._print(opts, exc.as_dict())
             raise CommandError(exc.detail) from None
@@ -133,20 +147,21 @@ class Command(BaseCommand):
         """``port set``: options not given keep the port's current wanted state (a new port is
         enabled, width and speed left alone); ``port clear`` stops administering it."""
         if opts["port_action"] == "clear":
-            changes.clear_port_admin(actor, principal, fabric, switch=opts["switch"],
-                                     port=opts["port"])  # fmt: skip
+            changes.clear_port_admin(actor, principal, fabric, switch=opts["switch"], port=opts["port"])
             return
-        row = PortAdminState.objects.filter(
-            fabric=fabric, switch=opts["switch"], port=opts["port"]
-        ).first()
+        row = PortAdminState.objects.filter(fabric=fabric, switch=opts["switch"], port=opts["port"]).first()
         keep = {"enabled": row.enabled, "width": row.width, "speed": row.speed} if row else {}
         changes.set_port_admin(
-            actor, principal, fabric, switch=opts["switch"], port=opts["port"],
+            actor,
+            principal,
+            fabric,
+            switch=opts["switch"],
+            port=opts["port"],
             enabled=opts["enabled"] if opts["enabled"] is not None else keep.get("enabled", True),
             width=opts["width"] if opts["width"] is not None else keep.get("width"),
             speed=opts["speed"] if opts["speed"] is not None else keep.get("speed"),
             reason=opts["reason"] or (row.reason if row else ""),
-        )  # fmt: skip
+        )
 
     def _who(self, username: str | None) -> tuple[Actor, Principal]:
         if username:
@@ -177,8 +192,7 @@ class Command(BaseCommand):
             c = body["change"]
             self.stdout.write(f"change {c['id']}: {c['status']}")
             for step in c.get("steps", []):
-                self.stdout.write(f"  {step['seq']:>2}. {step['name']:<12} {step['target']:<16} "
-                                  f"{step['status']}")  # fmt: skip
+                self.stdout.write(f"  {step['seq']:>2}. {step['name']:<12} {step['target']:<16} {step['status']}")
             if c.get("diff"):
                 self.stdout.write(c["diff"])
         else:

@@ -79,9 +79,7 @@ class Command(BaseCommand):
             return
         rows = [
             labs.lab_status(f)
-            for f in Fabric.objects.filter(driver=Fabric.Driver.LAB).select_related(
-                "revision__design"
-            )
+            for f in Fabric.objects.filter(driver=Fabric.Driver.LAB).select_related("revision__design")
         ]
         text = "\n\n".join(_describe(s) for s in rows) or "no lab fabrics"
         self._emit(rows, text)

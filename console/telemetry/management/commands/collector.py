@@ -17,24 +17,27 @@ class Command(BaseCommand):
     help = "Collect port counters of lab/OpenSM fabrics, raise events and stream them live."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--fabric", action="append", help="fabric id or name (repeatable); "
-                            "default: every lab fabric")  # fmt: skip
+        parser.add_argument(
+            "--fabric", action="append", help="fabric id or name (repeatable); default: every lab fabric"
+        )
         parser.add_argument("--interval", type=float, default=settings.TELEMETRY_INTERVAL_S)
         parser.add_argument("--reader", choices=["auto", "mad", "perfquery"], default="auto")
         parser.add_argument("--no-traffic", action="store_true", help="no lab traffic model")
         parser.add_argument("--sweeps", type=int, default=None, help="stop after N sweeps")
 
-    def handle(self, *args, fabric=None, interval=1.0, reader="auto", no_traffic=False,
-               sweeps=None, **options) -> None:  # fmt: skip
+    def handle(self, *args, fabric=None, interval=1.0, reader="auto", no_traffic=False, sweeps=None, **options) -> None:
         fabrics = _fabrics(fabric)
         if not fabrics:
             raise CommandError("no fabric to collect (start a lab or give --fabric)")
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         signal.signal(signal.SIGINT, lambda *_: stop.set())
-        opts = CollectorOptions(interval=interval, reader=reader,
-                                lab_traffic=settings.TELEMETRY_LAB_TRAFFIC and not no_traffic,
-                                store_interval=settings.TELEMETRY_STORE_INTERVAL_S)  # fmt: skip
+        opts = CollectorOptions(
+            interval=interval,
+            reader=reader,
+            lab_traffic=settings.TELEMETRY_LAB_TRAFFIC and not no_traffic,
+            store_interval=settings.TELEMETRY_STORE_INTERVAL_S,
+        )
         names = ", ".join(f.name for f in fabrics)
         self.stdout.write(f"collecting {names} every {interval}s (Ctrl-C stops)")
         collect_fabrics(fabrics, opts, stop, sweeps=sweeps, log=self.stdout.write)

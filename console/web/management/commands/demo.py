@@ -17,8 +17,7 @@ class Command(BaseCommand):
     def handle(self, *args, action: str, json: bool = False, **options) -> None:
         created = seed_all() if action == "seed" else []
         accounts = [
-            {"username": a.username, "password": DEMO_PASSWORD, "role": a.role, "note": a.note}
-            for a in DEMO_ACCOUNTS
+            {"username": a.username, "password": DEMO_PASSWORD, "role": a.role, "note": a.note} for a in DEMO_ACCOUNTS
         ]
         if json:
             self.stdout.write(_dumps({"created": created, "accounts": accounts}))

@@ -97,18 +97,12 @@ class Command(BaseCommand):
 
         missing = labs.missing_packages()
         if missing:
-            self.stdout.write(
-                f"  Lab fabric:         not started: needs {', '.join(missing)} "
-                f"({labs.INSTALL_HINT})\n"
-            )
+            self.stdout.write(f"  Lab fabric:         not started: needs {', '.join(missing)} ({labs.INSTALL_HINT})\n")
             return None
-        revision = (
-            DesignRevision.objects.filter(design__name=DEMO_LAB_DESIGN).order_by("-number").first()
-        )
+        revision = DesignRevision.objects.filter(design__name=DEMO_LAB_DESIGN).order_by("-number").first()
         if revision is None:
             self.stdout.write(
-                f"  Lab fabric:         not started: no design {DEMO_LAB_DESIGN!r} "
-                "(run `manage.py demo seed`)\n"
+                f"  Lab fabric:         not started: no design {DEMO_LAB_DESIGN!r} (run `manage.py demo seed`)\n"
             )
             return None
         try:
@@ -140,9 +134,11 @@ class Command(BaseCommand):
         from console.telemetry.runner import start_thread
 
         fabrics = list(Fabric.objects.filter(driver=Fabric.Driver.LAB).select_related("revision"))
-        options = CollectorOptions(interval=settings.TELEMETRY_INTERVAL_S,
-                                   lab_traffic=settings.TELEMETRY_LAB_TRAFFIC,
-                                   store_interval=settings.TELEMETRY_STORE_INTERVAL_S)  # fmt: skip
+        options = CollectorOptions(
+            interval=settings.TELEMETRY_INTERVAL_S,
+            lab_traffic=settings.TELEMETRY_LAB_TRAFFIC,
+            store_interval=settings.TELEMETRY_STORE_INTERVAL_S,
+        )
         return start_thread(fabrics, options)
 
     def _banner(self, host: str, port: int) -> None:
@@ -227,9 +223,7 @@ class Command(BaseCommand):
         }
         if self.collect:
             commands["collector"] = [python, "manage.py", "collector"]
-        children = {
-            name: subprocess.Popen(cmd, start_new_session=True) for name, cmd in commands.items()
-        }
+        children = {name: subprocess.Popen(cmd, start_new_session=True) for name, cmd in commands.items()}
         self._reconcile_lab()  # queued in Redis; the worker picks it up when it is ready
         stopping = False
 
