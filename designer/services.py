@@ -13,8 +13,9 @@ from django.db import IntegrityError, transaction
 
 from console.tenancy import audit
 from console.tenancy.context import Actor
-from console.tenancy.errors import Conflict, Forbidden, Invalid
+from console.tenancy.errors import Conflict, Invalid
 from console.tenancy.models import Principal
+from console.tenancy.permissions import require_operator
 from designer.catalogue import (
     DEFAULT_CATALOGUE,
     CableType,
@@ -65,11 +66,6 @@ def preview(options: dict[str, Any]) -> PlanResult:
     return plan(options, load_catalogue())
 
 
-def _require_operator(principal: Principal) -> None:
-    if not (principal.is_operator and principal.can_write):
-        raise Forbidden("only operators change designs and the catalogue")
-
-
 def _plan_or_invalid(options: dict[str, Any]) -> PlanResult:
     result = preview(options)
     if not result.ok:
@@ -107,7 +103,7 @@ def create_design(
     description: str = "",
 ) -> tuple[Design, DesignRevision]:
     """Plan from options and save the design with its first revision."""
-    _require_operator(principal)
+    require_operator(principal, to="change designs and the catalogue")
     result = _plan_or_invalid(options)
     try:
         with transaction.atomic():
@@ -166,7 +162,7 @@ def add_revision(
     actor: Actor, principal: Principal, design: Design, *, graph_data: Any, message: str = ""
 ) -> DesignRevision:
     """Save an edited graph as the design's next revision (validation findings kept)."""
-    _require_operator(principal)
+    require_operator(principal, to="change designs and the catalogue")
     graph = graph_from_payload(graph_data)
     checked = validate_graph(graph)
     with transaction.atomic():
@@ -177,7 +173,7 @@ def import_ibnetdiscover(
     actor: Actor, principal: Principal, *, name: str, text: str, description: str = ""
 ) -> tuple[Design, DesignRevision]:
     """A brownfield fabric: ibnetdiscover output → a design with one revision."""
-    _require_operator(principal)
+    require_operator(principal, to="change designs and the catalogue")
     try:
         graph = graph_from_ibnetdiscover(text, load_catalogue())
     except DesignerError as exc:
@@ -201,7 +197,7 @@ def import_ibnetdiscover(
 
 
 def delete_design(actor: Actor, principal: Principal, design: Design) -> None:
-    _require_operator(principal)
+    require_operator(principal, to="change designs and the catalogue")
     with transaction.atomic():
         audit.record(actor, "design.delete", design, before=audit.snapshot(design))
         design.delete()
@@ -228,7 +224,7 @@ def save_catalogue_entry(
     actor: Actor, principal: Principal, *, kind: str, name: str, data: dict[str, Any]
 ) -> CatalogueEntry:
     """Add or override a catalogue item; refused when it does not describe a valid item."""
-    _require_operator(principal)
+    require_operator(principal, to="change designs and the catalogue")
     cls = ITEM_TYPES[kind]
     try:
         probe = dict(data, name=name)
@@ -249,7 +245,7 @@ def save_catalogue_entry(
 
 
 def delete_catalogue_entry(actor: Actor, principal: Principal, entry: CatalogueEntry) -> None:
-    _require_operator(principal)
+    require_operator(principal, to="change designs and the catalogue")
     with transaction.atomic():
         audit.record(actor, "catalogue.delete", entry, before=audit.snapshot(entry))
         entry.delete()

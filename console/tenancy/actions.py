@@ -25,14 +25,10 @@ from console.tenancy.models import (
     Tenant,
     hash_token_secret,
 )
+from console.tenancy.permissions import require_operator
 
 User = get_user_model()
 MAX_TOKEN_DAYS = 366
-
-
-def _require_operator(principal: Principal) -> None:
-    if not (principal.is_operator and principal.can_write):
-        raise Forbidden("only operators can do this")
 
 
 def _require_writer(principal: Principal) -> None:
@@ -42,7 +38,7 @@ def _require_writer(principal: Principal) -> None:
 
 def create_tenant(actor: Actor, principal: Principal, *, name: str, slug: str = "", description: str = "") -> Tenant:
     """Create a tenant (operators only)."""
-    _require_operator(principal)
+    require_operator(principal)
     slug = slug or slugify(name)[:50]
     if not slug:
         raise Invalid("a tenant needs a name with letters or digits", fields={"name": ["required"]})
@@ -57,7 +53,7 @@ def create_tenant(actor: Actor, principal: Principal, *, name: str, slug: str = 
 
 def update_tenant(actor: Actor, principal: Principal, tenant: Tenant, **changes: object) -> Tenant:
     """Rename, describe, activate or deactivate a tenant (operators only)."""
-    _require_operator(principal)
+    require_operator(principal)
     allowed = {"name", "slug", "description", "is_active"}
     try:
         with transaction.atomic():
@@ -75,7 +71,7 @@ def update_tenant(actor: Actor, principal: Principal, tenant: Tenant, **changes:
 
 def delete_tenant(actor: Actor, principal: Principal, tenant: Tenant) -> None:
     """Delete a tenant that owns nothing any more (operators only)."""
-    _require_operator(principal)
+    require_operator(principal)
     if Membership.objects.filter(tenant=tenant).exists():
         raise Conflict(f"tenant {tenant.name!r} still has members; remove them first")
     with transaction.atomic():

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from rest_framework import permissions
 
+from console.tenancy.errors import Forbidden
 from console.tenancy.models import ApiToken, Principal
+
+
+def require_operator(principal: Principal, *, to: str = "can do this") -> None:
+    """Refuse anyone but a writing operator: :class:`Forbidden` says "only operators <to>".
+
+    The one role check every service that only operators may call (designs, fabrics, inventory,
+    tenants) makes before it changes anything.
+    """
+    if not (principal.is_operator and principal.can_write):
+        raise Forbidden(f"only operators {to}")
 
 
 def principal_of(request) -> Principal:

@@ -14,19 +14,14 @@ from django.db.models import F
 
 from console.tenancy import audit
 from console.tenancy.context import Actor
-from console.tenancy.errors import Conflict, Forbidden, Invalid
+from console.tenancy.errors import Conflict, Invalid
 from console.tenancy.models import Principal
+from console.tenancy.permissions import require_operator
 from scheduling.models import GPU, HCA, Node, Pool
 
 #: Memory of the GPU models the catalogue knows (GB); unknown models record 0.
 GPU_MEMORY_GB = {"H100": 80, "H200": 141, "A100": 80, "B200": 192, "GB200": 192, "L40S": 48}
 _GUID = re.compile(r"^(0x)?[0-9a-fA-F]{1,16}$")
-
-
-def require_operator(principal: Principal) -> None:
-    """Refuse anyone but a writing operator."""
-    if not (principal.is_operator and principal.can_write):
-        raise Forbidden("only operators manage inventory, pools and quotas")
 
 
 def format_guid(value: int | str) -> str:
@@ -157,7 +152,7 @@ def update_guids(fabric, guids: dict[str, list[str]], *, actor: Actor | None = N
 
 def set_node_state(actor: Actor, principal: Principal, node: Node, state: str) -> Node:
     """Mark a node available, draining, down or powered off (operators only)."""
-    require_operator(principal)
+    require_operator(principal, to="manage inventory, pools and quotas")
     if state not in Node.State.values:
         raise Invalid(f"unknown node state {state!r}", fields={"state": [str(Node.State.values)]})
     with transaction.atomic():
@@ -204,7 +199,7 @@ def create_pool(
     description: str = "",
 ) -> Pool:
     """Create a pool of ``nodes`` (operators only)."""
-    require_operator(principal)
+    require_operator(principal, to="manage inventory, pools and quotas")
     if any(n.fabric_id != fabric.pk for n in nodes):
         raise Invalid("every node of a pool must belong to its fabric")
     try:
@@ -219,7 +214,7 @@ def create_pool(
 
 def set_pool_nodes(actor: Actor, principal: Principal, pool: Pool, nodes: list[Node]) -> Pool:
     """Replace a pool's nodes; live reservations keep theirs (they hold allocations)."""
-    require_operator(principal)
+    require_operator(principal, to="manage inventory, pools and quotas")
     with transaction.atomic():
         pool = Pool.objects.select_for_update().get(pk=pool.pk)
         before = sorted(pool.nodes.values_list("name", flat=True))
@@ -234,7 +229,7 @@ def set_pool_nodes(actor: Actor, principal: Principal, pool: Pool, nodes: list[N
 
 def delete_pool(actor: Actor, principal: Principal, pool: Pool) -> None:
     """Delete a pool without reservations (operators only)."""
-    require_operator(principal)
+    require_operator(principal, to="manage inventory, pools and quotas")
     with transaction.atomic():
         audit.record(actor, "pool.delete", pool, before=audit.snapshot(pool))
         try:

@@ -19,8 +19,8 @@ from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Invalid
 from console.tenancy.models import Principal, Tenant
+from console.tenancy.permissions import require_operator
 from scheduling.models import Pool, PriorityClass, Quota, Reservation, ServiceLevels
-from scheduling.services.inventory import require_operator
 
 DEFAULT_SLS = {"training": 1, "inference": 2, "best-effort": 0}
 FAR_FUTURE = dt.datetime.max.replace(tzinfo=dt.UTC)
@@ -112,7 +112,7 @@ def set_quota(
     would count as borrowed, which reclaims nothing, while the groups stay held for it).
     Placement keeps every shaped guarantee placeable (``scheduling.placement.guarantees``).
     """
-    require_operator(principal)
+    require_operator(principal, to="manage inventory, pools and quotas")
     if guaranteed_gpus < 0 or borrow_limit_gpus < 0:
         raise Invalid("quotas cannot be negative")
     capacity = pool_capacity_gpus(pool)
@@ -170,7 +170,7 @@ def set_quota(
 
 def delete_quota(actor: Actor, principal: Principal, quota: Quota) -> None:
     """Remove a quota of a tenant that holds nothing in the pool any more."""
-    require_operator(principal)
+    require_operator(principal, to="manage inventory, pools and quotas")
     with transaction.atomic():
         quota = Quota.objects.select_for_update().get(pk=quota.pk)
         if usage(quota.tenant_id, quota.pool_id, timezone.now()):

@@ -19,18 +19,13 @@ from console.fabric.opensm.lint import format_guid, parse_guid
 from console.fabric.opensm.partitions import MAX_PKEY, MIN_PKEY, PORT_KEYWORDS
 from console.tenancy import audit
 from console.tenancy.context import Actor
-from console.tenancy.errors import Conflict, Forbidden, Invalid, NotFound
+from console.tenancy.errors import Conflict, Invalid, NotFound
 from console.tenancy.models import Principal
+from console.tenancy.permissions import require_operator
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 MEMBERSHIPS = ("full", "limited", "both")
 FABRIC_FIELDS = ("name", "description", "driver", "revision", "config", "approval_required", "pkey_min", "pkey_max")
-
-
-def require_operator(principal: Principal) -> None:
-    """Fabric changes are an operator's job."""
-    if not (principal.is_operator and principal.can_write):
-        raise Forbidden("only operators change fabrics")
 
 
 def parse_pkey(value: Any) -> int:
@@ -112,7 +107,7 @@ def set_partition(
     ipoib: bool = False,
 ) -> FabricPartition:
     """Create or update the manual partition ``name`` of ``fabric`` (desired state only)."""
-    require_operator(principal)
+    require_operator(principal, to="change fabrics")
     name = _validate_name(name)
     key = parse_pkey(pkey)
     canonical = parse_members(members)
@@ -170,7 +165,7 @@ def save_audited(
 
 def delete_partition(actor: Actor, principal: Principal, fabric: Fabric, *, name: str) -> None:
     """Remove the manual partition ``name`` from the desired state of ``fabric``."""
-    require_operator(principal)
+    require_operator(principal, to="change fabrics")
     with transaction.atomic():
         row = FabricPartition.objects.select_for_update().filter(fabric=fabric, name=name).first()
         if row is None:
@@ -192,7 +187,7 @@ def _validate_fabric(values: dict[str, Any]) -> None:
 
 def create_fabric(actor: Actor, principal: Principal, **values: Any) -> Fabric:
     """Register a fabric bound to a design revision."""
-    require_operator(principal)
+    require_operator(principal, to="change fabrics")
     values = {k: v for k, v in values.items() if k in FABRIC_FIELDS}
     _validate_fabric({"pkey_min": 0x0100, "pkey_max": 0x7FFE, **values})
     try:
@@ -206,7 +201,7 @@ def create_fabric(actor: Actor, principal: Principal, **values: Any) -> Fabric:
 
 def update_fabric(actor: Actor, principal: Principal, fabric: Fabric, **values: Any) -> Fabric:
     """Change a fabric's settings (name, driver, config, approval, P_Key range …)."""
-    require_operator(principal)
+    require_operator(principal, to="change fabrics")
     try:
         with transaction.atomic():
             fabric = Fabric.objects.select_for_update().get(pk=fabric.pk)
@@ -224,7 +219,7 @@ def update_fabric(actor: Actor, principal: Principal, fabric: Fabric, **values: 
 
 def delete_fabric(actor: Actor, principal: Principal, fabric: Fabric) -> None:
     """Forget a fabric (its partitions, changes and discoveries go with it)."""
-    require_operator(principal)
+    require_operator(principal, to="change fabrics")
     with transaction.atomic():
         busy = fabric.changes.filter(status__in=["queued", "applying", "verifying"]).exists()
         if busy:

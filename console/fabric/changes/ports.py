@@ -13,13 +13,14 @@ from typing import Any
 
 from django.db import transaction
 
-from console.fabric.changes.partitions import require_operator, save_audited
+from console.fabric.changes.partitions import save_audited
 from console.fabric.drivers.base import SPEED_NAMES, WIDTH_NAMES
 from console.fabric.models import Fabric, PortAdminState
 from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Invalid, NotFound
 from console.tenancy.models import Principal
+from console.tenancy.permissions import require_operator
 
 WIDTH_CHOICES = ", ".join(f"{name} ({code})" for code, name in WIDTH_NAMES.items())
 SPEED_CHOICES = ", ".join(f"{name.split()[0]} ({code})" for code, name in SPEED_NAMES.items())
@@ -121,7 +122,7 @@ def set_port_admin(
     ``width``/``speed``: a name (``"1X"``, ``"2.5"``) or an ibportstate code; None leaves the
     port's own setting alone.
     """
-    require_operator(principal)
+    require_operator(principal, to="change fabrics")
     switch, number = _check_port(fabric, switch, port)
     if not isinstance(enabled, bool):
         raise Invalid(f"enabled {enabled!r} is not true or false", fields={"enabled": ["bool"]})
@@ -152,7 +153,7 @@ def set_port_admin(
 def clear_port_admin(actor: Actor, principal: Principal, fabric: Fabric, *, switch: str, port: Any) -> None:
     """Stop administering ``switch[port]``: it leaves the desired state (the port keeps what it
     has on the wire; set it enabled first to bring it back up)."""
-    require_operator(principal)
+    require_operator(principal, to="change fabrics")
     number = _parse_port(port)
     with transaction.atomic():
         row = PortAdminState.objects.select_for_update().filter(fabric=fabric, switch=switch, port=number).first()

@@ -13,12 +13,12 @@ from django.utils import timezone
 
 from console.fabric.changes.desired import applied_of, build_desired, diff_artefacts
 from console.fabric.changes.desired import render_artefacts as render
-from console.fabric.changes.partitions import require_operator
 from console.fabric.models import ChangeRequest, ChangeStep, Fabric
 from console.tenancy import audit
 from console.tenancy.context import Actor, current_correlation_id
 from console.tenancy.errors import Conflict, Forbidden, Invalid
 from console.tenancy.models import Principal
+from console.tenancy.permissions import require_operator
 
 Status = ChangeRequest.Status
 OPEN = (Status.PENDING_APPROVAL, Status.QUEUED, Status.APPLYING, Status.VERIFYING)
@@ -106,7 +106,7 @@ def request_change(
         if principal.role not in ("operator", "auditor"):
             raise Forbidden("only operators and auditors preview fabric changes")
     else:
-        require_operator(principal)
+        require_operator(principal, to="change fabrics")
     plan = _plan(fabric)
     with transaction.atomic():
         Fabric.objects.select_for_update().get(pk=fabric.pk)
@@ -115,7 +115,7 @@ def request_change(
 
 def approve(actor: Actor, principal: Principal, change: ChangeRequest) -> ChangeRequest:
     """Approve a pending change; its requester may not approve it themselves."""
-    require_operator(principal)
+    require_operator(principal, to="change fabrics")
     with transaction.atomic():
         change = ChangeRequest.objects.select_for_update().get(pk=change.pk)
         if change.status != Status.PENDING_APPROVAL:
@@ -133,7 +133,7 @@ def approve(actor: Actor, principal: Principal, change: ChangeRequest) -> Change
 
 def cancel(actor: Actor, principal: Principal, change: ChangeRequest) -> ChangeRequest:
     """Cancel a change that has not started (pending approval or queued)."""
-    require_operator(principal)
+    require_operator(principal, to="change fabrics")
     with transaction.atomic():
         change = ChangeRequest.objects.select_for_update().get(pk=change.pk)
         if change.status not in (Status.PENDING_APPROVAL, Status.QUEUED) or change.lease_owner:
