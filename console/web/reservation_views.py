@@ -2,7 +2,7 @@
 
 Thin: the self-service and detail pages carry their initial data as ``json_script`` and talk to
 the scheduling REST API (/api/pools/, /api/quotas/, /api/reservations/); the operator pages read
-through ``scheduling.api.pages_support`` and write quotas through ``quotas.set_quota``. Tenant
+through ``scheduling.read_models`` and write quotas through ``quotas.set_quota``. Tenant
 users see their own tenant's rows only (``visible_to``): another tenant's reservation is 404,
 and the operator pages do not exist for them (404) either.
 """
@@ -20,7 +20,7 @@ from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
 from console.tenancy.models import Principal, Role, Tenant
 from console.web.context import principal_for
-from scheduling.api import pages_support
+from scheduling import read_models
 from scheduling.api.serializers import ReservationSerializer
 from scheduling.models import Pool, PriorityClass, Quota, Reservation
 from scheduling.services import quotas
@@ -87,7 +87,7 @@ def reservations(request: HttpRequest) -> HttpResponse:
         "is_operator": principal.is_operator,
         "tenant": {"id": tenant.pk, "name": tenant.name} if tenant else None,
         "tenants": tenants,
-        "pools": pages_support.pool_summaries(),
+        "pools": read_models.pool_summaries(),
         "priority_classes": list(PriorityClass.values),
         "urls": _urls(),
         "poll_ms": POLL_MS,
@@ -106,7 +106,7 @@ def reservation_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "can_write": principal.can_write,
         "is_operator": principal.is_operator,
         "reservation": ReservationSerializer(reservation).data,
-        "connection": pages_support.connection_details(reservation),
+        "connection": read_models.connection_details(reservation),
         "tenant_name": reservation.tenant.name,
         "pool_name": reservation.pool.name,
         "urls": _urls(),
@@ -120,7 +120,7 @@ def reservation_connection(request: HttpRequest, pk: int) -> JsonResponse:
     """Connection details of a visible reservation: nodes, GPUs and HCA port GUIDs."""
     principal = _principal(request, RESERVERS)
     reservation = _visible_reservation(principal, pk)
-    return JsonResponse({"id": reservation.pk, "nodes": pages_support.connection_details(reservation)})
+    return JsonResponse({"id": reservation.pk, "nodes": read_models.connection_details(reservation)})
 
 
 class ReservationFilterForm(forms.Form):
@@ -218,7 +218,7 @@ def reservation_occupancy(request: HttpRequest) -> HttpResponse:
             raise Http404
     elif pools:
         selected = pools[0]
-    occupancy = pages_support.occupancy(selected) if selected else None
+    occupancy = read_models.occupancy(selected) if selected else None
     return _page(
         request,
         "web/reservations_occupancy.html",

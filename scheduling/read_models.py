@@ -1,4 +1,4 @@
-"""Read models for the reservation pages: pool summaries, connection details, occupancy.
+"""Read models of the reservation pages: pool summaries, connection details, leaf-group occupancy.
 
 The REST serializers describe one reservation or one quota; the pages also need what a job
 launcher needs to reach its nodes (names, HCA port GUIDs, rails, leaves) and the operator's
