@@ -22,6 +22,7 @@ from console.tenancy.models import Principal, Role, Tenant
 from console.web.context import principal_for
 from scheduling import read_models
 from scheduling.api.serializers import ReservationSerializer
+from scheduling.filtersets import ReservationFilterSet
 from scheduling.models import Pool, PriorityClass, Quota, Reservation
 from scheduling.services import quotas
 
@@ -123,29 +124,14 @@ def reservation_connection(request: HttpRequest, pk: int) -> JsonResponse:
     return JsonResponse({"id": reservation.pk, "nodes": read_models.connection_details(reservation)})
 
 
-class ReservationFilterForm(forms.Form):
-    tenant = forms.ModelChoiceField(Tenant.objects.order_by("name"), required=False)
-    pool = forms.ModelChoiceField(Pool.objects.order_by("name"), required=False)
-    status = forms.ChoiceField(choices=[("", "any")] + list(Reservation.Status.choices), required=False)
-
-
 @login_required
 def reservations_all(request: HttpRequest) -> HttpResponse:
     """Operators: every tenant's reservations, filtered by tenant, pool and status."""
     principal = _principal(request, OPERATORS)
-    form = ReservationFilterForm(request.GET or None)
     rows = Reservation.objects.visible_to(principal).select_related("tenant", "pool")
-    if form.is_valid():
-        data = form.cleaned_data
-        if data["tenant"]:
-            rows = rows.filter(tenant=data["tenant"])
-        if data["pool"]:
-            rows = rows.filter(pool=data["pool"])
-        if data["status"]:
-            rows = rows.filter(status=data["status"])
-    elif form.is_bound:
-        rows = rows.none()
-    return _page(request, "web/reservations_all.html", principal, "all", form=form, rows=rows[:500])
+    filterset = ReservationFilterSet(request.GET, queryset=rows)
+    rows = filterset.qs if filterset.is_valid() else rows.none()
+    return _page(request, "web/reservations_all.html", principal, "all", form=filterset.form, rows=rows[:500])
 
 
 class QuotaForm(forms.Form):

@@ -12,9 +12,9 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from console.tenancy import actions
-from console.tenancy.api.filters import AuditEntryFilter
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
+from console.tenancy.filtersets import AuditEntryFilter
 from console.tenancy.models import ApiToken, AuditEntry, Membership, Role, Tenant
 from console.web.context import principal_for
 

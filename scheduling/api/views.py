@@ -28,6 +28,7 @@ from scheduling.api.serializers import (
     ReservationRequestSerializer,
     ReservationSerializer,
 )
+from scheduling.filtersets import ReservationFilterSet
 from scheduling.models import Pool, Quota, Reservation
 from scheduling.services import inventory, lifecycle, quotas, reservations
 from scheduling.services.availability import availability
@@ -152,7 +153,7 @@ class ReservationViewSet(TenantScopedCreateReadViewSet):
 
     queryset = Reservation.objects.select_related("pool")
     serializer_class = ReservationSerializer
-    filterset_fields = ["status", "pool", "tenant", "priority_class"]
+    filterset_class = ReservationFilterSet
     ordering_fields = ["created_at", "start", "end"]
 
     def get_serializer_class(self):

@@ -14,7 +14,6 @@ from console.tenancy.api.base import (
     TenantScopedModelViewSet,
     TenantScopedReadOnlyViewSet,
 )
-from console.tenancy.api.filters import ApiTokenFilter, AuditEntryFilter, MembershipFilter
 from console.tenancy.api.serializers import (
     ApiTokenCreatedSerializer,
     ApiTokenCreateSerializer,
@@ -25,6 +24,7 @@ from console.tenancy.api.serializers import (
     MeSerializer,
     TenantSerializer,
 )
+from console.tenancy.filtersets import ApiTokenFilter, AuditEntryFilter, MembershipFilter
 from console.tenancy.models import ApiToken, AuditEntry, Membership, Role, Tenant
 from console.tenancy.permissions import principal_of
 

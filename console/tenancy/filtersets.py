@@ -1,4 +1,4 @@
-"""Filtersets shared by the API and the console pages."""
+"""Filtersets of the tenancy models, one per model, shared by the REST API and the console pages."""
 
 import django_filters
 
