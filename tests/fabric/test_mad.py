@@ -13,7 +13,7 @@ from console.fabric.diags import mad as mad_module
 from console.fabric.diags.mad import MadSession, MadTimeout, MadUnavailable
 from console.fabric.diags.runner import DiagEnv
 from console.fabric.lab.manager import Lab
-from console.fabric.opensm import push as push_module
+from console.fabric.opensm import pkey_tables
 from console.fabric.opensm.partitions import Member, Partition
 from console.fabric.opensm.push import PushOptions, push_partitions
 from tests.fabric.conftest import requires_lab
@@ -167,7 +167,7 @@ def test_push_rediscovers_when_the_lid_map_is_wrong(lab, monkeypatch):
     for a, b in zip(guids[::2], guids[1::2], strict=False):  # every LID names another port
         swapped[a], swapped[b] = lids[b], lids[a]
     monkeypatch.setattr(lab, "port_lids", lambda: swapped)
-    push_module._cache_lids(mad_module.env_key(lab.diag_env()), None)
+    pkey_tables.cache_lids(mad_module.env_key(lab.diag_env()), None)
     result = push_partitions(lab, [reservation(lab)])
     assert result.outcome == "verified", result.mismatches
     log = result.step("verify").log

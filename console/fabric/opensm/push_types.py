@@ -1,0 +1,83 @@
+"""The push engine's vocabulary: what it needs from an OpenSM host, its knobs, steps and outcome.
+
+Shared by the engine (:mod:`console.fabric.opensm.push`), its verification
+(:mod:`console.fabric.opensm.verify`) and the drivers that report their own pushes the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from console.fabric.diags.runner import DiagRunner
+from console.fabric.opensm.files import ArtefactStore
+from console.fabric.opensm.lint import LintProblem
+
+
+class PushTarget(Protocol):
+    """What the engine needs from an OpenSM host: its files, a reload, and diags.
+
+    Optional, looked up with ``getattr``: ``sweep_mark() -> object | None`` and
+    ``swept_since(mark) -> bool`` (did OpenSM end a heavy sweep after the mark, taken before the
+    reload?) and ``port_lids() -> {port GUID: (LID, port)}`` (a hint of the HCA LIDs).
+    """
+
+    @property
+    def artefacts(self) -> ArtefactStore: ...
+
+    def reload(self) -> None: ...
+
+    def diags(self, *, timeout: float | None = None) -> DiagRunner: ...
+
+
+@dataclass(frozen=True)
+class PushOptions:
+    """Knobs of one push. ``non_members`` adds explicit ports that must *not* get the keys."""
+
+    include_default: bool = True
+    verify_timeout: float = 15.0
+    poll_interval: float = 0.1
+    diag_timeout: float = 5.0
+    parallel: int = 6
+    non_member_sample: int = 4
+    non_members: Sequence[int] = ()
+    check_paths: bool = True
+    # After a change a clean read counts only once OpenSM has acted on the SIGHUP: an "absent"
+    # check passes trivially until then. Targets that report the end of OpenSM's sweep are
+    # waited for; for the others the checks must hold on two reads this far apart.
+    settle_s: float = 0.5
+    # Read P_Key tables through the long-lived MAD helper (False: smpquery processes only).
+    use_mad: bool = True
+
+
+@dataclass
+class PushStep:
+    """One step of a push, as the UI shows it."""
+
+    name: str
+    status: str = "pending"  # pending | ok | failed | skipped
+    log: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+
+
+@dataclass
+class PushResult:
+    """Outcome of a push: ``verified``, ``unchanged`` (verified, nothing to swap), ``refused``
+    (lint/render failed, nothing written), ``rolled_back`` (mismatch, LKG restored and verified)
+    or ``rollback_failed``."""
+
+    outcome: str
+    steps: list[PushStep]
+    problems: list[LintProblem] = field(default_factory=list)
+    mismatches: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True when the desired partitions are live and verified."""
+        return self.outcome in ("verified", "unchanged")
+
+    def step(self, name: str) -> PushStep:
+        """The step called ``name``."""
+        return next(s for s in self.steps if s.name == name)

@@ -1,0 +1,225 @@
+"""Proving a partition set on the wire: the port checks and the polling that confirms them.
+
+Verification reads the fabric, never OpenSM's own view: the P_Key table of every explicit
+member port (the top bit must match full/limited), of a sample of non-member ports and of ports
+that just left a partition (the key must be absent), then ``saquery`` PathRecords restricted to
+the P_Key (a member→non-member path must not exist, a full member→member path must).
+
+When a check is trusted: an "absent" check passes trivially until OpenSM has acted on the
+SIGHUP, so one early read proves nothing. A clean read counts only when it started after OpenSM
+ended a heavy sweep that began after the SIGHUP; targets that can tell (``sweep_mark()`` /
+``swept_since(mark)``: the lab reads OpenSM's flushed log) are waited for, others get a second
+full read ``settle_s`` after the first clean one, as before.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from console.fabric.diags.runner import DiagRunner
+from console.fabric.opensm.lint import format_guid
+from console.fabric.opensm.partitions import DEFAULT_PKEY, Membership, Partition
+from console.fabric.opensm.pkey_tables import PortTables, Sweep
+from console.fabric.opensm.push_types import PushOptions, PushStep, PushTarget
+
+
+@dataclass(frozen=True)
+class PortCheck:
+    """Expectation for one port and one P_Key: ``full``, ``limited`` or absent (None)."""
+
+    guid: int
+    pkey: int
+    membership: str | None
+    why: str
+
+
+def expected_checks(
+    desired: Iterable[Partition],
+    previous: Iterable[Partition],
+    ca_ports: Sequence[int],
+    options: PushOptions,
+) -> list[PortCheck]:
+    """Port checks proving ``desired`` is live and what left ``previous`` is gone."""
+    checks: dict[tuple[int, int], PortCheck] = {}
+    desired = [p for p in desired if p.pkey != DEFAULT_PKEY]
+    previous = [p for p in previous if p.pkey != DEFAULT_PKEY]
+    ca_set = sorted(ca_ports)
+    for p in desired:
+        members: dict[int, str] = {}
+        for m in p.members:
+            ms = p.effective_membership(m)
+            # allow_both_pkeys is FALSE (OpenSM's default), so "both" is programmed as full.
+            label = "limited" if ms is Membership.LIMITED else "full"
+            if isinstance(m.port, int):
+                members[m.port] = label
+            elif m.port in ("ALL", "ALL_CAS"):
+                for guid in ca_set[: options.non_member_sample * 2]:
+                    members.setdefault(guid, label)
+        for guid, label in members.items():
+            checks[(guid, p.pkey)] = PortCheck(guid, p.pkey, label, f"member of {p.name}")
+        if any(m.port in ("ALL", "ALL_CAS") for m in p.members):
+            continue
+        outsiders = [g for g in ca_set if g not in members]
+        sample = outsiders[: options.non_member_sample] + [g for g in options.non_members if g not in members]
+        for guid in sample:
+            checks.setdefault((guid, p.pkey), PortCheck(guid, p.pkey, None, f"not in {p.name}"))
+    desired_keys = {p.pkey: p for p in desired}
+    for p in previous:
+        still = desired_keys.get(p.pkey)
+        keep = {m.port for m in still.members} if still else set()
+        for m in p.members:
+            if isinstance(m.port, int) and m.port not in keep:
+                checks.setdefault((m.port, p.pkey), PortCheck(m.port, p.pkey, None, f"left {p.name}"))
+    return sorted(checks.values(), key=lambda c: (c.pkey, c.guid))
+
+
+def verify_partitions(
+    target: PushTarget,
+    diags: DiagRunner,
+    desired: Sequence[Partition],
+    previous: Sequence[Partition],
+    options: PushOptions,
+    step: PushStep,
+    *,
+    sweep: Sweep | None = None,
+) -> list[str]:
+    """Poll the ports until every check holds or time runs out; returns the mismatches.
+
+    ``sweep`` (after a reload): a clean read must have started after OpenSM ended a heavy sweep
+    that followed the reload; without a sweep signal, a second full read ``settle_s`` later.
+    """
+    deadline = time.monotonic() + options.verify_timeout
+    head = len(step.log)
+    ports = PortTables(target, diags, options)
+    ports.load(step)
+    checks = expected_checks(desired, previous, list(ports.lids), options)
+    wanted = {c.guid for c in checks}
+    if ports.source != "ibnetdiscover":
+        missing = [g for g in wanted if g not in ports.lids]
+        wrong, unchecked = ports.validate(wanted, step) if not missing else ([], [])
+        if missing or wrong or unchecked:
+            step.log.append(
+                f"{len(missing) + len(wrong) + len(unchecked)} port(s) not confirmed by the "
+                f"{ports.source} LID map: rediscovering"
+            )
+            ports.discover(step)
+            checks = expected_checks(desired, previous, list(ports.lids), options)
+            wanted = {c.guid for c in checks}
+    # After a fresh discovery a LID that answers for another port means the fabric changed
+    # under the push; a port that did not answer NodeInfo is read with smpquery.
+    wrong, _ = ports.validate(wanted, step)
+    step.log.insert(head, f"{len(checks)} port checks on {len(wanted)} ports")
+    step.log.append(
+        f"LIDs: {ports.source}; P_Key tables via " + ("the MAD helper" if ports.mad is not None else "smpquery")
+    )
+    mismatches = [
+        f"{format_guid(c.guid)}: not on the fabric ({c.why}, P_Key {c.pkey:#06x})"
+        for c in checks
+        if c.membership is not None and ports.lids.get(c.guid) is None
+    ]
+    mismatches += [f"{format_guid(g)}: LID {ports.lids[g][0]} answers for another port" for g in sorted(wrong)]
+    if mismatches:
+        return mismatches
+    everything = [c for c in checks if ports.lids.get(c.guid) is not None]
+    pending = list(everything)
+    confirmed = sweep is None
+    last: dict[int, str] = {}
+    rounds = 0
+    while pending:
+        # Decided before the read: this read counts as after the sweep only if it began after.
+        after_sweep = sweep is not None and sweep.known and sweep.done()
+        guids = sorted({c.guid for c in pending})
+        tables = ports.read(guids, step)
+        rounds += 1
+        still = []
+        for c in pending:
+            table = tables[c.guid]
+            if isinstance(table, str):
+                last[c.guid] = table
+                still.append(c)
+            elif table.get(c.pkey) != c.membership:
+                last[c.guid] = f"shows {table.get(c.pkey) or 'no key'}"
+                still.append(c)
+        pending = still
+        if not pending and not confirmed:
+            assert sweep is not None
+            confirmed = True
+            if sweep.known:
+                if after_sweep:
+                    break  # this clean read began after OpenSM's sweep ended
+                waited = time.monotonic()
+                while not sweep.done() and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                if not sweep.done():
+                    return [
+                        "OpenSM logged no end of sweep within "
+                        f"{options.verify_timeout:.0f}s of the reload: cannot confirm the ports"
+                    ]
+                step.log.append(
+                    f"OpenSM sweep ended {time.monotonic() - waited:.2f}s after the first "
+                    "clean read: reading every port again"
+                )
+            else:
+                time.sleep(options.settle_s)
+            pending = list(everything)
+            continue
+        if not pending or time.monotonic() > deadline:
+            break
+        time.sleep(options.poll_interval)
+    step.log.append(f"{rounds} read round(s)")
+    mismatches = [
+        f"{format_guid(c.guid)} P_Key {c.pkey:#06x}: expected "
+        f"{c.membership or 'absent'} ({c.why}), {last.get(c.guid, 'unread')}"
+        for c in pending
+    ]
+    if mismatches or not options.check_paths:
+        return mismatches
+    lids = {g: lp[0] for g, lp in ports.lids.items()}
+    return verify_paths(diags, checks, lids, step, parallel=options.parallel)
+
+
+def verify_paths(
+    diags: DiagRunner,
+    checks: Sequence[PortCheck],
+    lids: dict[int, int],
+    step: PushStep,
+    *,
+    parallel: int = 4,
+) -> list[str]:
+    """Per partition: full member → non-member must have no path; full → member must.
+
+    The few ``saquery`` calls run side by side (each with the runner's timeout)."""
+    queries: list[tuple[int, int, int, bool]] = []  # (pkey, src guid, dst guid, expect a path)
+    for pkey in sorted({c.pkey for c in checks}):
+        mine = [c for c in checks if c.pkey == pkey and c.guid in lids]
+        full = [c.guid for c in mine if c.membership == "full"]
+        members = [c.guid for c in mine if c.membership is not None]
+        outsiders = [c.guid for c in mine if c.membership is None]
+        if not full:
+            continue
+        others = [g for g in members if g != full[0]]
+        if outsiders:
+            queries.append((pkey, full[0], outsiders[0], False))
+        if others:
+            queries.append((pkey, full[0], others[0], True))
+
+    def ask(query: tuple[int, int, int, bool]) -> bool:
+        pkey, src, dst, _ = query
+        return diags.path(lids[src], lids[dst], pkey=pkey).found
+
+    with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(queries) or 1))) as pool:
+        answers = list(pool.map(ask, queries))
+    mismatches = []
+    for (pkey, src, dst, expect), found in zip(queries, answers, strict=True):
+        step.log.append(
+            f"saquery path {format_guid(src)} → {format_guid(dst)} in {pkey:#06x}: {'found' if found else 'none'}"
+        )
+        if found != expect:
+            mismatches.append(
+                f"path {format_guid(src)} → {format_guid(dst)} in P_Key {pkey:#06x}: "
+                f"expected {'a path' if expect else 'no path'}"
+            )
+    return mismatches
