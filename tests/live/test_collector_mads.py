@@ -1,4 +1,4 @@
-"""The MAD helper's pipeline (console.fabric.diags.madworker.Pipeline) against a scripted umad
+"""The MAD helper's pipeline (console.fabric.diags.mad_pipeline.Pipeline) against a scripted umad
 port: replies out of order, lost, late, failed, redirected. No lab: what ibsim cannot do (it
 never loses a reply) is scripted here; tests/fabric/test_mad.py runs the same code on the lab.
 Every test runs both loops: Python's and madpipe.c's (which calls the scripted port back)."""
@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from console.fabric.diags import madworker as mw
+from console.fabric.diags import mad_ops, mad_pipeline
+from console.fabric.diags import mad_wire as mw
 
 HEADER = mw.USER_MAD_HEADER
 
@@ -139,8 +140,8 @@ def pipeline(request):
     """A Pipeline on a scripted umad port, running the Python loop or madpipe.c's (which must be
     built: scripts/bootstrap.sh)."""
 
-    def make(fake: FakeUmad, **kw) -> mw.Pipeline:
-        pipe = mw.Pipeline(FakeMad(), umad=fake, timeout_ms=20, native=request.param, **kw)  # type: ignore[arg-type]
+    def make(fake: FakeUmad, **kw) -> mad_pipeline.Pipeline:
+        pipe = mad_pipeline.Pipeline(FakeMad(), umad=fake, timeout_ms=20, native=request.param, **kw)  # type: ignore[arg-type]
         assert (pipe.native is not None) == request.param
         return pipe
 
@@ -277,7 +278,7 @@ def test_the_ops_decode_the_same_answers_whichever_path_ran_them():
     def run(qs):
         return [None if q[1] == 99 else answers[q[2]] for q in qs]
 
-    rows = mw.counters(run, [[1, 1], [1, 2, mw.READ_DATA], [1, 3, mw.READ_ERRORS], [99, 1]])
+    rows = mad_ops.counters(run, [[1, 1], [1, 2, mw.READ_DATA], [1, 3, mw.READ_ERRORS], [99, 1]])
     assert rows[0] == [
         1234,
         5678,

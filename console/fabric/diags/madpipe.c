@@ -1,5 +1,5 @@
 /*
- * The MAD helper's pipelined loop in C: the same algorithm as madworker.Pipeline.query (read that
+ * The MAD helper's pipelined loop in C: the same algorithm as mad_pipeline.Pipeline.query (read that
  * docstring first), without the Python interpreter's cost per MAD (about 10 of the 22 us the
  * helper spent on each MAD against ibsim).
  *
