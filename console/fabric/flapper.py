@@ -11,7 +11,8 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from console.fabric import labs
+from console.fabric.lab.fabrics import lab_for
+from console.fabric.lab.faults import resolve_port
 from console.fabric.lab.manager import Lab
 from console.fabric.lab.spec import LabError
 from console.fabric.models import Fabric
@@ -33,8 +34,8 @@ DEMO_FLAP = Flap("su01-leaf-r1", 33, every_s=90.0, down_s=8.0)
 
 def flap_once(fabric: Fabric, flap: Flap, stop: threading.Event) -> bool:
     """Unplug, wait ``down_s`` (or until stopped), replug. Returns whether it unplugged."""
-    lab = labs.lab_for(fabric)
-    node_id, sim_port = labs.resolve_port(fabric, flap.node, flap.port)
+    lab = lab_for(fabric)
+    node_id, sim_port = resolve_port(fabric, flap.node, flap.port)
     return _flap(lab, node_id, sim_port, flap.down_s, stop)
 
 
@@ -54,8 +55,8 @@ def _flap(lab: Lab, node_id: str, sim_port: int, down_s: float, stop: threading.
 def start_flapper(fabric: Fabric, flap: Flap) -> threading.Event:
     """Flap the link in a daemon thread until the returned event is set."""
     stop = threading.Event()
-    lab = labs.lab_for(fabric)
-    node_id, sim_port = labs.resolve_port(fabric, flap.node, flap.port)
+    lab = lab_for(fabric)
+    node_id, sim_port = resolve_port(fabric, flap.node, flap.port)
 
     def run() -> None:
         while not stop.wait(flap.every_s):

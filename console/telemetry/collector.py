@@ -166,7 +166,7 @@ class FabricCollector:
 
     def _diags(self):
         if self.fabric.driver == Fabric.Driver.LAB:
-            from console.fabric.labs import lab_for
+            from console.fabric.lab.fabrics import lab_for
 
             self.lab = lab_for(self.fabric)
             runner = self.lab.diags(timeout=30)

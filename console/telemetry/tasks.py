@@ -19,7 +19,7 @@ COMMON = {
 @shared_task(name="telemetry.collect", **COMMON)
 def collect() -> dict[str, str]:
     """One sweep of every lab fabric whose collector process is not running."""
-    from console.fabric.labs import LabNotRunning
+    from console.fabric.lab.fabrics import LabNotRunning
     from console.telemetry.collector import CollectorOptions, FabricCollector
 
     out = {}

@@ -11,8 +11,8 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
-from console.fabric import labs
 from console.fabric.discovery import services as discovery
+from console.fabric.lab.fabrics import lab_status
 from console.fabric.models import Fabric
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
@@ -33,7 +33,7 @@ def _can_run(request: HttpRequest) -> bool:
 def _lab_state(fabric: Fabric) -> dict:
     if fabric.driver != Fabric.Driver.LAB:
         return {"state": "n/a"}
-    return labs.lab_status(fabric)
+    return lab_status(fabric)
 
 
 @login_required

@@ -43,8 +43,8 @@ django.setup()
 from django.core.management import call_command  # noqa: E402
 
 from console.demo import seed_designs  # noqa: E402
-from console.fabric import labs  # noqa: E402
 from console.fabric.discovery import services as discovery  # noqa: E402
+from console.fabric.lab.fabrics import INSTALL_HINT, missing_packages, start_lab, stop_lab  # noqa: E402
 from console.fabric.lab.manager import Lab  # noqa: E402
 from console.fabric.lab.routing import routing_engine_in_use  # noqa: E402
 from console.fabric.models import DiscoveryRun, Fabric  # noqa: E402
@@ -75,12 +75,12 @@ def lab_up_runs(revision: DesignRevision, base: Path, runs: int) -> tuple[list[f
     wall, opensm = [], []
     for i in range(runs):
         t = time.monotonic()
-        fabric, lab = labs.start_lab(revision, name=BENCH_FABRIC, actor=ACTOR, workdir=base / f"up{i}")
+        fabric, lab = start_lab(revision, name=BENCH_FABRIC, actor=ACTOR, workdir=base / f"up{i}")
         wall.append(time.monotonic() - t)
         opensm.append(lab.status()["up_seconds"])
         routing = routing_engine_in_use(lab)
         assert routing.in_use == "ftree" and not routing.fallback, routing
-        labs.stop_lab(fabric)
+        stop_lab(fabric)
     return wall, opensm
 
 
@@ -98,8 +98,8 @@ def main() -> None:
     parser.add_argument("--no-mad", action="store_true", help="verify with smpquery processes, not the MAD helper")
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
-    if labs.missing_packages():
-        sys.exit(f"the lab needs {', '.join(labs.missing_packages())}: {labs.INSTALL_HINT}")
+    if missing_packages():
+        sys.exit(f"the lab needs {', '.join(missing_packages())}: {INSTALL_HINT}")
     revision = demo_revision()
     graph = revision_graph(revision)
     figures: dict[str, object] = {
@@ -117,12 +117,12 @@ def main() -> None:
         wall, opensm = lab_up_runs(revision, base, args.lab_runs)
         figures["lab_up_s_median"] = median(wall)
         figures["lab_up_opensm_s_median"] = median(opensm)
-        fabric, lab = labs.start_lab(revision, name=BENCH_FABRIC, actor=ACTOR, workdir=base / "lab")
+        fabric, lab = start_lab(revision, name=BENCH_FABRIC, actor=ACTOR, workdir=base / "lab")
         try:
             figures.update(measure_discovery(fabric, args.runs))
             figures.update(measure_partitions(lab, graph, args.runs, args.parallel, use_mad=not args.no_mad))
         finally:
-            labs.stop_lab(fabric)
+            stop_lab(fabric)
             DiscoveryRun.objects.filter(fabric=fabric).delete()
     figures["loadavg_1m_end"] = round(os.getloadavg()[0], 2)
     figures["target_s"] = TARGET_S

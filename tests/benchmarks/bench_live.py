@@ -59,7 +59,7 @@ django.setup()
 
 from django.core.management import call_command  # noqa: E402
 
-from console.fabric import labs  # noqa: E402
+from console.fabric.lab.fabrics import lab_for, start_lab, stop_lab  # noqa: E402
 from console.telemetry.collector import CollectorOptions, FabricCollector  # noqa: E402
 from console.telemetry.traffic import Job  # noqa: E402
 
@@ -87,9 +87,7 @@ def setup(workdir: Path):
     uid = uuid.uuid4().hex[:6]
     actor = Actor.system("bench")
     _, revision = create_design(actor, Principal(None, Role.OPERATOR, None), name=f"bench-live-{uid}", options=OPTIONS)
-    fabric, _ = labs.start_lab(
-        revision, name=f"bench-live-{uid}", actor=actor, workdir=workdir, socket_name=f"bl-{uid}"
-    )
+    fabric, _ = start_lab(revision, name=f"bench-live-{uid}", actor=actor, workdir=workdir, socket_name=f"bl-{uid}")
     inventory.import_inventory(fabric)
     users, tenants, tokens = [], [], []
     user_model = get_user_model()
@@ -140,7 +138,7 @@ def mad_throughput(fabric, reps: int) -> dict:
     from console.telemetry.linkmap import build_link_map
     from designer.services import revision_graph
 
-    lab = labs.lab_for(fabric)
+    lab = lab_for(fabric)
     lm = build_link_map(revision_graph(fabric.revision), lab.diags(timeout=60).ibnetdiscover())
     ports = [
         (lm.switch_lids[sw], p) for sw, plist in lm.measured_ports().items() if sw in lm.switch_lids for p in plist
@@ -508,7 +506,7 @@ def main() -> None:
         if uvicorn is not None and uvicorn.poll() is None:
             os.killpg(uvicorn.pid, signal.SIGTERM)
             uvicorn.wait(10)
-        labs.stop_lab(fabric)
+        stop_lab(fabric)
 
 
 if __name__ == "__main__":

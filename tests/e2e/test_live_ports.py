@@ -16,7 +16,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from console.fabric import labs
+from console.fabric.lab.faults import replug, unplug
 from scheduling.services import inventory
 from tests.fabric.conftest import requires_lab
 from tests.fabric.lab_fixtures import lab_data_dir, lab_fabric, su1_revision  # noqa: F401
@@ -125,7 +125,7 @@ def test_switch_port_table_shows_peers_and_follows_an_unplugged_cable_live(
         )
 
     # when that cable is pulled in ibsim, its row shows Down on both pages
-    labs.unplug(fabric, leaf, leaf_port)
+    unplug(fabric, leaf, leaf_port)
     for page in (op, tenant):
         row = port_row(page, leaf_port)
         expect(row).to_have_attribute("data-state", "Down", timeout=LIVE_MS)
@@ -142,7 +142,7 @@ def test_switch_port_table_shows_peers_and_follows_an_unplugged_cable_live(
     expect(port_row(op, leaf_port)).to_have_attribute("aria-selected", "true")
 
     # put back, it is Active again
-    labs.replug(fabric, leaf, leaf_port)
+    replug(fabric, leaf, leaf_port)
     for page in (op, tenant):
         expect(port_row(page, leaf_port)).to_have_attribute("data-state", "Active", timeout=REPLUG_MS)
         expect(port_row(page, leaf_port)).to_have_attribute("data-mark", "same-row")

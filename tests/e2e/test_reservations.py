@@ -16,7 +16,7 @@ from celery.contrib.testing.worker import start_worker
 from playwright.sync_api import expect
 
 from console.celery import app
-from console.fabric import labs
+from console.fabric.lab.fabrics import start_lab, stop_lab
 from console.fabric.models import ChangeRequest
 from console.tenancy.context import Actor
 from console.tenancy.models import Principal, Role
@@ -56,7 +56,7 @@ def su1_pool(tmp_path, tenant_a, tenant_b):
     """The lab of a 1-SU design, its inventory, pool ``su1`` and both tenants' quotas."""
     uid = uuid.uuid4().hex[:6]
     _, revision = create_design(ACTOR, OPERATOR, name=f"e2e-su1-{uid}", options=ONE_SU)
-    fabric, lab = labs.start_lab(
+    fabric, lab = start_lab(
         revision,
         name=f"e2e-su1-{uid}",
         actor=ACTOR,
@@ -72,7 +72,7 @@ def su1_pool(tmp_path, tenant_a, tenant_b):
         yield pool
     finally:
         fabric.refresh_from_db()
-        labs.stop_lab(fabric)
+        stop_lab(fabric)
 
 
 def log_in(page, base_url: str, username: str, password: str = "pw-12345678"):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from console.fabric import labs
+from console.fabric.lab.fabrics import start_lab, stop_lab
 from console.fabric.lab.manager import Lab
 from console.fabric.models import Fabric
 from console.tenancy.context import Actor
@@ -47,7 +47,7 @@ def lab_fabric(lab_data_dir: Path, su1_revision: DesignRevision) -> Iterator[Cal
 
     def start(name: str = "lab", revision: DesignRevision | None = None) -> tuple[Fabric, Lab]:
         uid = uuid.uuid4().hex[:6]
-        fabric, lab = labs.start_lab(
+        fabric, lab = start_lab(
             revision or su1_revision,
             name=f"{name}-{uid}",
             actor=ACTOR,
@@ -59,7 +59,7 @@ def lab_fabric(lab_data_dir: Path, su1_revision: DesignRevision) -> Iterator[Cal
     yield start
     for fabric in started:
         fabric.refresh_from_db()
-        labs.stop_lab(fabric)
+        stop_lab(fabric)
 
 
 def routing_passes(lab: Lab) -> int:

@@ -94,7 +94,7 @@ def make_fabric(revision):
 
 @pytest.fixture
 def lab_fabric(start_lab, make_fabric):
-    """A running lab and the Fabric bound to it (``config.workdir``, as labs.lab_for expects)."""
+    """A running lab and the Fabric bound to it (``config.workdir``, as lab_for expects)."""
     lab = start_lab("pipe")
     fabric = make_fabric("lab-pipe", workdir=str(lab.workdir), verify_timeout=8)
     return lab, fabric

@@ -13,7 +13,6 @@ import time
 import pytest
 from django.urls import reverse
 
-from console.fabric import labs
 from console.fabric.discovery import services
 from console.fabric.discovery.compare import (
     LAB_SPEED_POLICY,
@@ -21,6 +20,8 @@ from console.fabric.discovery.compare import (
     compare_topology,
     discovered_topology,
 )
+from console.fabric.lab.fabrics import LabNotRunning, stop_lab
+from console.fabric.lab.faults import replug, unplug
 from console.fabric.models import DiscoveryRun
 from console.tenancy.models import AuditEntry
 from designer.exports import export
@@ -182,7 +183,7 @@ def test_unplugged_cable_is_exactly_the_missing_link_and_replug_clears_it(lab_fa
     assert services.compare(fabric)["ok"]  # no run yet: compare discovers first
     passes = routing_passes(lab)
     # when one leaf-spine cable of the 8-cable bundle su01-leaf-r1 -- spine-01 is pulled
-    labs.unplug(fabric, "su01-leaf-r1", 33, actor=ACTOR)
+    unplug(fabric, "su01-leaf-r1", 33, actor=ACTOR)
     wait_for_new_routing_pass(lab, passes)  # OpenSM re-routed after the link-down trap
     result = _discover_until(fabric, lambda r: bool(r["missing"]))
     # then compare reports exactly that link, and the fix puts it back
@@ -195,7 +196,7 @@ def test_unplugged_cable_is_exactly_the_missing_link_and_replug_clears_it(lab_fa
     # fallback to report; the routing check says so from the new routing pass.
     assert result["routing"]["in_use"] == "ftree" and result["routing"]["fallback"] is False
     # when it is plugged back, the comparison clears
-    labs.replug(fabric, "su01-leaf-r1", 33, actor=ACTOR)
+    replug(fabric, "su01-leaf-r1", 33, actor=ACTOR)
     cleared = _discover_until(fabric, lambda r: r["ok"])
     assert cleared["ok"] and not cleared["missing"], cleared["fixes"]
     assert cleared["routing"]["fallback"] is False
@@ -204,7 +205,7 @@ def test_unplugged_cable_is_exactly_the_missing_link_and_replug_clears_it(lab_fa
 @lab_test
 def test_unplugged_hca_cable_is_reported_with_its_hca_name(lab_fabric):
     fabric, _ = lab_fabric("hca")
-    labs.unplug(fabric, "su01-n05", 3, actor=ACTOR)  # su01-n05 HCA-3 -- su01-leaf-r3[5]
+    unplug(fabric, "su01-n05", 3, actor=ACTOR)  # su01-n05 HCA-3 -- su01-leaf-r3[5]
     result = _discover_until(fabric, lambda r: bool(r["missing"]))
     assert [_ends(m) for m in result["missing"]] == [{"a": "su01-n05", "a_port": 3, "b": "su01-leaf-r3", "b_port": 5}]
     assert result["fixes"][0].startswith("connect su01-n05 port 3 (HCA-3) to su01-leaf-r3 port 5 with ")
@@ -213,8 +214,8 @@ def test_unplugged_hca_cable_is_reported_with_its_hca_name(lab_fabric):
 @lab_test
 def test_discovery_of_a_stopped_lab_says_so(lab_fabric):
     fabric, _ = lab_fabric("stopped")
-    labs.stop_lab(fabric)
-    with pytest.raises(labs.LabNotRunning, match="not running"):
+    stop_lab(fabric)
+    with pytest.raises(LabNotRunning, match="not running"):
         services.discover(fabric, actor=ACTOR)
 
 
@@ -248,7 +249,7 @@ def test_discovery_api_runs_for_operators_reads_for_auditors_and_403s_tenants(
         assert client.post(url).status_code == 403
         assert client.get(compare_url).status_code == 403
     assert op.get("/api/fabrics/999999/discovery/").status_code == 404
-    labs.stop_lab(fabric)
+    stop_lab(fabric)
     refused = op.post(url)
     assert refused.status_code == 409 and refused.json()["code"] == "lab_not_running"
 

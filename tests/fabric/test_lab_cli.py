@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from console.fabric import labs
+from console.fabric.lab.fabrics import lab_for, stop_lab
 from console.fabric.models import Fabric
 from tests.fabric import lab_fixtures
 from tests.fabric.conftest import requires_lab
@@ -40,7 +40,7 @@ def cli_labs(lab_data_dir):
     names: list[str] = []
     yield names
     for fabric in Fabric.objects.filter(name__in=names):
-        labs.stop_lab(fabric)
+        stop_lab(fabric)
 
 
 def test_up_status_and_down(su1_revision, cli_labs, lab_data_dir):
@@ -89,7 +89,7 @@ def test_cable_and_counter_faults(su1_revision, cli_labs):
     cli_labs.append("faults")
     up = lab("up", "--design", str(su1_revision.design_id), "--name", "faults")
     fabric = Fabric.objects.get(pk=up["fabric_id"])
-    diags = labs.lab_for(fabric).diags()
+    diags = lab_for(fabric).diags()
     lids = {n.name: n.lid for n in diags.ibnetdiscover().nodes.values()}
     leaf = lids["MF0;su01-leaf-r2:MQM9700/U1"]
     fault = ["--fabric", "faults", "--node", "su01-leaf-r2", "--port", "35"]

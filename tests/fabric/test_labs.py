@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from console.fabric import labs
+from console.fabric.lab.fabrics import LabNotRunning, LabUnavailable, lab_for, missing_packages, start_lab, stop_lab
+from console.fabric.lab.faults import parse_counter_assignments, replug, set_counters, unplug
+from console.fabric.lab.plan import lab_plan
 from console.fabric.lab.routing import routing_engine_in_use
+from console.fabric.lab.spec import LabError
 from console.fabric.models import Fabric
 from console.tenancy.models import AuditEntry, Principal, Role
 from designer.plan import plan
@@ -44,10 +47,10 @@ def test_saved_one_su_design_comes_up_under_ftree_without_fallback(lab_fabric, l
 
 def test_start_again_reuses_the_fabric_and_the_running_lab(lab_fabric, su1_revision):
     fabric, lab = lab_fabric("reuse")
-    again, lab2 = labs.start_lab(su1_revision, name=fabric.name, actor=ACTOR)
+    again, lab2 = start_lab(su1_revision, name=fabric.name, actor=ACTOR)
     assert again.pk == fabric.pk and lab2.opensm_pid == lab.opensm_pid
     # without a name, the revision's lab fabric is reused too
-    third, _ = labs.start_lab(su1_revision, actor=ACTOR)
+    third, _ = start_lab(su1_revision, actor=ACTOR)
     assert third.pk == fabric.pk
     assert Fabric.objects.filter(revision=su1_revision).count() == 1
     assert AuditEntry.objects.filter(action="fabric.create").count() == 1
@@ -55,19 +58,19 @@ def test_start_again_reuses_the_fabric_and_the_running_lab(lab_fabric, su1_revis
 
 def test_lab_for_finds_the_lab_and_refuses_clearly_when_it_is_not_running(lab_fabric):
     fabric, lab = lab_fabric("find")
-    found = labs.lab_for(Fabric.objects.get(pk=fabric.pk))
+    found = lab_for(Fabric.objects.get(pk=fabric.pk))
     assert found.opensm_pid == lab.opensm_pid and found.is_running()
-    status = labs.stop_lab(fabric, actor=ACTOR)
+    status = stop_lab(fabric, actor=ACTOR)
     assert status["state"] == "stopped" and not lab.is_running()
-    with pytest.raises(labs.LabNotRunning, match="not running .*lab up --design"):
-        labs.lab_for(fabric)
+    with pytest.raises(LabNotRunning, match="not running .*lab up --design"):
+        lab_for(fabric)
     assert AuditEntry.objects.filter(action="fabric.lab.stop").count() == 1
     never = Fabric.objects.create(name="never-started", revision=fabric.revision)
-    with pytest.raises(labs.LabNotRunning, match="no lab has been started"):
-        labs.lab_for(never)
+    with pytest.raises(LabNotRunning, match="no lab has been started"):
+        lab_for(never)
     other = Fabric.objects.create(name="host", revision=fabric.revision, driver="opensm")
-    with pytest.raises(labs.LabNotRunning, match="opensm driver"):
-        labs.lab_for(other)
+    with pytest.raises(LabNotRunning, match="opensm driver"):
+        lab_for(other)
 
 
 def test_two_labs_run_side_by_side_without_touching_each_other(lab_fabric):
@@ -76,7 +79,7 @@ def test_two_labs_run_side_by_side_without_touching_each_other(lab_fabric):
     assert a.status()["ibsim_sockname"] != b.status()["ibsim_sockname"]
     assert a.workdir != b.workdir
     links = len(b.diags().ibnetdiscover().links)
-    labs.unplug(fa, "su01-leaf-r2", 33)
+    unplug(fa, "su01-leaf-r2", 33)
     assert len(a.diags().ibnetdiscover().links) == links - 1
     assert len(b.diags().ibnetdiscover().links) == links  # the other lab is untouched
 
@@ -85,8 +88,8 @@ def test_fault_injection_uses_design_names_and_sets_error_and_data_counters(lab_
     fabric, lab = lab_fabric("faults")
     lids = {n.name: n.lid for n in lab.diags().ibnetdiscover().nodes.values()}
     hca = lids["su01-n03 HCA-2"]  # design node su01-n03, port 2 = its HCA-2
-    counters = labs.parse_counter_assignments(["SymbolErrorCounter=50", "PortXmitData=0x10000"])
-    labs.set_counters(fabric, "su01-n03", 2, counters, actor=ACTOR)
+    counters = parse_counter_assignments(["SymbolErrorCounter=50", "PortXmitData=0x10000"])
+    set_counters(fabric, "su01-n03", 2, counters, actor=ACTOR)
     basic = lab.diags().perfquery(hca, 1)
     extended = lab.diags().perfquery(hca, 1, extended=True)
     assert basic["SymbolErrorCounter"] == 50
@@ -94,22 +97,22 @@ def test_fault_injection_uses_design_names_and_sets_error_and_data_counters(lab_
     for value in (basic["PortXmitData"], extended["PortXmitData"]):
         assert 0x10000 <= value < 0x10000 + 1024, value
     leaf = lids["MF0;su01-leaf-r1:MQM9700/U1"]
-    labs.unplug(fabric, "su01-leaf-r1", 40, actor=ACTOR)
+    unplug(fabric, "su01-leaf-r1", 40, actor=ACTOR)
     assert lab.diags().portinfo(leaf, 40).is_down
-    labs.replug(fabric, "su01-leaf-r1", 40, actor=ACTOR)
+    replug(fabric, "su01-leaf-r1", 40, actor=ACTOR)
     actions = set(AuditEntry.objects.values_list("action", flat=True))
     assert {"fabric.lab.counters", "fabric.lab.unplug", "fabric.lab.replug"} <= actions
     with pytest.raises(ValueError, match="COUNTER=VALUE"):
-        labs.parse_counter_assignments(["SymbolErrorCounter"])
-    with pytest.raises(labs.LabError, match="no node"):
-        labs.unplug(fabric, "no-such-switch", 1)
+        parse_counter_assignments(["SymbolErrorCounter"])
+    with pytest.raises(LabError, match="no node"):
+        unplug(fabric, "no-such-switch", 1)
 
 
 def test_missing_debian_packages_are_named(monkeypatch, su1_revision, lab_data_dir):
     monkeypatch.setenv("PATH", "/nonexistent")
-    assert {"opensm", "ibsim-utils", "infiniband-diags"} <= set(labs.missing_packages())
-    with pytest.raises(labs.LabUnavailable, match="apt-get install opensm"):
-        labs.start_lab(su1_revision, actor=ACTOR)
+    assert {"opensm", "ibsim-utils", "infiniband-diags"} <= set(missing_packages())
+    with pytest.raises(LabUnavailable, match="apt-get install opensm"):
+        start_lab(su1_revision, actor=ACTOR)
     assert not Fabric.objects.exists()  # refused before anything was created
 
 
@@ -129,8 +132,8 @@ def test_a_torus_design_runs_torus_2qos(lab_fabric):
 
 
 def test_lab_plan_follows_the_design():
-    fat = labs.lab_plan(plan({"topology": "fat-tree", "gpus": 512}).graph)
+    fat = lab_plan(plan({"topology": "fat-tree", "gpus": 512}).graph)
     assert fat.routing_engine == "ftree" and fat.root_guids and len(fat.cn_guids) == 512
-    dragonfly = labs.lab_plan(plan({"topology": "dragonfly-plus", "nodes": 256}).graph)
+    dragonfly = lab_plan(plan({"topology": "dragonfly-plus", "nodes": 256}).graph)
     assert dragonfly.routing_engine == "updn" and dragonfly.root_guids and not dragonfly.cn_guids
     assert dragonfly.sm_host.startswith("H-") and dragonfly.sm_host_name.endswith("HCA-1")

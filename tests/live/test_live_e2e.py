@@ -13,7 +13,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from console.fabric import labs
+from console.fabric.lab.faults import replug, unplug
 from scheduling.services import inventory
 from tests.fabric.conftest import requires_lab
 from tests.live.helpers import ready_reservation
@@ -67,7 +67,7 @@ def test_unplugged_cable_shows_down_within_5s_and_clears_and_tenants_see_their_t
 
     # when a cable of that reservation is pulled in ibsim
     started = time.monotonic()
-    labs.unplug(fabric, leaf, leaf_port)
+    unplug(fabric, leaf, leaf_port)
     op.locator(f'[data-testid=down-link][data-link="{link}"]').wait_for(timeout=5_000)
     op.locator(f'[data-testid=event][data-kind=link_down][data-subject="{link}"]').wait_for(timeout=5_000)
     assert time.monotonic() - started < 5.0
@@ -76,7 +76,7 @@ def test_unplugged_cable_shows_down_within_5s_and_clears_and_tenants_see_their_t
     expect(tenant.locator(f'[data-testid=event][data-subject="{link}"]')).to_contain_text(str(res_a.pk))
 
     # when it is put back, the link is up again and the event resolves itself
-    labs.replug(fabric, leaf, leaf_port)
+    replug(fabric, leaf, leaf_port)
     expect(op.locator(f'[data-testid=down-link][data-link="{link}"]')).to_have_count(0, timeout=15_000)
     expect(op.locator(f'[data-testid=event][data-subject="{link}"]')).to_have_attribute(
         "data-status", "resolved", timeout=15_000

@@ -14,8 +14,9 @@ import uuid
 
 import pytest
 
-from console.fabric import changes, labs
+from console.fabric import changes
 from console.fabric.changes.pipeline import apply_change
+from console.fabric.lab.fabrics import start_lab, stop_lab
 from console.fabric.models import ChangeRequest
 from console.tenancy.context import Actor
 from console.tenancy.models import Principal, Role
@@ -38,7 +39,7 @@ def su1(tmp_path, tenant_a, tenant_b):
     """The lab of a 1-SU design, its inventory, pool ``su1``; A guaranteed 128, B 64 + 192."""
     uid = uuid.uuid4().hex[:6]
     _, revision = create_design(ACTOR, OPERATOR, name=f"life-{uid}", options=ONE_SU)
-    fabric, lab = labs.start_lab(
+    fabric, lab = start_lab(
         revision,
         name=f"life-{uid}",
         actor=ACTOR,
@@ -60,7 +61,7 @@ def su1(tmp_path, tenant_a, tenant_b):
         yield fabric, lab, pool
     finally:
         fabric.refresh_from_db()
-        labs.stop_lab(fabric)
+        stop_lab(fabric)
 
 
 def book(pool, tenant, gpus: int, name: str) -> Reservation:

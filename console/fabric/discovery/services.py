@@ -26,8 +26,8 @@ from console.fabric.discovery.compare import (
     designed_links,
     discovered_topology,
 )
+from console.fabric.lab.fabrics import lab_for
 from console.fabric.lab.routing import routing_engine_in_use
-from console.fabric.labs import lab_for
 from console.fabric.models import DiscoveryRun, Fabric
 from console.tenancy import audit
 from console.tenancy.context import Actor

@@ -1,6 +1,6 @@
 """The ``lab`` driver: the OpenSM driver pointed at a running lab fabric (OpenSM on ibsim).
 
-The lab of a fabric is found through ``console.fabric.labs.lab_for(fabric)``, which attaches to
+The lab of a fabric is found through ``console.fabric.lab.fabrics.lab_for(fabric)``, which attaches to
 ``Lab.attach(fabric.config["workdir"])``; until that module exists the same attach is done here.
 """
 
@@ -17,7 +17,7 @@ from console.fabric.lab.spec import LabError
 def lab_for(fabric: Any) -> Lab:
     """The running lab of ``fabric``; raises :class:`DriverUnavailable` when there is none."""
     try:
-        from console.fabric import labs  # written alongside; optional until it lands
+        from console.fabric.lab import fabrics as labs  # written alongside; optional until it lands
     except ImportError:
         labs = None
     if labs is not None and hasattr(labs, "lab_for"):

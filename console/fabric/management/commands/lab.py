@@ -6,8 +6,9 @@
     lab cable unplug|replug --fabric F --node NAME --port N [--json]
     lab counters set --fabric F --node NAME --port N COUNTER=VALUE ... [--json]
 
-Thin: everything happens in :mod:`console.fabric.labs`. Node names are the design's
-(``su01-leaf-r1``, ``su01-n01`` whose port N is its HCA-N); ibsim node ids work too.
+Thin: everything happens in :mod:`console.fabric.lab.fabrics` and :mod:`console.fabric.lab.faults`.
+Node names are the design's (``su01-leaf-r1``, ``su01-n01`` whose port N is its HCA-N); ibsim node
+ids work too.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from console.fabric import labs
+from console.fabric.lab.fabrics import find_fabric, find_revision, lab_status, start_lab, stop_lab
+from console.fabric.lab.faults import parse_counter_assignments, replug, set_counters, unplug
 from console.fabric.lab.spec import LabError
 from console.fabric.models import Fabric
 from console.tenancy.context import Actor
@@ -63,30 +65,29 @@ class Command(BaseCommand):
         self.stdout.write(json.dumps(data, indent=2, default=str) if self.as_json else text)
 
     def _up(self, *, design: str, name: str | None, **_: Any) -> None:
-        revision = labs.find_revision(design)
-        fabric, _ = labs.start_lab(revision, name=name, actor=Actor.cli())
-        status = labs.lab_status(fabric)
+        revision = find_revision(design)
+        fabric, _ = start_lab(revision, name=name, actor=Actor.cli())
+        status = lab_status(fabric)
         self._emit(status, _describe(status))
 
     def _down(self, *, fabric: str, **_: Any) -> None:
-        status = labs.stop_lab(labs.find_fabric(fabric), actor=Actor.cli())
+        status = stop_lab(find_fabric(fabric), actor=Actor.cli())
         self._emit(status, f"lab of {status['fabric']}: {status['state']}")
 
     def _status(self, *, fabric: str | None, **_: Any) -> None:
         if fabric:
-            status = labs.lab_status(labs.find_fabric(fabric))
+            status = lab_status(find_fabric(fabric))
             self._emit(status, _describe(status))
             return
         rows = [
-            labs.lab_status(f)
-            for f in Fabric.objects.filter(driver=Fabric.Driver.LAB).select_related("revision__design")
+            lab_status(f) for f in Fabric.objects.filter(driver=Fabric.Driver.LAB).select_related("revision__design")
         ]
         text = "\n\n".join(_describe(s) for s in rows) or "no lab fabrics"
         self._emit(rows, text)
 
     def _cable(self, *, op: str, fabric: str, node: str, port: int, **_: Any) -> None:
-        target = labs.find_fabric(fabric)
-        action = labs.unplug if op == "unplug" else labs.replug
+        target = find_fabric(fabric)
+        action = unplug if op == "unplug" else replug
         action(target, node, port, actor=Actor.cli())
         self._emit(
             {"fabric_id": target.pk, "op": op, "node": node, "port": port, "ok": True},
@@ -94,9 +95,9 @@ class Command(BaseCommand):
         )
 
     def _counters(self, *, fabric: str, node: str, port: int, values: list[str], **_: Any) -> None:
-        target = labs.find_fabric(fabric)
-        counters = labs.parse_counter_assignments(values)
-        replies = labs.set_counters(target, node, port, counters, actor=Actor.cli())
+        target = find_fabric(fabric)
+        counters = parse_counter_assignments(values)
+        replies = set_counters(target, node, port, counters, actor=Actor.cli())
         self._emit(
             {"fabric_id": target.pk, "node": node, "port": port, "counters": counters},
             "\n".join(replies),

@@ -58,7 +58,7 @@ class Command(BaseCommand):
             if stop_flapping is not None:
                 stop_flapping.set()
             if lab_fabric is not None:
-                from console.fabric.labs import stop_lab
+                from console.fabric.lab.fabrics import stop_lab
 
                 stop_lab(lab_fabric)
                 self.stdout.write(f"lab {lab_fabric.name} stopped.")
@@ -88,16 +88,16 @@ class Command(BaseCommand):
     def _start_demo_lab(self):
         """Start the demo design's lab (reusing its Fabric); returns the Fabric to stop on exit,
         or None when there is no lab to stop (packages missing, no demo design, already up)."""
-        from console.fabric import labs
+        from console.fabric.lab.fabrics import INSTALL_HINT, lab_status, missing_packages, start_lab
         from console.fabric.lab.spec import LabError
         from console.fabric.models import Fabric
         from console.tenancy.context import Actor
         from console.tenancy.errors import ConsoleError
         from designer.models import DesignRevision
 
-        missing = labs.missing_packages()
+        missing = missing_packages()
         if missing:
-            self.stdout.write(f"  Lab fabric:         not started: needs {', '.join(missing)} ({labs.INSTALL_HINT})\n")
+            self.stdout.write(f"  Lab fabric:         not started: needs {', '.join(missing)} ({INSTALL_HINT})\n")
             return None
         revision = DesignRevision.objects.filter(design__name=DEMO_LAB_DESIGN).order_by("-number").first()
         if revision is None:
@@ -107,12 +107,12 @@ class Command(BaseCommand):
             return None
         try:
             existing = Fabric.objects.filter(revision=revision, driver="lab").first()
-            was_up = existing is not None and labs.lab_status(existing)["state"] == "up"
-            fabric, _ = labs.start_lab(revision, actor=Actor.system("up"))
+            was_up = existing is not None and lab_status(existing)["state"] == "up"
+            fabric, _ = start_lab(revision, actor=Actor.system("up"))
         except (ConsoleError, LabError) as exc:
             self.stdout.write(f"  Lab fabric:         not started: {exc}\n")
             return None
-        status = labs.lab_status(fabric)
+        status = lab_status(fabric)
         self.stdout.write(
             f"  Lab fabric:         {fabric.name} ({DEMO_LAB_DESIGN}, {status['state']}, "
             f"routing {status.get('routing', {}).get('in_use')}): "

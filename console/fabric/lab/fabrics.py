@@ -1,13 +1,12 @@
-"""The lab registry: which lab fabric (ibsim + a real OpenSM) belongs to which ``Fabric`` row.
+"""Lab fabrics: which lab (ibsim + a real OpenSM) belongs to which ``Fabric`` row.
 
 ``start_lab`` turns a design revision into a running lab and binds it to a Fabric (created or
 reused, driver ``lab``); ``lab_for`` finds a running lab from any process (the push pipeline,
 discovery, the CLI, the web page); ``stop_lab`` stops it. The lab's workdir and socket name live
 in ``fabric.config``, so nothing but the workdir's ``lab.json`` is needed to find it again.
 
-What OpenSM is started with follows the design (:func:`lab_plan`): ftree with root and
-compute-node GUID files for fat trees and rail-optimised fabrics, torus-2QoS with the design's
-torus file for tori, up/down with the top tier as roots otherwise (minhop without one).
+What OpenSM is started with follows the design (:mod:`console.fabric.lab.plan`); cable and
+counter faults are injected through :mod:`console.fabric.lab.faults`.
 """
 
 from __future__ import annotations
@@ -17,8 +16,6 @@ import fcntl
 import shlex
 import shutil
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -27,17 +24,13 @@ from django.db import transaction
 from django.utils.text import slugify
 
 from console.fabric.lab.manager import Lab
+from console.fabric.lab.plan import design_spec, lab_plan
 from console.fabric.lab.routing import routing_engine_in_use
-from console.fabric.lab.spec import LabError, LabSpec, find_umad2sim
+from console.fabric.lab.spec import LabError, find_umad2sim
 from console.fabric.models import Fabric
-from console.fabric.opensm.conf import OpenSmConfig
-from console.fabric.opensm.qos import QosPolicy
 from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, ConsoleError, NotFound
-from designer.exports import export
-from designer.exports.opensm import root_switches
-from designer.graph import FabricGraph
 from designer.models import DesignRevision
 from designer.services import revision_graph
 
@@ -48,10 +41,6 @@ LAB_PACKAGES: dict[str, tuple[str, ...]] = {
     "infiniband-diags": ("ibnetdiscover", "sminfo", "saquery", "smpquery", "perfquery"),
 }
 INSTALL_HINT = "sudo apt-get install opensm ibsim-utils infiniband-diags"
-#: Data counters live in both PortCounters (32 bit, perfquery) and PortCountersExtended
-#: (64 bit, perfquery -x); the lab sets both so every reader agrees.
-DATA_COUNTERS = frozenset({"PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts"})
-_COUNTER_GROUPS = ("PortCounters", "PortCountersExtended")
 
 
 class LabUnavailable(ConsoleError):
@@ -66,97 +55,6 @@ class LabNotRunning(ConsoleError, LabError):
 
     status = 409
     code = "lab_not_running"
-
-
-# -- what the design calls for -------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LabPlan:
-    """How a design is brought up as a lab: net file, routing engine and its input files."""
-
-    net_text: str
-    routing_engine: str
-    root_guids: tuple[int, ...] = ()
-    cn_guids: tuple[int, ...] = ()
-    torus_conf: str | None = None
-    sm_host: str = ""  # ibsim node id of the CA OpenSM runs on
-    sm_host_name: str = ""  # the same CA as the design names it
-
-
-@dataclass(frozen=True)
-class DesignLabSpec(LabSpec):
-    """A :class:`LabSpec` with extra ``opensm.conf`` options (e.g. ``torus_config``)."""
-
-    opensm_options: Mapping[str, str] = field(default_factory=dict)
-
-    def opensm_config(self) -> OpenSmConfig:
-        """The base lab options plus this design's own."""
-        base = super().opensm_config()
-        extra = dict(base.extra)
-        extra.update(self.opensm_options)
-        return OpenSmConfig(
-            routing_engine=base.routing_engine,
-            partition_config_file=base.partition_config_file,
-            qos_policy_file=base.qos_policy_file,
-            root_guid_file=base.root_guid_file,
-            cn_guid_file=base.cn_guid_file,
-            qos=base.qos,
-            force_log_flush=base.force_log_flush,
-            sweep_interval=base.sweep_interval,
-            extra=extra,
-        )
-
-
-def _sm_node(graph: FabricGraph) -> tuple[str, str]:
-    """(ibsim node id, design name) of the CA OpenSM runs on: a manager node if the design has
-    one (where the subnet manager lives in a SuperPOD), else the last compute node's first HCA,
-    far from the first leaf ports tests and demos unplug."""
-    nodes = [n for n in graph.nodes.values() if n.port_guids]
-    if not nodes:
-        raise LabError("the design has no HCAs: OpenSM needs a CA port to run on")
-    managers = [n for n in nodes if n.role == "manager"]
-    node = managers[0] if managers else nodes[-1]
-    return f"H-{node.ca_guids[0]:016x}", f"{node.name} {node.hca_name(1)}"
-
-
-def lab_plan(graph: FabricGraph) -> LabPlan:
-    """The lab a design calls for (pure: no database, no processes)."""
-    net_text, _, _ = export(graph, "ibnetdiscover")
-    sm_host, sm_name = _sm_node(graph)
-    routing = graph.meta.get("routing")
-    if graph.meta.get("dims"):
-        torus_conf, _, _ = export(graph, "torus-2qos")
-        return LabPlan(net_text, "torus-2QoS,minhop", torus_conf=torus_conf, sm_host=sm_host, sm_host_name=sm_name)
-    roots = tuple(graph.switches[name].guid for name in root_switches(graph))
-    if routing == "ftree":
-        cns = tuple(g for n in graph.nodes.values() if n.role == "compute" for g in n.port_guids)
-        return LabPlan(net_text, "ftree", roots, cns, sm_host=sm_host, sm_host_name=sm_name)
-    if roots and routing != "minhop":
-        return LabPlan(net_text, "updn", roots, sm_host=sm_host, sm_host_name=sm_name)
-    return LabPlan(net_text, "minhop", sm_host=sm_host, sm_host_name=sm_name)
-
-
-def _spec(plan: LabPlan, workdir: Path, socket_name: str | None) -> LabSpec:
-    options: dict[str, str] = {}
-    if plan.torus_conf:
-        # A design input, not a managed artefact: written next to the net file, never swapped.
-        path = workdir / "torus-2QoS.conf"
-        path.write_text(plan.torus_conf)
-        options["torus_config"] = str(path)
-    return DesignLabSpec(
-        net_text=plan.net_text,
-        workdir=workdir,
-        sm_host=plan.sm_host,
-        routing_engine=plan.routing_engine,
-        root_guids=plan.root_guids,
-        cn_guids=plan.cn_guids,
-        socket_name=socket_name,
-        # torus-2QoS refuses to route without QoS ("ERR 4E44: ... Enable QoS") and OpenSM
-        # then silently uses minhop: a default policy turns QoS on.
-        qos_policy=QosPolicy() if plan.torus_conf else None,
-        opensm_options=options,
-    )
 
 
 # -- packages ------------------------------------------------------------------------------
@@ -297,7 +195,7 @@ def start_lab(
             _bind(fabric, running)
             return fabric, running
         plan = lab_plan(revision_graph(revision))
-        spec = _spec(plan, target.resolve(), socket_name)
+        spec = design_spec(plan, target.resolve(), socket_name)
         try:
             running = Lab.start(spec, wait=wait)
         except LabError as exc:
@@ -390,104 +288,6 @@ def lab_status(fabric: Fabric) -> dict[str, Any]:
         routing = routing_engine_in_use(lab)
         status["routing"] = {"configured": routing.configured, "in_use": routing.in_use, "fallback": routing.fallback}
     return status
-
-
-# -- fault injection -----------------------------------------------------------------------
-
-
-@lru_cache(maxsize=16)
-def _port_index(revision_pk: int, created_at: float) -> dict[tuple[str, int], tuple[str, int]]:
-    """(design device, design port) → (ibsim node id, its port). Revisions are immutable."""
-    graph = revision_graph(DesignRevision.objects.get(pk=revision_pk))
-    index: dict[tuple[str, int], tuple[str, int]] = {}
-    for sw in graph.switches.values():
-        for port in range(1, graph.port_count(sw.name) + 1):
-            index[(sw.name, port)] = (f"S-{sw.guid:016x}", port)
-    for node in graph.nodes.values():
-        ports = node.ca_ports or (1,) * node.hcas
-        for i, ca in enumerate(node.ca_guids):
-            index[(node.name, i + 1)] = (f"H-{ca:016x}", ports[i])
-    return index
-
-
-def resolve_port(fabric: Fabric, node: str, port: int) -> tuple[str, int]:
-    """Map a design name and port (``su01-leaf-r1`` 33, ``su01-n01`` 3 = its HCA-3) to the
-    ibsim node id and port; anything else (a node id, an ibsim description) passes through."""
-    revision = fabric.revision
-    found = _port_index(revision.pk, revision.created_at.timestamp()).get((node, port))
-    return found if found is not None else (node, port)
-
-
-def _fault(fabric: Fabric, actor: Actor | None, action: str, detail: dict[str, Any]) -> None:
-    if actor is not None:
-        with transaction.atomic():
-            audit.record(actor, action, fabric, after=detail)
-
-
-def unplug(fabric: Fabric, node: str, port: int, *, actor: Actor | None = None) -> str:
-    """Pull the cable at ``node`` ``port`` in the fabric's lab (ibsim ``Unlink``)."""
-    lab = lab_for(fabric)
-    node_id, sim_port = resolve_port(fabric, node, port)
-    reply = lab.unplug(node_id, sim_port)
-    _fault(fabric, actor, "fabric.lab.unplug", {"node": node, "port": port})
-    return reply
-
-
-def replug(fabric: Fabric, node: str, port: int, *, actor: Actor | None = None) -> str:
-    """Put back a cable pulled with :func:`unplug` (ibsim ``ReLink``)."""
-    lab = lab_for(fabric)
-    node_id, sim_port = resolve_port(fabric, node, port)
-    reply = lab.replug(node_id, sim_port)
-    _fault(fabric, actor, "fabric.lab.replug", {"node": node, "port": port})
-    return reply
-
-
-def parse_counter_assignments(items: list[str]) -> dict[str, int]:
-    """``["SymbolErrorCounter=50", "PortCountersExtended.PortXmitData=1e6"]`` → dict; values
-    are integers (decimal or 0x hex). Raises ValueError naming the bad item."""
-    out: dict[str, int] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        group, dot, name = key.rpartition(".")
-        if not sep or not name.isidentifier() or (dot and group not in _COUNTER_GROUPS):
-            raise ValueError(f"expected COUNTER=VALUE (e.g. SymbolErrorCounter=50), got {item!r}")
-        try:
-            number = int(value.strip(), 0)
-        except ValueError:
-            raise ValueError(f"{key}: {value!r} is not an integer") from None
-        if number < 0:
-            raise ValueError(f"{key}: counters cannot be negative")
-        out[key] = number
-    if not out:
-        raise ValueError("give at least one COUNTER=VALUE")
-    return out
-
-
-def set_counters(
-    fabric: Fabric, node: str, port: int, counters: Mapping[str, int], *, actor: Actor | None = None
-) -> list[str]:
-    """Set port counters through ibsim ``PerformanceSet``: error counters (``SymbolErrorCounter``)
-    and data counters (``PortXmitData`` sets both the 32-bit and the extended 64-bit counter;
-    ``PortCountersExtended.X`` sets only the extended one)."""
-    lab = lab_for(fabric)
-    node_id, sim_port = resolve_port(fabric, node, port)
-    node_id = lab.node_id(node_id)  # ibsim's console knows node ids only
-    replies: list[str] = []
-    for key, value in sorted(counters.items()):
-        group, _, name = key.rpartition(".")
-        groups = [group] if group else ["PortCounters"]
-        if not group and name in DATA_COUNTERS:
-            groups.append("PortCountersExtended")
-        for grp in groups:
-            width_max = 0xFFFFFFFF if grp == "PortCounters" and name in DATA_COUNTERS else None
-            shown = min(value, width_max) if width_max else value
-            reply = lab.console(f'PerformanceSet "{node_id}"[{sim_port}] {grp}.{name}={shown}')
-            if "has been set to" not in reply:
-                raise LabError(f"ibsim refused {grp}.{name} on {node}[{port}]: {reply}")
-            replies.append(reply)
-    _fault(fabric, actor, "fabric.lab.counters", {"node": node, "port": port, **counters})
-    return replies
 
 
 # -- lookups for the CLI -------------------------------------------------------------------

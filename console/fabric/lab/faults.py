@@ -1,0 +1,122 @@
+"""Faults injected into a lab fabric: pull and put back cables, set port counters.
+
+Operators and tests name ports the way the design does (``su01-leaf-r1`` 33, ``su01-n01`` 3 =
+its HCA-3); :func:`resolve_port` maps them to ibsim's node ids. Every fault is audited when an
+actor is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+from django.db import transaction
+
+from console.fabric.lab.fabrics import lab_for
+from console.fabric.lab.spec import LabError
+from console.fabric.models import Fabric
+from console.tenancy import audit
+from console.tenancy.context import Actor
+from designer.models import DesignRevision
+from designer.services import revision_graph
+
+#: Data counters live in both PortCounters (32 bit, perfquery) and PortCountersExtended
+#: (64 bit, perfquery -x); the lab sets both so every reader agrees.
+DATA_COUNTERS = frozenset({"PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts"})
+_COUNTER_GROUPS = ("PortCounters", "PortCountersExtended")
+
+
+@lru_cache(maxsize=16)
+def _port_index(revision_pk: int, created_at: float) -> dict[tuple[str, int], tuple[str, int]]:
+    """(design device, design port) → (ibsim node id, its port). Revisions are immutable."""
+    graph = revision_graph(DesignRevision.objects.get(pk=revision_pk))
+    index: dict[tuple[str, int], tuple[str, int]] = {}
+    for sw in graph.switches.values():
+        for port in range(1, graph.port_count(sw.name) + 1):
+            index[(sw.name, port)] = (f"S-{sw.guid:016x}", port)
+    for node in graph.nodes.values():
+        ports = node.ca_ports or (1,) * node.hcas
+        for i, ca in enumerate(node.ca_guids):
+            index[(node.name, i + 1)] = (f"H-{ca:016x}", ports[i])
+    return index
+
+
+def resolve_port(fabric: Fabric, node: str, port: int) -> tuple[str, int]:
+    """Map a design name and port (``su01-leaf-r1`` 33, ``su01-n01`` 3 = its HCA-3) to the
+    ibsim node id and port; anything else (a node id, an ibsim description) passes through."""
+    revision = fabric.revision
+    found = _port_index(revision.pk, revision.created_at.timestamp()).get((node, port))
+    return found if found is not None else (node, port)
+
+
+def _fault(fabric: Fabric, actor: Actor | None, action: str, detail: dict[str, Any]) -> None:
+    if actor is not None:
+        with transaction.atomic():
+            audit.record(actor, action, fabric, after=detail)
+
+
+def unplug(fabric: Fabric, node: str, port: int, *, actor: Actor | None = None) -> str:
+    """Pull the cable at ``node`` ``port`` in the fabric's lab (ibsim ``Unlink``)."""
+    lab = lab_for(fabric)
+    node_id, sim_port = resolve_port(fabric, node, port)
+    reply = lab.unplug(node_id, sim_port)
+    _fault(fabric, actor, "fabric.lab.unplug", {"node": node, "port": port})
+    return reply
+
+
+def replug(fabric: Fabric, node: str, port: int, *, actor: Actor | None = None) -> str:
+    """Put back a cable pulled with :func:`unplug` (ibsim ``ReLink``)."""
+    lab = lab_for(fabric)
+    node_id, sim_port = resolve_port(fabric, node, port)
+    reply = lab.replug(node_id, sim_port)
+    _fault(fabric, actor, "fabric.lab.replug", {"node": node, "port": port})
+    return reply
+
+
+def parse_counter_assignments(items: list[str]) -> dict[str, int]:
+    """``["SymbolErrorCounter=50", "PortCountersExtended.PortXmitData=1e6"]`` → dict; values
+    are integers (decimal or 0x hex). Raises ValueError naming the bad item."""
+    out: dict[str, int] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        group, dot, name = key.rpartition(".")
+        if not sep or not name.isidentifier() or (dot and group not in _COUNTER_GROUPS):
+            raise ValueError(f"expected COUNTER=VALUE (e.g. SymbolErrorCounter=50), got {item!r}")
+        try:
+            number = int(value.strip(), 0)
+        except ValueError:
+            raise ValueError(f"{key}: {value!r} is not an integer") from None
+        if number < 0:
+            raise ValueError(f"{key}: counters cannot be negative")
+        out[key] = number
+    if not out:
+        raise ValueError("give at least one COUNTER=VALUE")
+    return out
+
+
+def set_counters(
+    fabric: Fabric, node: str, port: int, counters: Mapping[str, int], *, actor: Actor | None = None
+) -> list[str]:
+    """Set port counters through ibsim ``PerformanceSet``: error counters (``SymbolErrorCounter``)
+    and data counters (``PortXmitData`` sets both the 32-bit and the extended 64-bit counter;
+    ``PortCountersExtended.X`` sets only the extended one)."""
+    lab = lab_for(fabric)
+    node_id, sim_port = resolve_port(fabric, node, port)
+    node_id = lab.node_id(node_id)  # ibsim's console knows node ids only
+    replies: list[str] = []
+    for key, value in sorted(counters.items()):
+        group, _, name = key.rpartition(".")
+        groups = [group] if group else ["PortCounters"]
+        if not group and name in DATA_COUNTERS:
+            groups.append("PortCountersExtended")
+        for grp in groups:
+            width_max = 0xFFFFFFFF if grp == "PortCounters" and name in DATA_COUNTERS else None
+            shown = min(value, width_max) if width_max else value
+            reply = lab.console(f'PerformanceSet "{node_id}"[{sim_port}] {grp}.{name}={shown}')
+            if "has been set to" not in reply:
+                raise LabError(f"ibsim refused {grp}.{name} on {node}[{port}]: {reply}")
+            replies.append(reply)
+    _fault(fabric, actor, "fabric.lab.counters", {"node": node, "port": port, **counters})
+    return replies
