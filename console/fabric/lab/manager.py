@@ -11,78 +11,47 @@ Layout of a lab's workdir::
     opensm.log        OpenSM's log (force_log_flush TRUE, so it is current)
     osm-tmp/          OSM_TMP_DIR / OSM_CACHE_DIR / dump files
 
+What lab.json and lids.json hold is in :mod:`console.fabric.lab.state`; the ibsim console in
+:mod:`console.fabric.lab.ibsim_console`.
+
 Findings that shaped this module (ibsim 0.10, OpenSM 3.3.23):
-- ibsim's console resolves only node *ids* (``Unlink "S-0002c90300001000"[5]``); the node
-  description (``"leaf1"``) answers ``# nodeid "leaf1" (leaf1) not found``. ``SIM_HOST`` on the
-  other hand accepts either. :meth:`Lab.node_id` maps descriptions to ids from the net file.
+- ibsim's console resolves only node *ids*; ``SIM_HOST`` on the other hand accepts either a node
+  id or a description. :meth:`Lab.node_id` maps descriptions to ids from the net file.
 - OpenSM blocked in a umad read does not always exit on SIGTERM; stop escalates to SIGKILL.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import json
 import os
 import shutil
 import signal
 import stat
 import subprocess
 import time
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from console.fabric.diags import mad
 from console.fabric.diags.runner import DiagEnv, DiagError, DiagRunner
 from console.fabric.diags.topology import Topology, parse_topology
+from console.fabric.lab.ibsim_console import IBSIM_READY, read_log, refused, send_command
 from console.fabric.lab.spec import LabError, LabLimits, LabSpec, find_umad2sim
+from console.fabric.lab.state import (
+    STATE_FILE,
+    LabState,
+    alive,
+    proc_start_time,
+    read_lids,
+    read_state,
+    write_lids,
+    write_state,
+)
 from console.fabric.opensm.files import ArtefactStore
 
-STATE_FILE = "lab.json"
-LIDS_FILE = "lids.json"
 # What OpenSM logs (level SYS, flushed: force_log_flush TRUE) when a heavy sweep ends.
 SWEEP_DONE = (b"SUBNET UP", b"Errors during initialization")
-_IBSIM_READY = "Network simulator ready"
-_PROMPT = "sim> "
-
-
-@dataclass
-class LabState:
-    """What :file:`lab.json` records; enough for another process to find and control the lab."""
-
-    workdir: str
-    ibsim_sockname: str
-    umad2sim: str
-    sm_host: str
-    diag_host: str
-    routing_engine: str
-    ibsim_pid: int | None = None
-    ibsim_start: int | None = None
-    opensm_pid: int | None = None
-    opensm_start: int | None = None
-    opensm_argv: list[str] | None = None
-    state: str = "starting"
-    started_at: float = 0.0
-    up_seconds: float | None = None
-    limits: dict[str, float] | None = None
-
-
-def _proc_start_time(pid: int) -> int | None:
-    """Kernel start time of ``pid`` (guards against killing a recycled pid), None if gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return None
-    if fields[0] == "Z":  # a zombie is as good as gone
-        return None
-    return int(fields[19])
-
-
-def _alive(pid: int | None, start: int | None) -> bool:
-    return pid is not None and start is not None and _proc_start_time(pid) == start
 
 
 class Lab:
@@ -139,17 +108,14 @@ class Lab:
     @classmethod
     def attach(cls, workdir: Path | str) -> Lab:
         """Find the lab recorded in ``workdir/lab.json`` (from any process)."""
-        path = Path(workdir).resolve() / STATE_FILE
         try:
-            raw = json.loads(path.read_text())
+            state = read_state(Path(workdir).resolve())
         except FileNotFoundError:
             raise LabError(f"no lab in {workdir}") from None
-        return cls(Path(raw["workdir"]), LabState(**raw))
+        return cls(Path(state.workdir), state)
 
     def _save(self) -> None:
-        tmp = self.workdir / f".{STATE_FILE}.tmp"
-        tmp.write_text(json.dumps(asdict(self._state), indent=2, sort_keys=True))
-        os.replace(tmp, self.workdir / STATE_FILE)
+        write_state(self.workdir, self._state)
 
     # -- properties --------------------------------------------------------------------------
 
@@ -247,9 +213,9 @@ class Lab:
             log.close()
         self._children.append(proc)
         self._state.ibsim_pid = proc.pid
-        self._state.ibsim_start = _proc_start_time(proc.pid)
+        self._state.ibsim_start = proc_start_time(proc.pid)
         deadline = time.monotonic() + limits.up_timeout
-        while _IBSIM_READY not in self._read_ibsim_log() or not self._socket_in_use():
+        while IBSIM_READY not in self._read_ibsim_log() or not self._socket_in_use():
             if proc.poll() is not None or "ibpanic" in self._read_ibsim_log():
                 raise LabError(f"ibsim exited ({proc.returncode}): {self._read_ibsim_log()[-500:]}")
             if time.monotonic() > deadline:
@@ -288,27 +254,27 @@ class Lab:
             out.close()
         self._children.append(proc)
         self._state.opensm_pid = proc.pid
-        self._state.opensm_start = _proc_start_time(proc.pid)
+        self._state.opensm_start = proc_start_time(proc.pid)
 
     def is_running(self) -> bool:
         """True when both ibsim and OpenSM are alive."""
         s = self._state
-        return _alive(s.ibsim_pid, s.ibsim_start) and _alive(s.opensm_pid, s.opensm_start)
+        return alive(s.ibsim_pid, s.ibsim_start) and alive(s.opensm_pid, s.opensm_start)
 
     def _kill(self, pid: int | None, start: int | None) -> None:
-        if not _alive(pid, start):
+        if not alive(pid, start):
             return
         assert pid is not None
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGTERM)
         deadline = time.monotonic() + self.limits.stop_timeout
-        while _alive(pid, start) and time.monotonic() < deadline:
+        while alive(pid, start) and time.monotonic() < deadline:
             self._reap()
             time.sleep(0.05)
-        if _alive(pid, start):
+        if alive(pid, start):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
-            while _alive(pid, start) and time.monotonic() < deadline + 5:
+            while alive(pid, start) and time.monotonic() < deadline + 5:
                 self._reap()
                 time.sleep(0.05)
         self._reap()
@@ -321,8 +287,7 @@ class Lab:
         """Re-read lab.json: another process (a worker's push) may have restarted OpenSM, and a
         stale pid would leave the new OpenSM running after stop() or miss it on reload()."""
         try:
-            raw = json.loads((self.workdir / STATE_FILE).read_text())
-            fresh = LabState(**raw)
+            fresh = read_state(self.workdir)
         except (FileNotFoundError, ValueError, TypeError):
             return
         # Only the same incarnation: a lab whose start failed before its first save must not
@@ -354,7 +319,7 @@ class Lab:
     def reload(self) -> None:
         """SIGHUP OpenSM: re-read partitions, QoS policy and reloadable options; heavy sweep."""
         self._refresh()
-        if not _alive(self._state.opensm_pid, self._state.opensm_start):
+        if not alive(self._state.opensm_pid, self._state.opensm_start):
             raise LabError("OpenSM is not running")
         assert self._state.opensm_pid is not None
         os.kill(self._state.opensm_pid, signal.SIGHUP)
@@ -388,21 +353,7 @@ class Lab:
         A hint, not the truth: LIDs are OpenSM's to change. Users check the port behind a LID
         (NodeInfo) and rediscover on a miss.
         """
-        try:
-            raw = json.loads((self.workdir / LIDS_FILE).read_text())
-        except (FileNotFoundError, ValueError):
-            return {}
-        return {int(guid, 16): (int(lid), int(port)) for guid, (lid, port) in raw.items()}
-
-    def _save_lids(self, topology: Topology) -> None:
-        lids = {
-            f"{guid:#018x}": [topology.nodes[nid].lid, port]
-            for (nid, port), guid in topology.port_guids.items()
-            if not topology.nodes[nid].is_switch and topology.nodes[nid].lid
-        }
-        tmp = self.workdir / f".{LIDS_FILE}.tmp"
-        tmp.write_text(json.dumps(lids, sort_keys=True))
-        os.replace(tmp, self.workdir / LIDS_FILE)
+        return read_lids(self.workdir)
 
     # -- readiness ---------------------------------------------------------------------------
 
@@ -430,7 +381,7 @@ class Lab:
                     # table queries return only their first record in the lab.
                     found = self.diags(timeout=limits.diag_timeout).ibnetdiscover()
                     if len(found.nodes) >= expected and diags.portinfo(sm.lid, 1).is_active:
-                        self._save_lids(found)
+                        write_lids(self.workdir, found)
                         break
                     last = f"discovered {len(found.nodes)}/{expected} nodes"
                 else:
@@ -449,8 +400,8 @@ class Lab:
     def status(self, *, probe: bool = False) -> dict[str, Any]:
         """Operator-facing status: everything needed to point infiniband-diags at the lab."""
         s = self._state
-        ibsim_ok = _alive(s.ibsim_pid, s.ibsim_start)
-        opensm_ok = _alive(s.opensm_pid, s.opensm_start)
+        ibsim_ok = alive(s.ibsim_pid, s.ibsim_start)
+        opensm_ok = alive(s.opensm_pid, s.opensm_start)
         if ibsim_ok and opensm_ok:
             state = s.state if s.state in ("up", "starting") else "up"
         elif ibsim_ok or opensm_ok:
@@ -491,46 +442,13 @@ class Lab:
     # -- ibsim console -----------------------------------------------------------------------
 
     def _read_ibsim_log(self, offset: int = 0) -> str:
-        try:
-            with open(self.workdir / "ibsim.log", "rb") as fh:
-                fh.seek(offset)
-                return fh.read().decode(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    @contextlib.contextmanager
-    def _console_lock(self) -> Iterator[None]:
-        with open(self.workdir / ".console.lock", "a") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+        return read_log(self.workdir, offset)
 
     def console(self, command: str, *, timeout: float = 5.0) -> str:
         """Send one command to ibsim's console and return its reply (text before the prompt)."""
-        if "\n" in command:
-            raise ValueError("one command at a time")
-        if not _alive(self._state.ibsim_pid, self._state.ibsim_start):
+        if not alive(self._state.ibsim_pid, self._state.ibsim_start):
             raise LabError("ibsim is not running")
-        with self._console_lock():
-            offset = (self.workdir / "ibsim.log").stat().st_size
-            try:
-                fd = os.open(self.workdir / "console.fifo", os.O_WRONLY | os.O_NONBLOCK)
-            except OSError as exc:
-                raise LabError(f"ibsim console not reachable: {exc}") from exc
-            try:
-                os.write(fd, (command + "\n").encode())
-            finally:
-                os.close(fd)
-            deadline = time.monotonic() + timeout
-            while True:
-                reply = self._read_ibsim_log(offset)
-                if _PROMPT in reply:
-                    return reply.split(_PROMPT, 1)[0].strip()
-                if time.monotonic() > deadline:
-                    raise LabError(f"no reply from ibsim console to {command!r}")
-                time.sleep(0.02)
+        return send_command(self.workdir, command, timeout=timeout)
 
     def node_id(self, name: str) -> str:
         """ibsim node id for a node description (``leaf1``) or id (``S-0002c9...``)."""
@@ -543,14 +461,7 @@ class Lab:
         if not isinstance(port, int) or port < 0:
             raise ValueError(f"bad port {port!r}")
         reply = self.console(f'{verb} "{self.node_id(node)}"[{port}]{suffix}')
-        # ibsim answers success silently (Unlink/ReLink) or with "... has been set to N"
-        # (PerformanceSet); failures are free text, so look for its failure words only.
-        # Lines starting "ibwarn:" are ibsim's own diagnostics, not a refusal: an Unlink of the
-        # port the switch routes traps through prints "send_trap: routing failed: no route to
-        # dest lid N" and still unlinks the port.
-        words = ("not found", "bad ", "invalid", "failed", "can't", "cannot", "usage", "unknown")
-        verdict = "\n".join(line for line in reply.lower().splitlines() if not line.startswith("ibwarn:"))
-        if any(w in verdict for w in words):
+        if refused(reply):
             raise LabError(f"ibsim refused {verb} {node}[{port}]: {reply}")
         return reply
 

@@ -1,0 +1,78 @@
+"""ibsim's console: commands written to ``console.fifo``, replies read back from ``ibsim.log``.
+
+ibsim's console resolves only node *ids* (``Unlink "S-0002c90300001000"[5]``); the node
+description (``"leaf1"``) answers ``# nodeid "leaf1" (leaf1) not found``. One command at a time
+per workdir, across processes (a file lock), because replies are found by their offset in the log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from console.fabric.lab.spec import LabError
+
+IBSIM_READY = "Network simulator ready"
+PROMPT = "sim> "
+#: Words of ibsim's free-text failures (it answers success silently or with "has been set to").
+REFUSALS = ("not found", "bad ", "invalid", "failed", "can't", "cannot", "usage", "unknown")
+
+
+def read_log(workdir: Path, offset: int = 0) -> str:
+    """ibsim's console output from ``offset`` on ("" before it wrote any)."""
+    try:
+        with open(workdir / "ibsim.log", "rb") as fh:
+            fh.seek(offset)
+            return fh.read().decode(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+@contextlib.contextmanager
+def _console_lock(workdir: Path) -> Iterator[None]:
+    with open(workdir / ".console.lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def send_command(workdir: Path, command: str, *, timeout: float = 5.0) -> str:
+    """Send one command to the console of the ibsim running in ``workdir``; its reply (text
+    before the prompt)."""
+    if "\n" in command:
+        raise ValueError("one command at a time")
+    with _console_lock(workdir):
+        offset = (workdir / "ibsim.log").stat().st_size
+        try:
+            fd = os.open(workdir / "console.fifo", os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            raise LabError(f"ibsim console not reachable: {exc}") from exc
+        try:
+            os.write(fd, (command + "\n").encode())
+        finally:
+            os.close(fd)
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = read_log(workdir, offset)
+            if PROMPT in reply:
+                return reply.split(PROMPT, 1)[0].strip()
+            if time.monotonic() > deadline:
+                raise LabError(f"no reply from ibsim console to {command!r}")
+            time.sleep(0.02)
+
+
+def refused(reply: str) -> bool:
+    """Whether ibsim refused a port command.
+
+    Lines starting "ibwarn:" are ibsim's own diagnostics, not a refusal: an Unlink of the port the
+    switch routes traps through prints "send_trap: routing failed: no route to dest lid N" and
+    still unlinks the port.
+    """
+    verdict = "\n".join(line for line in reply.lower().splitlines() if not line.startswith("ibwarn:"))
+    return any(w in verdict for w in REFUSALS)
