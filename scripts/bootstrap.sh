@@ -53,7 +53,12 @@ if [[ ! -d frontend/node_modules || frontend/package-lock.json -nt frontend/node
   say "installing npm dependencies"
   (cd frontend && npm ci --no-audit --no-fund --loglevel=error)
 fi
-if [[ ! -f frontend/dist/manifest.json ]] || [[ -n $(find frontend/src frontend/index.html frontend/vite.config.ts frontend/package-lock.json -newer frontend/dist/manifest.json 2>/dev/null | head -1) ]]; then
+# The build generates the API types (frontend/src/generated/) from docs/openapi.yaml first: the
+# schema is an input, the generated file (rewritten by every type check) is not.
+frontend_inputs=(frontend/src frontend/index.html frontend/vite.config.ts frontend/tsconfig.json frontend/package.json
+                 frontend/package-lock.json docs/openapi.yaml)
+if [[ ! -f frontend/dist/manifest.json ]] || [[ -n $(find "${frontend_inputs[@]}" -newer frontend/dist/manifest.json \
+      -not -path 'frontend/src/generated/*' 2>/dev/null | head -1) ]]; then
   say "building the frontend"
   (cd frontend && npm run --silent build >/dev/null)
 fi

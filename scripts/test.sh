@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The whole suite in production mode (PostgreSQL + Redis), then the smoke subset in embedded mode
-# (SQLite + in-memory broker and layer) so the default path cannot rot.
+# The frontend's type check, the whole suite in production mode (PostgreSQL + Redis), then the
+# smoke subset in embedded mode (SQLite + in-memory broker and layer) so the default path cannot rot.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,6 +17,10 @@ PY
 then exit 1; fi
 
 mkdir -p test-artifacts
+echo "==> frontend types (tsc --noEmit against the API types generated from docs/openapi.yaml)"
+(cd frontend && npm run --silent typecheck)
+tsc=$?
+
 echo "==> full suite (production mode: PostgreSQL + Redis)"
 .venv/bin/python -m pytest "$@"
 full=$?
@@ -25,5 +29,5 @@ echo "==> smoke subset (embedded mode: SQLite + in-memory broker and channel lay
 env -u DATABASE_URL -u REDIS_URL CONSOLE_DATA_DIR="$(mktemp -d)" .venv/bin/python -m pytest -m smoke -q "$@"
 smoke=$?
 
-echo "full suite exit $full, smoke subset exit $smoke"
-[[ $full == 0 && $smoke == 0 ]]
+echo "tsc exit $tsc, full suite exit $full, smoke subset exit $smoke"
+[[ $tsc == 0 && $full == 0 && $smoke == 0 ]]

@@ -35,6 +35,15 @@ class PlanOptionsSerializer(serializers.Serializer):
         return {k: v for k, v in attrs.items() if v is not None}
 
 
+class IssueSerializer(serializers.Serializer):
+    """One validation finding (``designer.errors.Issue``)."""
+
+    severity = serializers.CharField(help_text="error or warning")
+    code = serializers.CharField()
+    element = serializers.CharField()
+    message = serializers.CharField()
+
+
 class PlanSummarySerializer(serializers.Serializer):
     """The plan summary (stable keys; more may be added)."""
 
@@ -52,6 +61,7 @@ class PlanSummarySerializer(serializers.Serializer):
     cost = serializers.FloatField()
     warnings = serializers.ListField(child=serializers.CharField())
     errors = serializers.ListField(child=serializers.CharField())
+    issues = IssueSerializer(many=True)
 
 
 class CompareSerializer(serializers.Serializer):
@@ -69,7 +79,7 @@ class GraphPayloadSerializer(serializers.Serializer):
 
 class ValidationResultSerializer(serializers.Serializer):
     summary = PlanSummarySerializer()
-    issues = serializers.ListField(child=serializers.DictField())
+    issues = IssueSerializer(many=True)
 
 
 class CanISerializer(serializers.Serializer):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 
 from django.db.models import Sum
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -144,7 +143,7 @@ class ReservationSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = fields
 
-    @extend_schema_field(OpenApiTypes.STR)
+    @extend_schema_field(serializers.CharField(allow_null=True))
     def get_pkey_hex(self, reservation: Reservation) -> str | None:
         return f"0x{reservation.pkey:04x}" if reservation.pkey is not None else None
 

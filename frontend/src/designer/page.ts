@@ -7,7 +7,7 @@ import { FabricCanvas, type Picked } from "./canvas";
 import { compress, describe, EditError, GraphEditor } from "./edits";
 import { renderSummary } from "./metrics";
 import { explain } from "./planner";
-import type { CanvasEdge, CanvasNode, CanvasView, EdgeLink, GraphDoc, PageInit, RevisionDiff, Summary, ValidationResult } from "./types";
+import type { CanvasEdge, CanvasNode, CanvasView, EdgeLink, GraphDoc, PageInit, Revision, RevisionDiff, ValidationResult } from "./types";
 
 export function startCanvasPage(init: PageInit): void {
   const design = init.design!;
@@ -293,7 +293,7 @@ export function startCanvasPage(init: PageInit): void {
       e.preventDefault();
       const message = String(new FormData(revisionForm).get("message") ?? "").trim();
       try {
-        const saved = await api<{ number: number }>(`/api/designs/${design.id}/revisions/`, {
+        const saved = await api<Revision>(`/api/designs/${design.id}/revisions/`, {
           method: "POST",
           body: JSON.stringify({ graph: editor!.graph, message }),
         });
@@ -314,7 +314,7 @@ export function startCanvasPage(init: PageInit): void {
   // ---- revision summary, diff, navigation -------------------------------------------------
   async function showSavedSummary(): Promise<void> {
     try {
-      const rev = await api<{ summary: Summary }>(`${base}/`);
+      const rev = await api<Revision>(`${base}/`);
       renderSummary(validation, rev.summary);
       validationState.textContent = rev.summary.errors?.length ? "errors" : "saved";
     } catch (err) {

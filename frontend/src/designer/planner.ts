@@ -3,14 +3,14 @@
 import { api, ApiError } from "../api";
 import { byTestId, debounce, fmt, h, kw, maybeTestId, money, tbps } from "../dom";
 import { renderSummary } from "./metrics";
-import type { PageInit, PlanOptions, Summary } from "./types";
+import type { CompareResult, Design, PageInit, PlanOptions, Summary, Topology } from "./types";
 
-const NUMBER_FIELDS = ["gpus_per_node", "hcas_per_node", "hosts_per_switch"];
+const NUMBER_FIELDS = ["gpus_per_node", "hcas_per_node", "hosts_per_switch"] as const;
 
 export function readOptions(form: HTMLFormElement): PlanOptions {
   const data = new FormData(form);
   const value = (name: string) => String(data.get(name) ?? "").trim();
-  const topology = value("topology");
+  const topology = value("topology") as Topology;
   const nodeType = value("node_type");
   const options: PlanOptions = {
     topology,
@@ -118,7 +118,7 @@ export function startPlanner(init: PageInit): void {
   let compared: PlanOptions[] = [];
   const redraw = async () => {
     if (!compared.length) return renderComparison([], () => undefined);
-    const result = await api<{ rows: Summary[] }>("/api/designs/compare/", {
+    const result = await api<CompareResult>("/api/designs/compare/", {
       method: "POST",
       body: JSON.stringify({ options: compared }),
     });
@@ -143,7 +143,7 @@ export function startPlanner(init: PageInit): void {
     error.textContent = "";
     const data = new FormData(save);
     try {
-      const design = await api<{ id: number }>("/api/designs/", {
+      const design = await api<Design>("/api/designs/", {
         method: "POST",
         body: JSON.stringify({
           name: String(data.get("name") ?? "").trim(),

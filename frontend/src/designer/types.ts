@@ -1,34 +1,24 @@
-// Shapes exchanged with the designer API and the page's json_script data.
+// Shapes exchanged with the designer API and the page's json_script data. The API's typed answers
+// are aliases of the generated OpenAPI types; the rest is written here because the schema does not
+// describe it: the page's json_script data (console/web) and the graph, canvas and diff documents,
+// which the schema types as free-form JSON objects (designer.serialize, designer.canvas,
+// designer.compare build them).
 
-export type PlanOptions = Record<string, string | number | boolean>;
+import type { Schemas } from "../schema";
 
-export interface Issue {
-  severity: string;
-  code: string;
-  element: string;
-  message: string;
-}
+export type PlanOptions = Schemas["PlanOptionsRequest"];
+export type Topology = Schemas["TopologyEnum"];
+export type Issue = Schemas["Issue"];
+export type Summary = Schemas["PlanSummary"];
+export type ValidationResult = Schemas["ValidationResult"];
+export type CompareResult = Schemas["CompareResult"];
+export type Design = Schemas["Design"];
 
-export interface Summary {
-  topology: string;
-  nodes: number;
-  gpus: number;
-  endpoints: number;
-  switches: Record<string, number>;
-  cables: Record<string, number>;
-  transceivers: number;
-  oversubscription: string | null;
-  bisection_bandwidth_gbps: number;
-  diameter_switch_hops: number | null;
-  power_w: number;
-  cost: number;
-  warnings: string[];
-  errors: string[];
-  issues?: Issue[];
-  levels?: number | null;
-  max_latency_ns?: number | null;
-  racks?: number;
-}
+/** A revision's stored summary is free-form JSON in the schema (kept as it was planned, so an old
+ * revision's may lack newer keys); the page reads it as a plan summary. */
+export type Revision = Omit<Schemas["Revision"], "summary"> & { readonly summary: Summary };
+
+// --- not in the schema: the page's json_script data (console/web/designer_views.py) ---------
 
 export interface SwitchModel {
   name: string;
@@ -81,6 +71,8 @@ export interface PageInit {
   exports?: ExportRef[];
   canvas_url?: string;
 }
+
+// --- free-form JSON in the schema: the graph, canvas and diff documents -----------------------
 
 // designer.serialize.graph_to_dict
 export type LinkRow = [string, number, string, number, string, string, number];
@@ -169,11 +161,6 @@ export interface CanvasView {
   breadcrumbs: Crumb[];
   ports?: PortRow[];
   counts: { switches: number; nodes: number; links: number };
-}
-
-export interface ValidationResult {
-  summary: Summary;
-  issues: Issue[];
 }
 
 export interface DiffSide {

@@ -11,7 +11,7 @@ import type { CanvasEdge, CanvasNode } from "../designer/types";
 import { byTestId, fmt, h } from "../dom";
 import { PortTable } from "./ports";
 import { LiveStream } from "./stream";
-import type { ChangeStep, LinkState, LiveEvent, LiveInit, Message, Snapshot } from "./types";
+import type { ChangePage, ChangeStep, FabricEvent, FabricEventPage, LinkState, LiveEvent, LiveInit, Message, Snapshot } from "./types";
 import { ZoomToSwitch } from "./zoom";
 
 const BUCKET_COLOURS = ["#9aa7b4", "#2e7d32", "#9e9d24", "#f9a825", "#ef6c00", "#c62828"];
@@ -281,7 +281,7 @@ class LivePage {
   }
 
   private async loadEvents(): Promise<void> {
-    const body = await api<{ results: LiveEvent[] }>(`/api/telemetry/events/?fabric=${this.init.fabric}&page_size=50`);
+    const body = await api<FabricEventPage>(`/api/telemetry/events/?fabric=${this.init.fabric}&page_size=50`);
     for (const ev of body.results.reverse()) this.upsertEvent(ev);
   }
 
@@ -296,7 +296,7 @@ class LivePage {
         if (this.init.can_write && e.status !== "resolved") {
           for (const verb of e.status === "open" ? ["acknowledge", "resolve"] : ["resolve"]) {
             const b = h("button", { class: "link", type: "button" }, verb);
-            b.addEventListener("click", () => void api(`/api/telemetry/events/${e.id}/${verb}/`, { method: "POST" }).then((r) => this.upsertEvent(r as LiveEvent)));
+            b.addEventListener("click", () => void api<FabricEvent>(`/api/telemetry/events/${e.id}/${verb}/`, { method: "POST" }).then((r) => this.upsertEvent(r)));
             li.append(" ", b);
           }
         }
@@ -365,7 +365,7 @@ class LivePage {
   }
 
   private async loadChanges(): Promise<void> {
-    const body = await api<{ results: { id: number; status: string; created_at: string }[] }>(
+    const body = await api<ChangePage>(
       `/api/fabrics/${this.init.fabric}/changes/?page_size=5`,
     ).catch(() => ({ results: [] }));
     for (const c of body.results) this.watchChange(c.id);

@@ -1,7 +1,10 @@
-// Shapes of the live page: its json_script init, the REST snapshot and the socket messages
-// (console/live/schemas.py is the server's side of these).
+// Shapes of the live page. Written here, because the API schema does not describe them: its
+// json_script init (console/web/live_views.py), the REST snapshot and the socket messages
+// (console/live/schemas.py is the server's side of these). The REST port table and event/change
+// lists are aliases of the generated OpenAPI types.
 
 import type { CanvasView } from "../designer/types";
+import type { Schemas } from "../schema";
 
 export interface LiveInit {
   fabric: number;
@@ -26,45 +29,19 @@ export interface LinkState {
   error_totals: Record<string, number>;
 }
 
-export interface PortPeer {
-  name: string;
-  port: number;
-  kind: "switch" | "node";
-  tier: string;
-}
-
+// The REST port table, from the generated OpenAPI types.
+export type PortPeer = Schemas["PortPeer"];
 /** One row of /api/telemetry/fabrics/<id>/switches/<name>/ports/. */
-export interface SwitchPort {
-  port: number;
-  link: string | null; // the telemetry link id (upper end); null for a free port
-  measured_here: boolean; // false: counters are read at the peer, so Tx/Rx are swapped
-  peer: PortPeer | null;
-  tier: string;
-  cable: string;
-  rate: string;
-  gbps: number | null;
-  state: "Active" | "Down" | "unknown" | "free";
-  up: boolean | null;
-  tx_bps: number | null;
-  rx_bps: number | null;
-  util: number | null;
-  bucket: number | null;
-  errors: Record<string, number>;
-  error_totals: Record<string, number>;
-}
+export type SwitchPort = Schemas["SwitchPort"];
+export type SwitchPorts = Schemas["SwitchPorts"];
+/** The REST answer of the events list and of acknowledge/resolve: a superset of the socket's
+ * ``event`` body, so it can stand wherever a LiveEvent is expected. */
+export type FabricEvent = Schemas["FabricEvent"];
+export type FabricEventPage = Schemas["PaginatedFabricEventList"];
+export type ChangePage = Schemas["PaginatedChangeListList"];
 
-export interface SwitchPorts {
-  fabric: number;
-  switch: string;
-  tier: string;
-  model: string;
-  ports_total: number;
-  group: string;
-  seq: number;
-  collector: string;
-  ports: SwitchPort[];
-}
-
+// The REST snapshot is free-form JSON in the schema (console.telemetry builds it from the same
+// link states the socket sends): written here.
 export interface TenantSlice {
   links: string[];
   reservations: Record<string, string[]>;
@@ -82,6 +59,8 @@ export interface Snapshot {
   tenants?: Record<string, TenantSlice>;
   reservations?: Record<string, string[]>;
 }
+
+// --- socket messages ---------------------------------------------------------------------------
 
 export interface LiveEvent {
   id: number;

@@ -5,9 +5,7 @@ import { api, ApiError } from "../api";
 import { byTestId, debounce, h } from "../dom";
 import { Board } from "./cards";
 import { renderTimelines } from "./timeline";
-import type { Paged, Preview, Quota, Reservation, ReserveInit } from "./types";
-
-type Body = Record<string, unknown>;
+import type { Paged, Preview, PriorityClass, Quota, Reservation, ReservationRequest, ReserveInit } from "./types";
 
 export function startReservePage(init: ReserveInit): void {
   const tenantNames = new Map(init.tenants.map((t) => [t.id, t.name]));
@@ -45,7 +43,7 @@ async function loadQuotas(
       h(
         "tr",
         { testid: "quota-row", "data-pool": poolNames.get(q.pool) ?? String(q.pool) },
-        init.is_operator ? h("td", {}, tenantNames.get(q.tenant) ?? String(q.tenant)) : null,
+        init.is_operator ? h("td", {}, tenantName(tenantNames, q.tenant)) : null,
         h("td", {}, poolNames.get(q.pool) ?? String(q.pool)),
         h("td", { testid: "quota-guaranteed" }, String(q.usage.guaranteed_gpus)),
         h("td", { testid: "quota-borrow" }, String(q.usage.borrow_limit_gpus)),
@@ -63,23 +61,28 @@ async function loadQuotas(
   }
 }
 
+// The schema has a quota's tenant optional (it may be left out of a write); answers always carry it.
+function tenantName(names: Map<number, string>, tenant: number | undefined): string {
+  return tenant === undefined ? "–" : (names.get(tenant) ?? String(tenant));
+}
+
 function field<T extends HTMLInputElement | HTMLSelectElement>(form: HTMLFormElement, name: string): T {
   return form.elements.namedItem(name) as T;
 }
 
 /** The API request of the form, or a message saying what is missing. */
-export function requestOf(form: HTMLFormElement, init: ReserveInit): Body | string {
+export function requestOf(form: HTMLFormElement, init: ReserveInit): ReservationRequest | string {
   const value = (name: string) => field<HTMLInputElement>(form, name)?.value?.trim() ?? "";
   const checked = (name: string) => field<HTMLInputElement>(form, name)?.checked ?? false;
   const size = Number(value("size"));
   if (!Number.isInteger(size) || size < 1) return "Give a whole number of GPUs or nodes.";
   const hours = Number(value("duration_hours"));
   if (!(hours > 0)) return "Give a duration.";
-  const body: Body = {
+  const body: ReservationRequest = {
     pool: Number(value("pool")),
-    [value("size_by") === "nodes" ? "nodes" : "gpus"]: size,
+    ...(value("size_by") === "nodes" ? { nodes: size } : { gpus: size }),
     duration_minutes: Math.max(1, Math.round(hours * 60)),
-    priority_class: value("priority_class"),
+    priority_class: value("priority_class") as PriorityClass,
     gpu_model: value("gpu_model"),
     same_leaf: checked("same_leaf"),
     rail_aligned: checked("rail_aligned"),

@@ -1,4 +1,7 @@
-// Shapes of the reservation pages' initial data and of the scheduling API's answers.
+// The reservation pages' initial data (json_script, built by console/web/reservation_views.py;
+// not part of the API schema, so written here) and aliases of the scheduling API's types.
+
+import type { Schemas } from "../schema";
 
 export interface PoolInfo {
   id: number;
@@ -46,116 +49,27 @@ export interface DetailInit extends InitBase {
 
 export type PageInit = ReserveInit | DetailInit;
 
-export interface Placement {
-  nodes: string[];
-  gpu_indices: number[][];
-  leaf_groups: string[];
-  leaves: string[];
-  spines: string[];
-  rail_aligned: boolean;
-  max_switch_hops: number;
-  score: number;
-}
+// The scheduling API's answers, from the generated OpenAPI types.
+export type Placement = Schemas["Placement"];
+export type Rejection = Schemas["Rejection"];
+export type Preview = Schemas["Preview"];
+export type Quota = Schemas["Quota"];
+export type Availability = Schemas["Availability"];
+export type ReservationRequest = Schemas["ReservationRequestRequest"];
+export type PriorityClass = Schemas["PriorityClassEnum"];
 
-export interface Rejection {
-  reason: string;
-  message: string;
-  details: Record<string, unknown>;
-}
+/** The schema types ``placement`` and ``explanation`` as free-form JSON (model JSON fields): they
+ * hold a placement once placed and a rejection once refused, and are empty objects until then. */
+export type Reservation = Omit<Schemas["Reservation"], "placement" | "explanation"> & {
+  readonly placement: Partial<Placement>;
+  readonly explanation: Partial<Rejection>;
+};
 
-export type Status =
-  | "requested"
-  | "placed"
-  | "provisioning"
-  | "ready"
-  | "ending"
-  | "released"
-  | "rejected"
-  | "preempted"
-  | "cancelled";
+/** A page of a list endpoint: the envelope of the schema's Paginated*List types, with results of a
+ * type refined here. */
+export type Paged<T> = Omit<Schemas["PaginatedReservationList"], "results"> & { results: T[] };
 
-export interface Reservation {
-  id: number;
-  tenant: number;
-  pool: number;
-  name: string;
-  status: Status;
-  priority_class: string;
-  requested_gpus: number | null;
-  requested_nodes: number | null;
-  gpu_model: string;
-  same_leaf: boolean;
-  max_switch_hops: number | null;
-  rail_aligned: boolean;
-  start: string;
-  end: string;
-  gpus: number;
-  borrowed: boolean;
-  pkey: number | null;
-  pkey_hex: string | null;
-  partition: string;
-  sl: number;
-  placement: Partial<Placement>;
-  reason: string;
-  explanation: Partial<Rejection>;
-  fabric_error: string;
-  created_at: string;
-  ready_at: string | null;
-  ended_at: string | null;
-}
-
-export interface Preview {
-  placeable: boolean;
-  start: string;
-  end: string;
-  gpus: number;
-  borrowed: boolean;
-  quota: { limit_gpus: number; guaranteed_gpus: number; held_gpus: number };
-  placement: Placement | null;
-  preempts: number[];
-  rejection: Rejection | null;
-}
-
-export interface QuotaUsage {
-  guaranteed_gpus: number;
-  borrow_limit_gpus: number;
-  limit_gpus: number;
-  used_gpus: number;
-  borrowed_gpus: number;
-  peak_future_gpus: number;
-  headroom_gpus: number;
-}
-
-export interface Quota {
-  id: number;
-  tenant: number;
-  pool: number;
-  guaranteed_gpus: number;
-  borrow_limit_gpus: number;
-  usage: QuotaUsage;
-}
-
-export interface Paged<T> {
-  count: number;
-  results: T[];
-}
-
-export interface Slot {
-  start: string;
-  end: string;
-  free_gpus: number;
-  free_nodes: number;
-  largest_free_leaf_group_nodes: number;
-}
-
-export interface Availability {
-  pool: number;
-  total_gpus: number;
-  total_nodes: number;
-  leaf_groups: number;
-  slots: Slot[];
-}
-
+// The connection details come from a page view (console/web), not from the API: no schema.
 export interface HcaPort {
   index: number;
   rail: number;
