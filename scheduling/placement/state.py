@@ -323,3 +323,15 @@ class PoolState:
                     free_gpus += (self.full_mask[node] & ~busy[node]).bit_count()
             assert free_nodes == self.group_free_nodes[group.id], f"group {group.id} node count"
             assert free_gpus == self.group_free_gpus[group.id], f"group {group.id} GPU count"
+
+
+def first_gap(entries: list[tuple[float, float, int, str]], after: float, length: float) -> float:
+    """Start of the first interval of ``length`` at or after ``after`` free of ``entries``."""
+    t = after
+    for s, e, _m, _bid in sorted(entries):
+        if e <= t:
+            continue
+        if s >= t + length:
+            break
+        t = max(t, e)
+    return t
