@@ -172,11 +172,10 @@ def constraint_field(param: Param) -> serializers.Field:
 
 
 class ReservationRequestSerializer(serializers.Serializer):
-    """A reservation request: size (gpus or nodes), window and constraints.
+    """A reservation request: size (gpus or nodes), window and constraints."""
 
-    The constraint fields are those of the registered constraint types
-    (:mod:`scheduling.placement.registry`), between ``priority_class`` and ``name``.
-    """
+    # The constraint fields are those of the registered constraint types
+    # (scheduling.placement.registry), placed between priority_class and name.
 
     tenant = TenantField(help_text="operators only; tenant users always reserve for themselves")
     pool = serializers.PrimaryKeyRelatedField(queryset=Pool.objects.all())

@@ -80,13 +80,16 @@ export function requestOf(form: HTMLFormElement, init: ReserveInit): Body | stri
     [value("size_by") === "nodes" ? "nodes" : "gpus"]: size,
     duration_minutes: Math.max(1, Math.round(hours * 60)),
     priority_class: value("priority_class"),
-    gpu_model: value("gpu_model"),
-    same_leaf: checked("same_leaf"),
-    rail_aligned: checked("rail_aligned"),
     name: value("name"),
   };
-  const hops = value("max_switch_hops");
-  if (hops !== "") body.max_switch_hops = Number(hops);
+  // The constraint controls are rendered from the registered constraint types: a checkbox sends
+  // a boolean, a number its value (or nothing when empty), anything else its text.
+  form.querySelectorAll<HTMLInputElement | HTMLSelectElement>("[data-constraint]").forEach((control) => {
+    if (control instanceof HTMLInputElement && control.type === "checkbox") body[control.name] = checked(control.name);
+    else if (control instanceof HTMLInputElement && control.type === "number") {
+      if (value(control.name) !== "") body[control.name] = Number(value(control.name));
+    } else body[control.name] = value(control.name);
+  });
   const windowed = (form.querySelector<HTMLInputElement>("input[name=when]:checked")?.value ?? "now") === "window";
   if (windowed) {
     const start = value("start");
