@@ -72,8 +72,6 @@ class PlacementEngine:
         # groups they leave out); ``None`` outside such a search.
         self._windows: dict[tuple[object, ...], Window] | None = None
         self._eligibility: dict[tuple[object, ...], Eligibility] = {}
-        self._max_gpus = max((n.gpus for n in topology.nodes), default=0)
-        self._group_capacity_gpus = [sum(topology.nodes[n].gpus for n in g.nodes) for g in topology.groups]
 
     # ---------------------------------------------------------------- state passthroughs
 
@@ -196,24 +194,8 @@ class PlacementEngine:
         return merged[n - 1] if len(merged) >= n else None
 
     def fragmentation(self) -> float:
-        """1 − largest free leaf-group block / the largest block the free capacity could form.
-
-        A block is the GPUs of wholly free nodes in one leaf group; the ideal is
-        ``min(total free GPUs, one group's capacity)``. 0 means free capacity is as
-        concentrated as it can be; 1 means no whole node is free anywhere although GPUs are.
-        """
-        state = self.state
-        total_free = state.free_gpus_now()
-        if total_free == 0:
-            return 0.0
-        largest = 0
-        for group in self.topology.groups:
-            free_nodes = state.group_free_nodes[group.id]
-            if free_nodes:
-                per_node = self.topology.nodes[group.nodes[0]].gpus
-                largest = max(largest, free_nodes * per_node)
-        ideal = min(total_free, max(self._group_capacity_gpus))
-        return max(0.0, 1.0 - largest / ideal)
+        """How scattered the free capacity is (see :meth:`PoolState.fragmentation`)."""
+        return self.state.fragmentation()
 
     # ---------------------------------------------------------------- the search
 
