@@ -128,11 +128,14 @@ class Command(BaseCommand):
         p.add_argument("--start")
         p.add_argument("--end")
         p.add_argument("--hours", type=float)
-        for param in constraint_params():
+        # One flag per registered constraint parameter; pool-valued ones (GPU model) come last,
+        # as the command always listed them.
+        for param in sorted(constraint_params(), key=lambda c: c.widget == "select"):
+            metavar = param.flag.removeprefix("--").replace("-", "_").upper()
             if param.kind is bool:
                 p.add_argument(param.flag, dest=param.name, action="store_true")
             else:
-                p.add_argument(param.flag, dest=param.name, type=param.kind, default=param.default)
+                p.add_argument(param.flag, dest=param.name, type=param.kind, default=param.default, metavar=metavar)
         p.add_argument("--priority", default="training", choices=["training", "inference", "best-effort"])
         p.add_argument("--name", default="")
         p.add_argument("--preview", action="store_true")
