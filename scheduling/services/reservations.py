@@ -273,7 +273,7 @@ def decide(snap: Snapshot, request: ReservationRequest, tenant: Tenant, pool: Po
     held = usage(tenant.pk, pool.pk, start, end)
     if quota is None:
         message = f"tenant {tenant.name!r} has no quota in pool {pool.name!r}"
-        return Decision(start, end, gpus, None, held, False, Rejection("no_quota", message), "no_quota")  # type: ignore[arg-type]
+        return Decision(start, end, gpus, None, held, False, Rejection("no_quota", message), "no_quota")
     if held + gpus > quota.limit_gpus:
         message = (
             f"over quota: {gpus} GPUs requested; tenant {tenant.name!r} already holds up to {held} "
@@ -288,7 +288,7 @@ def decide(snap: Snapshot, request: ReservationRequest, tenant: Tenant, pool: Po
             "guaranteed_gpus": quota.guaranteed_gpus,
             "borrow_limit_gpus": quota.borrow_limit_gpus,
         }
-        rejection = Rejection("over_quota", message, details)  # type: ignore[arg-type]
+        rejection = Rejection("over_quota", message, details)
         return Decision(start, end, gpus, quota, held, True, rejection, "over_quota")
     borrowed = held + gpus > quota.guaranteed_gpus
     owner = Owner(str(tenant.pk), borrowed, priority_rank(request.priority_class))
