@@ -19,6 +19,7 @@ from django.urls import reverse
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
 from console.tenancy.models import Principal, Role, Tenant
+from console.web.constraint_form import constraint_controls
 from console.web.context import principal_for
 from scheduling import read_models
 from scheduling.api.serializers import ReservationSerializer
@@ -93,7 +94,15 @@ def reservations(request: HttpRequest) -> HttpResponse:
         "urls": _urls(),
         "poll_ms": POLL_MS,
     }
-    return _page(request, "web/reservations.html", principal, "reserve", init=init, tenant=tenant)
+    return _page(
+        request,
+        "web/reservations.html",
+        principal,
+        "reserve",
+        init=init,
+        tenant=tenant,
+        constraints=constraint_controls(),
+    )
 
 
 @login_required

@@ -11,6 +11,7 @@ from rest_framework import serializers
 from console.fabric.models import Fabric
 from console.tenancy.api.base import TenantField
 from scheduling.models import Pool, PriorityClass, Quota, Reservation
+from scheduling.placement.registry import Param, params
 from scheduling.services import quotas
 from scheduling.services.reservations import MAX_SIZE, ReservationRequest
 
@@ -148,8 +149,32 @@ class ReservationSerializer(serializers.ModelSerializer):
         return f"0x{reservation.pkey:04x}" if reservation.pkey is not None else None
 
 
+def constraint_field(param: Param) -> serializers.Field:
+    """The serializer field of a registered constraint parameter."""
+    if param.kind is bool:
+        return serializers.BooleanField(default=bool(param.default), help_text=param.help)
+    if param.kind is int:
+        if param.nullable:
+            return serializers.IntegerField(
+                min_value=param.min_value,
+                max_value=param.max_value,
+                required=False,
+                allow_null=True,
+                help_text=param.help,
+            )
+        return serializers.IntegerField(
+            min_value=param.min_value, max_value=param.max_value, default=param.default, help_text=param.help
+        )
+    return serializers.CharField(
+        max_length=param.max_length, required=False, allow_blank=True, default=param.default or "", help_text=param.help
+    )
+
+
 class ReservationRequestSerializer(serializers.Serializer):
     """A reservation request: size (gpus or nodes), window and constraints."""
+
+    # The constraint fields are those of the registered constraint types
+    # (scheduling.placement.registry), placed between priority_class and name.
 
     tenant = TenantField(help_text="operators only; tenant users always reserve for themselves")
     pool = serializers.PrimaryKeyRelatedField(queryset=Pool.objects.all())
@@ -159,11 +184,16 @@ class ReservationRequestSerializer(serializers.Serializer):
     end = serializers.DateTimeField(required=False, allow_null=True)
     duration_minutes = serializers.IntegerField(min_value=1, max_value=90 * 24 * 60, required=False)
     priority_class = serializers.ChoiceField(PriorityClass.choices, default=PriorityClass.TRAINING)
-    gpu_model = serializers.CharField(max_length=40, required=False, allow_blank=True, default="")
-    same_leaf = serializers.BooleanField(default=False)
-    max_switch_hops = serializers.IntegerField(min_value=0, max_value=8, required=False, allow_null=True)
-    rail_aligned = serializers.BooleanField(default=False)
     name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        declared = super().get_fields()
+        fields: dict[str, serializers.Field] = {}
+        for key, value in declared.items():
+            if key == "name":
+                fields.update((p.name, constraint_field(p)) for p in params())
+            fields[key] = value
+        return fields
 
     def validate(self, attrs: dict) -> dict:
         if ("gpus" in attrs) == ("nodes" in attrs):
@@ -189,10 +219,7 @@ class ReservationRequestSerializer(serializers.Serializer):
             end=data.get("end"),
             duration=dt.timedelta(minutes=minutes) if minutes else None,
             priority_class=data["priority_class"],
-            gpu_model=data["gpu_model"],
-            same_leaf=data["same_leaf"],
-            max_switch_hops=data.get("max_switch_hops"),
-            rail_aligned=data["rail_aligned"],
+            constraints={p.name: data.get(p.name, p.default) for p in params()},
             name=data["name"],
             tenant_id=tenant.pk if tenant is not None else None,
         )

@@ -3,41 +3,65 @@
 Build a :class:`PoolTopology` (or use :func:`rail_optimized` / :func:`fat_tree`), wrap it in a
 :class:`PlacementEngine`, load existing bookings with :meth:`PoolState.book`, then
 ``preview``/``place`` :class:`Request` objects. See :mod:`.engine` for the cost model,
-:mod:`.guarantees` for topology-shaped guarantees and :mod:`.reclaim` for preemption order.
+:mod:`.types` and :mod:`.protocol` for the constraint protocol, :mod:`.constraints` and
+:mod:`.guarantees` for today's constraints, :mod:`.registry` for their public parameters and
+:mod:`.reclaim` for preemption order.
 """
 
+from .constraints import GpuModel, InPool, MaxSwitchHops, RailAligned, SameLeaf
 from .engine import PlacementEngine
-from .guarantees import GuardView, guard_view
+from .guarantees import GuardView, ShapedGuarantees, guard_view
+from .protocol import EngineView, GangGuard
 from .reclaim import reclaim_plan
+from .registry import ConstraintError, ConstraintType, Param
+from .request import Request
 from .state import Booking, BookingConflict, PoolState
 from .topology import LeafGroup, NodeState, PoolTopology, TopoNode, fat_tree, rail_optimized
 from .types import (
+    Constraint,
+    NodeFilter,
     Owner,
     Placement,
     PlacementResult,
     Policy,
     Rejection,
     RejectReason,
-    Request,
+    Shortfall,
+    SpreadLimit,
     format_window,
 )
 
 __all__ = [
     "Booking",
     "BookingConflict",
+    "Constraint",
+    "ConstraintError",
+    "ConstraintType",
+    "EngineView",
+    "GangGuard",
+    "GpuModel",
     "GuardView",
+    "InPool",
     "LeafGroup",
+    "MaxSwitchHops",
+    "NodeFilter",
     "NodeState",
     "Owner",
+    "Param",
     "Placement",
     "PlacementEngine",
     "PlacementResult",
     "Policy",
     "PoolState",
     "PoolTopology",
+    "RailAligned",
     "RejectReason",
     "Rejection",
     "Request",
+    "SameLeaf",
+    "ShapedGuarantees",
+    "Shortfall",
+    "SpreadLimit",
     "TopoNode",
     "fat_tree",
     "format_window",

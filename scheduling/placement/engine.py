@@ -4,10 +4,12 @@ One search serves every entry point: :meth:`PlacementEngine.preview` (reserves n
 :meth:`PlacementEngine.place` (preview then book), :meth:`PlacementEngine.earliest_window`
 (backfill of future windows) and :mod:`.reclaim` (preemption of borrowed capacity).
 
-Topology-shaped guarantees (:mod:`.guarantees`): when the pool has any, a non-borrowed
-placement is checked against them; if it would leave some tenant's "N whole leaf groups"
-unplaceable, the search is repeated without the groups that cost (see :meth:`PlacementEngine.search`)
-or the request is rejected with reason ``guarantee``.
+Constraints are plugins (:mod:`.types`, :mod:`.protocol`); the engine knows none by name. A
+request's node filters decide the eligible nodes (computed once per filter combination and
+cached); its spread limits cap the tree level the gang may spread over (the tightest wins, and
+explains a rejection); the engine's preferences (default: rail alignment) are node filters tried
+first for whole-node gangs; the pool's gang guards (the topology-shaped guarantees of
+:mod:`.guarantees`) wrap the search and may repeat it leaving leaf groups out, or reject.
 
 Cost model. A "now" request reads the per-group free counters the state keeps incrementally and
 only inspects nodes that have a booking starting later, then the nodes of the groups it picks:
@@ -18,48 +20,24 @@ eligible nodes once: O(nodes + their bookings).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
 
-from .explain import explain_rejection, guarantee_rejection
-from .guarantees import GuardView, guard_view
-from .selection import LEVEL_FABRIC, LEVEL_GROUP, LEVEL_POD, choose_groups, lowest_bits, take_nodes
-from .state import Booking, PoolState
-from .topology import HOPS_CROSS_POD, HOPS_SAME_GROUP, HOPS_SAME_POD, NodeState, PoolTopology
-from .types import Owner, Placement, PlacementResult, Policy, Rejection, RejectReason, Request
-
-
-@dataclass(frozen=True, slots=True)
-class Shape:
-    """A request resolved against the pool: ``nodes`` × ``gpus_per_node``; ``whole`` nodes or not."""
-
-    nodes: int
-    gpus_per_node: int
-    whole: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Eligibility:
-    """Nodes a request's filters admit, per leaf group (``None``: every node of the group)."""
-
-    per_group: tuple[frozenset[int] | None, ...]
-    nodes: int
-    gpus: int
-    largest_group: int
-    node_gpus: int
-
-    def admits(self, node: int, group: int) -> bool:
-        """Whether ``node`` (in ``group``) passes the filters."""
-        members = self.per_group[group]
-        return members is None or node in members
-
-
-@dataclass(slots=True)
-class Window:
-    """Free capacity of one window: free whole nodes per group, or free GPU masks per node."""
-
-    counts: list[int]
-    free_nodes_of: Callable[[int], list[int]]
+from .constraints import DEFAULT_PREFERENCES
+from .explain import explain_rejection
+from .protocol import GangGuard
+from .request import Request
+from .selection import (
+    LEVEL_FABRIC,
+    LEVEL_GROUP,
+    build_placement,
+    choose_groups,
+    first_fit_nodes,
+    lowest_bits,
+    take_nodes,
+)
+from .state import Booking, PoolState, first_gap
+from .topology import NodeState, PoolTopology
+from .types import Eligibility, NodeFilter, Owner, Placement, PlacementResult, Policy, Shape, Window
 
 
 class PlacementEngine:
@@ -67,7 +45,8 @@ class PlacementEngine:
 
     ``policy`` selects how nodes are chosen: ``topology`` (best fit, fewest leaf groups, rail
     alignment) or ``first-fit`` (first free nodes in index order, the baseline for benchmarks).
-    ``guarantees`` maps tenants to their topology-shaped guarantee in whole leaf groups.
+    ``guards`` are the pool's gang guards (e.g. :class:`~.guarantees.ShapedGuarantees`);
+    ``preferences`` the node filters the topology policy tries first (rail alignment by default).
     """
 
     def __init__(
@@ -77,18 +56,22 @@ class PlacementEngine:
         now: float = 0.0,
         policy: Policy | str = Policy.TOPOLOGY,
         state: PoolState | None = None,
-        guarantees: Mapping[str, int] | None = None,
+        guards: Sequence[GangGuard] = (),
+        preferences: Sequence[NodeFilter] = DEFAULT_PREFERENCES,
     ) -> None:
         self.topology = topology
         self.state = state if state is not None else PoolState(topology, now)
         self.policy = Policy(policy)
-        self.guarantees: dict[str, int] = {t: n for t, n in (guarantees or {}).items() if n > 0}
+        self.guards = tuple(guards)
+        self.preferences = tuple(preferences)
+        # Nodes every preference admits: taken first inside a leaf group, and for shares.
+        self._preferred = frozenset(
+            n.id for n in topology.nodes if all(p.admits(n, topology) for p in self.preferences)
+        )
         # Free-node windows computed during one guarded search (its passes differ only in the
         # groups they leave out); ``None`` outside such a search.
         self._windows: dict[tuple[object, ...], Window] | None = None
         self._eligibility: dict[tuple[object, ...], Eligibility] = {}
-        self._max_gpus = max((n.gpus for n in topology.nodes), default=0)
-        self._group_capacity_gpus = [sum(topology.nodes[n].gpus for n in g.nodes) for g in topology.groups]
 
     # ---------------------------------------------------------------- state passthroughs
 
@@ -201,7 +184,7 @@ class PlacementEngine:
                     continue
                 if state.node_state[node] is not NodeState.AVAILABLE:
                     continue
-                starts.append(_first_gap(state.entries[node], after, length))
+                starts.append(first_gap(state.entries[node], after, length))
             per_group.append(starts)
         n = shape.nodes
         if self.max_level(request) == LEVEL_GROUP:
@@ -211,45 +194,28 @@ class PlacementEngine:
         return merged[n - 1] if len(merged) >= n else None
 
     def fragmentation(self) -> float:
-        """1 − largest free leaf-group block / the largest block the free capacity could form.
-
-        A block is the GPUs of wholly free nodes in one leaf group; the ideal is
-        ``min(total free GPUs, one group's capacity)``. 0 means free capacity is as
-        concentrated as it can be; 1 means no whole node is free anywhere although GPUs are.
-        """
-        state = self.state
-        total_free = state.free_gpus_now()
-        if total_free == 0:
-            return 0.0
-        largest = 0
-        for group in self.topology.groups:
-            free_nodes = state.group_free_nodes[group.id]
-            if free_nodes:
-                per_node = self.topology.nodes[group.nodes[0]].gpus
-                largest = max(largest, free_nodes * per_node)
-        ideal = min(total_free, max(self._group_capacity_gpus))
-        return max(0.0, 1.0 - largest / ideal)
+        """How scattered the free capacity is (see :meth:`PoolState.fragmentation`)."""
+        return self.state.fragmentation()
 
     # ---------------------------------------------------------------- the search
 
     def eligibility(self, request: Request, min_gpus: int = 1) -> Eligibility:
-        """Filters of ``request`` applied to the topology (cached per filter combination)."""
-        key = (request.gpu_model, request.pool, request.rail_aligned, min_gpus)
+        """Node filters of ``request`` applied to the topology (cached per filter combination)."""
+        return self._eligible(request.node_filters, min_gpus)
+
+    def _eligible(self, filters: tuple[NodeFilter, ...], min_gpus: int) -> Eligibility:
+        key = (filters, min_gpus)
         cached = self._eligibility.get(key)
         if cached is not None:
             return cached
         topo = self.topology
-        aligned = topo.rail_aligned_nodes
         per_group: list[frozenset[int] | None] = []
         count = gpus = largest = node_gpus = 0
         for group in topo.groups:
             members = [
                 n
                 for n in group.nodes
-                if (request.gpu_model is None or topo.nodes[n].gpu_model == request.gpu_model)
-                and (request.pool is None or topo.nodes[n].pool == request.pool)
-                and (not request.rail_aligned or n in aligned)
-                and topo.nodes[n].gpus >= min_gpus
+                if topo.nodes[n].gpus >= min_gpus and all(f.admits(topo.nodes[n], topo) for f in filters)
             ]
             per_group.append(None if len(members) == len(group.nodes) else frozenset(members))
             count += len(members)
@@ -277,27 +243,8 @@ class PlacementEngine:
 
     @staticmethod
     def max_level(request: Request) -> int:
-        """Highest tree level a request may spread over, from ``same_leaf``/``max_switch_hops``."""
-        if request.same_leaf:
-            return LEVEL_GROUP
-        hops = request.max_switch_hops
-        if hops is None or hops >= HOPS_CROSS_POD:
-            return LEVEL_FABRIC
-        return LEVEL_POD if hops >= HOPS_SAME_POD else LEVEL_GROUP
-
-    def guarded(self, request: Request) -> bool:
-        """Whether ``request`` must keep the shaped guarantees placeable (non-borrowed, and the
-        pool has some)."""
-        return bool(self.guarantees) and not (request.owner is not None and request.owner.borrowed)
-
-    def guard_view(self, request: Request, ignore: frozenset[str] = frozenset()) -> GuardView | None:
-        """The leaf groups classified for ``request``'s owner, or ``None`` when the request is not
-        guarded. The classification counts every non-borrowed booking that has not ended,
-        whatever the request's window (see :mod:`.guarantees`)."""
-        if not self.guarded(request):
-            return None
-        tenant = request.owner.tenant if request.owner is not None else ""
-        return guard_view(self.state, self.guarantees, tenant, ignore)
+        """Highest tree level a request may spread over: the tightest of its spread limits."""
+        return min((c.max_level() for c in request.spread_limits), default=LEVEL_FABRIC)
 
     def search(
         self,
@@ -310,65 +257,36 @@ class PlacementEngine:
     ) -> PlacementResult:
         """Place ``request`` in ``[start, end)``; the engine's single decision procedure.
 
-        Without shaped guarantees (or for a borrowed request) this is the unrestricted search.
-        Otherwise an unrestricted placement that lowers no slack is taken as is; else, in
-        order: the placement avoiding every costly group if it spans no more leaf groups than
-        the first one (or the first one is not allowed), the first one if allowed, then the
-        passes of :meth:`guard_fallbacks`; failing all, a ``guarantee`` rejection. Every
-        candidate is checked exactly (:meth:`.GuardView.evaluate`), so the heuristics only
-        decide how often a placement is found, never whether a guarantee is kept.
+        Without an applicable gang guard this is the unrestricted search. Otherwise the guards
+        wrap it, outermost first, each able to repeat the search leaving leaf groups out.
         """
-        if not self.guarded(request):
+        guards = [g for g in self.guards if g.applies(request)]
+        if not guards:
             return self._search_raw(request, start, end, explain, ignore)
         saved, self._windows = self._windows, {}
         try:
-            return self._guarded_search(request, start, end, explain, ignore)
+            return self._guarded(guards, request, start, end, explain, ignore, frozenset())
         finally:
             self._windows = saved
 
-    def _guarded_search(
-        self, request: Request, start: float, end: float, explain: bool, ignore: frozenset[str]
+    def _guarded(
+        self,
+        guards: list[GangGuard],
+        request: Request,
+        start: float,
+        end: float,
+        explain: bool,
+        ignore: frozenset[str],
+        exclude: frozenset[int],
     ) -> PlacementResult:
-        first = self._search_raw(request, start, end, explain, ignore)
-        if not isinstance(first, Placement):
-            return first
-        view = self.guard_view(request, ignore)
-        assert view is not None
-        allowed, costs = view.evaluate(first.leaf_groups)
-        if not costs:
-            return first
-        costly = view.costly_groups()
-        if costly:
-            free = self._search_raw(request, start, end, False, ignore, costly)
-            free_ok = isinstance(free, Placement) and view.allows(free.leaf_groups)
-        else:  # only the combination costs (a shaped requester taking several universal groups)
-            free, free_ok = first, allowed
-        if free_ok and (not allowed or len(free.leaf_groups) <= len(first.leaf_groups)):
-            return free
-        if allowed:
-            return first
-        for exclude in self.guard_fallbacks(request, view, costly):
-            other = self._search_raw(request, start, end, False, ignore, exclude)
-            if isinstance(other, Placement) and view.allows(other.leaf_groups):
-                return other
-        return guarantee_rejection(self, request, start, end, view, costly, ignore, explain=explain)
+        if not guards:
+            return self._search_raw(request, start, end, explain, ignore, exclude)
+        inner = guards[1:]
 
-    def guard_fallbacks(self, request: Request, view: GuardView, costly: frozenset[int]) -> list[frozenset[int]]:
-        """Group sets to leave out when neither the unrestricted placement nor the one avoiding
-        every ``costly`` group is allowed. With slack to spare, a gang may spend it: all costly
-        groups but the ``spare`` ones with the most free nodes now. A shaped requester may
-        have taken more universal groups than it still needs: costly and universal groups."""
-        out: list[frozenset[int]] = []
-        shape = self.shape(request)
-        if view.spare() and costly and shape is not None and shape.whole:
-            counts = self.state.group_free_nodes
-            keep = sorted(costly, key=lambda g: (-counts[g], g))[: view.spare()]
-            out.append(costly - frozenset(keep))
-        if view.requester >= 0:
-            strict = costly | view.universal_groups()
-            if strict != costly:
-                out.append(strict)
-        return out
+        def raw(more: frozenset[int], explain_inner: bool) -> PlacementResult:
+            return self._guarded(inner, request, start, end, explain_inner, ignore, exclude | more)
+
+        return guards[0].search(self, request, start, end, raw, explain=explain, ignore=ignore)
 
     def _search_raw(
         self,
@@ -386,21 +304,19 @@ class PlacementEngine:
         elig = self.eligibility(request, shape.gpus_per_node)
         if elig.nodes == 0 or shape.nodes > elig.nodes:
             return explain_rejection(self, request, shape, start, end, None, explain=explain)
-        if (
-            shape.whole
-            and self.policy is Policy.TOPOLOGY
-            and not request.rail_aligned
-            and len(self.topology.rail_aligned_nodes) < len(self.topology.nodes)
-        ):
-            # Some nodes are not rail-aligned: prefer an all-aligned gang when it spans no more
-            # leaf groups than the unconstrained choice (the aligned pass is a strict subset).
-            aligned = self._search_raw(replace(request, rail_aligned=True), start, end, False, ignore, exclude)
-            fallback = self._search_whole(request, shape, elig, start, end, explain, ignore, exclude)
-            if isinstance(aligned, Placement) and (
-                not isinstance(fallback, Placement) or len(aligned.leaf_groups) <= len(fallback.leaf_groups)
-            ):
-                return aligned
-            return fallback
+        if shape.whole and self.policy is Policy.TOPOLOGY:
+            extra = tuple(p for p in self.preferences if p not in request.node_filters)
+            preferred = self._eligible((*request.node_filters, *extra), shape.gpus_per_node) if extra else elig
+            if preferred.nodes < elig.nodes:
+                # Some eligible nodes are not preferred: take an all-preferred gang when it
+                # spans no more leaf groups than the unconstrained choice (a strict subset).
+                first = self._search_whole(request, shape, preferred, start, end, False, ignore, exclude)
+                fallback = self._search_whole(request, shape, elig, start, end, explain, ignore, exclude)
+                if isinstance(first, Placement) and (
+                    not isinstance(fallback, Placement) or len(first.leaf_groups) <= len(fallback.leaf_groups)
+                ):
+                    return first
+                return fallback
         return self._search_whole(request, shape, elig, start, end, explain, ignore, exclude)
 
     def _search_whole(
@@ -419,20 +335,22 @@ class PlacementEngine:
         window = self.whole_node_window(elig, start, end, ignore, exclude)
         level = self.max_level(request)
         if self.policy is Policy.FIRST_FIT:
-            nodes = self._first_fit_nodes(window, shape.nodes, level)
+            nodes = first_fit_nodes(window, self.topology.pods, shape.nodes, level)
         else:
             chosen = choose_groups(window.counts, self.topology.pods, shape.nodes, level)
             nodes = None
             if chosen is not None:
                 groups, _ = chosen
                 free = {g: window.free_nodes_of(g) for g in groups}
-                nodes = take_nodes(groups, free, shape.nodes, self.topology.rail_aligned_nodes)
+                nodes = take_nodes(groups, free, shape.nodes, self._preferred)
         if nodes is None:
             return explain_rejection(self, request, shape, start, end, window, explain=explain)
         used_groups = {self.state.node_group[n] for n in nodes}
         free_in_groups = sum(window.counts[g] for g in used_groups)
         masks = [self.state.full_mask[n] for n in nodes]
-        return self._build(nodes, masks, start, end, fill=len(nodes) / max(1, free_in_groups))
+        return build_placement(
+            self.topology, self.policy, nodes, masks, start, end, fill=len(nodes) / max(1, free_in_groups)
+        )
 
     def whole_node_window(
         self,
@@ -507,30 +425,6 @@ class PlacementEngine:
             )
         return Window([len(f) for f in free_lists], free_lists.__getitem__)
 
-    def _first_fit_nodes(self, window: Window, needed: int, level: int) -> list[int] | None:
-        # The baseline knows nothing of leaves: first free nodes in index order. It still obeys
-        # hard constraints, by taking the first group (or pod) in index order that holds them.
-        if level == LEVEL_GROUP:
-            for gid, count in enumerate(window.counts):
-                if count >= needed:
-                    return window.free_nodes_of(gid)[:needed]
-            return None
-        if level == LEVEL_POD and len(self.topology.pods) > 1:
-            for pod in self.topology.pods:
-                if sum(window.counts[g] for g in pod) >= needed:
-                    nodes = [n for g in pod for n in window.free_nodes_of(g)]
-                    return sorted(nodes)[:needed]
-            return None
-        if sum(window.counts) < needed:
-            return None
-        taken: list[int] = []
-        for gid, count in enumerate(window.counts):
-            if count:
-                taken.extend(window.free_nodes_of(gid)[: needed - len(taken)])
-                if len(taken) == needed:
-                    break
-        return taken
-
     def _place_share(
         self,
         request: Request,
@@ -542,8 +436,8 @@ class PlacementEngine:
         ignore: frozenset[str],
         exclude: frozenset[int] = frozenset(),
     ) -> PlacementResult:
-        # A share of one node. Rail-aligned nodes first (a miswired node is the last resort, and
-        # stays free for nobody's gang), then best fit: the node with the fewest free GPUs that
+        # A share of one node. Preferred (rail-aligned) nodes first (a miswired node is the last
+        # resort, and stays free for nobody's gang), then best fit: the node with the fewest free GPUs that
         # still fit, in the group with the fewest wholly free nodes, so whole nodes and groups
         # stay free for large gangs.
         state = self.state
@@ -551,7 +445,7 @@ class PlacementEngine:
         now_path = start <= state.now and not ignore
         available = NodeState.AVAILABLE
         first_fit = self.policy is Policy.FIRST_FIT
-        aligned = self.topology.rail_aligned_nodes
+        preferred = self._preferred
         best: tuple[int, int, int, int] | None = None
         best_mask = 0
         for group in self.topology.groups:
@@ -575,7 +469,7 @@ class PlacementEngine:
                 if first_fit:
                     key = (node, 0, 0, node)
                 else:
-                    key = (node not in aligned, free, group_free, node)
+                    key = (node not in preferred, free, group_free, node)
                 if best is None or key < best:
                     best, best_mask = key, mask
             if first_fit and best is not None:
@@ -585,54 +479,9 @@ class PlacementEngine:
         node = best[3]
         gpus = lowest_bits(best_mask, want)
         mask = sum(1 << i for i in gpus)
-        return self._build([node], [mask], start, end, fill=want / best_mask.bit_count())
-
-    def _build(self, nodes: list[int], masks: list[int], start: float, end: float, *, fill: float) -> Placement:
-        topo = self.topology
-        groups = sorted({topo.nodes[n].leaf_group for n in nodes})
-        leaves: set[int] = set()
-        gpu_indices: list[tuple[int, ...]] = []
-        for node, mask in zip(nodes, masks, strict=True):
-            info = topo.nodes[node]
-            used = lowest_bits(mask, info.gpus)
-            gpu_indices.append(used)
-            hcas = len(info.rail_leaves)
-            # GPU i is served by HCA i on a rail-optimised node; with fewer HCAs they are shared
-            # in order (GPUs 0-3 on HCA 0, 4-7 on HCA 1 for two HCAs).
-            leaves.update(info.rail_leaves[i * hcas // info.gpus] for i in used)
-        if len(groups) == 1:
-            hops, spines = HOPS_SAME_GROUP, ()
-        else:
-            pods = {topo.groups[g].pod for g in groups}
-            hops = HOPS_SAME_POD if len(pods) == 1 else HOPS_CROSS_POD
-            spines = tuple(sorted(topo.spines_for_leaves(leaves)))
-        aligned = all(n in topo.rail_aligned_nodes for n in nodes)
-        score = (1.0 / len(groups)) * (1.0 if aligned else 0.5) * min(1.0, fill)
-        return Placement(
-            node_ids=tuple(nodes),
-            gpu_indices=tuple(gpu_indices),
-            start=start,
-            end=end,
-            leaf_groups=tuple(groups),
-            leaves=tuple(sorted(leaves)),
-            spines=spines,
-            rail_aligned=aligned,
-            max_hops=hops,
-            score=round(score, 4),
-            policy=self.policy,
+        return build_placement(
+            self.topology, self.policy, [node], [mask], start, end, fill=want / best_mask.bit_count()
         )
 
 
-def _first_gap(entries: list[tuple[float, float, int, str]], after: float, length: float) -> float:
-    """Start of the first interval of ``length`` at or after ``after`` free of ``entries``."""
-    t = after
-    for s, e, _m, _bid in sorted(entries):
-        if e <= t:
-            continue
-        if s >= t + length:
-            break
-        t = max(t, e)
-    return t
-
-
-__all__ = ["Eligibility", "PlacementEngine", "RejectReason", "Rejection", "Shape", "Window"]
+__all__ = ["PlacementEngine"]

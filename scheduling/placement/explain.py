@@ -8,33 +8,24 @@ and the browser can show it without parsing prose.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .selection import LEVEL_GROUP, LEVEL_POD
+from .protocol import EngineView
+from .request import Request
+from .selection import LEVEL_FABRIC
 from .topology import NodeState
-from .types import Placement, Rejection, RejectReason, Request, format_window
-
-if TYPE_CHECKING:
-    from .engine import PlacementEngine, Shape, Window
-    from .guarantees import GuardView
+from .types import Placement, Rejection, RejectReason, Shape, Window, format_window
 
 #: How far ahead an explanation looks for the earliest window (30 days).
 EXPLAIN_HORIZON_S = 30 * 86400.0
 
 
 def _filters(request: Request) -> str:
-    parts = []
-    if request.gpu_model:
-        parts.append(f"gpu_model={request.gpu_model}")
-    if request.pool:
-        parts.append(f"pool={request.pool}")
-    if request.rail_aligned:
-        parts.append("rail-aligned")
-    return ", ".join(parts) or "no filter"
+    return ", ".join(f.describe() for f in request.node_filters) or "no filter"
 
 
 def explain_rejection(
-    engine: PlacementEngine,
+    engine: EngineView,
     request: Request,
     shape: Shape | None,
     start: float,
@@ -76,10 +67,9 @@ def explain_rejection(
             f"{n} nodes ({gpus} GPUs) requested; the pool has only {elig.nodes} eligible nodes ({elig.gpus} GPUs)",
             details,
         )
-    level = engine.max_level(request)
     if not shape.whole:
-        reason = RejectReason.NO_CAPACITY
-        best = _most_free_gpus_on_a_node(engine, request, shape, start, end)
+        reason: RejectReason | str = RejectReason.NO_CAPACITY
+        best = most_free_gpus_on_a_node(engine, request, shape, start, end)
         details["most_free_gpus_on_a_node"] = best
         head = f"{shape.gpus_per_node} GPUs on one node requested; the most free GPUs on one node is {best}"
         what = f"{shape.gpus_per_node} GPUs"
@@ -89,45 +79,35 @@ def explain_rejection(
         free = sum(window.counts)
         details.update(free_nodes=free, largest_free_group=largest)
         what = str(n)
-        if level == LEVEL_GROUP:
-            if elig.largest_group < n:
-                details["largest_group_size"] = elig.largest_group
-                return Rejection(
-                    RejectReason.TOO_LARGE,
-                    f"{n} nodes under one leaf requested; the largest leaf group has only "
-                    f"{elig.largest_group} eligible nodes",
-                    details,
-                )
-            reason = RejectReason.SAME_LEAF
-            head = f"{n} nodes under one leaf requested; the largest free leaf group has {largest}"
-        elif level == LEVEL_POD and len(engine.topology.pods) > 1:
-            pod_free = max(sum(window.counts[g] for g in pod) for pod in engine.topology.pods)
-            details["largest_free_pod"] = pod_free
-            reason = RejectReason.MAX_HOPS
-            head = (
-                f"{n} nodes within {request.max_switch_hops} switch hops (one pod) requested; "
-                f"the largest free pod has {pod_free}"
-            )
-        else:
-            reason = RejectReason.NO_CAPACITY
-            head = (
-                f"{n} nodes ({gpus} GPUs) requested; {free} nodes are free in the window "
-                f"(largest free leaf group: {largest})"
-            )
+        reason = RejectReason.NO_CAPACITY
+        head = (
+            f"{n} nodes ({gpus} GPUs) requested; {free} nodes are free in the window "
+            f"(largest free leaf group: {largest})"
+        )
+        # The tightest spread limit bound the gang, so it explains (the first of equals).
+        binding = min(request.spread_limits, key=lambda c: c.max_level(), default=None)
+        if binding is not None and binding.max_level() < LEVEL_FABRIC:
+            short = binding.shortfall(n, window.counts, elig.largest_group, engine.topology)
+            if short is not None:
+                details.update(short.details)
+                if short.final:
+                    return Rejection(short.reason, short.message, details)
+                reason, head = short.reason, short.message
     if explain:
-        head += _earliest(engine, request, start, end, what, details)
+        head += earliest_clause(engine, request, start, end, what, details)
     return Rejection(reason, head, details)
 
 
-def _earliest(
-    engine: PlacementEngine,
+def earliest_clause(
+    engine: EngineView,
     request: Request,
     start: float,
     end: float,
     what: str,
     details: dict[str, Any],
 ) -> str:
-    # The clause naming the earliest window that fits (same owner, so the same guarantee rule).
+    """The clause naming the earliest window that fits (same owner, so the same guard rules);
+    records ``earliest_start``/``earliest_end`` in ``details``."""
     duration = end - start
     later = engine.earliest_window(
         request,
@@ -142,70 +122,15 @@ def _earliest(
     return f"; no window with {what} in the next {EXPLAIN_HORIZON_S / 86400:g} days"
 
 
-def guarantee_rejection(
-    engine: PlacementEngine,
-    request: Request,
-    start: float,
-    end: float,
-    view: GuardView,
-    excluded: frozenset[int],
-    ignore: frozenset[str],
-    *,
-    explain: bool,
-) -> Rejection:
-    """The request fits, but only by taking leaf groups other tenants' shaped guarantees need.
-
-    Names no tenant: tenants must not learn of each other. ``held_leaf_groups`` is the number of
-    leaf groups the other tenants' shaped guarantees hold; the message then says what fits
-    outside the costly groups (``excluded``).
-    """
-    shape = engine.shape(request)
-    assert shape is not None  # the unrestricted search placed it
-    elig = engine.eligibility(request, shape.gpus_per_node)
-    n = shape.nodes
-    gpus = n * shape.gpus_per_node
-    held = view.held_for_others()
-    details: dict[str, Any] = {
-        "window_start": start,
-        "window_end": end,
-        "requested_nodes": n,
-        "requested_gpus": gpus,
-        "gpus_per_node": shape.gpus_per_node,
-        "held_leaf_groups": held,
-    }
-    reason = f"the free leaf groups are held for other tenants' guaranteed leaf groups ({held} held)"
-    if shape.whole:
-        window = engine.whole_node_window(elig, start, end, ignore, excluded)
-        if engine.max_level(request) == LEVEL_GROUP:
-            outside = max(window.counts, default=0)
-            fit = f"{outside} nodes fit under one leaf outside them"
-        else:
-            outside = sum(window.counts)
-            fit = f"{outside} nodes fit outside them"
-        details["free_nodes_outside"] = outside
-        head = f"{n} nodes ({gpus} GPUs) requested; {reason}; {fit}"
-        what = str(n)
-    else:
-        best = _most_free_gpus_on_a_node(engine, request, shape, start, end, excluded)
-        details["most_free_gpus_on_a_node_outside"] = best
-        head = (
-            f"{shape.gpus_per_node} GPUs on one node requested; {reason}; the most free GPUs "
-            f"on one node outside them is {best}"
-        )
-        what = f"{shape.gpus_per_node} GPUs"
-    if explain:
-        head += _earliest(engine, request, start, end, what, details)
-    return Rejection(RejectReason.GUARANTEE, head, details)
-
-
-def _most_free_gpus_on_a_node(
-    engine: PlacementEngine,
+def most_free_gpus_on_a_node(
+    engine: EngineView,
     request: Request,
     shape: Shape,
     start: float,
     end: float,
     excluded: frozenset[int] = frozenset(),
 ) -> int:
+    """The most GPUs free over ``[start, end)`` on one eligible node outside ``excluded`` groups."""
     state = engine.state
     elig = engine.eligibility(request, shape.gpus_per_node)
     best = 0

@@ -32,9 +32,15 @@ tenant has. Down or draining nodes are ignored: the guard is about bookings.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
+from .explain import earliest_clause, most_free_gpus_on_a_node
+from .protocol import EngineView, GangGuard, RawSearch
+from .request import Request
+from .selection import LEVEL_GROUP
 from .state import PoolState
+from .types import Placement, PlacementResult, Rejection, RejectReason
 
 #: Group classes; a class >= 0 is "dedicated to the shaped tenant of that index".
 UNIVERSAL = -1
@@ -151,4 +157,144 @@ def guard_view(
     return GuardView(tuple(guarantees[t] for t in shaped), code_of.get(tenant, -1), classes)
 
 
-__all__ = ["DEAD", "UNIVERSAL", "GuardView", "guard_view"]
+class ShapedGuarantees(GangGuard):
+    """The guard keeping every tenant's "N whole leaf groups" placeable (``guarantees`` maps
+    tenants to N). Applies to non-borrowed requests; borrowed ones are reclaimable instead."""
+
+    def __init__(self, guarantees: Mapping[str, int]) -> None:
+        self.guarantees: dict[str, int] = {t: n for t, n in guarantees.items() if n > 0}
+
+    def applies(self, request: Request) -> bool:
+        return bool(self.guarantees) and not (request.owner is not None and request.owner.borrowed)
+
+    def view(self, host: EngineView, request: Request, ignore: frozenset[str] = frozenset()) -> GuardView:
+        """The leaf groups classified for ``request``'s owner. The classification counts every
+        non-borrowed booking that has not ended, whatever the request's window."""
+        tenant = request.owner.tenant if request.owner is not None else ""
+        return guard_view(host.state, self.guarantees, tenant, ignore)
+
+    def search(
+        self,
+        host: EngineView,
+        request: Request,
+        start: float,
+        end: float,
+        raw: RawSearch,
+        *,
+        explain: bool,
+        ignore: frozenset[str],
+    ) -> PlacementResult:
+        """An unrestricted placement that lowers no slack is taken as is; else, in order: the
+        placement avoiding every costly group if it spans no more leaf groups than the first one
+        (or the first one is not allowed), the first one if allowed, then the passes of
+        :meth:`fallbacks`; failing all, a ``guarantee`` rejection. Every candidate is checked
+        exactly (:meth:`GuardView.evaluate`), so the heuristics only decide how often a
+        placement is found, never whether a guarantee is kept."""
+        first = raw(frozenset(), explain)
+        if not isinstance(first, Placement):
+            return first
+        view = self.view(host, request, ignore)
+        allowed, costs = view.evaluate(first.leaf_groups)
+        if not costs:
+            return first
+        costly = view.costly_groups()
+        free: PlacementResult
+        if costly:
+            free = raw(costly, False)
+            free_ok = isinstance(free, Placement) and view.allows(free.leaf_groups)
+        else:  # only the combination costs (a shaped requester taking several universal groups)
+            free, free_ok = first, allowed
+        if free_ok and isinstance(free, Placement) and (not allowed or len(free.leaf_groups) <= len(first.leaf_groups)):
+            return free
+        if allowed:
+            return first
+        for exclude in self.fallbacks(host, request, view, costly):
+            other = raw(exclude, False)
+            if isinstance(other, Placement) and view.allows(other.leaf_groups):
+                return other
+        return self.rejection(host, request, start, end, view, costly, ignore, explain=explain)
+
+    def fallbacks(
+        self, host: EngineView, request: Request, view: GuardView, costly: frozenset[int]
+    ) -> list[frozenset[int]]:
+        """Group sets to leave out when neither the unrestricted placement nor the one avoiding
+        every ``costly`` group is allowed. With slack to spare, a gang may spend it: all costly
+        groups but the ``spare`` ones with the most free nodes now. A shaped requester may
+        have taken more universal groups than it still needs: costly and universal groups."""
+        out: list[frozenset[int]] = []
+        shape = host.shape(request)
+        if view.spare() and costly and shape is not None and shape.whole:
+            counts = host.state.group_free_nodes
+            keep = sorted(costly, key=lambda g: (-counts[g], g))[: view.spare()]
+            out.append(costly - frozenset(keep))
+        if view.requester >= 0:
+            strict = costly | view.universal_groups()
+            if strict != costly:
+                out.append(strict)
+        return out
+
+    def passes(
+        self, host: EngineView, request: Request, ignore: frozenset[str] = frozenset()
+    ) -> tuple[list[frozenset[int]], Callable[[Iterable[int]], bool]]:
+        view = self.view(host, request, ignore)
+        costly = view.costly_groups()
+        return [costly, *self.fallbacks(host, request, view, costly)], view.allows
+
+    def rejection(
+        self,
+        host: EngineView,
+        request: Request,
+        start: float,
+        end: float,
+        view: GuardView,
+        excluded: frozenset[int],
+        ignore: frozenset[str],
+        *,
+        explain: bool,
+    ) -> Rejection:
+        """The request fits, but only by taking leaf groups other tenants' shaped guarantees need.
+
+        Names no tenant: tenants must not learn of each other. ``held_leaf_groups`` is the number
+        of leaf groups the other tenants' shaped guarantees hold; the message then says what fits
+        outside the costly groups (``excluded``).
+        """
+        shape = host.shape(request)
+        assert shape is not None  # the unrestricted search placed it
+        elig = host.eligibility(request, shape.gpus_per_node)
+        n = shape.nodes
+        gpus = n * shape.gpus_per_node
+        held = view.held_for_others()
+        details: dict[str, Any] = {
+            "window_start": start,
+            "window_end": end,
+            "requested_nodes": n,
+            "requested_gpus": gpus,
+            "gpus_per_node": shape.gpus_per_node,
+            "held_leaf_groups": held,
+        }
+        reason = f"the free leaf groups are held for other tenants' guaranteed leaf groups ({held} held)"
+        if shape.whole:
+            window = host.whole_node_window(elig, start, end, ignore, excluded)
+            if host.max_level(request) == LEVEL_GROUP:
+                outside = max(window.counts, default=0)
+                fit = f"{outside} nodes fit under one leaf outside them"
+            else:
+                outside = sum(window.counts)
+                fit = f"{outside} nodes fit outside them"
+            details["free_nodes_outside"] = outside
+            head = f"{n} nodes ({gpus} GPUs) requested; {reason}; {fit}"
+            what = str(n)
+        else:
+            best = most_free_gpus_on_a_node(host, request, shape, start, end, excluded)
+            details["most_free_gpus_on_a_node_outside"] = best
+            head = (
+                f"{shape.gpus_per_node} GPUs on one node requested; {reason}; the most free GPUs "
+                f"on one node outside them is {best}"
+            )
+            what = f"{shape.gpus_per_node} GPUs"
+        if explain:
+            head += earliest_clause(host, request, start, end, what, details)
+        return Rejection(RejectReason.GUARANTEE, head, details)
+
+
+__all__ = ["DEAD", "UNIVERSAL", "GuardView", "ShapedGuarantees", "guard_view"]

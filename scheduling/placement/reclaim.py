@@ -27,10 +27,11 @@ from collections.abc import Callable, Iterable
 from itertools import combinations
 
 from .engine import PlacementEngine
+from .request import Request
 from .selection import choose_groups
 from .state import Booking
 from .topology import NodeState
-from .types import Owner, Placement, PlacementResult, Request
+from .types import Owner, Placement, PlacementResult
 
 #: Subset feasibility checks before falling back to greedy selection.
 EXACT_BUDGET = 20_000
@@ -100,18 +101,24 @@ def reclaim_plan(
     level = engine.max_level(request)
     full = state.full_mask
     pods = engine.topology.pods
-    view = engine.guard_view(request)
+    # The applicable gang guards' passes (group sets they leave out) and exact checks.
     passes: list[frozenset[int]] = [frozenset()]
-    if view is not None:
-        costly = view.costly_groups()
-        passes += [costly, *engine.guard_fallbacks(request, view, costly)]
+    checks: list[Callable[[Iterable[int]], bool]] = []
+    for guard in engine.guards:
+        if guard.applies(request):
+            more, allows = guard.passes(engine, request)
+            passes += more
+            checks.append(allows)
+
+    def allowed(groups: Iterable[int]) -> bool:
+        return all(check(groups) for check in checks)
 
     def groups_fit(counts: list[int]) -> bool:
-        # The engine's passes on counts: unrestricted, then leaving costly groups out.
+        # The engine's passes on counts: unrestricted, then leaving the guards' groups out.
         for exclude in passes:
             trimmed = [0 if g in exclude else c for g, c in enumerate(counts)]
             chosen = choose_groups(trimmed, pods, shape.nodes, level)
-            if chosen is not None and (view is None or view.allows(chosen[0])):
+            if chosen is not None and allowed(chosen[0]):
                 return True
         return False
 
@@ -127,7 +134,7 @@ def reclaim_plan(
             for m, bid in holders:
                 if bid not in chosen:
                     mask &= ~m
-            if mask.bit_count() >= shape.gpus_per_node and (view is None or view.allows((group,))):
+            if mask.bit_count() >= shape.gpus_per_node and allowed((group,)):
                 return True
         return False
 

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .topology import HOPS_CROSS_POD, HOPS_SAME_GROUP, HOPS_SAME_POD, PoolTopology
+from .types import Placement, Policy, Window
+
 #: Constraint levels: how high in the tree a gang may spread.
 LEVEL_GROUP = 0
 LEVEL_POD = 1
@@ -123,3 +126,71 @@ def lowest_bits(mask: int, count: int) -> tuple[int, ...]:
         mask >>= 1
         index += 1
     return tuple(out)
+
+
+def first_fit_nodes(window: Window, pods: Sequence[Sequence[int]], needed: int, level: int) -> list[int] | None:
+    """The first-fit baseline: first free nodes in index order, ``None`` when they do not fit.
+
+    It knows nothing of leaves, yet still obeys spread limits by taking the first group (or pod)
+    in index order that holds the gang.
+    """
+    if level == LEVEL_GROUP:
+        for gid, count in enumerate(window.counts):
+            if count >= needed:
+                return window.free_nodes_of(gid)[:needed]
+        return None
+    if level == LEVEL_POD and len(pods) > 1:
+        for pod in pods:
+            if sum(window.counts[g] for g in pod) >= needed:
+                nodes = [n for g in pod for n in window.free_nodes_of(g)]
+                return sorted(nodes)[:needed]
+        return None
+    if sum(window.counts) < needed:
+        return None
+    taken: list[int] = []
+    for gid, count in enumerate(window.counts):
+        if count:
+            taken.extend(window.free_nodes_of(gid)[: needed - len(taken)])
+            if len(taken) == needed:
+                break
+    return taken
+
+
+def build_placement(
+    topo: PoolTopology, policy: Policy, nodes: list[int], masks: list[int], start: float, end: float, *, fill: float
+) -> Placement:
+    """Describe the chosen nodes and GPU masks as a :class:`Placement`: leaves, spines, hops and
+    a score in (0, 1] (``fill``: the share of the touched groups' free nodes taken)."""
+    groups = sorted({topo.nodes[n].leaf_group for n in nodes})
+    leaves: set[int] = set()
+    gpu_indices: list[tuple[int, ...]] = []
+    for node, mask in zip(nodes, masks, strict=True):
+        info = topo.nodes[node]
+        used = lowest_bits(mask, info.gpus)
+        gpu_indices.append(used)
+        hcas = len(info.rail_leaves)
+        # GPU i is served by HCA i on a rail-optimised node; with fewer HCAs they are shared
+        # in order (GPUs 0-3 on HCA 0, 4-7 on HCA 1 for two HCAs).
+        leaves.update(info.rail_leaves[i * hcas // info.gpus] for i in used)
+    spines: tuple[int, ...]
+    if len(groups) == 1:
+        hops, spines = HOPS_SAME_GROUP, ()
+    else:
+        pods = {topo.groups[g].pod for g in groups}
+        hops = HOPS_SAME_POD if len(pods) == 1 else HOPS_CROSS_POD
+        spines = tuple(sorted(topo.spines_for_leaves(leaves)))
+    aligned = all(n in topo.rail_aligned_nodes for n in nodes)
+    score = (1.0 / len(groups)) * (1.0 if aligned else 0.5) * min(1.0, fill)
+    return Placement(
+        node_ids=tuple(nodes),
+        gpu_indices=tuple(gpu_indices),
+        start=start,
+        end=end,
+        leaf_groups=tuple(groups),
+        leaves=tuple(sorted(leaves)),
+        spines=spines,
+        rail_aligned=aligned,
+        max_hops=hops,
+        score=round(score, 4),
+        policy=policy,
+    )

@@ -78,6 +78,7 @@ class PoolState:
         self.future: dict[int, int] = {}
         self.group_free_nodes: list[int] = [len(g.nodes) for g in topology.groups]
         self.group_free_gpus: list[int] = [sum(nodes[i].gpus for i in g.nodes) for g in topology.groups]
+        self._largest_group_gpus = max(self.group_free_gpus, default=0)
         # group -> tenant -> number of its non-borrowed bookings touching the group.
         self.group_holders: list[dict[str, int]] = [{} for _ in topology.groups]
         self._events: list[tuple[float, int, int, Booking]] = []
@@ -274,6 +275,25 @@ class PoolState:
         """Free GPUs on available nodes at ``now``."""
         return sum(self.group_free_gpus)
 
+    def fragmentation(self) -> float:
+        """1 − largest free leaf-group block / the largest block the free capacity could form.
+
+        A block is the GPUs of wholly free nodes in one leaf group; the ideal is
+        ``min(total free GPUs, one group's capacity)``. 0 means free capacity is as
+        concentrated as it can be; 1 means no whole node is free anywhere although GPUs are.
+        """
+        total_free = self.free_gpus_now()
+        if total_free == 0:
+            return 0.0
+        largest = 0
+        for group in self.topology.groups:
+            free_nodes = self.group_free_nodes[group.id]
+            if free_nodes:
+                per_node = self.topology.nodes[group.nodes[0]].gpus
+                largest = max(largest, free_nodes * per_node)
+        ideal = min(total_free, self._largest_group_gpus)
+        return max(0.0, 1.0 - largest / ideal)
+
     def next_event_time(self) -> float | None:
         """Earliest queued start/end strictly useful to :meth:`advance` (may be stale)."""
         return self._events[0][0] if self._events else None
@@ -323,3 +343,15 @@ class PoolState:
                     free_gpus += (self.full_mask[node] & ~busy[node]).bit_count()
             assert free_nodes == self.group_free_nodes[group.id], f"group {group.id} node count"
             assert free_gpus == self.group_free_gpus[group.id], f"group {group.id} GPU count"
+
+
+def first_gap(entries: list[tuple[float, float, int, str]], after: float, length: float) -> float:
+    """Start of the first interval of ``length`` at or after ``after`` free of ``entries``."""
+    t = after
+    for s, e, _m, _bid in sorted(entries):
+        if e <= t:
+            continue
+        if s >= t + length:
+            break
+        t = max(t, e)
+    return t

@@ -1,4 +1,4 @@
-"""Value types of the placement engine: requests, owners, placements and rejections.
+"""Value types of the placement engine: owners, placements, rejections, the constraint protocol.
 
 Times are float seconds on one axis chosen by the caller (Unix epoch in the console, simulated
 seconds in the replay). Windows are half-open ``[start, end)``; ``end = math.inf`` means
@@ -8,10 +8,14 @@ seconds in the replay). Windows are half-open ``[start, end)``; ``end = math.inf
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
+
+from .topology import PoolTopology, TopoNode
 
 
 class Policy(StrEnum):
@@ -32,54 +36,6 @@ class Owner:
     tenant: str = ""
     borrowed: bool = False
     priority: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Request:
-    """A gang request: all of it or nothing.
-
-    Size is either ``gpus`` or ``nodes``. Above one node a request takes whole nodes
-    (``ceil(gpus / gpus_per_node)`` of them, ``gpus_per_node`` defaulting to the node size); at or
-    below one node it takes that many GPUs of a single node. ``start=None`` means "now".
-
-    Constraints: ``gpu_model`` and ``pool`` filter nodes; ``same_leaf`` keeps the gang inside one
-    leaf group; ``max_switch_hops`` bounds inter-switch hops of rail-aligned traffic (0 = one leaf
-    group, 2 = one pod, 4 = anywhere); ``rail_aligned`` only uses nodes whose HCA ``i`` sits on
-    their group's rail-``i`` leaf.
-
-    ``owner`` says who asks and whether the request is borrowed: a non-borrowed request must
-    leave every topology-shaped guarantee of the pool placeable (:mod:`.guarantees`); a borrowed
-    one is reclaimable and is not restricted. ``None`` is an anonymous, non-borrowed requester.
-    """
-
-    gpus: int | None = None
-    nodes: int | None = None
-    gpus_per_node: int | None = None
-    start: float | None = None
-    end: float = math.inf
-    gpu_model: str | None = None
-    pool: str | None = None
-    same_leaf: bool = False
-    max_switch_hops: int | None = None
-    rail_aligned: bool = False
-    owner: Owner | None = None
-
-    def __post_init__(self) -> None:
-        if (self.gpus is None) == (self.nodes is None):
-            raise ValueError("give exactly one of gpus or nodes")
-        if self.gpus is not None and self.gpus < 1:
-            raise ValueError("gpus must be positive")
-        if self.nodes is not None and self.nodes < 1:
-            raise ValueError("nodes must be positive")
-        if self.gpus_per_node is not None and self.gpus_per_node < 1:
-            raise ValueError("gpus_per_node must be positive")
-        if self.start is not None and not self.end > self.start:
-            raise ValueError("the window must end after it starts")
-
-    @property
-    def duration(self) -> float | None:
-        """Window length when the start is fixed, else ``None``."""
-        return None if self.start is None else self.end - self.start
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +97,7 @@ class Rejection:
     free nodes, earliest window) so the API can render them without parsing text.
     """
 
-    reason: RejectReason
+    reason: RejectReason | str
     message: str
     details: dict[str, Any] = field(default_factory=dict)
 
@@ -151,6 +107,94 @@ class Rejection:
 
 
 PlacementResult = Placement | Rejection
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """A request resolved against the pool: ``nodes`` × ``gpus_per_node``; ``whole`` nodes or not."""
+
+    nodes: int
+    gpus_per_node: int
+    whole: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Eligibility:
+    """Nodes a request's node filters admit, per leaf group (``None``: every node of the group)."""
+
+    per_group: tuple[frozenset[int] | None, ...]
+    nodes: int
+    gpus: int
+    largest_group: int
+    node_gpus: int
+
+    def admits(self, node: int, group: int) -> bool:
+        """Whether ``node`` (in ``group``) passes the filters."""
+        members = self.per_group[group]
+        return members is None or node in members
+
+
+@dataclass(slots=True)
+class Window:
+    """Free capacity of one window: free whole nodes per group, or free GPU masks per node."""
+
+    counts: list[int]
+    free_nodes_of: Callable[[int], list[int]]
+
+
+# ---------------------------------------------------------------- the constraint protocol
+#
+# In the manner of the Kubernetes scheduler framework: a request carries constraint objects and
+# the engine loops over them by kind, knowing none by name. A constraint is a frozen (hashable)
+# dataclass, so the engine can cache what it computes per combination of constraints.
+
+
+class NodeFilter(ABC):
+    """Which nodes a gang may use. Evaluated once per topology and filter combination (cached),
+    never per node in the engine's "now" loop."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def admits(self, node: TopoNode, topology: PoolTopology) -> bool:
+        """Whether ``node`` may hold part of the gang."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """The filter as a rejection quotes it (``gpu_model=H100``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Shortfall:
+    """Why a spread limit left a gang unplaced: ``reason`` and ``message`` head, the figures
+    behind it, and whether it is ``final`` (no later window can help, so none is searched)."""
+
+    reason: RejectReason | str
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+    final: bool = False
+
+
+class SpreadLimit(ABC):
+    """How far up the tree a gang may spread: one leaf group, one pod, or the fabric (the levels
+    of :mod:`.selection`). The tightest limit of a request decides, and explains a rejection."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def max_level(self) -> int:
+        """The highest level (``LEVEL_GROUP``/``LEVEL_POD``/``LEVEL_FABRIC``) the gang may use."""
+
+    @abstractmethod
+    def shortfall(
+        self, nodes: int, counts: Sequence[int], largest_group: int, topology: PoolTopology
+    ) -> Shortfall | None:
+        """Explain why ``nodes`` whole nodes found no room at :meth:`max_level`, given the free
+        nodes per leaf group (``counts``) and the largest group's eligible nodes; ``None`` when
+        this limit was not what bound the gang."""
+
+
+Constraint = NodeFilter | SpreadLimit
 
 
 def format_time(t: float) -> str:

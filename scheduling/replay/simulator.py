@@ -214,7 +214,13 @@ class _Simulation:
 
     def _request(self, job: TraceJob, start: float) -> Request:
         duration = max(job.duration_s, MIN_DURATION_S)
-        return Request(gpus=job.gpus, gpus_per_node=job.gpus_per_node, start=start, end=start + duration)
+        return Request(
+            gpus=job.gpus,
+            gpus_per_node=job.gpus_per_node,
+            start=start,
+            end=start + duration,
+            constraints=job.constraints,
+        )
 
     def _admit(self, index: int, job: TraceJob) -> None:
         engine = self.engine

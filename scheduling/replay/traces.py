@@ -26,18 +26,23 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from scheduling.placement import Constraint
+
 FORMATS = ("kalos", "alibaba", "generic")
 
 
 @dataclass(frozen=True, slots=True)
 class TraceJob:
-    """One job to replay: it arrives, asks for ``gpus`` for ``duration_s``, all or nothing."""
+    """One job to replay: it arrives, asks for ``gpus`` for ``duration_s``, all or nothing,
+    under its placement ``constraints`` (objects of :mod:`scheduling.placement`'s protocol; the
+    loaders give none)."""
 
     job_id: str
     arrival_s: float
     duration_s: float
     gpus: int
     gpus_per_node: int | None = None
+    constraints: tuple[Constraint, ...] = ()
 
 
 class TraceFormatError(ValueError):

@@ -15,9 +15,11 @@ takes lower priority classes first (:data:`PRIORITY_RANK`).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -45,8 +47,10 @@ from scheduling.placement import (
     PlacementEngine,
     Rejection,
     Request,
+    ShapedGuarantees,
     reclaim_plan,
 )
+from scheduling.placement.registry import ConstraintError, build_constraints
 from scheduling.services.quotas import service_level, usage
 from scheduling.services.topology import NamedTopology, pool_topology
 
@@ -78,6 +82,9 @@ class ReservationRequest:
     """What a tenant asks for. Size: ``gpus`` (whole nodes above one node) or ``nodes``.
 
     Window: ``start`` (default now) and ``end`` or ``duration``. Operators name ``tenant_id``.
+    ``constraints`` maps the parameters of the registered constraint types
+    (:mod:`scheduling.placement.registry`: ``gpu_model``, ``same_leaf``, ``max_switch_hops``,
+    ``rail_aligned``, …) to values; an absent parameter takes its default.
     """
 
     pool_id: int
@@ -87,10 +94,7 @@ class ReservationRequest:
     end: dt.datetime | None = None
     duration: dt.timedelta | None = None
     priority_class: str = PriorityClass.TRAINING
-    gpu_model: str = ""
-    same_leaf: bool = False
-    max_switch_hops: int | None = None
-    rail_aligned: bool = False
+    constraints: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     name: str = ""
     tenant_id: int | None = None
 
@@ -154,8 +158,10 @@ def engine_request(request: ReservationRequest, start: dt.datetime, end: dt.date
         value = getattr(request, field)
         if value is not None and not 1 <= value <= MAX_SIZE:
             raise Invalid(f"{field} must be between 1 and {MAX_SIZE}", fields={field: ["range"]})
-    if request.max_switch_hops is not None and request.max_switch_hops < 0:
-        raise Invalid("max_switch_hops cannot be negative", fields={"max_switch_hops": ["< 0"]})
+    try:
+        constraints = build_constraints(request.constraints)
+    except ConstraintError as exc:
+        raise Invalid(str(exc), fields={exc.param: [exc.code]}) from None
     if request.priority_class not in PriorityClass.values:
         raise Invalid("unknown priority class", fields={"priority_class": PriorityClass.values})
     try:
@@ -164,13 +170,17 @@ def engine_request(request: ReservationRequest, start: dt.datetime, end: dt.date
             nodes=request.nodes,
             start=start.timestamp(),
             end=end.timestamp(),
-            gpu_model=request.gpu_model or None,
-            same_leaf=request.same_leaf,
-            max_switch_hops=request.max_switch_hops,
-            rail_aligned=request.rail_aligned,
+            constraints=constraints,
         )
     except ValueError as exc:
         raise Invalid(str(exc), fields={"gpus": [str(exc)]}) from None
+
+
+def constraint_columns(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The constraint parameters the reservation row keeps in columns of the same name (the
+    built-in ones); a parameter without a column is applied but not stored."""
+    columns = {f.name for f in Reservation._meta.concrete_fields}
+    return {name: value for name, value in values.items() if name in columns and value is not None}
 
 
 def tenant_of(principal: Principal, request: ReservationRequest) -> Tenant:
@@ -207,7 +217,7 @@ def snapshot(pool: Pool, now: dt.datetime) -> Snapshot:
     engine = PlacementEngine(
         named.topology,
         now=now.timestamp(),
-        guarantees={str(tenant_id): groups for tenant_id, groups in shaped},
+        guards=[ShapedGuarantees({str(tenant_id): groups for tenant_id, groups in shaped})],
     )
     index_of = {pk: i for i, pk in enumerate(named.node_pks)}
     in_pool = Pool.nodes.through.objects.filter(pool_id=pool.pk).values("node_id")
@@ -263,7 +273,7 @@ def decide(snap: Snapshot, request: ReservationRequest, tenant: Tenant, pool: Po
     held = usage(tenant.pk, pool.pk, start, end)
     if quota is None:
         message = f"tenant {tenant.name!r} has no quota in pool {pool.name!r}"
-        return Decision(start, end, gpus, None, held, False, Rejection("no_quota", message), "no_quota")  # type: ignore[arg-type]
+        return Decision(start, end, gpus, None, held, False, Rejection("no_quota", message), "no_quota")
     if held + gpus > quota.limit_gpus:
         message = (
             f"over quota: {gpus} GPUs requested; tenant {tenant.name!r} already holds up to {held} "
@@ -278,7 +288,7 @@ def decide(snap: Snapshot, request: ReservationRequest, tenant: Tenant, pool: Po
             "guaranteed_gpus": quota.guaranteed_gpus,
             "borrow_limit_gpus": quota.borrow_limit_gpus,
         }
-        rejection = Rejection("over_quota", message, details)  # type: ignore[arg-type]
+        rejection = Rejection("over_quota", message, details)
         return Decision(start, end, gpus, quota, held, True, rejection, "over_quota")
     borrowed = held + gpus > quota.guaranteed_gpus
     owner = Owner(str(tenant.pk), borrowed, priority_rank(request.priority_class))
@@ -396,12 +406,9 @@ def _reserve_once(
             priority_class=request.priority_class,
             requested_gpus=request.gpus,
             requested_nodes=request.nodes,
-            gpu_model=request.gpu_model,
-            same_leaf=request.same_leaf,
-            max_switch_hops=request.max_switch_hops,
-            rail_aligned=request.rail_aligned,
             start=decision.start,
             end=decision.end,
+            **constraint_columns(request.constraints),
         )
         if not isinstance(decision.result, Placement):
             reservation.status = Reservation.Status.REJECTED

@@ -38,6 +38,7 @@ from scheduling.placement import (  # noqa: E402 - path set up above for direct 
     PlacementEngine,
     Policy,
     Request,
+    ShapedGuarantees,
     rail_optimized,
 )
 from scheduling.replay import load_kalos, percentile, replay  # noqa: E402
@@ -62,7 +63,7 @@ def fragmented_pool(seed: int, shaped: bool = False) -> tuple[PlacementEngine, r
     """16,384 GPUs, ~50 % of nodes busy at random, ~3 % with a booking starting in 30 min."""
     rng = random.Random(seed)
     topology = rail_optimized(64, sus_per_pod=8)
-    engine = PlacementEngine(topology, guarantees=SHAPED if shaped else None)
+    engine = PlacementEngine(topology, guards=[ShapedGuarantees(SHAPED)] if shaped else ())
     state = engine.state
     for node in range(len(topology.nodes)):
         roll = rng.random()

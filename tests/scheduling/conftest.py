@@ -18,6 +18,7 @@ from console.tenancy.context import Actor
 from console.tenancy.models import Principal, Role
 from designer import services as designer_services
 from scheduling.models import Node, Pool
+from scheduling.placement.registry import params as constraint_params
 from scheduling.services import inventory, quotas
 from scheduling.services.reservations import ReservationRequest
 
@@ -48,9 +49,13 @@ def tenant_principal(tenant, role=Role.TENANT_ADMIN) -> Principal:
 
 
 def request_for(pool, **kw) -> ReservationRequest:
+    """A request in ``pool``; keywords naming a registered constraint parameter go to
+    ``constraints``."""
     if "end" not in kw:
         kw.setdefault("duration", dt.timedelta(hours=2))
-    return ReservationRequest(pool_id=pool.pk, **kw)
+    names = {p.name for p in constraint_params()}
+    constraints = {k: kw.pop(k) for k in list(kw) if k in names}
+    return ReservationRequest(pool_id=pool.pk, constraints=constraints, **kw)
 
 
 def at(hours: float) -> dt.datetime:

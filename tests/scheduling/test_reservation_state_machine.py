@@ -51,7 +51,7 @@ class Bookings(RuleBasedStateMachine):
             **{size[0]: size[1]},
             start=start,
             end=start + dt.timedelta(hours=length_h),
-            same_leaf=same_leaf,
+            constraints={"same_leaf": same_leaf},
         )
         reservations.reserve(SYSTEM, tenant_principal(self.tenants[who]), request)
 

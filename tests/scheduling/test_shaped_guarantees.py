@@ -23,6 +23,7 @@ from scheduling.placement import (
     Rejection,
     RejectReason,
     Request,
+    ShapedGuarantees,
     rail_optimized,
     reclaim_plan,
 )
@@ -45,7 +46,8 @@ def slack(engine: PlacementEngine) -> int:
     """universal - sum(deficits), recomputed from the bookings alone."""
     state = engine.state
     universal = 0
-    dedicated = dict.fromkeys(engine.guarantees, 0)
+    guarantees = next(g for g in engine.guards if isinstance(g, ShapedGuarantees)).guarantees
+    dedicated = dict.fromkeys(guarantees, 0)
     for group in engine.topology.groups:
         tenants = {
             b.owner.tenant
@@ -56,7 +58,7 @@ def slack(engine: PlacementEngine) -> int:
             universal += 1
         elif len(tenants) == 1 and (only := tenants.pop()) in dedicated:
             dedicated[only] += 1
-    return universal - sum(max(0, n - dedicated[t]) for t, n in engine.guarantees.items())
+    return universal - sum(max(0, n - dedicated[t]) for t, n in guarantees.items())
 
 
 # ---------------------------------------------------------------- the guard
@@ -82,7 +84,7 @@ def _stream(engine: PlacementEngine, seed: int):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_a_shaped_guarantee_stays_placeable_against_a_stream_of_small_jobs(seed):
-    engine = PlacementEngine(TOPO, guarantees={"shaped": 1})
+    engine = PlacementEngine(TOPO, guards=[ShapedGuarantees({"shaped": 1})])
     for _ in _stream(engine, seed):
         for end in (engine.now + 10, engine.now + 1e5):  # short and long claims alike
             claim = group_claim(engine, "shaped", end=end)
@@ -106,7 +108,7 @@ def test_without_the_guard_the_same_streams_break_the_guarantee():
 def test_costly_group_fallback_chooses_cost_free_groups():
     # Groups 0 and 1 are the other tenant's (1 and 2 free nodes); 2 and 3 are universal, group 2
     # with one borrowed node. Best fit alone would put 3 nodes in group 2 (3 free).
-    engine = PlacementEngine(TOPO, guarantees={"shaped": 2})
+    engine = PlacementEngine(TOPO, guards=[ShapedGuarantees({"shaped": 2})])
     occupy(engine, [0, 1, 2], booking_id="o-0", owner=OTHER)
     occupy(engine, [4, 5], booking_id="o-1", owner=OTHER)
     occupy(engine, [8], booking_id="lent", owner=LENDER)
@@ -125,7 +127,7 @@ def test_costly_group_fallback_chooses_cost_free_groups():
 def test_among_equally_good_placements_the_cost_free_one_wins():
     # Group 0 universal (2 nodes lent out), group 1 the other tenant's (2 free): both hold a
     # 2-node gang in one group; best fit picks group 0, the guard prefers group 1 (slack left).
-    engine = PlacementEngine(TOPO, guarantees={"shaped": 1})
+    engine = PlacementEngine(TOPO, guards=[ShapedGuarantees({"shaped": 1})])
     occupy(engine, [0, 1], booking_id="lent", owner=LENDER)
     occupy(engine, [4, 5], booking_id="o-1", owner=OTHER)
     unguarded = PlacementEngine(TOPO, state=engine.state)
@@ -138,7 +140,7 @@ def test_among_equally_good_placements_the_cost_free_one_wins():
 
 def test_spare_slack_may_be_spent_when_nothing_cost_free_fits():
     # 2 universal groups, 1 needed: a 4-node gang may take one universal group.
-    engine = PlacementEngine(TOPO, guarantees={"shaped": 1})
+    engine = PlacementEngine(TOPO, guards=[ShapedGuarantees({"shaped": 1})])
     occupy(engine, [0, 1, 2, 3, 4, 5, 6], booking_id="o-0", owner=OTHER)
 
     first = engine.place(Request(nodes=4, owner=OTHER), "o-1")
@@ -149,7 +151,7 @@ def test_spare_slack_may_be_spent_when_nothing_cost_free_fits():
 
 
 def test_the_rejection_explains_itself_and_names_no_tenant():
-    engine = PlacementEngine(TOPO, guarantees={"acme-secret": 2})
+    engine = PlacementEngine(TOPO, guards=[ShapedGuarantees({"acme-secret": 2})])
     occupy(engine, range(0, 8), end=100.0, booking_id="o-0", owner=OTHER)
 
     result = engine.preview(Request(nodes=2, end=50.0, owner=OTHER))
@@ -166,7 +168,7 @@ def test_the_rejection_explains_itself_and_names_no_tenant():
 
 
 def test_borrowed_placements_are_not_restricted_and_are_reclaimed_for_the_guarantee():
-    engine = PlacementEngine(TOPO, guarantees={"shaped": 2})
+    engine = PlacementEngine(TOPO, guards=[ShapedGuarantees({"shaped": 2})])
     occupy(engine, range(0, 8), booking_id="o-0", owner=OTHER)
     borrowed = Owner("other", borrowed=True)
 
@@ -180,7 +182,7 @@ def test_borrowed_placements_are_not_restricted_and_are_reclaimed_for_the_guaran
 def test_shares_of_a_node_prefer_groups_that_cost_nothing():
     # Node 0 (the other tenant's group) has 4 free GPUs; node 4 (universal, lent out) has 2:
     # best fit alone takes node 4.
-    engine = PlacementEngine(TOPO, guarantees={"shaped": 1})
+    engine = PlacementEngine(TOPO, guards=[ShapedGuarantees({"shaped": 1})])
     engine.state.book("o-0", OTHER, ((0, 0x0F),), 0.0, 1e12)
     engine.state.book("lent", LENDER, ((4, 0x3F),), 0.0, 1e12)
     unguarded = PlacementEngine(TOPO, state=engine.state)
@@ -192,7 +194,7 @@ def test_shares_of_a_node_prefer_groups_that_cost_nothing():
 
 
 def test_shares_are_refused_when_only_held_groups_have_room():
-    engine = PlacementEngine(TOPO, guarantees={"shaped": 3})
+    engine = PlacementEngine(TOPO, guards=[ShapedGuarantees({"shaped": 3})])
     occupy(engine, range(0, 4), booking_id="o-0", owner=OTHER)
 
     result = engine.preview(Request(gpus=2, owner=OTHER))
@@ -203,7 +205,7 @@ def test_shares_are_refused_when_only_held_groups_have_room():
 
 
 def test_a_shaped_tenant_takes_no_more_universal_groups_than_it_still_needs():
-    engine = PlacementEngine(TOPO, guarantees={"s": 1, "t": 1})
+    engine = PlacementEngine(TOPO, guards=[ShapedGuarantees({"s": 1, "t": 1})])
     occupy(engine, range(0, 8), booking_id="o-0", owner=OTHER)
 
     two_groups = engine.preview(Request(nodes=8, owner=Owner("s")))
@@ -221,7 +223,7 @@ def test_the_guarantee_holds_for_any_window_not_just_each_request_window():
     # a node of group 1 is lent out) each leave three universal groups in their own window, yet
     # afterwards only two groups are whole over [0, 100). The guard counts every non-borrowed
     # booking from now on, so the second job goes where the first one already is.
-    engine = PlacementEngine(TOPO, guarantees={"shaped": 3})
+    engine = PlacementEngine(TOPO, guards=[ShapedGuarantees({"shaped": 3})])
     occupy(engine, [4], booking_id="lent", owner=LENDER)
     first = engine.place(Request(nodes=4, start=50.0, end=100.0, owner=OTHER), "o-1")
     second = engine.place(Request(nodes=3, start=0.0, end=50.0, owner=OTHER), "o-2")
@@ -234,7 +236,7 @@ def test_the_guarantee_holds_for_any_window_not_just_each_request_window():
 
 def test_an_over_committed_pool_is_never_made_worse():
     # The guarantee was set while every group was in use (bookings made directly).
-    engine = PlacementEngine(TOPO, guarantees={"shaped": 1})
+    engine = PlacementEngine(TOPO, guards=[ShapedGuarantees({"shaped": 1})])
     for group in range(4):
         occupy(engine, [4 * group], booking_id=f"o-{group}", owner=OTHER)
     assert slack(engine) == -1
@@ -254,7 +256,7 @@ def test_without_guarantees_or_for_anonymous_requests_nothing_changes():
     plain = PlacementEngine(TOPO)
     occupy(plain, [0, 1], booking_id="lent", owner=LENDER)
     assert plain.preview(Request(nodes=2)).leaf_groups == (0,)
-    guarded = PlacementEngine(TOPO, guarantees={"shaped": 4}, state=plain.state)
+    guarded = PlacementEngine(TOPO, guards=[ShapedGuarantees({"shaped": 4})], state=plain.state)
     anonymous = guarded.preview(Request(nodes=2))  # owner None: an anonymous, non-borrowed ask
     assert isinstance(anonymous, Rejection) and anonymous.reason is RejectReason.GUARANTEE
 
@@ -271,7 +273,7 @@ class GuaranteeMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.engine = PlacementEngine(MACHINE_TOPO, guarantees=SHAPED)
+        self.engine = PlacementEngine(MACHINE_TOPO, guards=[ShapedGuarantees(SHAPED)])
         self.serial = 0
 
     def _id(self) -> str:

@@ -1,9 +1,13 @@
-"""Fabric drivers: how the push pipeline reaches a fabric (lab, OpenSM host, switch SMPs, UFM)."""
+"""Fabric drivers: how the push pipeline reaches a fabric (lab, OpenSM host, switch SMPs, UFM).
+
+:func:`driver_for` picks a fabric's driver from the registry keyed by ``Fabric.driver``
+(:mod:`.registry`); each driver module registers its factory.
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
+# The driver modules register themselves with the registry on import.
+from console.fabric.drivers import lab, opensm, ufm
 from console.fabric.drivers.base import (
     DesiredFabric,
     DriverError,
@@ -12,6 +16,7 @@ from console.fabric.drivers.base import (
     PortAdmin,
     PortStateResult,
 )
+from console.fabric.drivers.registry import driver_for, register_driver, registered_drivers
 
 __all__ = [
     "DesiredFabric",
@@ -21,23 +26,9 @@ __all__ = [
     "PortAdmin",
     "PortStateResult",
     "driver_for",
+    "lab",
+    "opensm",
+    "register_driver",
+    "registered_drivers",
+    "ufm",
 ]
-
-
-def driver_for(fabric: Any) -> FabricDriver:
-    """The driver ``fabric.driver`` names, configured from ``fabric.config``."""
-    config = fabric.config or {}
-    diag_timeout = float(config.get("diag_timeout", 5.0))
-    if fabric.driver == "lab":
-        from console.fabric.drivers.lab import LabDriver, lab_for
-
-        return LabDriver(lab_for(fabric), diag_timeout=diag_timeout)
-    if fabric.driver == "opensm":
-        from console.fabric.drivers.opensm import LocalOpenSmHost, OpenSmDriver
-
-        return OpenSmDriver(LocalOpenSmHost(config), diag_timeout=diag_timeout)
-    if fabric.driver == "ufm":
-        from console.fabric.drivers.ufm import UfmDriver
-
-        return UfmDriver.from_config(config)
-    raise DriverUnavailable(f"unknown driver {fabric.driver!r}")

@@ -10,6 +10,7 @@ from typing import Any
 
 from console.fabric.drivers.base import DriverUnavailable
 from console.fabric.drivers.opensm import LabHost, OpenSmDriver
+from console.fabric.drivers.registry import diag_timeout_of, register_driver
 from console.fabric.lab.manager import Lab
 from console.fabric.lab.spec import LabError
 
@@ -46,3 +47,9 @@ class LabDriver(OpenSmDriver):
     def __init__(self, lab: Lab, *, diag_timeout: float = 5.0) -> None:
         super().__init__(LabHost(lab), diag_timeout=diag_timeout)
         self.lab = lab
+
+
+@register_driver("lab")
+def lab_driver(fabric: Any) -> LabDriver:
+    """The driver of a lab fabric: its running lab, attached."""
+    return LabDriver(lab_for(fabric), diag_timeout=diag_timeout_of(fabric.config or {}))

@@ -31,6 +31,7 @@ from console.fabric.drivers.base import (
     Progress,
     no_progress,
 )
+from console.fabric.drivers.registry import diag_timeout_of, register_driver
 from console.fabric.drivers.switch import SmpPortAdmin
 from console.fabric.opensm.conf import classify_changes, parse_opensm_conf
 from console.fabric.opensm.files import Artefact, ArtefactStore
@@ -408,3 +409,10 @@ class OpenSmDriver:
         step.status = "ok" if outcome.changed else "skipped"
         if outcome.changed and result.outcome == "unchanged":
             result.outcome = "verified"
+
+
+@register_driver("opensm")
+def opensm_driver(fabric: Any) -> OpenSmDriver:
+    """The driver of a fabric managed by an OpenSM on this host (paths in ``fabric.config``)."""
+    config = fabric.config or {}
+    return OpenSmDriver(LocalOpenSmHost(config), diag_timeout=diag_timeout_of(config))

@@ -41,6 +41,7 @@ from console.fabric.drivers.base import (
     Progress,
     no_progress,
 )
+from console.fabric.drivers.registry import register_driver
 from console.fabric.opensm.lint import LintProblem, format_guid
 from console.fabric.opensm.partitions import (
     DEFAULT_PKEY,
@@ -441,3 +442,9 @@ class UfmDriver:
                 s.status = "ok" if outcome.changed else "skipped"
                 if outcome.changed and result.outcome == "unchanged":
                     result.outcome = "verified"
+
+
+@register_driver("ufm")
+def ufm_driver(fabric: Any) -> UfmDriver:
+    """The driver of a UFM-managed fabric (URL and credentials in ``fabric.config``)."""
+    return UfmDriver.from_config(fabric.config or {})

@@ -71,25 +71,32 @@ function field<T extends HTMLInputElement | HTMLSelectElement>(form: HTMLFormEle
 }
 
 /** The API request of the form, or a message saying what is missing. */
-export function requestOf(form: HTMLFormElement, init: ReserveInit): ReservationRequest | string {
+/** The API's request with the registered constraint parameters: plug-ins may add keys the schema
+ * of this build does not name, and the server validates every one of them. */
+type ConstrainedRequest = ReservationRequest & Record<string, unknown>;
+
+export function requestOf(form: HTMLFormElement, init: ReserveInit): ConstrainedRequest | string {
   const value = (name: string) => field<HTMLInputElement>(form, name)?.value?.trim() ?? "";
   const checked = (name: string) => field<HTMLInputElement>(form, name)?.checked ?? false;
   const size = Number(value("size"));
   if (!Number.isInteger(size) || size < 1) return "Give a whole number of GPUs or nodes.";
   const hours = Number(value("duration_hours"));
   if (!(hours > 0)) return "Give a duration.";
-  const body: ReservationRequest = {
+  const body: ConstrainedRequest = {
     pool: Number(value("pool")),
     ...(value("size_by") === "nodes" ? { nodes: size } : { gpus: size }),
     duration_minutes: Math.max(1, Math.round(hours * 60)),
     priority_class: value("priority_class") as PriorityClass,
-    gpu_model: value("gpu_model"),
-    same_leaf: checked("same_leaf"),
-    rail_aligned: checked("rail_aligned"),
     name: value("name"),
   };
-  const hops = value("max_switch_hops");
-  if (hops !== "") body.max_switch_hops = Number(hops);
+  // The constraint controls are rendered from the registered constraint types: a checkbox sends
+  // a boolean, a number its value (or nothing when empty), anything else its text.
+  form.querySelectorAll<HTMLInputElement | HTMLSelectElement>("[data-constraint]").forEach((control) => {
+    if (control instanceof HTMLInputElement && control.type === "checkbox") body[control.name] = checked(control.name);
+    else if (control instanceof HTMLInputElement && control.type === "number") {
+      if (value(control.name) !== "") body[control.name] = Number(value(control.name));
+    } else body[control.name] = value(control.name);
+  });
   const windowed = (form.querySelector<HTMLInputElement>("input[name=when]:checked")?.value ?? "now") === "window";
   if (windowed) {
     const start = value("start");

@@ -34,6 +34,7 @@ from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
 from console.tenancy.models import Principal, Role, Tenant
 from scheduling.models import Pool, Reservation
+from scheduling.placement.registry import params as constraint_params
 from scheduling.services import inventory, lifecycle, quotas, reservations
 
 OPERATOR = Principal(None, Role.OPERATOR, None)
@@ -127,10 +128,14 @@ class Command(BaseCommand):
         p.add_argument("--start")
         p.add_argument("--end")
         p.add_argument("--hours", type=float)
-        p.add_argument("--same-leaf", action="store_true")
-        p.add_argument("--max-hops", type=int)
-        p.add_argument("--rail-aligned", action="store_true")
-        p.add_argument("--gpu-model", default="")
+        # One flag per registered constraint parameter; pool-valued ones (GPU model) come last,
+        # as the command always listed them.
+        for param in sorted(constraint_params(), key=lambda c: c.widget == "select"):
+            metavar = param.flag.removeprefix("--").replace("-", "_").upper()
+            if param.kind is bool:
+                p.add_argument(param.flag, dest=param.name, action="store_true")
+            else:
+                p.add_argument(param.flag, dest=param.name, type=param.kind, default=param.default, metavar=metavar)
         p.add_argument("--priority", default="training", choices=["training", "inference", "best-effort"])
         p.add_argument("--name", default="")
         p.add_argument("--preview", action="store_true")
@@ -211,10 +216,7 @@ class Command(BaseCommand):
             end=_time(o["end"], "end"),
             duration=dt.timedelta(hours=o["hours"]) if o["hours"] else None,
             priority_class=o["priority"],
-            gpu_model=o["gpu_model"],
-            same_leaf=o["same_leaf"],
-            max_switch_hops=o["max_hops"],
-            rail_aligned=o["rail_aligned"],
+            constraints={param.name: o[param.name] for param in constraint_params()},
             name=o["name"],
             tenant_id=tenant.pk,
         )

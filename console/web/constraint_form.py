@@ -1,0 +1,36 @@
+"""The reservation form's constraint controls, derived from the registered constraint types.
+
+The template renders what this returns, so a constraint type registered in
+:mod:`scheduling.placement.registry` gets its form control without a template edit: ``select``
+controls sit beside the priority class (their options come from the pool, filled by the page's
+script), checkboxes and inputs on the row below.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduling.placement.registry import Param, params
+
+
+def _control(param: Param) -> dict[str, Any]:
+    widget = param.widget or ("checkbox" if param.kind is bool else "number" if param.kind is int else "text")
+    return {
+        "name": param.name,
+        "label": param.label,
+        "widget": widget,
+        "testid": "res-" + param.flag.removeprefix("--"),
+        "min": param.min_value,
+        "max": param.max_value,
+        "maxlength": param.max_length,
+    }
+
+
+def constraint_controls() -> dict[str, list[dict[str, Any]]]:
+    """The controls grouped by where the form shows them: ``selects``, ``checkboxes``, ``inputs``."""
+    controls = [_control(p) for p in params()]
+    return {
+        "selects": [c for c in controls if c["widget"] == "select"],
+        "checkboxes": [c for c in controls if c["widget"] == "checkbox"],
+        "inputs": [c for c in controls if c["widget"] not in {"select", "checkbox"}],
+    }
