@@ -29,8 +29,8 @@ from django.db import DatabaseError, close_old_connections, connections
 from django.db.models import Q
 from django.utils import timezone
 
+from console.broadcast import change_group, current_seqs, fabric_group, publish_many, tenant_group
 from console.fabric.models import ChangeRequest, Fabric
-from console.live.notify import change_group, fabric_group, publish_many, tenant_group
 from console.telemetry import services, store
 from console.telemetry.alarms import AlarmEngine, AlarmRules
 from console.telemetry.core import (
@@ -460,7 +460,7 @@ class FabricCollector:
         }
         # the seqs this snapshot is current with, read after the sweep's deltas went out
         # (store.snapshot_seq)
-        seqs = store.current_seqs([group for group, _ in self._groups()])
+        seqs = current_seqs([group for group, _ in self._groups()])
         store.save_snapshot(
             self.fabric.pk,
             {

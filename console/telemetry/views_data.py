@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from console.live.notify import fabric_group, tenant_group
+from console.broadcast import fabric_group, tenant_group
 from console.telemetry import store
 from console.telemetry.linkmap import link_id
 from console.tenancy.errors import NotFound

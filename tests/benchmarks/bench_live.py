@@ -293,7 +293,7 @@ def collector_child(fabric_id: int, config: dict) -> None:
 def live_phase(fabric, groups: list[str], config: dict, seconds: float, uvicorn_pid: int) -> dict:
     """Sweep at 1 Hz with ``config`` for ``seconds`` (collector in its own process); the groups'
     sequence windows and the collector's figures."""
-    from console.telemetry.store import current_seq
+    from console.broadcast import current_seq
 
     child = subprocess.Popen(
         [sys.executable, __file__, "--collector-child", str(fabric.pk), "--config", json.dumps(config)],
@@ -424,7 +424,7 @@ def main() -> None:
     if args.collector_child:
         collector_child(args.collector_child, json.loads(args.config))
         return
-    from console.live.notify import fabric_group, tenant_group
+    from console.broadcast import fabric_group, tenant_group
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-live-"))
     load_start = load_average()

@@ -8,6 +8,7 @@ import uuid
 import pytest
 from django.utils import timezone
 
+from console import broadcast
 from console.fabric.models import Fabric
 from console.telemetry import store
 from console.telemetry.api.views import FabricEventViewSet
@@ -77,13 +78,13 @@ def test_the_snapshot_seq_is_the_one_its_links_are_current_with(world, client_fo
     fid = world["fabric"].pk
     groups = {operator: f"fabric.{fid}", admin_a: f"tenant.{world['a'].pk}"}
     _publish_snapshot(world)
-    written = store.current_seqs(list(groups.values()))
+    written = broadcast.current_seqs(list(groups.values()))
     for group in groups.values():
-        store.next_seq(group)  # the next sweep's delta, numbered before its snapshot is written
+        broadcast.next_seq(group)  # the next sweep's delta, numbered before its snapshot is written
     for user, group in groups.items():
         body = client_for(user).get(f"/api/telemetry/fabrics/{fid}/snapshot/").json()
         assert body["group"] == group
-        assert body["seq"] == written[group] == store.current_seq(group) - 1
+        assert body["seq"] == written[group] == broadcast.current_seq(group) - 1
     _publish_snapshot(world)
     for user, group in groups.items():
         body = client_for(user).get(f"/api/telemetry/fabrics/{fid}/snapshot/").json()

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from console.live.notify import fabric_group, tenant_group
+from console.broadcast import fabric_group, tenant_group
 from console.telemetry import collector as collector_module
 from console.telemetry.core import PortReading
 
