@@ -112,16 +112,18 @@ class AlternatingCollector(FabricCollector):
     """Reservations' jobs alternate between 30 % and 90 % of line rate every sweep."""
 
     def sweep(self):
-        if self.jobs:
+        work = self.workload
+        if work.jobs:
             load = 0.3 if self.sweeps % 2 else 0.9
-            self.jobs = [(r, Job(j.name, j.nodes, gbps=400 * load)) for r, j in self.jobs]
-            self._recompute_load()
+            work.jobs = [(r, Job(j.name, j.nodes, gbps=400 * load)) for r, j in work.jobs]
+            work.recompute_load(self.lm)
         return super().sweep()
 
     def _refresh_jobs(self):
-        keep = {r.id: j for r, j in self.jobs if r is not None}
+        work = self.workload
+        keep = {r.id: j for r, j in work.jobs if r is not None}
         super()._refresh_jobs()
-        self.jobs = [(r, keep.get(r.id, j) if r else j) for r, j in self.jobs]
+        work.jobs = [(r, keep.get(r.id, j) if r else j) for r, j in work.jobs]
 
 
 #: The collector before issue 6's changes: one MAD in flight, every port's link state and
@@ -463,7 +465,7 @@ def main() -> None:
         probe = AlternatingCollector(fabric, CollectorOptions(store_interval=1e9, lab_traffic=False))
         probe.setup()
         probe._refresh_jobs()
-        links_of = {int(t): set(v) for t, v in probe.tenant_links.items()}
+        links_of = {int(t): set(v) for t, v in probe.workload.tenant_links.items()}
         probe.close()
         per_tenant = args.clients // len(tenants)
         subs = [
