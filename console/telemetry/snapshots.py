@@ -1,4 +1,4 @@
-"""What each principal may see of a fabric's live state (the one place that filters it).
+"""The live snapshots as each principal may see them (the one place that filters a fabric's live state).
 
 Operators and auditors see every link; a tenant sees only the host links of its own ready
 reservations, its own reservations' nodes, and its own live group's sequence number. A switch's
