@@ -65,6 +65,9 @@ INSTALLED_APPS = [
     "console.telemetry",
     "console.live",
     "console.web",
+    # The project itself, for its wiring commands (`manage.py up`, `manage.py demo`): they start the
+    # processes and seed the demo, so they sit above every app (see [tool.importlinter]).
+    "console",
 ]
 
 MIDDLEWARE = [

@@ -16,6 +16,9 @@ for host, port in (("127.0.0.1", 5432), ("127.0.0.1", 6379)):
 PY
 then exit 1; fi
 
+echo "==> import contracts (import-linter: layers, pure cores, project wiring; pyproject.toml)"
+.venv/bin/lint-imports || exit 1
+
 mkdir -p test-artifacts
 echo "==> frontend types (tsc --noEmit against the API types generated from docs/openapi.yaml)"
 (cd frontend && npm run --silent typecheck)

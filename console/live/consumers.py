@@ -5,8 +5,8 @@ from __future__ import annotations
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from console.broadcast import current_seq, token_group, user_group
 from console.live.auth import token_from_scope
-from console.live.notify import token_group, user_group
 from console.tenancy.models import Principal
 
 CLOSE_UNAUTHENTICATED = 4401
@@ -112,8 +112,6 @@ class LiveConsumer(AuthenticatedConsumer):
         self.group = f"{self.kind}.{object_id}"
         await self.channel_layer.group_add(self.group, self.channel_name)
         self.control_groups.append(self.group)
-        from console.telemetry.store import current_seq
-
         seq = await database_sync_to_async(current_seq)(self.group)
         await self.send_json({"type": "subscribed", "group": self.group, "seq": seq})
         await self.after_subscribe(object_id)

@@ -1,7 +1,7 @@
 """Telemetry services: samples, history, events (lifecycle + audit) and the reservation ↔ link map.
 
 Every write goes through a function here; live messages leave through
-``console.live.notify.publish`` after the transaction commits.
+``console.broadcast.publish`` after the transaction commits.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from django.db.models import Avg, Count, IntegerField, Max, Sum
 from django.db.models.functions import Cast, TruncMinute
 from django.utils import timezone
 
+from console.broadcast import fabric_group, publish, tenant_group
 from console.fabric.models import ChangeRequest
-from console.live.notify import fabric_group, publish, tenant_group
 from console.telemetry.alarms import Transition
 from console.telemetry.core import LinkStatus
 from console.telemetry.models import FabricEvent, LinkSample

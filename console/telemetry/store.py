@@ -1,8 +1,8 @@
-"""Where the collector leaves the latest sweep for the web processes, and the live sequence numbers.
+"""Where the collector leaves the latest sweep for the web processes, and its heartbeat.
 
-With ``REDIS_URL`` both live in Redis (one key per fabric, ``INCR`` per group, so every process
-numbers a group's messages in one sequence); embedded, in this process's memory (the collector
-then runs as a thread of the web process).
+With ``REDIS_URL`` both live in Redis (one key per fabric); embedded, in this process's memory
+(the collector then runs as a thread of the web process). The live sequence numbers the
+snapshots refer to are :mod:`console.broadcast`'s.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import threading
 from typing import Any
 
 from django.conf import settings
+
+from console.broadcast import current_seq
 
 _memory: dict[str, Any] = {}
 _lock = threading.Lock()
@@ -32,33 +34,6 @@ def _redis():
 
 def _key(kind: str, name: str | int) -> str:
     return f"ibc:telemetry:{kind}:{name}"
-
-
-def next_seq(group: str) -> int:
-    """The next sequence number of a live group (1, 2, …; never repeats while Redis lives)."""
-    r = _redis()
-    if r is not None:
-        return int(r.incr(_key("seq", group)))
-    with _lock:
-        _memory[group] = _memory.get(group, 0) + 1
-        return _memory[group]
-
-
-def current_seq(group: str) -> int:
-    """The last sequence number sent to ``group`` (0 before the first)."""
-    r = _redis()
-    if r is not None:
-        return int(r.get(_key("seq", group)) or 0)
-    return int(_memory.get(group, 0))
-
-
-def current_seqs(groups: list[str]) -> dict[str, int]:
-    """:func:`current_seq` of several groups in one round trip."""
-    r = _redis()
-    if r is not None:
-        values = r.mget([_key("seq", g) for g in groups]) if groups else []
-        return {g: int(v or 0) for g, v in zip(groups, values, strict=True)}
-    return {g: int(_memory.get(g, 0)) for g in groups}
 
 
 def snapshot_seq(snapshot: dict[str, Any], group: str) -> int:

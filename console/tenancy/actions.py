@@ -13,6 +13,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
+from console.broadcast import close_token_sockets, close_user_sockets
 from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Forbidden, Invalid
@@ -141,7 +142,7 @@ def update_member(actor: Actor, principal: Principal, membership: Membership, *,
         if (before["role"], before["tenant_id"]) != (membership.role, membership.tenant_id):
             # Open sockets were authorised for the old role or tenant: make them reconnect.
             user_id = membership.user_id
-            transaction.on_commit(lambda: _close_user_sockets(user_id))
+            transaction.on_commit(lambda: close_user_sockets(user_id))
     return membership
 
 
@@ -157,7 +158,7 @@ def remove_member(actor: Actor, principal: Principal, membership: Membership) ->
         audit.record(actor, "member.remove", membership, before=before)
         user_id = membership.user_id
         membership.delete()
-        transaction.on_commit(lambda: _close_user_sockets(user_id))
+        transaction.on_commit(lambda: close_user_sockets(user_id))
 
 
 def issue_token(
@@ -215,20 +216,8 @@ def revoke_token(actor: Actor, principal: Principal, token: ApiToken) -> ApiToke
         token.save(update_fields=["revoked_at"])
         audit.record(actor, "token.revoke", token, before=before, after=audit.snapshot(token))
         token_id = token.pk
-        transaction.on_commit(lambda: _close_token_sockets(token_id))
+        transaction.on_commit(lambda: close_token_sockets(token_id))
     return token
-
-
-def _close_user_sockets(user_id: int) -> None:
-    from console.live.notify import close_user_sockets
-
-    close_user_sockets(user_id)
-
-
-def _close_token_sockets(token_id: int) -> None:
-    from console.live.notify import close_token_sockets
-
-    close_token_sockets(token_id)
 
 
 def prune_expired_tokens(actor: Actor, *, older_than_days: int = 30) -> int:

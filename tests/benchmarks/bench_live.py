@@ -110,16 +110,18 @@ class AlternatingCollector(FabricCollector):
     """Reservations' jobs alternate between 30 % and 90 % of line rate every sweep."""
 
     def sweep(self):
-        if self.jobs:
+        work = self.workload
+        if work.jobs:
             load = 0.3 if self.sweeps % 2 else 0.9
-            self.jobs = [(r, Job(j.name, j.nodes, gbps=400 * load)) for r, j in self.jobs]
-            self._recompute_load()
+            work.jobs = [(r, Job(j.name, j.nodes, gbps=400 * load)) for r, j in work.jobs]
+            work.recompute_load(self.lm)
         return super().sweep()
 
     def _refresh_jobs(self):
-        keep = {r.id: j for r, j in self.jobs if r is not None}
+        work = self.workload
+        keep = {r.id: j for r, j in work.jobs if r is not None}
         super()._refresh_jobs()
-        self.jobs = [(r, keep.get(r.id, j) if r else j) for r, j in self.jobs]
+        work.jobs = [(r, keep.get(r.id, j) if r else j) for r, j in work.jobs]
 
 
 #: The collector before issue 6's changes: one MAD in flight, every port's link state and
@@ -291,7 +293,7 @@ def collector_child(fabric_id: int, config: dict) -> None:
 def live_phase(fabric, groups: list[str], config: dict, seconds: float, uvicorn_pid: int) -> dict:
     """Sweep at 1 Hz with ``config`` for ``seconds`` (collector in its own process); the groups'
     sequence windows and the collector's figures."""
-    from console.telemetry.store import current_seq
+    from console.broadcast import current_seq
 
     child = subprocess.Popen(
         [sys.executable, __file__, "--collector-child", str(fabric.pk), "--config", json.dumps(config)],
@@ -422,7 +424,7 @@ def main() -> None:
     if args.collector_child:
         collector_child(args.collector_child, json.loads(args.config))
         return
-    from console.live.notify import fabric_group, tenant_group
+    from console.broadcast import fabric_group, tenant_group
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-live-"))
     load_start = load_average()
@@ -461,7 +463,7 @@ def main() -> None:
         probe = AlternatingCollector(fabric, CollectorOptions(store_interval=1e9, lab_traffic=False))
         probe.setup()
         probe._refresh_jobs()
-        links_of = {int(t): set(v) for t, v in probe.tenant_links.items()}
+        links_of = {int(t): set(v) for t, v in probe.workload.tenant_links.items()}
         probe.close()
         per_tenant = args.clients // len(tenants)
         subs = [

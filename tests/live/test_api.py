@@ -8,6 +8,7 @@ import uuid
 import pytest
 from django.utils import timezone
 
+from console import broadcast
 from console.fabric.models import Fabric
 from console.telemetry import store
 from console.telemetry.api.views import FabricEventViewSet
@@ -52,13 +53,13 @@ def test_snapshot_and_link_detail_show_a_tenant_only_its_links(world, client_for
     _publish_snapshot(world)
     fid = world["fabric"].pk
     collector = world["collector"]
-    mine = collector.tenant_links[world["a"].pk]
-    theirs = sorted(collector.tenant_links[world["b"].pk])[0]
+    mine = collector.workload.tenant_links[world["a"].pk]
+    theirs = sorted(collector.workload.tenant_links[world["b"].pk])[0]
     body = client_for(admin_a).get(f"/api/telemetry/fabrics/{fid}/snapshot/").json()
     assert {lk["id"] for lk in body["links"]} == mine
     assert body["group"] == f"tenant.{world['a'].pk}"
     assert "tenants" not in body and list(body["reservations"]) == [str(world["res_a"].pk)]
-    nodes_b = {n for r, j in collector.jobs if r and r.tenant_id == world["b"].pk for n in j.nodes}
+    nodes_b = {n for r, j in collector.workload.jobs if r and r.tenant_id == world["b"].pk for n in j.nodes}
     assert not nodes_b & {n for ns in body["reservations"].values() for n in ns}
     op = client_for(operator).get(f"/api/telemetry/fabrics/{fid}/snapshot/").json()
     assert len(op["links"]) == len(collector.lm.ends) and op["group"] == f"fabric.{fid}"
@@ -77,13 +78,13 @@ def test_the_snapshot_seq_is_the_one_its_links_are_current_with(world, client_fo
     fid = world["fabric"].pk
     groups = {operator: f"fabric.{fid}", admin_a: f"tenant.{world['a'].pk}"}
     _publish_snapshot(world)
-    written = store.current_seqs(list(groups.values()))
+    written = broadcast.current_seqs(list(groups.values()))
     for group in groups.values():
-        store.next_seq(group)  # the next sweep's delta, numbered before its snapshot is written
+        broadcast.next_seq(group)  # the next sweep's delta, numbered before its snapshot is written
     for user, group in groups.items():
         body = client_for(user).get(f"/api/telemetry/fabrics/{fid}/snapshot/").json()
         assert body["group"] == group
-        assert body["seq"] == written[group] == store.current_seq(group) - 1
+        assert body["seq"] == written[group] == broadcast.current_seq(group) - 1
     _publish_snapshot(world)
     for user, group in groups.items():
         body = client_for(user).get(f"/api/telemetry/fabrics/{fid}/snapshot/").json()
@@ -104,7 +105,7 @@ def test_history_per_reservation_switch_and_downsampling(world, client_for, oper
     services.store_samples(fid, past + timezone.timedelta(seconds=10), rows, where)
     res = world["res_a"].pk
     body = client_for(operator).get(f"/api/telemetry/fabrics/{fid}/history/?reservation={res}").json()
-    job = next(j for r, j in collector.jobs if r is not None and r.id == res)
+    job = next(j for r, j in collector.workload.jobs if r is not None and r.id == res)
     assert set(body["links"]) == collector.lm.links_of_nodes(set(job.nodes))
     assert len(body["links"]) == 16  # 2 nodes × 8 rails
     assert all(len(series) == 2 for series in body["links"].values())
@@ -161,14 +162,14 @@ def _ports(client, fid: int, switch: str):
 
 
 def _nodes_of(world, tenant) -> set[str]:
-    jobs = world["collector"].jobs
+    jobs = world["collector"].workload.jobs
     return {n for r, j in jobs if r is not None and r.tenant_id == tenant.pk for n in j.nodes}
 
 
 def test_operator_sees_every_port_of_a_switch_with_peers_rates_and_live_state(world, client_for, operator, auditor):
     collector = world["collector"]
     fid = world["fabric"].pk
-    mine = sorted(collector.tenant_links[world["a"].pk])
+    mine = sorted(collector.workload.tenant_links[world["a"].pk])
     down = mine[0]  # a host link of tenant A: "<leaf>/<port>"
     leaf, host_port = down.split("/")
     # an uplink of that leaf, measured at its spine: busier spine → leaf than leaf → spine
@@ -210,7 +211,7 @@ def test_a_tenant_sees_only_its_own_links_of_a_switch_and_404_elsewhere(world, c
     collector = world["collector"]
     fid = world["fabric"].pk
     a = client_for(admin_a)
-    leaf = sorted(collector.tenant_links[world["a"].pk])[0].split("/")[0]
+    leaf = sorted(collector.workload.tenant_links[world["a"].pk])[0].split("/")[0]
     # before the collector's first sweep (an empty snapshot) no link is its own anywhere
     store.save_snapshot(fid, {})
     assert _ports(a, fid, leaf).status_code == 404
@@ -219,14 +220,14 @@ def test_a_tenant_sees_only_its_own_links_of_a_switch_and_404_elsewhere(world, c
     response = _ports(a, fid, leaf)
     assert response.status_code == 200, response.content
     body = response.json()
-    mine = {lid for lid in collector.tenant_links[world["a"].pk] if lid.startswith(f"{leaf}/")}
+    mine = {lid for lid in collector.workload.tenant_links[world["a"].pk] if lid.startswith(f"{leaf}/")}
     assert {p["link"] for p in body["ports"]} == mine and len(mine) == 2  # 2 nodes, one rail
     assert {p["peer"]["name"] for p in body["ports"]} <= _nodes_of(world, world["a"])
     assert all(p["state"] == "Active" for p in body["ports"])
     assert body["group"] == f"tenant.{world['a'].pk}"
     text = response.content.decode()
     assert not any(name in text for name in _nodes_of(world, world["b"]))
-    theirs = {lid for lid in collector.tenant_links[world["b"].pk] if lid.startswith(f"{leaf}/")}
+    theirs = {lid for lid in collector.workload.tenant_links[world["b"].pk] if lid.startswith(f"{leaf}/")}
     assert not theirs & {p["link"] for p in body["ports"]}
     # tenant B gets its own rows of the same leaf
     b_rows = _ports(client_for(admin_b), fid, leaf).json()["ports"]
@@ -248,7 +249,7 @@ def _live_init(response) -> dict:
 def test_live_page_opens_a_switch_by_url_beside_its_pod_never_as_a_faceplate(world, client, admin_a):
     fid = world["fabric"].pk
     client.force_login(admin_a)
-    leaf = sorted(world["collector"].tenant_links[world["a"].pk])[0].split("/")[0]
+    leaf = sorted(world["collector"].workload.tenant_links[world["a"].pk])[0].split("/")[0]
     for query in (f"?switch={leaf}", f"?level=switch&focus={leaf}", f"?focus={leaf}"):
         response = client.get(f"/fabrics/{fid}/live/{query}")
         assert response.status_code == 200, query

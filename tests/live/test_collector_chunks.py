@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from console.live.notify import fabric_group, tenant_group
-from console.telemetry import collector as collector_module
+from console.broadcast import fabric_group, tenant_group
+from console.telemetry import publisher as publisher_module
 from console.telemetry.core import PortReading
 
 pytestmark = pytest.mark.django_db
@@ -44,7 +44,7 @@ def test_each_group_is_published_once_per_sweep_as_soon_as_its_links_are_read(wo
     collector.reader = reader
     sent: list[tuple[int, list[str]]] = []
     monkeypatch.setattr(
-        collector_module, "publish_many", lambda messages: sent.append((len(reader.reads), [g for g, _ in messages]))
+        publisher_module, "publish_many", lambda messages: sent.append((len(reader.reads), [g for g, _ in messages]))
     )
     lm = collector.lm
     switches = list(lm.measured_ports())
@@ -66,7 +66,7 @@ def test_each_group_is_published_once_per_sweep_as_soon_as_its_links_are_read(wo
         assert when[fabric] == len(reads)  # every link: after the last part
         for group, tenant_id in tenants.items():
             # after the part holding the last switch its links are on, not later
-            mine = {lm.ends[lk].switch for lk in collector.tenant_links[tenant_id]}
+            mine = {lm.ends[lk].switch for lk in collector.workload.tenant_links[tenant_id]}
             assert mine
             last = max(i for i, r in enumerate(reads, 1) if r & mine)
             assert when[group] == last

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from console.telemetry import store
+from console import broadcast
 from tests.live.fabric_fixtures import statuses
 from tests.servers import login, processes, web  # noqa: F401
 
@@ -40,7 +40,7 @@ def test_a_gap_resyncs_and_a_delta_newer_than_the_snapshot_is_kept(
 
     # A message is lost (numbered, never sent); the next sweep pulls `link` down. Its delta reaches
     # the page, which finds the gap and resyncs, while the snapshot still holds the sweep before.
-    store.next_seq(f"fabric.{fabric.pk}")
+    broadcast.next_seq(f"fabric.{fabric.pk}")
     down = statuses(collector, down={link})
     collector._publish(down, 2.0)
     page.wait_for_function("() => window.__live.stream.resyncs >= 2")

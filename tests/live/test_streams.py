@@ -55,7 +55,7 @@ async def test_tenant_socket_never_sees_other_tenants_links_or_events(world, adm
     await _ready(comm_a)
     await _ready(comm_b)
     collector = world["collector"]
-    links_a, links_b = collector.tenant_links[world["a"].pk], collector.tenant_links[world["b"].pk]
+    links_a, links_b = collector.workload.tenant_links[world["a"].pk], collector.workload.tenant_links[world["b"].pk]
     assert links_a and links_b and not links_a & links_b
     link_b = sorted(links_b)[0]
     await sync_to_async(collector._publish)(statuses(collector, down={link_b}), 1.0)
@@ -67,7 +67,7 @@ async def test_tenant_socket_never_sees_other_tenants_links_or_events(world, adm
     await sync_to_async(services.apply_transitions)(
         world["fabric"].pk,
         [Transition("open", "link_down", link_b, "critical", f"link {link_b} is down")],
-        collector.link_owners,
+        collector.workload.link_owners,
         actor=Actor.system("test"),
     )
     event = (await messages_until(comm_b, lambda m: m["type"] == "event"))[-1]
@@ -141,7 +141,7 @@ async def test_change_socket_streams_push_progress_to_operators_only(world, oper
     assert progress["status"] == "applying"
     # a step finishing is streamed by the collector's watcher, numbered in the change's group
     await sync_to_async(ChangeStep.objects.filter(change=change, seq=2).update)(status="ok")
-    await sync_to_async(world["collector"]._change_progress)()
+    await sync_to_async(world["collector"].publisher.change_progress)()
     update = (await messages_until(comm, lambda m: m["type"] == "change.progress"))[-1]
     check(update)
     assert [s["status"] for s in update["steps"]] == ["ok", "ok"] and update["seq"] >= 1

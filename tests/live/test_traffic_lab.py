@@ -30,7 +30,7 @@ def utilisation_by_tier(fabric, job: Job) -> dict[str, float]:
         for lid, st in collector.last_statuses.items():
             tier = collector.lm.ends[lid].tier
             peak[tier] = max(peak.get(tier, 0.0), st.utilisation)
-        assert collector.load.unrouted == 0
+        assert collector.workload.load.unrouted == 0
         return peak
     finally:
         collector.close()

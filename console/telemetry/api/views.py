@@ -21,7 +21,7 @@ from console.telemetry import services, store
 from console.telemetry.api.serializers import FabricEventSerializer, SwitchPortsSerializer
 from console.telemetry.metrics import metrics_allowed, metrics_text
 from console.telemetry.models import FabricEvent
-from console.telemetry.views_data import link_for, snapshot_for, switch_ports, visible_links
+from console.telemetry.snapshots import link_for, snapshot_for, switch_ports, visible_links
 from console.tenancy.api.base import PrincipalMixin, TenantScopedReadOnlyViewSet
 from console.tenancy.errors import Invalid, NotFound
 from console.tenancy.models import Role

@@ -12,7 +12,7 @@ from channels_redis.core import RedisChannelLayer
 from django import db
 from django.conf import settings
 
-from console.live import notify
+from console import broadcast
 
 
 @pytest.mark.django_db(transaction=True)  # no test transaction: a publish goes at once
@@ -29,7 +29,7 @@ def test_publishes_from_a_plain_thread_reuse_one_loop_and_one_connection():
         def run() -> None:
             try:
                 for i in range(n):
-                    notify.publish_many([("tenant.424242", {"type": "link.delta", "n": i})])
+                    broadcast.publish_many([("tenant.424242", {"type": "link.delta", "n": i})])
             except BaseException as exc:  # surfaced below
                 errors.append(exc)
             finally:
@@ -41,11 +41,11 @@ def test_publishes_from_a_plain_thread_reuse_one_loop_and_one_connection():
         assert not errors, errors
 
     publish_in_a_thread(1)  # the process's send loop and its connection exist from here on
-    loop = notify._send_loop()
+    loop = broadcast._send_loop()
     before = connections()
     publish_in_a_thread(5)
     publish_in_a_thread(5)
-    assert notify._send_loop() is loop
+    assert broadcast._send_loop() is loop
     # (the sequence numbers' synchronous client is long-lived too)
     assert connections() - before == 0
 
@@ -53,8 +53,8 @@ def test_publishes_from_a_plain_thread_reuse_one_loop_and_one_connection():
 @pytest.mark.django_db
 def test_a_publish_inside_a_transaction_waits_for_the_commit(django_capture_on_commit_callbacks, monkeypatch):
     sent: list = []
-    monkeypatch.setattr(notify, "_group_send", sent.extend)
+    monkeypatch.setattr(broadcast, "_group_send", sent.extend)
     with django_capture_on_commit_callbacks(execute=True):
-        notify.publish("tenant.424243", {"type": "link.delta"})
+        broadcast.publish("tenant.424243", {"type": "link.delta"})
         assert sent == []
     assert [g for g, _ in sent] == ["tenant.424243"] and sent[0][1]["type"] == "live.message"

@@ -1,4 +1,14 @@
-"""Send-after-commit helpers for live messages."""
+"""Publish to a group: the one way live messages leave the server.
+
+The platform layer's helper that every producer calls (telemetry's collector and events,
+tenancy's revocations): the group names, the per-group sequence numbers, the after-commit send
+and the long-lived publishing loop. It imports nothing of the console's apps; the Channels
+consumers in :mod:`console.live` join these groups and forward what arrives.
+
+Sequence numbers live in Redis with ``REDIS_URL`` (``INCR`` per group, so every process numbers a
+group's messages in one sequence); embedded, in this process's memory (the collector then runs as
+a thread of the web process).
+"""
 
 from __future__ import annotations
 
@@ -6,13 +16,92 @@ import asyncio
 import json
 import os
 import threading
+from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.conf import settings
+from django.db import transaction
 
 SEND_TIMEOUT_S = 30.0
 _loop_lock = threading.Lock()
 _loop: tuple[int, asyncio.AbstractEventLoop] | None = None  # (pid, loop) of this process
+_seq_lock = threading.Lock()
+_seqs: dict[str, int] = {}  # embedded mode's sequence numbers
+_client: Any = None
+
+
+# --- group names ------------------------------------------------------------------------------
+
+
+def fabric_group(fabric_id: int) -> str:
+    return f"fabric.{fabric_id}"
+
+
+def tenant_group(tenant_id: int) -> str:
+    return f"tenant.{tenant_id}"
+
+
+def change_group(change_id: int) -> str:
+    return f"change.{change_id}"
+
+
+def token_group(token_id: int) -> str:
+    return f"token.{token_id}"
+
+
+def user_group(user_id: int) -> str:
+    return f"user.{user_id}"
+
+
+# --- sequence numbers -------------------------------------------------------------------------
+
+
+def _redis() -> Any:
+    global _client
+    if not settings.REDIS_URL:
+        return None
+    if _client is None:
+        import redis
+
+        _client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
+    return _client
+
+
+def _seq_key(group: str) -> str:
+    # The key predates this module (it lived in the telemetry store); kept so a running Redis
+    # continues its sequences across an upgrade.
+    return f"ibc:telemetry:seq:{group}"
+
+
+def next_seq(group: str) -> int:
+    """The next sequence number of a live group (1, 2, …; never repeats while Redis lives)."""
+    r = _redis()
+    if r is not None:
+        return int(r.incr(_seq_key(group)))
+    with _seq_lock:
+        _seqs[group] = _seqs.get(group, 0) + 1
+        return _seqs[group]
+
+
+def current_seq(group: str) -> int:
+    """The last sequence number sent to ``group`` (0 before the first)."""
+    r = _redis()
+    if r is not None:
+        return int(r.get(_seq_key(group)) or 0)
+    return int(_seqs.get(group, 0))
+
+
+def current_seqs(groups: list[str]) -> dict[str, int]:
+    """:func:`current_seq` of several groups in one round trip."""
+    r = _redis()
+    if r is not None:
+        values = r.mget([_seq_key(g) for g in groups]) if groups else []
+        return {g: int(v or 0) for g, v in zip(groups, values, strict=True)}
+    return {g: int(_seqs.get(g, 0)) for g in groups}
+
+
+# --- sending ----------------------------------------------------------------------------------
 
 
 def _send_loop() -> asyncio.AbstractEventLoop:
@@ -48,33 +137,14 @@ def _group_send(events: list[tuple[str, dict]]) -> None:
     asyncio.run_coroutine_threadsafe(go(), _send_loop()).result(SEND_TIMEOUT_S)
 
 
-def token_group(token_id: int) -> str:
-    return f"token.{token_id}"
-
-
-def user_group(user_id: int) -> str:
-    return f"user.{user_id}"
-
-
 def close_token_sockets(token_id: int) -> None:
     """Tell every socket opened with this token to close (called after the revoke commits)."""
     _group_send([(token_group(token_id), {"type": "access.revoked"})])
 
 
 def close_user_sockets(user_id: int) -> None:
+    """Tell every socket of this user to close (called after the user's access ends)."""
     _group_send([(user_group(user_id), {"type": "access.revoked"})])
-
-
-def fabric_group(fabric_id: int) -> str:
-    return f"fabric.{fabric_id}"
-
-
-def tenant_group(tenant_id: int) -> str:
-    return f"tenant.{tenant_id}"
-
-
-def change_group(change_id: int) -> str:
-    return f"change.{change_id}"
 
 
 def wire(body: dict) -> dict:
@@ -95,16 +165,12 @@ def publish(group: str, message: dict) -> None:
 
 def publish_many(messages: list[tuple[str, dict]]) -> None:
     """:func:`publish` for a batch (one event-loop hop for the collector's whole sweep)."""
-    from django.db import transaction
-
     if not messages:
         return
 
     def send() -> None:
         if get_channel_layer() is None:
             return
-        from console.telemetry.store import next_seq
-
         _group_send([(g, wire(dict(m, group=g, seq=next_seq(g)))) for g, m in messages])
 
     transaction.on_commit(send)

@@ -1,4 +1,4 @@
-"""What each principal may see of a fabric's live state (the one place that filters it).
+"""The live snapshots as each principal may see them (the one place that filters a fabric's live state).
 
 Operators and auditors see every link; a tenant sees only the host links of its own ready
 reservations, its own reservations' nodes, and its own live group's sequence number. A switch's
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from console.live.notify import fabric_group, tenant_group
+from console.broadcast import fabric_group, tenant_group
 from console.telemetry import store
 from console.telemetry.linkmap import link_id
 from console.tenancy.errors import NotFound

@@ -1,0 +1,93 @@
+"""The collector's lab traffic model: the jobs running on a fabric and the load they put on it.
+
+Every ready reservation (or an explicit job list, in tests and benchmarks) is a job. The model
+knows which links each job owns (its hosts' links and, where the forwarding tables are known, the
+links its traffic is routed over) and which tenant's live group shows them; on the lab it also
+writes the job's routed load into ibsim's counters before each read (see
+:mod:`console.telemetry.traffic` for the model itself).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from console.telemetry import services
+from console.telemetry.labwriter import console_batch, counter_commands
+from console.telemetry.linkmap import LinkMap
+from console.telemetry.readers import CounterReader
+from console.telemetry.traffic import Job, PortLoad, route_load, words
+
+
+def port_link(lm: LinkMap, switch: str, port: int) -> str | None:
+    """The link plugged into ``switch[port]`` (measured at either end)."""
+    if f"{switch}/{port}" in lm.ends:
+        return f"{switch}/{port}"
+    peer = lm.ports.get(switch, {}).get(port)
+    if peer and f"{peer[0]}/{peer[1]}" in lm.ends:
+        return f"{peer[0]}/{peer[1]}"
+    return None
+
+
+class Workload:
+    """The jobs of one fabric, the links they own, and their routed load."""
+
+    def __init__(self, fabric_id: int, jobs: tuple[Job, ...] | None = None) -> None:
+        self.fabric_id = fabric_id
+        self.explicit = jobs  # None: the fabric's ready reservations
+        self.jobs: list[tuple[services.ReservationNodes | None, Job]] = []
+        self.link_owners: dict[str, list[tuple[int, int]]] = {}  # link → [(reservation, tenant)]
+        self.tenant_links: dict[int, set[str]] = {}
+        self.lfts: dict[str, list[int]] = {}
+        self.load = PortLoad()
+
+    def refresh_routes(self, lm: LinkMap, reader: CounterReader) -> None:
+        """Read every switch's forwarding table again and reroute the jobs' load over them."""
+        top = max(lm.device_of_lid, default=0)
+        self.lfts = {}
+        for sw, lid in lm.switch_lids.items():
+            table = reader.lft(lid, top)
+            if table is not None:
+                self.lfts[sw] = table
+        self.recompute_load(lm)
+
+    def refresh_jobs(self, lm: LinkMap) -> None:
+        """The jobs now running (reservations come and go) and the links each of them owns."""
+        if self.explicit is not None:
+            jobs: list[tuple[Any, Job]] = [(None, j) for j in self.explicit]
+        else:
+            jobs = [(r, Job(f"res-{r.id}", r.nodes)) for r in services.ready_reservations(self.fabric_id)]
+        if [j for _, j in jobs] != [j for _, j in self.jobs]:
+            self.jobs = jobs
+            self.recompute_load(lm)
+        owners: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        tenant_links: dict[int, set[str]] = defaultdict(set)
+        for res, job in self.jobs:
+            if res is None:
+                continue
+            host = lm.links_of_nodes(set(job.nodes))
+            tenant_links[res.tenant_id] |= host
+            routed = route_load([job], lm, self.lfts).ports() if self.lfts else set()
+            for lid in host | {port_link(lm, s, p) for s, p in routed} - {None}:
+                owners[lid].append((res.id, res.tenant_id))  # type: ignore[index]
+        self.link_owners, self.tenant_links = dict(owners), dict(tenant_links)
+
+    def recompute_load(self, lm: LinkMap) -> None:
+        """Route the current jobs' flows over the known forwarding tables."""
+        self.load = route_load([j for _, j in self.jobs], lm, self.lfts)
+
+    def write_counters(self, lab: Any, node_ids: dict[str, str], prev: dict, seconds: float) -> int:
+        """Advance the lab's data counters by ``seconds`` of the jobs' load (the number of ports
+        written); ``prev``: the last readings, which the new values continue from."""
+        values = {}
+        for key in self.load.ports():
+            before = prev.get(key)
+            if before is None:
+                continue
+            values[key] = (
+                before.xmit_words + words(self.load.xmit.get(key, 0.0), seconds),
+                before.rcv_words + words(self.load.rcv.get(key, 0.0), seconds),
+            )
+        if values:
+            console_batch(lab, counter_commands(node_ids, values))
+        return len(values)
