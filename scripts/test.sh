@@ -16,6 +16,9 @@ for host, port in (("127.0.0.1", 5432), ("127.0.0.1", 6379)):
 PY
 then exit 1; fi
 
+echo "==> mypy (strict on the packages pyproject.toml covers)"
+.venv/bin/python -m mypy || { echo "mypy failed: the suite does not run on code that does not type-check"; exit 1; }
+
 mkdir -p test-artifacts
 echo "==> full suite (production mode: PostgreSQL + Redis)"
 .venv/bin/python -m pytest "$@"
