@@ -20,8 +20,8 @@ test:           ## the whole suite: production mode on PostgreSQL + Redis, then 
 lint:
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m mypy
 	$(PY) manage.py makemigrations --check --dry-run
+	$(PY) -m mypy
 
 format:
 	$(PY) -m ruff format .

@@ -4,6 +4,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+echo "==> mypy (strict on the packages pyproject.toml covers)"
+.venv/bin/python -m mypy || { echo "mypy failed: the suite does not run on code that does not type-check"; exit 1; }
+
 export DATABASE_URL=${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/ibconsole}
 export REDIS_URL=${TEST_REDIS_URL:-redis://127.0.0.1:6379/14}
 if ! .venv/bin/python - <<'PY'
@@ -15,9 +18,6 @@ for host, port in (("127.0.0.1", 5432), ("127.0.0.1", 6379)):
         sys.exit(f"{host}:{port} is not reachable: start PostgreSQL and Redis (scripts/services.sh does, as root)")
 PY
 then exit 1; fi
-
-echo "==> mypy (strict on the packages pyproject.toml covers)"
-.venv/bin/python -m mypy || { echo "mypy failed: the suite does not run on code that does not type-check"; exit 1; }
 
 mkdir -p test-artifacts
 echo "==> full suite (production mode: PostgreSQL + Redis)"
