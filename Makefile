@@ -22,6 +22,7 @@ lint:
 	$(PY) -m ruff format --check .
 	.venv/bin/lint-imports
 	$(PY) manage.py makemigrations --check --dry-run
+	$(PY) -m mypy
 
 format:
 	$(PY) -m ruff format .

@@ -45,7 +45,7 @@ def cabling_plan(graph: FabricGraph) -> list[CablingRow]:
         place[node.name] = (node.rack, node.u)
         hca[node.name] = tuple(node.hca_name(p) for p in range(1, node.hcas + 1))
     width = max(5, len(str(len(graph.links))))
-    rows = []
+    rows: list[CablingRow] = []
     append = rows.append
     for i, lk in enumerate(graph.links, 1):
         ra, ua = place.get(lk.a, ("", 0))

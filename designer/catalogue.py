@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from designer.errors import UnknownItemError
 
@@ -200,13 +201,13 @@ class Catalogue:
         """A copy with items added or replaced by name (operators' overrides)."""
         new = self.copy()
         for item in items:
-            table = {
+            tables: dict[type, dict[str, Any]] = {
                 SwitchModel: new.switches,
                 NodeType: new.nodes,
                 CableType: new.cables,
                 TransceiverType: new.transceivers,
-            }[type(item)]
-            table[item.name] = item
+            }
+            tables[type(item)][item.name] = item
         return new
 
     def with_prices(self, prices: dict[str, float]) -> Catalogue:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from designer.catalogue import Catalogue
-from designer.graph import FabricGraph
+from designer.graph import FabricGraph, Link
 from designer.options import PlanOptions
 from designer.plan import plan
 
@@ -93,7 +93,7 @@ SWITCH_FIELDS = ("model", "tier", "guid", "rack", "u", "split")
 LINK_FIELDS = ("cable", "length_m", "tier")
 
 
-def _link_dict(lk) -> dict:
+def _link_dict(lk: Link) -> dict:
     return {
         "a": lk.a,
         "a_port": lk.a_port,

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 
 from designer.catalogue import DEFAULT_CATALOGUE, Catalogue
 from designer.errors import PlanError
-from designer.options import PlanOptions, parse_ratio, resolve
+from designer.options import PlanOptions, ResolvedOptions, parse_ratio, resolve
 from designer.sizing import TreeShape, tree_shape
 
 
@@ -97,7 +97,7 @@ def can_i(
     return FeasibilityAnswer(question, feasible, steps, alternatives, needed)
 
 
-def _alternatives(cat: Catalogue, ro, budget: int, down: int, up: int) -> list[str]:
+def _alternatives(cat: Catalogue, ro: ResolvedOptions, budget: int, down: int, up: int) -> list[str]:
     out: list[str] = []
     endpoints, model = ro.endpoints, ro.switch
     for other in sorted(cat.switches.values(), key=lambda m: (not m.modular, m.ports)):

@@ -24,12 +24,12 @@ def compress(names: list[str]) -> str:
             order.append(key)
         groups[key].append(int(m.group(2)))
     parts: list[str] = []
-    for key in order:
-        if isinstance(key, str):
-            parts.append(key)
+    for entry in order:
+        if isinstance(entry, str):
+            parts.append(entry)
             continue
-        prefix, width = key
-        nums = sorted(set(groups[key]))
+        prefix, width = entry
+        nums = sorted(set(groups[entry]))
         ranges: list[str] = []
         i = 0
         while i < len(nums):

@@ -201,9 +201,9 @@ def compute_metrics(graph: FabricGraph) -> dict:
         hop_latency = max(hop_latency, model.hop_latency_ns)
     for lk in graph.links:
         for dev in (lk.a, lk.b):
-            sw = switches.get(dev)
-            if sw is not None:
-                used_ports[sw.tier] += 1
+            end = switches.get(dev)
+            if end is not None:
+                used_ports[end.tier] += 1
     compute_cost = compute_power = 0.0
     for node in graph.nodes.values():
         nt = cat.nodes.get(node.node_type)

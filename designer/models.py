@@ -8,6 +8,8 @@ expands the nodes and ports it needs into rows of its own.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 
@@ -58,7 +60,7 @@ class DesignRevision(models.Model):
     def __str__(self) -> str:
         return f"{self.design.name} r{self.number}"
 
-    def save(self, *args, **kwargs) -> None:
+    def save(self, *args: Any, **kwargs: Any) -> None:
         if self.pk is not None:
             raise ImmutableRevision(f"revision {self} is immutable; save a new one")
         super().save(*args, **kwargs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, fields
+from typing import Any
 
 from designer.catalogue import CableType, Catalogue, NodeType, SwitchModel, TransceiverType
 from designer.errors import ParseError
@@ -76,11 +77,12 @@ def graph_from_dict(data: dict, catalogue: Catalogue) -> FabricGraph:
             if row["name"] not in cat.switches:
                 row = dict(row, split_modes={k: tuple(v) for k, v in row["split_modes"].items()})
                 cat.switches[row["name"]] = SwitchModel(**_known(SwitchModel, row))
-        for key, cls, table in (
+        tables: tuple[tuple[str, type, dict[str, Any]], ...] = (
             ("nodes", NodeType, cat.nodes),
             ("cables", CableType, cat.cables),
             ("transceivers", TransceiverType, cat.transceivers),
-        ):
+        )
+        for key, cls, table in tables:
             for row in embedded.get(key, []):
                 table.setdefault(row["name"], cls(**_known(cls, row)))
         graph = FabricGraph(cat, data.get("topology", "custom"), meta=dict(data.get("meta", {})))

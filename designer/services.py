@@ -29,10 +29,11 @@ from designer.errors import DesignerError, ParseError
 from designer.graph import FabricGraph
 from designer.imports.ibnetdiscover import graph_from_ibnetdiscover
 from designer.models import CatalogueEntry, Design, DesignRevision
+from designer.options import PlanOptions
 from designer.plan import PlanResult, evaluate, plan
 from designer.serialize import graph_from_dict, graph_to_dict
 
-ITEM_TYPES = {
+ITEM_TYPES: dict[str, type[SwitchModel | NodeType | CableType | TransceiverType]] = {
     CatalogueEntry.Kind.SWITCH: SwitchModel,
     CatalogueEntry.Kind.NODE: NodeType,
     CatalogueEntry.Kind.CABLE: CableType,
@@ -77,7 +78,7 @@ def _plan_or_invalid(options: dict[str, Any]) -> PlanResult:
 
 
 def _save_revision(
-    actor: Actor, design: Design, graph: FabricGraph, summary: dict, message: str, user_id
+    actor: Actor, design: Design, graph: FabricGraph, summary: dict, message: str, user_id: int | None
 ) -> DesignRevision:
     design = Design.objects.select_for_update().get(pk=design.pk)
     graph.meta["name"] = design.name
@@ -105,6 +106,7 @@ def create_design(
     """Plan from options and save the design with its first revision."""
     require_operator(principal, to="change designs and the catalogue")
     result = _plan_or_invalid(options)
+    assert result.graph is not None  # an ok plan has a graph
     try:
         with transaction.atomic():
             design = Design.objects.create(
@@ -148,9 +150,7 @@ def validate_graph(graph: FabricGraph) -> dict[str, Any]:
     return {"summary": summary, "issues": summary["issues"]}
 
 
-def _options_of(graph: FabricGraph):
-    from designer.options import PlanOptions
-
+def _options_of(graph: FabricGraph) -> PlanOptions:
     return PlanOptions(
         topology=graph.topology
         if graph.topology in ("fat-tree", "rail-optimized", "torus", "dragonfly-plus")

@@ -10,12 +10,13 @@ import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from designer.catalogue import generation_rank
+from designer.catalogue import CableType, generation_rank
 from designer.errors import Issue
-from designer.graph import FORBIDDEN_NAME_CHARS, FabricGraph
+from designer.graph import FORBIDDEN_NAME_CHARS, FabricGraph, Link
 
 MAX_PER_CODE = 20
 TREE_RANK = {"leaf": 0, "spine": 1, "core": 2}
+Adjacency = dict[str, dict[str, int]]  # switch → neighbour → links
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class ValidationReport:
 class _Collector:
     def __init__(self) -> None:
         self.report = ValidationReport()
-        self.counts: Counter[str] = Counter()
+        self.counts: Counter[tuple[str, str]] = Counter()  # (severity, code) → findings
 
     def add(self, severity: str, code: str, element: str, message: str) -> None:
         self.counts[(severity, code)] += 1
@@ -133,15 +134,15 @@ def validate(graph: FabricGraph, limits: IbsimLimits | None = None) -> Validatio
             )
 
     used: dict[tuple[str, int], str] = {}
-    adjacency: dict[str, dict[str, int]] = defaultdict(dict)  # switch → neighbour → links
+    adjacency: Adjacency = defaultdict(dict)
     hosts_on: Counter[str] = Counter()
-    cable_cache: dict[str, object] = {}
+    cable_cache: dict[str, CableType | None] = {}
     fine: dict[tuple[str, str, bool], float] = {}  # (cable, generation, split) → usable reach
     for link in graph.links:
         ok = True
         for dev, port, other in ((link.a, link.a_port, link.b), (link.b, link.b_port, link.a)):
-            count = ports_of.get(dev)
-            if count is None:
+            dev_ports = ports_of.get(dev)
+            if dev_ports is None:
                 out.add(
                     "error",
                     "missing-device",
@@ -150,12 +151,12 @@ def validate(graph: FabricGraph, limits: IbsimLimits | None = None) -> Validatio
                 )
                 ok = False
                 continue
-            if count and not 1 <= port <= count:
+            if dev_ports and not 1 <= port <= dev_ports:
                 out.add(
                     "error",
                     "port-exhaustion",
                     f"{dev}[{port}]",
-                    f"{dev} has no port {port}: it has {count} ports; move the cable from "
+                    f"{dev} has no port {port}: it has {dev_ports} ports; move the cable from "
                     f"{other} to a free port or use a bigger model",
                 )
                 ok = False
@@ -240,18 +241,19 @@ def _cable_ok(graph: FabricGraph, name: str, generation: str, split: bool) -> fl
     return cable.reach_max_m + 1e-9
 
 
-def _check_cable(graph, link, generation, split, out, cache) -> None:
+def _check_cable(
+    graph: FabricGraph, link: Link, generation: str, split: bool, out: _Collector, cache: dict[str, CableType | None]
+) -> None:
     name = f"{link.a}[{link.a_port}]-{link.b}[{link.b_port}]"
     if not link.cable:
         best = graph.catalogue.cheapest_cable(generation, link.length_m) if generation else None
         fix = f": {best.name} reaches it" if best else ": no catalogue cable reaches it"
         out.add("warning", "no-cable", name, f"{name} ({link.length_m:g} m) has no cable type{fix}")
         return
-    cable = cache.get(link.cable)
+    if link.cable not in cache:
+        cache[link.cable] = graph.catalogue.cables.get(link.cable)
+    cable = cache[link.cable]
     if cable is None:
-        cable = graph.catalogue.cables.get(link.cable)
-        cache[link.cable] = cable or False
-    if not cable:
         out.add("error", "unknown-model", name, f"{name} uses unknown cable type {link.cable!r}")
         return
     if generation and not cable.carries(generation):
@@ -313,7 +315,7 @@ def _check_guids(graph: FabricGraph, out: _Collector) -> None:
             owner.setdefault(port, node.name)
 
 
-def _check_connected(graph, adjacency, hosts_on, out) -> None:
+def _check_connected(graph: FabricGraph, adjacency: Adjacency, hosts_on: Counter[str], out: _Collector) -> None:
     switches = [s for s in graph.switches if s in adjacency or hosts_on.get(s)]
     if not switches:
         return
@@ -335,7 +337,9 @@ def _check_connected(graph, adjacency, hosts_on, out) -> None:
         )
 
 
-def _check_level(graph, lower: list[str], upper_tier: str, adjacency, out, what: str) -> None:
+def _check_level(
+    graph: FabricGraph, lower: list[str], upper_tier: str, adjacency: Adjacency, out: _Collector, what: str
+) -> None:
     """Every lower switch sends the same number of links to every upper switch of its pod."""
     switches = graph.switches
     multiplicities: Counter[int] = Counter()
@@ -411,7 +415,7 @@ def _check_level(graph, lower: list[str], upper_tier: str, adjacency, out, what:
             )
 
 
-def _check_ftree(graph, adjacency, hosts_on, out) -> None:
+def _check_ftree(graph: FabricGraph, adjacency: Adjacency, hosts_on: Counter[str], out: _Collector) -> None:
     switches = graph.switches
     by_tier: dict[str, list[str]] = defaultdict(list)
     for sw in switches.values():
@@ -439,7 +443,7 @@ def _check_ftree(graph, adjacency, hosts_on, out) -> None:
         _check_level(graph, by_tier["spine"], "core", adjacency, out, "spine")
 
 
-def _check_torus(graph: FabricGraph, adjacency, out: _Collector) -> None:
+def _check_torus(graph: FabricGraph, adjacency: Adjacency, out: _Collector) -> None:
     dims = [d for d in graph.meta["dims"]]
     torus = [s for s in graph.switches.values() if s.tier == "torus"]
     if len(torus) != math.prod(dims):
@@ -463,7 +467,7 @@ def _check_torus(graph: FabricGraph, adjacency, out: _Collector) -> None:
             )
 
 
-def _check_ibsim(graph, ports_of, limits, out) -> None:
+def _check_ibsim(graph: FabricGraph, ports_of: dict[str, int], limits: IbsimLimits, out: _Collector) -> None:
     cas = {ca for n in graph.nodes.values() for ca in n.ca_guids}
     nodes = len(cas) + len(graph.switches)
     ports = sum(ports_of[s] + 1 for s in graph.switches) + sum(

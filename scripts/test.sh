@@ -4,6 +4,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+echo "==> mypy (strict on the packages pyproject.toml covers)"
+.venv/bin/python -m mypy || { echo "mypy failed: the suite does not run on code that does not type-check"; exit 1; }
+
 export DATABASE_URL=${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/ibconsole}
 export REDIS_URL=${TEST_REDIS_URL:-redis://127.0.0.1:6379/14}
 if ! .venv/bin/python - <<'PY'

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from designer.models import CatalogueEntry, Design, DesignRevision
@@ -26,7 +28,7 @@ class PlanOptionsSerializer(serializers.Serializer):
     groups = serializers.IntegerField(required=False, allow_null=True)
     split = serializers.CharField(required=False, allow_null=True, max_length=30)
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
         if isinstance(data, dict):
             unknown = sorted(set(data) - set(self.fields))
             if unknown:
@@ -60,7 +62,8 @@ class PlanSummarySerializer(serializers.Serializer):
     power_w = serializers.FloatField()
     cost = serializers.FloatField()
     warnings = serializers.ListField(child=serializers.CharField())
-    errors = serializers.ListField(child=serializers.CharField())
+    # The serializer metaclass pops declared fields, so this field does not shadow `Serializer.errors`.
+    errors = serializers.ListField(child=serializers.CharField())  # type: ignore[assignment]
     issues = IssueSerializer(many=True)
 
 
@@ -109,7 +112,7 @@ class RevisionBriefSerializer(serializers.ModelSerializer):
 
 
 class RevisionSerializer(RevisionBriefSerializer):
-    design = serializers.PrimaryKeyRelatedField(read_only=True)
+    design: serializers.PrimaryKeyRelatedField[Design] = serializers.PrimaryKeyRelatedField(read_only=True)
 
     class Meta(RevisionBriefSerializer.Meta):
         fields = ["design", "number", "message", "created_at", "created_by", "summary"]

@@ -3,6 +3,8 @@ canvas, diff and exports. Operators write; operators and auditors read."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db.models import Prefetch
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
@@ -10,7 +12,9 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.serializers import BaseSerializer
 
 from console.tenancy.api.base import GlobalResourceMixin
 from console.tenancy.errors import Invalid
@@ -58,13 +62,13 @@ class DesignViewSet(
     filterset_fields = ["topology"]
     ordering_fields = ["name", "created_at"]
 
-    def get_serializer_class(self):
+    def get_serializer_class(self) -> type[BaseSerializer]:
         return DesignListSerializer if self.action == "list" else DesignSerializer
 
     # --- previews (nothing saved) ---------------------------------------------------------
     @extend_schema(request=PlanOptionsSerializer, responses={200: PlanSummarySerializer})
     @action(detail=False, methods=["post"], safe_post=True)
-    def plan(self, request):
+    def plan(self, request: Request) -> Response:
         """Plan a fabric from parameters and return its summary; saves nothing.
         Impossible input answers 400 with the errors (and the summary) in the body."""
         options = _options(request.data)
@@ -81,7 +85,7 @@ class DesignViewSet(
 
     @extend_schema(request=CompareSerializer, responses={200: CompareResultSerializer})
     @action(detail=False, methods=["post"], safe_post=True)
-    def compare(self, request):
+    def compare(self, request: Request) -> Response:
         """Side-by-side summaries of several parameter sets."""
         serializer = CompareSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -90,7 +94,7 @@ class DesignViewSet(
 
     @extend_schema(request=GraphPayloadSerializer, responses={200: ValidationResultSerializer})
     @action(detail=False, methods=["post"], safe_post=True)
-    def validate(self, request):
+    def validate(self, request: Request) -> Response:
         """Re-validate and re-measure an edited graph; saves nothing."""
         serializer = GraphPayloadSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -99,7 +103,7 @@ class DesignViewSet(
 
     @extend_schema(request=CanISerializer, responses={200: OpenApiTypes.OBJECT})
     @action(detail=False, methods=["post"], url_path="can-i", safe_post=True)
-    def can_i(self, request):
+    def can_i(self, request: Request) -> Response:
         """ "Can I do X with Y?" answered with the arithmetic."""
         serializer = CanISerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -109,7 +113,7 @@ class DesignViewSet(
 
     # --- designs --------------------------------------------------------------------------
     @extend_schema(request=DesignSerializer, responses={201: DesignSerializer})
-    def create(self, request, *args, **kwargs):
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Plan from options and save the design with its first revision."""
         serializer = DesignSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -123,12 +127,12 @@ class DesignViewSet(
         )
         return Response(DesignSerializer(self.queryset.get(pk=design.pk)).data, status=201)
 
-    def perform_destroy(self, instance) -> None:
+    def perform_destroy(self, instance: Design) -> None:
         services.delete_design(self.actor, self.principal, instance)
 
     @extend_schema(request=ImportSerializer, responses={201: DesignSerializer})
     @action(detail=False, methods=["post"], url_path="import")
-    def import_ibnetdiscover(self, request):
+    def import_ibnetdiscover(self, request: Request) -> Response:
         """A brownfield fabric: ibnetdiscover output becomes a design with one revision."""
         serializer = ImportSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -142,7 +146,7 @@ class DesignViewSet(
             self._design_cache = self.get_object()
         return self._design_cache
 
-    def _revision(self, number, *, with_graph: bool = True) -> DesignRevision:
+    def _revision(self, number: str, *, with_graph: bool = True) -> DesignRevision:
         queryset = DesignRevision.objects.filter(design=self._design())
         if not with_graph:
             queryset = queryset.defer("graph")
@@ -151,7 +155,7 @@ class DesignViewSet(
     @extend_schema(methods=["GET"], responses=RevisionBriefSerializer(many=True))
     @extend_schema(methods=["POST"], request=GraphPayloadSerializer, responses={201: RevisionSerializer})
     @action(detail=True, methods=["get", "post"])
-    def revisions(self, request, pk=None):
+    def revisions(self, request: Request, pk: str | None = None) -> Response:
         """List revisions, or save an edited graph as the next revision."""
         design = self.get_object()
         if request.method == "GET":
@@ -170,13 +174,13 @@ class DesignViewSet(
 
     @extend_schema(responses=RevisionSerializer)
     @action(detail=True, methods=["get"], url_path=REVISION)
-    def revision(self, request, pk=None, number=None):
+    def revision(self, request: Request, pk: str | None = None, number: str = "") -> Response:
         """One revision with its summary."""
         return Response(RevisionSerializer(self._revision(number, with_graph=False)).data)
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     @action(detail=True, methods=["get"], url_path=REVISION + "/graph")
-    def graph(self, request, pk=None, number=None):
+    def graph(self, request: Request, pk: str | None = None, number: str = "") -> Response:
         """The revision's full graph (the designer's JSON format)."""
         return Response(self._revision(number).graph)
 
@@ -188,7 +192,7 @@ class DesignViewSet(
         responses={200: OpenApiTypes.OBJECT},
     )
     @action(detail=True, methods=["get"], url_path=REVISION + "/canvas")
-    def canvas(self, request, pk=None, number=None):
+    def canvas(self, request: Request, pk: str | None = None, number: str = "") -> Response:
         """Server-computed positions for the topology canvas, at a level of detail."""
         from designer.canvas import canvas_view
 
@@ -204,7 +208,7 @@ class DesignViewSet(
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     @action(detail=True, methods=["get"], url_path=REVISION + r"/diff/(?P<other>[0-9]+)")
-    def diff(self, request, pk=None, number=None, other=None):
+    def diff(self, request: Request, pk: str | None = None, number: str = "", other: str = "") -> Response:
         """Switches, nodes and cables added, removed and changed between two revisions."""
         return Response(services.diff_revisions(self._revision(number), self._revision(other)))
 
@@ -213,7 +217,7 @@ class DesignViewSet(
         parameters=[OpenApiParameter("fmt", str, OpenApiParameter.PATH, enum=sorted(FORMATS))],
     )
     @action(detail=True, methods=["get"], url_path=REVISION + r"/export/(?P<fmt>[a-z0-9-]+)")
-    def export(self, request, pk=None, number=None, fmt=None):
+    def export(self, request: Request, pk: str | None = None, number: str = "", fmt: str = "") -> HttpResponse:
         """Download the revision in one of the export formats."""
         graph = services.revision_graph(self._revision(number))
         graph.meta["name"] = self._design().name
@@ -227,7 +231,7 @@ class DesignViewSet(
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     @action(detail=False, methods=["get"], url_path="formats")
-    def formats(self, request):
+    def formats(self, request: Request) -> Response:
         """The export formats: name → description."""
         return Response({name: f.description for name, f in sorted(FORMATS.items())})
 
@@ -242,27 +246,29 @@ class CatalogueEntryViewSet(GlobalResourceMixin, viewsets.ModelViewSet):
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     @action(detail=False, methods=["get"])
-    def effective(self, request):
+    def effective(self, request: Request) -> Response:
         """The catalogue designs are planned with: built-ins with overrides applied."""
         return Response(services.catalogue_as_dict(services.load_catalogue()))
 
-    def perform_create(self, serializer) -> None:
+    def perform_create(self, serializer: BaseSerializer[CatalogueEntry]) -> None:
         serializer.instance = services.save_catalogue_entry(self.actor, self.principal, **serializer.validated_data)
 
-    def perform_update(self, serializer) -> None:
+    def perform_update(self, serializer: BaseSerializer[CatalogueEntry]) -> None:
+        entry = serializer.instance
+        assert entry is not None  # an update always has the entry it updates
         serializer.instance = services.save_catalogue_entry(
             self.actor,
             self.principal,
-            kind=serializer.instance.kind,
-            name=serializer.instance.name,
-            data=serializer.validated_data.get("data", serializer.instance.data),
+            kind=entry.kind,
+            name=entry.name,
+            data=serializer.validated_data.get("data", entry.data),
         )
 
-    def perform_destroy(self, instance) -> None:
+    def perform_destroy(self, instance: CatalogueEntry) -> None:
         services.delete_catalogue_entry(self.actor, self.principal, instance)
 
 
-def _options(data) -> dict:
+def _options(data: Any) -> dict:
     serializer = PlanOptionsSerializer(data=data)
     serializer.is_valid(raise_exception=True)
     return dict(serializer.validated_data)

@@ -60,15 +60,15 @@ def render_ibnetdiscover(graph: FabricGraph) -> str:
             label = width_speed(slow[1], min(sa[2], sb[2])) if slow[1] else "4xSDR"
             labels[key] = label
         for mine, peer in ((ends[0], ends[1]), (ends[1], ends[0])):
-            dev, is_sw, _, port, pguid, _ = mine
+            dev, is_sw, _, port, guid_text, _ = mine
             _, _, pid, pport, ppguid, pdesc = peer
             if is_sw:
                 sw_lines[dev].append((port, f'[{port}]\t"{pid}"[{pport}]{ppguid}\t\t# "{pdesc}" lid 0 {label}'))
             else:
-                ca_lines.setdefault(pguid, []).append(
+                ca_lines.setdefault(guid_text, []).append(
                     (
                         port,
-                        f'[{port}]{pguid}\t"{pid}"[{pport}]{ppguid}\t\t# lid 0 lmc 0 "{pdesc}" lid 0 {label}',
+                        f'[{port}]{guid_text}\t"{pid}"[{pport}]{ppguid}\t\t# lid 0 lmc 0 "{pdesc}" lid 0 {label}',
                     )
                 )
     out = [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypedDict, Unpack
+
 from designer.catalogue import Catalogue, NodeType
 from designer.graph import FabricGraph, Link, Node, Switch, planned_ca_guid, planned_switch_guid
 from designer.options import ResolvedOptions
@@ -10,6 +12,15 @@ from designer.options import ResolvedOptions
 def width(count: int, minimum: int = 2) -> int:
     """Zero-padding width so names sort naturally (node-0001 … node-2048)."""
     return max(minimum, len(str(count)))
+
+
+class SwitchPlace(TypedDict, total=False):
+    """Where a generated switch sits in its topology (the optional fields of `Switch`)."""
+
+    su: int
+    pod: int
+    index: int
+    coords: tuple[int, ...]
 
 
 class Builder:
@@ -24,7 +35,7 @@ class Builder:
         self._nodes = 0
         self.links = self.graph.links
 
-    def switch(self, name: str, tier: str, **attrs: object) -> str:
+    def switch(self, name: str, tier: str, **attrs: Unpack[SwitchPlace]) -> str:
         guid = planned_switch_guid(self._switches)
         self._switches += 1
         self.graph.switches[name] = Switch(name, self.switch_model, tier, guid, split=self.split, **attrs)

@@ -67,7 +67,7 @@ def build_torus(ro: ResolvedOptions, catalogue: Catalogue) -> FabricGraph:
         )
     b = Builder(ro, catalogue, "torus")
     links = b.links
-    names: dict[tuple[int, int, int], str] = {}
+    names: dict[tuple[int, ...], str] = {}  # (x, y, z) → switch name
     for i, (x, y, z) in enumerate(itertools.product(*(range(d) for d in dims))):
         names[(x, y, z)] = b.switch(f"sw-{x:02d}-{y:02d}-{z:02d}", "torus", index=i, coords=(x, y, z))
     order = list(names.values())

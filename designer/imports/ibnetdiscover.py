@@ -104,10 +104,11 @@ class Discovery:
         out = []
         for node in self.nodes:
             for p in node.ports:
-                key = tuple(sorted(((node.node_id, p.port), (p.peer_id, p.peer_port))))
+                here, there = (node.node_id, p.port), (p.peer_id, p.peer_port)
+                key = (here, there) if here <= there else (there, here)
                 if key in seen:
                     continue
-                seen.add(key)  # type: ignore[arg-type]
+                seen.add(key)
                 peer = nodes.get(p.peer_id)
                 if peer is not None:
                     out.append((node, p, peer, p.peer_port))
@@ -327,11 +328,11 @@ def graph_from_ibnetdiscover(
     links: list[Link] = []
     for node, port, peer, peer_port in disc.links():
         ends = []
-        for n, p in ((node, port.port), (peer, peer_port)):
+        for n, port_no in ((node, port.port), (peer, peer_port)):
             if n.kind == "Switch":
-                ends.append((dev_of[n.node_id][0], p))
-            elif (n.node_id, p) in ca_port_map:
-                ends.append(ca_port_map[(n.node_id, p)])
+                ends.append((dev_of[n.node_id][0], port_no))
+            elif (n.node_id, port_no) in ca_port_map:
+                ends.append(ca_port_map[(n.node_id, port_no)])
         if len(ends) == 2:
             links.append(Link(ends[0][0], ends[0][1], ends[1][0], ends[1][1], ""))
     graph.links = links

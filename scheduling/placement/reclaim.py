@@ -170,7 +170,7 @@ def _tiered_set(relevant: list[str], victims: dict[str, Booking], feasible: Feas
         below = frozenset(b for b in relevant if rank(b) < r)
         fixed = chosen
 
-        def ok(subset: frozenset[str], fixed: frozenset[str] = fixed, below=below) -> bool:
+        def ok(subset: frozenset[str], fixed: frozenset[str] = fixed, below: frozenset[str] = below) -> bool:
             return feasible(fixed | subset | below)
 
         picked = _smallest_set(tier, victims, ok)

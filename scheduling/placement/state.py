@@ -318,8 +318,8 @@ class PoolState:
         holders: list[dict[str, int]] = [{} for _ in self.topology.groups]
         for booking in self.bookings.values():
             if not booking.owner.borrowed:
-                for group in {self.node_group[node] for node in booking.node_ids}:
-                    held = holders[group]
+                for group_id in {self.node_group[node] for node in booking.node_ids}:
+                    held = holders[group_id]
                     held[booking.owner.tenant] = held.get(booking.owner.tenant, 0) + 1
             assert booking.end > self.now, f"{booking.id} should have ended"
             assert booking.active == (booking.start <= self.now), f"{booking.id} activity"

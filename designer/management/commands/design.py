@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -84,11 +86,11 @@ class Command(BaseCommand):
 
         sub.add_parser("list", help="list saved designs")
 
-    def handle(self, *args, action: str, **options) -> None:
+    def handle(self, *args: Any, action: str, **options: Any) -> None:
         getattr(self, f"_{action.replace('-', '_')}")(**options)
 
     # --- plan -------------------------------------------------------------------------------
-    def _plan(self, *, json: bool, save: str | None, as_user: str | None, **options) -> None:
+    def _plan(self, *, json: bool, save: str | None, as_user: str | None, **options: Any) -> None:
         keys = [
             "topology",
             "gpus",
@@ -135,18 +137,18 @@ class Command(BaseCommand):
         return "\n".join(lines)
 
     # --- export / import / can-i / list -------------------------------------------------------
-    def _export(self, *, design: str, format: str, output: str | None, **_) -> None:
+    def _export(self, *, design: str, format: str, output: str | None, **_: Any) -> None:
         revision = _find_revision(design)
         graph = services.revision_graph(revision)
         graph.meta["name"] = revision.design.name
-        content, filename, _ = export(graph, format)
+        content = export(graph, format)[0]
         if output:
             Path(output).write_text(content)
             self.stderr.write(f"wrote {output} ({len(content):,} bytes)")
         else:
             self.stdout.write(content, ending="" if content.endswith("\n") else "\n")
 
-    def _import(self, *, file: str, name: str, json: bool, as_user: str | None, **_) -> None:
+    def _import(self, *, file: str, name: str, json: bool, as_user: str | None, **_: Any) -> None:
         try:
             text = Path(file).read_text()
         except OSError as exc:
@@ -161,7 +163,7 @@ class Command(BaseCommand):
         body = {"design_id": design.pk, "revision": revision.number, **revision.summary}
         self._emit(body, json, human=lambda: f"imported as design {design.pk} r{revision.number}")
 
-    def _can_i(self, *, json: bool, **options) -> None:
+    def _can_i(self, *, json: bool, **options: Any) -> None:
         keys = ("gpus", "nodes", "switches", "switch_model", "node_type", "oversubscription")
         answer = can_i(
             catalogue=services.load_catalogue(),
@@ -178,14 +180,14 @@ class Command(BaseCommand):
         if not body.get("feasible"):
             sys.exit(1)
 
-    def _list(self, **_) -> None:
+    def _list(self, **_: Any) -> None:
         rows = [
             {"id": d.pk, "name": d.name, "topology": d.topology, "revision": d.latest_revision}
             for d in Design.objects.all()
         ]
         self.stdout.write(comparison_table(rows) if rows else "no designs")
 
-    def _emit(self, body: dict, as_json: bool, *, human) -> None:
+    def _emit(self, body: dict, as_json: bool, *, human: Callable[[], str]) -> None:
         self.stdout.write(json.dumps(body, default=str) if as_json else human())
 
 
