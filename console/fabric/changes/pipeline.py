@@ -6,8 +6,8 @@ row and then the change row (always in that order) and refuses while another ope
 fabric holds a live lease. The lease expires, so a killed worker's change is picked up by a
 redelivered task or by :func:`reap_stuck_changes`. Every driver step is set-style, so running a
 push again after a crash completes it instead of repeating it; the outcome (status, AppliedState,
-the scheduling callback and the audit row of the effect) is written once, in one transaction
-that first checks the change is not already finished.
+the registered change listeners of :mod:`console.fabric.hooks` and the audit row of the effect)
+is written once, in one transaction that first checks the change is not already finished.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
-from console.fabric.changes.requests import enqueue_apply
 from console.fabric.diags.runner import DiagTimeout
 from console.fabric.drivers import DesiredFabric, DriverError, driver_for
+from console.fabric.enqueue import enqueue_apply
+from console.fabric.hooks import notify_failed, notify_verified
 from console.fabric.models import AppliedState, ChangeRequest, ChangeStep, Fabric
 from console.fabric.opensm.push import PushOptions, PushResult
 from console.tenancy import audit
 from console.tenancy.context import Actor
-from scheduling import fabric_interface
 
 log = logging.getLogger(__name__)
 Status = ChangeRequest.Status
@@ -69,7 +69,7 @@ def _fail(change: ChangeRequest, error: str, *, actor: Actor = ACTOR) -> None:
     change.lease_owner, change.lease_expires_at = "", None
     change.save()
     audit.record(actor, "fabric.change.failed", change, after={"error": change.error})
-    fabric_interface.on_fabric_failed(change.fabric_id, change_id=change.pk, error=change.error)
+    notify_failed(change.fabric_id, change_id=change.pk, error=change.error)
 
 
 def _fail_held(change_id: int, worker_id: str, step_why: str, error: str) -> ChangeRequest:
@@ -203,7 +203,7 @@ def _outcome_status(change: ChangeRequest, result: PushResult) -> str:
 
 
 def finalize(change_id: int, worker_id: str, first_seq: int, result: PushResult) -> ChangeRequest:
-    """Write the outcome once: status, steps, AppliedState, scheduling callback, audit."""
+    """Write the outcome once: status, steps, AppliedState, change listeners, audit."""
     with transaction.atomic():
         change = ChangeRequest.objects.select_for_update().get(pk=change_id)
         if change.is_terminal:
@@ -248,11 +248,9 @@ def finalize(change_id: int, worker_id: str, first_seq: int, result: PushResult)
             )
             present = {int(p["pkey"], 16) for p in change.desired.get("partitions", [])}
             present.discard(0x7FFF)
-            fabric_interface.on_fabric_verified(change.fabric_id, present_pkeys=present, change_id=change.pk)
+            notify_verified(change.fabric_id, present_pkeys=present, change_id=change.pk)
         else:
-            fabric_interface.on_fabric_failed(
-                change.fabric_id, change_id=change.pk, error=change.error or result.outcome
-            )
+            notify_failed(change.fabric_id, change_id=change.pk, error=change.error or result.outcome)
         audit.record(ACTOR, f"fabric.change.{status}", change, after=change.outcome)
     return change
 

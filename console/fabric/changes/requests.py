@@ -3,7 +3,8 @@
 A change snapshots the complete desired state, its rendered artefacts and the unified diff
 against what is applied. A dry run ends ``previewed`` and changes nothing else. With
 ``fabric.approval_required`` a change waits for an operator other than its requester. The push
-itself is a Celery task enqueued only after the change's row commits.
+itself is the Celery task ``fabric.apply_change``, published by name only after the change's row
+commits (:func:`console.fabric.enqueue.enqueue_apply`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from django.utils import timezone
 from console.fabric.changes.desired import applied_of, build_desired, diff_artefacts
 from console.fabric.changes.desired import render_artefacts as render
 from console.fabric.changes.partitions import require_operator
+from console.fabric.enqueue import enqueue_apply
 from console.fabric.models import ChangeRequest, ChangeStep, Fabric
 from console.tenancy import audit
 from console.tenancy.context import Actor, current_correlation_id
@@ -22,14 +24,6 @@ from console.tenancy.models import Principal
 
 Status = ChangeRequest.Status
 OPEN = (Status.PENDING_APPROVAL, Status.QUEUED, Status.APPLYING, Status.VERIFYING)
-
-
-def enqueue_apply(change_id: int) -> None:
-    """Publish ``fabric.apply_change`` once the surrounding transaction commits (never before:
-    a worker must find the row, and a rolled-back change must not be pushed)."""
-    from console.fabric.tasks import apply_change_task
-
-    transaction.on_commit(lambda: apply_change_task.apply_async(kwargs={"change_id": change_id}))
 
 
 def _plan(fabric: Fabric) -> tuple[dict, dict[str, str], str]:
