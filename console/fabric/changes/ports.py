@@ -20,6 +20,8 @@ from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Invalid, NotFound
 from console.tenancy.models import Principal
+from designer.errors import DesignerError
+from designer.services import revision_graph
 
 WIDTH_CHOICES = ", ".join(f"{name} ({code})" for code, name in WIDTH_NAMES.items())
 SPEED_CHOICES = ", ".join(f"{name.split()[0]} ({code})" for code, name in SPEED_NAMES.items())
@@ -27,9 +29,6 @@ SPEED_CHOICES = ", ".join(f"{name.split()[0]} ({code})" for code, name in SPEED_
 
 def _design_switches(fabric: Fabric) -> dict[str, int]:
     """Switch name → port count in the fabric's design revision ({} when it has no graph)."""
-    from designer.errors import DesignerError
-    from designer.services import revision_graph
-
     try:
         graph = revision_graph(fabric.revision)
     except (DesignerError, KeyError, TypeError, ValueError):
