@@ -166,7 +166,7 @@ def extend(actor: Actor, principal: Principal, reservation: Reservation, new_end
     return reservation
 
 
-def _check_extension_quota(reservation: Reservation, quota: Quota | None, new_end) -> None:
+def _check_extension_quota(reservation: Reservation, quota: Quota | None, new_end: dt.datetime) -> None:
     limit = quota.limit_gpus if quota else 0
     held = usage(reservation.tenant_id, reservation.pool_id, reservation.end, new_end, exclude=reservation.pk)
     if held + reservation.gpus > limit:

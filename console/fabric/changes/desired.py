@@ -86,13 +86,13 @@ def build_desired(fabric: Fabric) -> dict[str, Any]:
     classes = [[p["pkey"], p["sl"], p["name"]] for p in partitions if p["sl"]]
     port_admin = []
     for a in PortAdminState.objects.filter(fabric=fabric).order_by("switch", "port"):
-        row: dict[str, Any] = {"switch": a.switch, "port": a.port, "enabled": a.enabled}
+        port: dict[str, Any] = {"switch": a.switch, "port": a.port, "enabled": a.enabled}
         # Only when set: desired (and applied) JSON of ports without them stays as it was.
         if a.width is not None:
-            row["width"] = a.width
+            port["width"] = a.width
         if a.speed is not None:
-            row["speed"] = a.speed
-        port_admin.append(row)
+            port["speed"] = a.speed
+        port_admin.append(port)
     return {
         "partitions": partitions,
         "qos": {"default_sl": 0, "classes": classes},

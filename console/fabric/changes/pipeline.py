@@ -22,6 +22,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
+from console.fabric.changes.locks import change_for_update, fabric_for_update
 from console.fabric.diags.runner import DiagTimeout
 from console.fabric.drivers import DesiredFabric, DriverError, driver_for
 from console.fabric.enqueue import enqueue_apply
@@ -76,7 +77,7 @@ def _fail_held(change_id: int, worker_id: str, step_why: str, error: str) -> Cha
     """Fail a change this worker still leases (its running steps marked lost with
     ``step_why``); a change another worker took over or that ended meanwhile is left alone."""
     with transaction.atomic():
-        locked = ChangeRequest.objects.select_for_update().get(pk=change_id)
+        locked = change_for_update(change_id)
         if not locked.is_terminal and locked.lease_owner == worker_id:
             _mark_lost_steps(locked, step_why)
             _fail(locked, error)
@@ -90,8 +91,8 @@ def acquire(change_id: int, worker_id: str) -> ChangeRequest | None:
         if fabric_id is None:
             log.warning("change %s does not exist (deleted?): nothing to do", change_id)
             return None
-        fabric = Fabric.objects.select_for_update().get(pk=fabric_id)
-        change = ChangeRequest.objects.select_for_update().get(pk=change_id)
+        fabric = fabric_for_update(fabric_id)
+        change = change_for_update(change_id)
         if change.is_terminal or change.status == Status.PENDING_APPROVAL:
             return None
         now = timezone.now()
@@ -205,7 +206,7 @@ def _outcome_status(change: ChangeRequest, result: PushResult) -> str:
 def finalize(change_id: int, worker_id: str, first_seq: int, result: PushResult) -> ChangeRequest:
     """Write the outcome once: status, steps, AppliedState, change listeners, audit."""
     with transaction.atomic():
-        change = ChangeRequest.objects.select_for_update().get(pk=change_id)
+        change = change_for_update(change_id)
         if change.is_terminal:
             return change  # already finished by another attempt: never a second effect
         if change.lease_owner != worker_id:
@@ -327,7 +328,7 @@ def reap_stuck_changes(*, now: Any = None) -> dict[str, list[int]]:
     stuck = ChangeRequest.objects.filter(status__in=RUNNING, lease_expires_at__lt=now)
     for change_id in stuck.values_list("pk", flat=True):
         with transaction.atomic():
-            change = ChangeRequest.objects.select_for_update().get(pk=change_id)
+            change = change_for_update(change_id)
             if change.status not in RUNNING or (change.lease_expires_at or now) >= now:
                 continue
             _mark_lost_steps(change, "worker lost: lease expired mid-step")

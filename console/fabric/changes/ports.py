@@ -13,6 +13,7 @@ from typing import Any
 
 from django.db import transaction
 
+from console.fabric.changes.locks import fabric_for_update, port_admin_for_update
 from console.fabric.changes.partitions import require_operator, save_audited
 from console.fabric.drivers.base import SPEED_NAMES, WIDTH_NAMES
 from console.fabric.models import Fabric, PortAdminState
@@ -133,7 +134,7 @@ def set_port_admin(
     if len(reason) > 200:
         raise Invalid("reason is longer than 200 characters", fields={"reason": ["max 200"]})
     with transaction.atomic():
-        Fabric.objects.select_for_update().get(pk=fabric.pk)
+        fabric_for_update(fabric.pk)
         row = PortAdminState.objects.filter(fabric=fabric, switch=switch, port=number).first()
         values = {"enabled": enabled, "width": width_code, "speed": speed_code, "reason": reason}
         row = save_audited(
@@ -154,7 +155,7 @@ def clear_port_admin(actor: Actor, principal: Principal, fabric: Fabric, *, swit
     require_operator(principal)
     number = _parse_port(port)
     with transaction.atomic():
-        row = PortAdminState.objects.select_for_update().filter(fabric=fabric, switch=switch, port=number).first()
+        row = port_admin_for_update(fabric, switch, number)
         if row is None:
             raise NotFound(f"fabric {fabric.name!r} does not administer {switch}[{number}]")
         audit.record(actor, "fabric.port.delete", row, before=audit.snapshot(row))

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from console.fabric.changes.desired import applied_of, build_desired, diff_artefacts
 from console.fabric.changes.desired import render_artefacts as render
+from console.fabric.changes.locks import change_for_update, fabric_for_update
 from console.fabric.changes.partitions import require_operator
 from console.fabric.enqueue import enqueue_apply
 from console.fabric.models import ChangeRequest, ChangeStep, Fabric
@@ -103,7 +104,7 @@ def request_change(
         require_operator(principal)
     plan = _plan(fabric)
     with transaction.atomic():
-        Fabric.objects.select_for_update().get(pk=fabric.pk)
+        fabric_for_update(fabric.pk)
         return _create(actor, fabric, dry_run=dry_run, reason=reason, user_id=principal.user_id, plan=plan)
 
 
@@ -111,7 +112,7 @@ def approve(actor: Actor, principal: Principal, change: ChangeRequest) -> Change
     """Approve a pending change; its requester may not approve it themselves."""
     require_operator(principal)
     with transaction.atomic():
-        change = ChangeRequest.objects.select_for_update().get(pk=change.pk)
+        change = change_for_update(change.pk)
         if change.status != Status.PENDING_APPROVAL:
             raise Conflict(f"change {change.pk} is {change.status}, not pending approval")
         if principal.user_id is None or principal.user_id == change.requested_by_id:
@@ -129,7 +130,7 @@ def cancel(actor: Actor, principal: Principal, change: ChangeRequest) -> ChangeR
     """Cancel a change that has not started (pending approval or queued)."""
     require_operator(principal)
     with transaction.atomic():
-        change = ChangeRequest.objects.select_for_update().get(pk=change.pk)
+        change = change_for_update(change.pk)
         if change.status not in (Status.PENDING_APPROVAL, Status.QUEUED) or change.lease_owner:
             raise Conflict(f"change {change.pk} is {change.status}; only waiting changes cancel")
         before = change.status
@@ -147,7 +148,7 @@ def reconcile(fabric: Fabric, *, actor: Actor) -> ChangeRequest | None:
     plan = _plan(fabric)
     desired = plan[0]
     with transaction.atomic():
-        Fabric.objects.select_for_update().get(pk=fabric.pk)
+        fabric_for_update(fabric.pk)
         applied = applied_of(fabric)
         if applied is not None and applied.desired == desired:
             return None
