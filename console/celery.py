@@ -11,6 +11,9 @@ from celery import Celery, signals
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
 app = Celery("console")
+# The process's default app in every thread: the layers below the project wiring publish tasks by
+# name through ``celery.current_app`` and must never fall back to Celery's unconfigured default.
+app.set_default()
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 

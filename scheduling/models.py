@@ -12,6 +12,7 @@ long as it may be on the wire (``pkey_live``), again by a database constraint.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import ClassVar
 
 from django.conf import settings
@@ -193,6 +194,8 @@ class Reservation(TenantOwnedModel):
 
     #: States whose allocations hold nodes (quota usage counts these).
     HOLDING: ClassVar[tuple[str, ...]] = (Status.PLACED, Status.PROVISIONING, Status.READY)
+    #: The longest window a reservation may span (reserve and extend both refuse longer ones).
+    MAX_WINDOW: ClassVar[dt.timedelta] = dt.timedelta(days=90)
 
     pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="reservations")
     fabric = models.ForeignKey("fabric.Fabric", on_delete=models.PROTECT, related_name="+")

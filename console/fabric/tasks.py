@@ -1,7 +1,7 @@
 """Celery tasks of the push pipeline. Thin: each calls one service.
 
 All are late-acked and rejected back to the queue when their worker dies; their hard time limit
-(``FABRIC_TASK_TIME_LIMIT``) stays below the broker's visibility timeout so a slow push is never
+(:data:`console.fabric.enqueue.TIME_LIMIT`) stays below the broker's visibility timeout so a slow push is never
 redelivered while it still runs, and the database lease makes any redelivery harmless. Transient
 errors (a diag timeout, a dropped database connection, the fabric busy with another change) retry
 with exponential backoff.
@@ -12,28 +12,16 @@ from __future__ import annotations
 import socket
 
 from celery import shared_task
-from django.conf import settings
 
 from console.fabric.changes import pipeline
 from console.fabric.changes.requests import reconcile
+from console.fabric.enqueue import APPLY_CHANGE, COMMON, REAP_STUCK_CHANGES, RECONCILE
 from console.fabric.models import Fabric
 from console.tenancy.context import Actor
 
-VISIBILITY = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("visibility_timeout", 3600)
-TIME_LIMIT = min(settings.CELERY_TASK_TIME_LIMIT, int(VISIBILITY * 0.5))
-assert TIME_LIMIT < VISIBILITY, "a push must never outlive the broker's visibility timeout"
-
-COMMON = {
-    "acks_late": True,
-    "reject_on_worker_lost": True,
-    "ignore_result": True,
-    "time_limit": TIME_LIMIT,
-    "soft_time_limit": TIME_LIMIT - 30,
-}
-
 
 @shared_task(
-    name="fabric.apply_change",
+    name=APPLY_CHANGE,
     bind=True,
     autoretry_for=pipeline.TRANSIENT,
     retry_backoff=2,
@@ -50,7 +38,7 @@ def apply_change_task(self, change_id: int) -> str | None:
 
 
 @shared_task(
-    name="fabric.reconcile",
+    name=RECONCILE,
     autoretry_for=pipeline.TRANSIENT,
     retry_backoff=2,
     max_retries=5,
@@ -65,7 +53,7 @@ def reconcile_task(fabric_id: int) -> int | None:
     return change.pk if change is not None else None
 
 
-@shared_task(name="fabric.reap_stuck_changes", **COMMON)
+@shared_task(name=REAP_STUCK_CHANGES, **COMMON)
 def reap_stuck_changes_task() -> dict[str, list[int]]:
     """Periodic: re-enqueue (or fail) changes whose worker died mid-push."""
     return pipeline.reap_stuck_changes()

@@ -17,7 +17,10 @@ from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Invalid
 from console.tenancy.models import Principal
 from console.tenancy.permissions import require_operator
+from designer.services import revision_graph
 from scheduling.models import GPU, HCA, Node, Pool
+from scheduling.services.locks import node_for_update, pool_for_update
+from scheduling.services.topology import specs_from_graph
 
 #: Memory of the GPU models the catalogue knows (GB); unknown models record 0.
 GPU_MEMORY_GB = {"H100": 80, "H200": 141, "A100": 80, "B200": 192, "GB200": 192, "L40S": 48}
@@ -51,9 +54,6 @@ def import_inventory(fabric, *, actor: Actor | None = None) -> ImportResult:
     Existing rows are kept as they are (states, health and discovered GUIDs survive a re-run);
     only missing nodes, GPUs and HCA ports are added, in bulk.
     """
-    from designer.services import revision_graph
-    from scheduling.services.topology import specs_from_graph
-
     graph = revision_graph(fabric.revision)
     specs = {s.name: s for s in specs_from_graph(graph)}
     actor = actor or Actor.system("scheduling.import_inventory")
@@ -156,7 +156,7 @@ def set_node_state(actor: Actor, principal: Principal, node: Node, state: str) -
     if state not in Node.State.values:
         raise Invalid(f"unknown node state {state!r}", fields={"state": [str(Node.State.values)]})
     with transaction.atomic():
-        node = Node.objects.select_for_update().get(pk=node.pk)
+        node = node_for_update(node.pk)
         before = audit.snapshot(node)
         node.state = state
         node.save(update_fields=["state"])
@@ -216,7 +216,7 @@ def set_pool_nodes(actor: Actor, principal: Principal, pool: Pool, nodes: list[N
     """Replace a pool's nodes; live reservations keep theirs (they hold allocations)."""
     require_operator(principal, to="manage inventory, pools and quotas")
     with transaction.atomic():
-        pool = Pool.objects.select_for_update().get(pk=pool.pk)
+        pool = pool_for_update(pool.pk)
         before = sorted(pool.nodes.values_list("name", flat=True))
         pool.nodes.set(nodes)
         Pool.objects.filter(pk=pool.pk).update(version=F("version") + 1)

@@ -14,13 +14,15 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from console.fabric.hooks import PartitionRequest
+from console.fabric.services import enqueue_reconcile
 from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Forbidden, Invalid
 from console.tenancy.models import Principal
 from scheduling.models import HCA, Quota, Reservation, ReservationAllocation
+from scheduling.services.locks import lock_nodes, quota_for_update, reservation_for_update, reservations_for_update
 from scheduling.services.quotas import usage
-from scheduling.services.reservations import MAX_WINDOW, enqueue_reconcile, lock_nodes
 
 S = Reservation.Status
 TRANSITIONS: dict[str, frozenset[str]] = {
@@ -52,10 +54,6 @@ def _check_access(principal: Principal, reservation: Reservation) -> None:
         raise Forbidden("read-only access: this action changes data")
     if not principal.is_operator and reservation.tenant_id != principal.tenant_id:
         raise Forbidden("not your reservation")
-
-
-def _locked(reservation: Reservation) -> Reservation:
-    return Reservation.objects.select_for_update().get(pk=reservation.pk)
 
 
 def truncate_allocations(reservation: Reservation, at: dt.datetime) -> None:
@@ -94,7 +92,7 @@ def release(actor: Actor, principal: Principal, reservation: Reservation) -> Res
     """
     _check_access(principal, reservation)
     with transaction.atomic():
-        reservation = _locked(reservation)
+        reservation = reservation_for_update(reservation.pk)
         if reservation.status == S.PLACED and reservation.start > timezone.now():
             _wind_down(actor, reservation, S.CANCELLED, "reservation.cancel")
         else:
@@ -106,7 +104,7 @@ def cancel(actor: Actor, principal: Principal, reservation: Reservation) -> Rese
     """Withdraw a reservation that is not ready yet (a ready one is released)."""
     _check_access(principal, reservation)
     with transaction.atomic():
-        reservation = _locked(reservation)
+        reservation = reservation_for_update(reservation.pk)
         _wind_down(actor, reservation, S.CANCELLED, "reservation.cancel")
     return reservation
 
@@ -114,7 +112,7 @@ def cancel(actor: Actor, principal: Principal, reservation: Reservation) -> Rese
 def preempt(actor: Actor, reservation_id: int, *, now: dt.datetime) -> Reservation:
     """Reclaim a borrowed reservation for another tenant's guaranteed request; the reason is the
     notice (it does not name that tenant: tenants do not learn of each other)."""
-    reservation = Reservation.objects.select_for_update().get(pk=reservation_id)
+    reservation = reservation_for_update(reservation_id)
     notice = (
         f"preempted at {now:%Y-%m-%d %H:%M} UTC: borrowed capacity reclaimed for another "
         "tenant's guaranteed reservation"
@@ -132,20 +130,16 @@ def extend(actor: Actor, principal: Principal, reservation: Reservation, new_end
     try:
         with transaction.atomic():
             # Same lock order as reserve: quota row, then nodes in primary-key order.
-            quota = (
-                Quota.objects.select_for_update()
-                .filter(tenant_id=reservation.tenant_id, pool_id=reservation.pool_id)
-                .first()
-            )
-            reservation = _locked(reservation)
+            quota = quota_for_update(tenant_id=reservation.tenant_id, pool_id=reservation.pool_id)
+            reservation = reservation_for_update(reservation.pk)
             if reservation.status not in Reservation.HOLDING:
                 raise IllegalTransition(f"a reservation that is {reservation.status} cannot be extended")
             if new_end <= reservation.end:
                 raise Invalid(
                     "the new end must be later (release to end early)", fields={"end": ["not after the current end"]}
                 )
-            if new_end - reservation.start > MAX_WINDOW:
-                raise Invalid(f"windows are at most {MAX_WINDOW.days} days", fields={"end": ["too far"]})
+            if new_end - reservation.start > Reservation.MAX_WINDOW:
+                raise Invalid(f"windows are at most {Reservation.MAX_WINDOW.days} days", fields={"end": ["too far"]})
             mine = ReservationAllocation.objects.filter(reservation=reservation)
             lock_nodes(mine.values("node_id"))
             _check_extension_quota(reservation, quota, new_end)
@@ -172,7 +166,7 @@ def extend(actor: Actor, principal: Principal, reservation: Reservation, new_end
     return reservation
 
 
-def _check_extension_quota(reservation: Reservation, quota: Quota | None, new_end) -> None:
+def _check_extension_quota(reservation: Reservation, quota: Quota | None, new_end: dt.datetime) -> None:
     limit = quota.limit_gpus if quota else 0
     held = usage(reservation.tenant_id, reservation.pool_id, reservation.end, new_end, exclude=reservation.pk)
     if held + reservation.gpus > limit:
@@ -193,8 +187,8 @@ def tick(now: dt.datetime | None = None) -> dict[str, int]:
     actor = Actor.system("task:scheduling.tick")
     counts = {"started": 0, "expired": 0, "reconciles": 0}
     with transaction.atomic():
-        due = Reservation.objects.select_for_update(skip_locked=True).filter(
-            status__in=Reservation.HOLDING, end__lte=now
+        due = reservations_for_update(
+            Reservation.objects.filter(status__in=Reservation.HOLDING, end__lte=now), skip_locked=True
         )
         for reservation in due:
             before = audit.snapshot(reservation)
@@ -204,8 +198,8 @@ def tick(now: dt.datetime | None = None) -> dict[str, int]:
             audit.record(actor, "reservation.expire", reservation, before=before, after=audit.snapshot(reservation))
             enqueue_reconcile(reservation.fabric_id)
             counts["expired"] += 1
-        starting = Reservation.objects.select_for_update(skip_locked=True).filter(
-            status=S.PLACED, start__lte=now, end__gt=now
+        starting = reservations_for_update(
+            Reservation.objects.filter(status=S.PLACED, start__lte=now, end__gt=now), skip_locked=True
         )
         for reservation in starting:
             before = audit.snapshot(reservation)
@@ -225,11 +219,12 @@ def tick(now: dt.datetime | None = None) -> dict[str, int]:
     return counts
 
 
-# ---------------------------------------------------------------- fabric operations' callbacks
+# ---------------------------------------------------------------- the fabric's hooks (scheduling.fabric_hooks)
 
 
-def desired_partitions(fabric_id: int) -> list[dict[str, Any]]:
-    """Partitions of the fabric's reservations that hold nodes (see fabric_interface)."""
+def desired_partitions(fabric_id: int) -> list[PartitionRequest]:
+    """Partitions of the fabric's reservations that hold nodes (registered with the fabric's hooks
+    by :mod:`scheduling.fabric_hooks`)."""
     reservations = list(
         Reservation.objects.filter(fabric_id=fabric_id, status__in=Reservation.HOLDING, pkey__isnull=False).order_by(
             "pkey"
@@ -250,14 +245,14 @@ def desired_partitions(fabric_id: int) -> list[dict[str, Any]]:
     for r in reservations:
         members = sorted(g for n in nodes_of[r.pk] for g in guids.get(n, []))
         partitions.append(
-            {
-                "reservation_id": r.pk,
-                "tenant_id": r.tenant_id,
-                "name": r.partition_name,
-                "pkey": r.pkey,
-                "sl": r.sl,
-                "members": [[guid, "full"] for guid in members],
-            }
+            PartitionRequest(
+                reservation_id=r.pk,
+                tenant_id=r.tenant_id,
+                name=r.partition_name,
+                pkey=r.pkey,
+                sl=r.sl,
+                members=[[guid, "full"] for guid in members],
+            )
         )
     return partitions
 
@@ -269,9 +264,8 @@ def fabric_verified(fabric_id: int, present_pkeys: set[int], change_id: int) -> 
     now = timezone.now()
     counts = {"ready": 0, "released": 0}
     with transaction.atomic():
-        for reservation in Reservation.objects.select_for_update().filter(
-            fabric_id=fabric_id, status=S.PROVISIONING, pkey__in=present_pkeys
-        ):
+        provisioning = Reservation.objects.filter(fabric_id=fabric_id, status=S.PROVISIONING, pkey__in=present_pkeys)
+        for reservation in reservations_for_update(provisioning):
             before = audit.snapshot(reservation)
             transition(reservation, S.READY)
             reservation.ready_at = now
@@ -279,10 +273,8 @@ def fabric_verified(fabric_id: int, present_pkeys: set[int], change_id: int) -> 
             reservation.save()
             audit.record(actor, "reservation.ready", reservation, before=before, after=audit.snapshot(reservation))
             counts["ready"] += 1
-        gone = Reservation.objects.select_for_update().filter(
-            fabric_id=fabric_id, pkey_live=True, status__in=WINDING_DOWN
-        )
-        for reservation in gone.exclude(pkey__in=present_pkeys):
+        gone = Reservation.objects.filter(fabric_id=fabric_id, pkey_live=True, status__in=WINDING_DOWN)
+        for reservation in reservations_for_update(gone.exclude(pkey__in=present_pkeys)):
             before = audit.snapshot(reservation)
             if reservation.status == S.ENDING:
                 transition(reservation, S.RELEASED)
@@ -300,9 +292,8 @@ def fabric_failed(fabric_id: int, change_id: int, error: str) -> int:
     message = f"fabric change {change_id} failed: {error}"[:2000]
     waiting = 0
     with transaction.atomic():
-        for reservation in Reservation.objects.select_for_update().filter(
-            fabric_id=fabric_id, status__in=(S.PROVISIONING, S.ENDING)
-        ):
+        waiting_on = Reservation.objects.filter(fabric_id=fabric_id, status__in=(S.PROVISIONING, S.ENDING))
+        for reservation in reservations_for_update(waiting_on):
             before = audit.snapshot(reservation)
             reservation.fabric_error = message
             reservation.save(update_fields=["fabric_error", "updated_at"])

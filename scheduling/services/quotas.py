@@ -21,6 +21,8 @@ from console.tenancy.errors import Conflict, Invalid
 from console.tenancy.models import Principal, Tenant
 from console.tenancy.permissions import require_operator
 from scheduling.models import Pool, PriorityClass, Quota, Reservation, ServiceLevels
+from scheduling.services.locks import quota_by_pk_for_update, quota_for_update
+from scheduling.services.topology import topology_for_pool
 
 DEFAULT_SLS = {"training": 1, "inference": 2, "best-effort": 0}
 FAR_FUTURE = dt.datetime.max.replace(tzinfo=dt.UTC)
@@ -117,9 +119,7 @@ def set_quota(
         raise Invalid("quotas cannot be negative")
     capacity = pool_capacity_gpus(pool)
     with transaction.atomic():
-        quota = Quota.objects.select_for_update().filter(tenant=tenant, pool=pool).first() or Quota(
-            tenant=tenant, pool=pool
-        )
+        quota = quota_for_update(tenant_id=tenant.pk, pool_id=pool.pk) or Quota(tenant=tenant, pool=pool)
         before = audit.snapshot(quota) if quota.pk else None
         others = Quota.objects.filter(pool=pool).exclude(tenant=tenant)
         guaranteed_total = (others.aggregate(s=Sum("guaranteed_gpus"))["s"] or 0) + guaranteed_gpus
@@ -129,8 +129,6 @@ def set_quota(
                 code="over_capacity",
             )
         if guaranteed_leaf_groups:
-            from scheduling.services.topology import topology_for_pool
-
             topology = topology_for_pool(pool)
             groups = len(topology.groups)
             shaped = (others.aggregate(s=Sum("guaranteed_leaf_groups"))["s"] or 0) + (guaranteed_leaf_groups)
@@ -172,7 +170,7 @@ def delete_quota(actor: Actor, principal: Principal, quota: Quota) -> None:
     """Remove a quota of a tenant that holds nothing in the pool any more."""
     require_operator(principal, to="manage inventory, pools and quotas")
     with transaction.atomic():
-        quota = Quota.objects.select_for_update().get(pk=quota.pk)
+        quota = quota_by_pk_for_update(quota.pk)
         if usage(quota.tenant_id, quota.pool_id, timezone.now()):
             raise Conflict("the tenant still holds reservations in this pool", code="below_usage")
         audit.record(actor, "quota.delete", quota, before=audit.snapshot(quota))

@@ -27,6 +27,7 @@ from django.db import IntegrityError, OperationalError, transaction
 from django.db.models import F, Max, Min, Sum, Value
 from django.utils import timezone
 
+from console.fabric.services import allocate_pkey, enqueue_reconcile
 from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Forbidden, Invalid, NotFound
@@ -51,12 +52,14 @@ from scheduling.placement import (
     reclaim_plan,
 )
 from scheduling.placement.registry import ConstraintError, build_constraints
+from scheduling.services.lifecycle import preempt
+from scheduling.services.locks import lock_nodes, quota_for_update
 from scheduling.services.quotas import service_level, usage
 from scheduling.services.topology import NamedTopology, pool_topology
 
 log = logging.getLogger(__name__)
 
-MAX_WINDOW = dt.timedelta(days=90)
+MAX_WINDOW = Reservation.MAX_WINDOW
 #: A start this far in the past is taken as "now" (clock skew, form latency); older is an error.
 PAST_TOLERANCE = dt.timedelta(minutes=5)
 MAX_SIZE = 1_000_000
@@ -381,18 +384,11 @@ def _retryable(exc: OperationalError) -> bool:
     return sqlstate in RETRYABLE_SQLSTATES or "database is locked" in str(exc)
 
 
-def lock_nodes(node_ids) -> None:
-    """Lock node rows in primary-key order (the fixed order every writer uses)."""
-    list(
-        Node.objects.filter(pk__in=node_ids).order_by("pk").select_for_update(of=("self",)).values_list("pk", flat=True)
-    )
-
-
 def _reserve_once(
     actor: Actor, principal: Principal, tenant: Tenant, pool: Pool, request: ReservationRequest
 ) -> Reservation:
     with transaction.atomic():
-        quota = Quota.objects.select_for_update().filter(tenant=tenant, pool=pool).first()
+        quota = quota_for_update(tenant_id=tenant.pk, pool_id=pool.pk)
         lock_nodes(Node.objects.filter(pools=pool).values("pk"))
         # The clock is read after the locks: waiting for them may take a while.
         snap = snapshot(pool, timezone.now())
@@ -419,10 +415,8 @@ def _reserve_once(
             return reservation
         placement = decision.result
         for victim in placement.preempts:
-            from scheduling.services.lifecycle import preempt
-
             preempt(actor, int(victim[1:]), now=snap.now)
-        pkey = allocate_pkey(pool.fabric)
+        pkey = allocate_pkey(pool.fabric, held=live_pkeys(pool.fabric_id))
         if pkey is None:
             raise Conflict(
                 f"fabric {pool.fabric} has no free P_Key in 0x{pool.fabric.pkey_min:04x}..0x{pool.fabric.pkey_max:04x}",
@@ -457,36 +451,10 @@ def _reserve_once(
     return reservation
 
 
-def allocate_pkey(fabric) -> int | None:
-    """The lowest P_Key of the fabric's range held by no live reservation or other partition.
+def live_pkeys(fabric_id: int) -> set[int]:
+    """P_Keys of the fabric's reservations that may still be on the wire (``pkey_live``).
 
     Uniqueness among live reservations is a database constraint; a concurrent pick of the same
-    key fails on insert and the caller retries.
+    key fails on insert and :func:`reserve` retries.
     """
-    from console.fabric.models import FabricPartition
-
-    used = set(Reservation.objects.filter(fabric=fabric, pkey_live=True).values_list("pkey", flat=True))
-    used |= set(
-        FabricPartition.objects.filter(fabric=fabric)
-        .exclude(source=FabricPartition.Source.RESERVATION)
-        .values_list("pkey", flat=True)
-    )
-    for pkey in range(fabric.pkey_min, fabric.pkey_max + 1):
-        if pkey not in used:
-            return pkey
-    return None
-
-
-def enqueue_reconcile(fabric_id: int) -> None:
-    """After commit, ask fabric operations to converge the fabric (task named, not imported)."""
-    transaction.on_commit(lambda: publish_reconcile(fabric_id))
-
-
-def publish_reconcile(fabric_id: int) -> None:
-    """Publish ``fabric.reconcile``; a broker outage is logged, the periodic tick retries."""
-    from console.celery import app as celery_app
-
-    try:
-        celery_app.send_task("fabric.reconcile", kwargs={"fabric_id": fabric_id})
-    except Exception:  # the reservation is committed; the tick re-enqueues stuck ones
-        log.exception("could not enqueue fabric.reconcile for fabric %s", fabric_id)
+    return set(Reservation.objects.filter(fabric_id=fabric_id, pkey_live=True).values_list("pkey", flat=True))

@@ -20,6 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from designer.graph import FabricGraph
+from designer.models import DesignRevision
+from designer.services import revision_graph
+from scheduling.models import GPU, HCA, Node
 from scheduling.placement import LeafGroup, PoolTopology, TopoNode
 
 
@@ -213,18 +216,12 @@ def shape_of_revision(revision_id: int, created_at: object) -> FabricShape:
     cached = _shapes.get(key)
     if cached is not None:
         return cached
-    from designer.models import DesignRevision
-    from designer.services import revision_graph
-
     graph = revision_graph(DesignRevision.objects.get(pk=revision_id))
     return _remember(_shapes, key, fabric_shape(graph))
 
 
 def pool_topology(pool) -> NamedTopology:
     """The engine's topology of ``pool`` with inventory keys (cached; see module docstring)."""
-    from designer.models import DesignRevision
-    from scheduling.models import GPU, HCA, Node
-
     fabric = pool.fabric
     revision = DesignRevision.objects.filter(pk=fabric.revision_id)
     revised = revision.values_list("created_at", flat=True).first()

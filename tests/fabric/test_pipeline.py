@@ -12,11 +12,10 @@ import time
 
 import pytest
 
-from console.fabric import changes
+from console.fabric import changes, hooks
 from console.fabric.changes.pipeline import apply_change
 from console.fabric.models import AppliedState, ChangeRequest, FabricPartition, PortAdminState
 from console.tenancy.models import AuditEntry
-from scheduling import fabric_interface
 from tests.fabric.conftest import requires_lab
 from tests.fabric.pipeline_fixtures import *  # noqa: F403
 from tests.fabric.pipeline_fixtures import (
@@ -33,19 +32,25 @@ Status = ChangeRequest.Status
 
 @pytest.fixture
 def scheduling_calls(monkeypatch):
-    """Record what the pipeline tells scheduling (the interface's bodies are someone else's)."""
+    """Record what the pipeline tells its change listeners, standing in for the one scheduling
+    registers (its body is someone else's)."""
     calls: list[tuple] = []
-    monkeypatch.setattr(fabric_interface, "on_fabric_verified", lambda fid, **kw: calls.append(("verified", fid, kw)))
-    monkeypatch.setattr(fabric_interface, "on_fabric_failed", lambda fid, **kw: calls.append(("failed", fid, kw)))
+    recorder = hooks.ChangeListener(
+        on_verified=lambda fid, **kw: calls.append(("verified", fid, kw)),
+        on_failed=lambda fid, **kw: calls.append(("failed", fid, kw)),
+    )
+    monkeypatch.setitem(hooks.registry.change_listeners, "scheduling", recorder)
+    assert list(hooks.registry.change_listeners) == ["scheduling"]
     return calls
 
 
 def reservation_partition(lab, monkeypatch, pkey: int = 0x0003) -> None:
-    """Scheduling wants one reservation partition: 16 HCAs, every fourth one limited."""
+    """Scheduling wants one reservation partition: 16 HCAs, every fourth one limited (a provider
+    standing in for the one scheduling registers)."""
     members = reservation_members(lab)
-    monkeypatch.setattr(
-        fabric_interface,
-        "desired_reservation_partitions",
+    monkeypatch.setitem(
+        hooks.registry.partitions_providers,
+        "scheduling",
         lambda fabric_id: [
             {
                 "reservation_id": 42,

@@ -1,5 +1,5 @@
 """Reservations through the services: placement, quota, explanations, P_Keys, lifecycle, the
-fabric interface and the periodic tick. The fabric is the 16-node fat tree of conftest."""
+fabric's hooks as scheduling registers with them, and the periodic tick. The fabric is the 16-node fat tree of conftest."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
+from console.fabric import enqueue, hooks
 from console.tenancy.errors import Conflict, Invalid
 from console.tenancy.models import AuditEntry
-from scheduling import fabric_interface
 from scheduling.models import Reservation, ReservationAllocation
 from scheduling.services import lifecycle, reservations
 from tests.scheduling.conftest import (
@@ -31,7 +31,7 @@ def reserve(tenant, pool, **kw) -> Reservation:
 
 
 def verify(fabric_id: int, *reservations_: Reservation, change_id: int = 1) -> None:
-    fabric_interface.on_fabric_verified(fabric_id, present_pkeys={r.pkey for r in reservations_}, change_id=change_id)
+    hooks.notify_verified(fabric_id, present_pkeys={r.pkey for r in reservations_}, change_id=change_id)
 
 
 @pytest.mark.smoke
@@ -138,15 +138,15 @@ def test_reservation_is_ready_only_after_the_fabric_verified_its_pkey(pool, tena
     give_quota(tenant_a, pool, 64)
     reservation = reserve(tenant_a, pool, gpus=16)
     # the desired partitions carry exactly its nodes' HCA port GUIDs, full members, its SL
-    (partition,) = fabric_interface.desired_reservation_partitions(pool.fabric_id)
+    (partition,) = hooks.requested_partitions(pool.fabric_id)
     assert partition["pkey"] == reservation.pkey and partition["sl"] == 1
     assert partition["name"] == f"res-{reservation.pk}"
     assert len(partition["members"]) == 2 * 8 and {m[1] for m in partition["members"]} == {"full"}
     # a change that verified other keys does not make it ready
-    fabric_interface.on_fabric_verified(pool.fabric_id, present_pkeys={0x7FF0}, change_id=1)
+    hooks.notify_verified(pool.fabric_id, present_pkeys={0x7FF0}, change_id=1)
     reservation.refresh_from_db()
     assert reservation.status == S.PROVISIONING
-    fabric_interface.on_fabric_failed(pool.fabric_id, change_id=2, error="lint: bad GUID")
+    hooks.notify_failed(pool.fabric_id, change_id=2, error="lint: bad GUID")
     reservation.refresh_from_db()
     assert "lint: bad GUID" in reservation.fabric_error and reservation.status == S.PROVISIONING
     verify(pool.fabric_id, reservation, change_id=3)
@@ -161,13 +161,13 @@ def test_release_removes_the_partition_then_releases_when_verified_gone(pool, te
     lifecycle.release(SYSTEM, tenant_principal(tenant_a), reservation)
     reservation.refresh_from_db()
     assert reservation.status == S.ENDING
-    assert fabric_interface.desired_reservation_partitions(pool.fabric_id) == []
+    assert hooks.requested_partitions(pool.fabric_id) == []
     # GPUs are free at once
     assert reserve(tenant_a, pool, gpus=64).status == S.PROVISIONING
     verify(pool.fabric_id, reservation)  # still present: stays ending
     reservation.refresh_from_db()
     assert reservation.status == S.ENDING
-    fabric_interface.on_fabric_verified(pool.fabric_id, present_pkeys=set(), change_id=9)
+    hooks.notify_verified(pool.fabric_id, present_pkeys=set(), change_id=9)
     reservation.refresh_from_db()
     assert reservation.status == S.RELEASED
 
@@ -200,7 +200,7 @@ def test_extend_checks_bookings_and_quota(pool, tenant_a, tenant_b):
 
 def test_expiry_tick_starts_and_ends_windows(pool, tenant_a, monkeypatch):
     published = []
-    monkeypatch.setattr(reservations, "publish_reconcile", published.append)
+    monkeypatch.setattr(enqueue, "publish_reconcile", published.append)
     give_quota(tenant_a, pool, 64)
     future = reserve(tenant_a, pool, gpus=8, start=at(1), end=at(2))
     now_one = reserve(tenant_a, pool, gpus=8, duration=dt.timedelta(minutes=30))

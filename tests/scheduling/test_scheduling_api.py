@@ -41,9 +41,9 @@ def test_reserve_through_the_api_then_ready_after_verification(api, pool):
     body = response.json()
     assert body["status"] == "provisioning" and body["gpus"] == 16
     assert body["pkey_hex"] == f"0x{body['pkey']:04x}" and body["partition"] == f"res-{body['id']}"
-    from scheduling.fabric_interface import on_fabric_verified
+    from console.fabric.hooks import notify_verified
 
-    on_fabric_verified(pool.fabric_id, present_pkeys={body["pkey"]}, change_id=1)
+    notify_verified(pool.fabric_id, present_pkeys={body["pkey"]}, change_id=1)
     assert api.get(f"/api/reservations/{body['id']}/").json()["status"] == "ready"
 
 

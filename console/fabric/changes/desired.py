@@ -1,9 +1,9 @@
 """Desired state of a fabric: what it should carry, as canonical JSON, its artefacts and the diff.
 
 Desired state is declarative and complete: the manual ``FabricPartition`` rows, the partitions
-live reservations need (``scheduling.fabric_interface.desired_reservation_partitions``), the
-Default rule, QoS classes (P_Key → SL for every partition with a non-zero SL) and the wanted
-``PortAdminState`` of switch ports. The same JSON is stored on a ChangeRequest and, once
+the registered providers request (:func:`console.fabric.hooks.requested_partitions`; scheduling
+registers its live reservations'), the Default rule, QoS classes (P_Key → SL for every partition
+with a non-zero SL) and the wanted ``PortAdminState`` of switch ports. The same JSON is stored on a ChangeRequest and, once
 verified, on ``AppliedState``; equal JSON means nothing to push.
 """
 
@@ -12,13 +12,13 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
+from console.fabric import hooks
 from console.fabric.drivers.base import DesiredFabric
 from console.fabric.models import AppliedState, Fabric, FabricPartition, PortAdminState
 from console.fabric.opensm.lint import format_guid, parse_guid
 from console.fabric.opensm.partitions import DEFAULT_PKEY, PORT_KEYWORDS, render_partitions
 from console.fabric.opensm.qos import render_qos_policy
 from console.tenancy.errors import Conflict
-from scheduling import fabric_interface
 
 DEFAULT_RULE = {
     "name": "Default",
@@ -61,7 +61,7 @@ def build_desired(fabric: Fabric) -> dict[str, Any]:
         )
     taken_keys = {p["pkey"]: p["name"] for p in partitions}
     taken_names = {p["name"] for p in partitions}
-    for res in fabric_interface.desired_reservation_partitions(fabric.id):
+    for res in hooks.requested_partitions(fabric.id):
         pkey = f"{int(res['pkey']):#06x}"
         if pkey in taken_keys or res["name"] in taken_names:
             raise Conflict(
@@ -86,13 +86,13 @@ def build_desired(fabric: Fabric) -> dict[str, Any]:
     classes = [[p["pkey"], p["sl"], p["name"]] for p in partitions if p["sl"]]
     port_admin = []
     for a in PortAdminState.objects.filter(fabric=fabric).order_by("switch", "port"):
-        row: dict[str, Any] = {"switch": a.switch, "port": a.port, "enabled": a.enabled}
+        port: dict[str, Any] = {"switch": a.switch, "port": a.port, "enabled": a.enabled}
         # Only when set: desired (and applied) JSON of ports without them stays as it was.
         if a.width is not None:
-            row["width"] = a.width
+            port["width"] = a.width
         if a.speed is not None:
-            row["speed"] = a.speed
-        port_admin.append(row)
+            port["speed"] = a.speed
+        port_admin.append(port)
     return {
         "partitions": partitions,
         "qos": {"default_sl": 0, "classes": classes},

@@ -14,6 +14,7 @@ from typing import Any
 
 from django.db import IntegrityError, models, transaction
 
+from console.fabric.changes.locks import fabric_for_update, partition_for_update
 from console.fabric.models import Fabric, FabricPartition
 from console.fabric.opensm.lint import format_guid, parse_guid
 from console.fabric.opensm.partitions import MAX_PKEY, MIN_PKEY, PORT_KEYWORDS
@@ -114,7 +115,7 @@ def set_partition(
     if not isinstance(sl, int) or isinstance(sl, bool) or not 0 <= sl <= 15:
         raise Invalid(f"SL {sl!r} outside 0-15", fields={"sl": ["0-15"]})
     with transaction.atomic():
-        Fabric.objects.select_for_update().get(pk=fabric.pk)
+        fabric_for_update(fabric.pk)
         row = FabricPartition.objects.filter(fabric=fabric, name=name).first()
         clash = FabricPartition.objects.filter(fabric=fabric, pkey=key).exclude(name=name).first()
         if clash is not None:
@@ -167,7 +168,7 @@ def delete_partition(actor: Actor, principal: Principal, fabric: Fabric, *, name
     """Remove the manual partition ``name`` from the desired state of ``fabric``."""
     require_operator(principal, to="change fabrics")
     with transaction.atomic():
-        row = FabricPartition.objects.select_for_update().filter(fabric=fabric, name=name).first()
+        row = partition_for_update(fabric, name)
         if row is None:
             raise NotFound(f"fabric {fabric.name!r} has no partition {name!r}")
         if row.source != FabricPartition.Source.MANUAL:
@@ -204,7 +205,7 @@ def update_fabric(actor: Actor, principal: Principal, fabric: Fabric, **values: 
     require_operator(principal, to="change fabrics")
     try:
         with transaction.atomic():
-            fabric = Fabric.objects.select_for_update().get(pk=fabric.pk)
+            fabric = fabric_for_update(fabric.pk)
             before = audit.snapshot(fabric)
             for key, value in values.items():
                 if key in FABRIC_FIELDS:

@@ -6,8 +6,8 @@ row and then the change row (always in that order) and refuses while another ope
 fabric holds a live lease. The lease expires, so a killed worker's change is picked up by a
 redelivered task or by :func:`reap_stuck_changes`. Every driver step is set-style, so running a
 push again after a crash completes it instead of repeating it; the outcome (status, AppliedState,
-the scheduling callback and the audit row of the effect) is written once, in one transaction
-that first checks the change is not already finished.
+the registered change listeners of :mod:`console.fabric.hooks` and the audit row of the effect)
+is written once, in one transaction that first checks the change is not already finished.
 """
 
 from __future__ import annotations
@@ -22,14 +22,15 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
-from console.fabric.changes.requests import enqueue_apply
+from console.fabric.changes.locks import change_for_update, fabric_for_update
 from console.fabric.diags.runner import DiagTimeout
 from console.fabric.drivers import DesiredFabric, DriverError, driver_for
+from console.fabric.enqueue import enqueue_apply
+from console.fabric.hooks import notify_failed, notify_verified
 from console.fabric.models import AppliedState, ChangeRequest, ChangeStep, Fabric
 from console.fabric.opensm.push import PushOptions, PushResult
 from console.tenancy import audit
 from console.tenancy.context import Actor
-from scheduling import fabric_interface
 
 log = logging.getLogger(__name__)
 Status = ChangeRequest.Status
@@ -69,14 +70,14 @@ def _fail(change: ChangeRequest, error: str, *, actor: Actor = ACTOR) -> None:
     change.lease_owner, change.lease_expires_at = "", None
     change.save()
     audit.record(actor, "fabric.change.failed", change, after={"error": change.error})
-    fabric_interface.on_fabric_failed(change.fabric_id, change_id=change.pk, error=change.error)
+    notify_failed(change.fabric_id, change_id=change.pk, error=change.error)
 
 
 def _fail_held(change_id: int, worker_id: str, step_why: str, error: str) -> ChangeRequest:
     """Fail a change this worker still leases (its running steps marked lost with
     ``step_why``); a change another worker took over or that ended meanwhile is left alone."""
     with transaction.atomic():
-        locked = ChangeRequest.objects.select_for_update().get(pk=change_id)
+        locked = change_for_update(change_id)
         if not locked.is_terminal and locked.lease_owner == worker_id:
             _mark_lost_steps(locked, step_why)
             _fail(locked, error)
@@ -90,8 +91,8 @@ def acquire(change_id: int, worker_id: str) -> ChangeRequest | None:
         if fabric_id is None:
             log.warning("change %s does not exist (deleted?): nothing to do", change_id)
             return None
-        fabric = Fabric.objects.select_for_update().get(pk=fabric_id)
-        change = ChangeRequest.objects.select_for_update().get(pk=change_id)
+        fabric = fabric_for_update(fabric_id)
+        change = change_for_update(change_id)
         if change.is_terminal or change.status == Status.PENDING_APPROVAL:
             return None
         now = timezone.now()
@@ -203,9 +204,9 @@ def _outcome_status(change: ChangeRequest, result: PushResult) -> str:
 
 
 def finalize(change_id: int, worker_id: str, first_seq: int, result: PushResult) -> ChangeRequest:
-    """Write the outcome once: status, steps, AppliedState, scheduling callback, audit."""
+    """Write the outcome once: status, steps, AppliedState, change listeners, audit."""
     with transaction.atomic():
-        change = ChangeRequest.objects.select_for_update().get(pk=change_id)
+        change = change_for_update(change_id)
         if change.is_terminal:
             return change  # already finished by another attempt: never a second effect
         if change.lease_owner != worker_id:
@@ -248,11 +249,9 @@ def finalize(change_id: int, worker_id: str, first_seq: int, result: PushResult)
             )
             present = {int(p["pkey"], 16) for p in change.desired.get("partitions", [])}
             present.discard(0x7FFF)
-            fabric_interface.on_fabric_verified(change.fabric_id, present_pkeys=present, change_id=change.pk)
+            notify_verified(change.fabric_id, present_pkeys=present, change_id=change.pk)
         else:
-            fabric_interface.on_fabric_failed(
-                change.fabric_id, change_id=change.pk, error=change.error or result.outcome
-            )
+            notify_failed(change.fabric_id, change_id=change.pk, error=change.error or result.outcome)
         audit.record(ACTOR, f"fabric.change.{status}", change, after=change.outcome)
     return change
 
@@ -329,7 +328,7 @@ def reap_stuck_changes(*, now: Any = None) -> dict[str, list[int]]:
     stuck = ChangeRequest.objects.filter(status__in=RUNNING, lease_expires_at__lt=now)
     for change_id in stuck.values_list("pk", flat=True):
         with transaction.atomic():
-            change = ChangeRequest.objects.select_for_update().get(pk=change_id)
+            change = change_for_update(change_id)
             if change.status not in RUNNING or (change.lease_expires_at or now) >= now:
                 continue
             _mark_lost_steps(change, "worker lost: lease expired mid-step")

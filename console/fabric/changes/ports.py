@@ -13,6 +13,7 @@ from typing import Any
 
 from django.db import transaction
 
+from console.fabric.changes.locks import fabric_for_update, port_admin_for_update
 from console.fabric.changes.partitions import save_audited
 from console.fabric.drivers.base import SPEED_NAMES, WIDTH_NAMES
 from console.fabric.models import Fabric, PortAdminState
@@ -21,6 +22,8 @@ from console.tenancy.context import Actor
 from console.tenancy.errors import Invalid, NotFound
 from console.tenancy.models import Principal
 from console.tenancy.permissions import require_operator
+from designer.errors import DesignerError
+from designer.services import revision_graph
 
 WIDTH_CHOICES = ", ".join(f"{name} ({code})" for code, name in WIDTH_NAMES.items())
 SPEED_CHOICES = ", ".join(f"{name.split()[0]} ({code})" for code, name in SPEED_NAMES.items())
@@ -28,9 +31,6 @@ SPEED_CHOICES = ", ".join(f"{name.split()[0]} ({code})" for code, name in SPEED_
 
 def _design_switches(fabric: Fabric) -> dict[str, int]:
     """Switch name → port count in the fabric's design revision ({} when it has no graph)."""
-    from designer.errors import DesignerError
-    from designer.services import revision_graph
-
     try:
         graph = revision_graph(fabric.revision)
     except (DesignerError, KeyError, TypeError, ValueError):
@@ -135,7 +135,7 @@ def set_port_admin(
     if len(reason) > 200:
         raise Invalid("reason is longer than 200 characters", fields={"reason": ["max 200"]})
     with transaction.atomic():
-        Fabric.objects.select_for_update().get(pk=fabric.pk)
+        fabric_for_update(fabric.pk)
         row = PortAdminState.objects.filter(fabric=fabric, switch=switch, port=number).first()
         values = {"enabled": enabled, "width": width_code, "speed": speed_code, "reason": reason}
         row = save_audited(
@@ -156,7 +156,7 @@ def clear_port_admin(actor: Actor, principal: Principal, fabric: Fabric, *, swit
     require_operator(principal, to="change fabrics")
     number = _parse_port(port)
     with transaction.atomic():
-        row = PortAdminState.objects.select_for_update().filter(fabric=fabric, switch=switch, port=number).first()
+        row = port_admin_for_update(fabric, switch, number)
         if row is None:
             raise NotFound(f"fabric {fabric.name!r} does not administer {switch}[{number}]")
         audit.record(actor, "fabric.port.delete", row, before=audit.snapshot(row))

@@ -3,7 +3,8 @@
 A change snapshots the complete desired state, its rendered artefacts and the unified diff
 against what is applied. A dry run ends ``previewed`` and changes nothing else. With
 ``fabric.approval_required`` a change waits for an operator other than its requester. The push
-itself is a Celery task enqueued only after the change's row commits.
+itself is the Celery task ``fabric.apply_change``, published by name only after the change's row
+commits (:func:`console.fabric.enqueue.enqueue_apply`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from django.utils import timezone
 
 from console.fabric.changes.desired import applied_of, build_desired, diff_artefacts
 from console.fabric.changes.desired import render_artefacts as render
+from console.fabric.changes.locks import change_for_update, fabric_for_update
+from console.fabric.enqueue import enqueue_apply
 from console.fabric.models import ChangeRequest, ChangeStep, Fabric
 from console.tenancy import audit
 from console.tenancy.context import Actor, current_correlation_id
@@ -22,14 +25,6 @@ from console.tenancy.permissions import require_operator
 
 Status = ChangeRequest.Status
 OPEN = (Status.PENDING_APPROVAL, Status.QUEUED, Status.APPLYING, Status.VERIFYING)
-
-
-def enqueue_apply(change_id: int) -> None:
-    """Publish ``fabric.apply_change`` once the surrounding transaction commits (never before:
-    a worker must find the row, and a rolled-back change must not be pushed)."""
-    from console.fabric.tasks import apply_change_task
-
-    transaction.on_commit(lambda: apply_change_task.apply_async(kwargs={"change_id": change_id}))
 
 
 def _plan(fabric: Fabric) -> tuple[dict, dict[str, str], str]:
@@ -109,7 +104,7 @@ def request_change(
         require_operator(principal, to="change fabrics")
     plan = _plan(fabric)
     with transaction.atomic():
-        Fabric.objects.select_for_update().get(pk=fabric.pk)
+        fabric_for_update(fabric.pk)
         return _create(actor, fabric, dry_run=dry_run, reason=reason, user_id=principal.user_id, plan=plan)
 
 
@@ -117,7 +112,7 @@ def approve(actor: Actor, principal: Principal, change: ChangeRequest) -> Change
     """Approve a pending change; its requester may not approve it themselves."""
     require_operator(principal, to="change fabrics")
     with transaction.atomic():
-        change = ChangeRequest.objects.select_for_update().get(pk=change.pk)
+        change = change_for_update(change.pk)
         if change.status != Status.PENDING_APPROVAL:
             raise Conflict(f"change {change.pk} is {change.status}, not pending approval")
         if principal.user_id is None or principal.user_id == change.requested_by_id:
@@ -135,7 +130,7 @@ def cancel(actor: Actor, principal: Principal, change: ChangeRequest) -> ChangeR
     """Cancel a change that has not started (pending approval or queued)."""
     require_operator(principal, to="change fabrics")
     with transaction.atomic():
-        change = ChangeRequest.objects.select_for_update().get(pk=change.pk)
+        change = change_for_update(change.pk)
         if change.status not in (Status.PENDING_APPROVAL, Status.QUEUED) or change.lease_owner:
             raise Conflict(f"change {change.pk} is {change.status}; only waiting changes cancel")
         before = change.status
@@ -153,7 +148,7 @@ def reconcile(fabric: Fabric, *, actor: Actor) -> ChangeRequest | None:
     plan = _plan(fabric)
     desired = plan[0]
     with transaction.atomic():
-        Fabric.objects.select_for_update().get(pk=fabric.pk)
+        fabric_for_update(fabric.pk)
         applied = applied_of(fabric)
         if applied is not None and applied.desired == desired:
             return None

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from console.fabric.opensm.lint import LintProblem, control_char_problems, long_line_problems
-from console.fabric.opensm.qos import QosOptions, render_qos_options
+from console.fabric.opensm.qos import QosOptions, parse_qos_options, render_qos_options
 
 ARTEFACT = "opensm.conf"
 ROUTING_ENGINES = (
@@ -197,8 +197,6 @@ def lint_opensm_conf(text: str) -> list[LintProblem]:
         if key == "sweep_interval" and not value.isdigit():
             bad(lineno, "bad-value", f"sweep_interval must be a number of seconds, not {value!r}")
     if values.get("qos") == "TRUE":
-        from console.fabric.opensm.qos import parse_qos_options
-
         result = parse_qos_options(values)
         if isinstance(result, list):
             for error in result:

@@ -21,6 +21,7 @@ from enum import StrEnum
 
 from console.fabric.opensm.lint import (
     OPENSM_MAX_LINE,
+    ArtefactRejected,
     LintProblem,
     control_char_problems,
     format_guid,
@@ -391,8 +392,6 @@ def parse_partitions(text: str, *, require_default: bool = True) -> list[Partiti
     Raises :class:`~console.fabric.opensm.lint.ArtefactRejected` when the text is not clean,
     because a half-understood file is worse than none.
     """
-    from console.fabric.opensm.lint import ArtefactRejected
-
     problems = lint_partitions(text, require_default=require_default)
     if problems:
         raise ArtefactRejected(problems)

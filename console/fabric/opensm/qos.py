@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from console.fabric.opensm.lint import (
+    ArtefactRejected,
     LintProblem,
     control_char_problems,
     long_line_problems,
@@ -175,8 +176,6 @@ def lint_qos_policy(text: str) -> list[LintProblem]:
 
 def parse_qos_policy(text: str) -> QosPolicy:
     """Parse a lint-clean ``qos-policy.conf`` back into a :class:`QosPolicy`."""
-    from console.fabric.opensm.lint import ArtefactRejected
-
     problems = lint_qos_policy(text)
     if problems:
         raise ArtefactRejected(problems)

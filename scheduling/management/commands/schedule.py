@@ -33,19 +33,21 @@ from console.fabric.models import Fabric
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
 from console.tenancy.models import Principal, Role, Tenant
+from designer.models import Design, DesignRevision
+from designer.plan import plan
+from designer.services import load_catalogue, revision_graph
 from scheduling.models import Pool, Reservation
 from scheduling.placement.registry import params as constraint_params
+from scheduling.replay import RESULT_KEYS, ReplayOptions, TraceFormatError, load_trace
+from scheduling.replay import replay as run_replay
 from scheduling.services import inventory, lifecycle, quotas, reservations
+from scheduling.services.topology import topology_from_graph
 
 OPERATOR = Principal(None, Role.OPERATOR, None)
 
 
 def design_graph(spec: str):
     """A designer graph from a saved design (id or name) or ``topology:key=value,…`` options."""
-    from designer.models import Design, DesignRevision
-    from designer.plan import plan
-    from designer.services import load_catalogue, revision_graph
-
     if ":" in spec or spec in {"fat-tree", "rail-optimized", "torus", "dragonfly-plus"}:
         topology, _, rest = spec.partition(":")
         options: dict[str, Any] = {"topology": topology}
@@ -158,10 +160,6 @@ class Command(BaseCommand):
     # ---------------------------------------------------------------- subcommands
 
     def do_replay(self, o: dict) -> None:
-        from scheduling.replay import RESULT_KEYS, ReplayOptions, TraceFormatError, load_trace
-        from scheduling.replay import replay as run_replay
-        from scheduling.services.topology import topology_from_graph
-
         try:
             jobs = load_trace(o["trace"], o["format"])
         except (OSError, TraceFormatError) as exc:

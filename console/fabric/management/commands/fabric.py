@@ -29,7 +29,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from console.fabric import changes
 from console.fabric.api.serializers import ChangeSerializer
+from console.fabric.changes.pipeline import apply_change
+from console.fabric.discovery.services import compare, discover
 from console.fabric.models import ChangeRequest, Fabric, PortAdminState
+from console.tenancy.audit import snapshot
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
 from console.tenancy.models import Principal, Role
@@ -100,14 +103,10 @@ class Command(BaseCommand):
         fabric = _fabric(opts["fabric"])
         try:
             if opts["action"] == "discover":
-                from console.fabric.discovery.services import compare, discover
-
                 run = discover(fabric, actor=actor)
                 body = {"duration_s": run.duration_s, "summary": run.summary}
                 return self._print(opts, {**body, **_jsonable(compare(fabric, run))})
             if opts["action"] == "compare":
-                from console.fabric.discovery.services import compare
-
                 return self._print(opts, _jsonable(compare(fabric)))
             if opts["action"] == "partition":
                 if opts["partition_action"] == "set":
@@ -173,8 +172,6 @@ class Command(BaseCommand):
 
     def _wait(self, change: ChangeRequest, timeout: float) -> ChangeRequest:
         if settings.EMBEDDED and change.status == ChangeRequest.Status.QUEUED:
-            from console.fabric.changes.pipeline import apply_change
-
             apply_change(change.pk, worker_id=f"cli/{socket.gethostname()}/{os.getpid()}")
         deadline = time.monotonic() + timeout
         while True:
@@ -204,7 +201,5 @@ def _jsonable(value: Any) -> Any:
     if hasattr(value, "as_dict"):
         return value.as_dict()
     if hasattr(value, "_meta"):
-        from console.tenancy.audit import snapshot
-
         return snapshot(value)
     return value

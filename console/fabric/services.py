@@ -1,0 +1,35 @@
+"""The fabric layer's service API for the layers above it (scheduling).
+
+A layer above allocates P_Keys from a fabric's range and asks for a reconcile through these
+functions; it tells the fabric which partitions it wants through :mod:`console.fabric.hooks`.
+Nothing above the fabric imports its tasks or the Celery app.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from console.fabric.enqueue import enqueue_reconcile, publish_reconcile
+from console.fabric.models import Fabric, FabricPartition
+
+__all__ = ["allocate_pkey", "enqueue_reconcile", "publish_reconcile"]
+
+
+def allocate_pkey(fabric: Fabric, *, held: Iterable[int]) -> int | None:
+    """The lowest P_Key of ``fabric``'s range that is neither in ``held`` (the caller's live
+    P_Keys, e.g. reservations') nor used by a partition of another source; None when the range
+    is exhausted.
+
+    The caller guarantees uniqueness among its own rows (for reservations, a database
+    constraint): a concurrent pick of the same key fails on insert and the caller retries.
+    """
+    used = set(held)
+    used |= set(
+        FabricPartition.objects.filter(fabric=fabric)
+        .exclude(source=FabricPartition.Source.RESERVATION)
+        .values_list("pkey", flat=True)
+    )
+    for pkey in range(fabric.pkey_min, fabric.pkey_max + 1):
+        if pkey not in used:
+            return pkey
+    return None
