@@ -212,6 +212,9 @@ class Reservation(TenantOwnedModel):
     same_leaf = models.BooleanField(default=False)
     max_switch_hops = models.PositiveSmallIntegerField(null=True, blank=True)
     rail_aligned = models.BooleanField(default=False)
+    # Parameters of registered constraint types without a column of their own (plug-ins): kept so
+    # what was asked can be read back and applied again.
+    constraint_params = models.JSONField(default=dict, blank=True)
     start = models.DateTimeField()
     end = models.DateTimeField()
     # What was granted.

@@ -180,10 +180,13 @@ def engine_request(request: ReservationRequest, start: dt.datetime, end: dt.date
 
 
 def constraint_columns(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The constraint parameters the reservation row keeps in columns of the same name (the
-    built-in ones); a parameter without a column is applied but not stored."""
-    columns = {f.name for f in Reservation._meta.concrete_fields}
-    return {name: value for name, value in values.items() if name in columns and value is not None}
+    """The reservation row's fields for the constraint parameters asked: the built-in ones in
+    columns of the same name, every other one in ``constraint_params``."""
+    columns = {f.name for f in Reservation._meta.concrete_fields} - {"constraint_params"}
+    given = {name: value for name, value in values.items() if value is not None}
+    fields = {name: value for name, value in given.items() if name in columns}
+    fields["constraint_params"] = {name: value for name, value in given.items() if name not in columns}
+    return fields
 
 
 def tenant_of(principal: Principal, request: ReservationRequest) -> Tenant:

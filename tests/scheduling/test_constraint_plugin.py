@@ -123,6 +123,9 @@ def test_preview_and_reserve_through_the_service(node_name_constraint, pool, ten
     assert body["placeable"] and set(body["placement"]["nodes"]) <= set(last_leaf)
     assert reservation.status != Reservation.Status.REJECTED
     assert set(reservation.placement["nodes"]) <= set(last_leaf)
+    # and what was asked is kept on the row, read back from the database
+    reservation.refresh_from_db()
+    assert reservation.constraint_params == {"node_name": pattern}
     refused = reservations.reserve(SYSTEM, principal, request_for(pool, nodes=5, node_name=pattern))
     assert refused.status == Reservation.Status.REJECTED
     assert refused.explanation["reason"] == "too_large" and refused.explanation["details"]["eligible_nodes"] == 4

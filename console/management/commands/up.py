@@ -17,6 +17,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from console.demo import DEMO_ACCOUNTS, DEMO_PASSWORD
+from console.fabric.services import publish_reconcile
 
 DEMO_LAB_DESIGN = "superpod-su1"  # one scalable unit, 256 HCAs: up in about a second
 
@@ -68,9 +69,7 @@ class Command(BaseCommand):
         lab that just started, instead of waiting for the periodic re-send."""
         if getattr(self, "lab_fabric", None) is None:
             return
-        from console.celery import app
-
-        app.send_task("fabric.reconcile", kwargs={"fabric_id": self.lab_fabric.pk})
+        publish_reconcile(self.lab_fabric.pk)
 
     def _start_flapper(self, fabric):
         """The demo's marginal cable: one leaf-spine link that drops now and then."""
