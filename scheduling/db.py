@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from django.contrib.postgres.fields import RangeBoundary, RangeOperators
 from django.db import migrations, models
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import ProjectState
 
 
 class TsTzRange(models.Func):
@@ -33,10 +35,14 @@ class AddConstraintOnPostgres(migrations.AddConstraint):
     the model); SQLite just never gets the DDL it cannot parse.
     """
 
-    def database_forwards(self, app_label, schema_editor, from_state, to_state) -> None:
+    def database_forwards(
+        self, app_label: str, schema_editor: BaseDatabaseSchemaEditor, from_state: ProjectState, to_state: ProjectState
+    ) -> None:
         if schema_editor.connection.vendor == "postgresql":
             super().database_forwards(app_label, schema_editor, from_state, to_state)
 
-    def database_backwards(self, app_label, schema_editor, from_state, to_state) -> None:
+    def database_backwards(
+        self, app_label: str, schema_editor: BaseDatabaseSchemaEditor, from_state: ProjectState, to_state: ProjectState
+    ) -> None:
         if schema_editor.connection.vendor == "postgresql":
             super().database_backwards(app_label, schema_editor, from_state, to_state)

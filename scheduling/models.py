@@ -233,7 +233,7 @@ class Reservation(TenantOwnedModel):
     ready_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
 
-    objects = ReservationQuerySet.as_manager()
+    objects: ClassVar[models.Manager[Reservation]] = ReservationQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
-from typing import Any
+from typing import Any, TypedDict
 
 from django.db.models import Count, Sum
 from django.utils import timezone
@@ -94,6 +94,20 @@ def _pk(tenant: Tenant) -> int:
     return tenant.pk
 
 
+class OccupancyCell(TypedDict):
+    """One node of :func:`occupancy`'s rows and who holds its GPUs now."""
+
+    node: str
+    state: str
+    gpus: int
+    used_gpus: int
+    tenant_id: int | None
+    tenant: str
+    colour: str
+    shared: bool
+    reservations: list[int]
+
+
 def occupancy(pool: Pool, *, now: dt.datetime | None = None) -> dict[str, Any]:
     """The pool's leaf groups as rows of nodes, each node with the tenants holding its GPUs now.
 
@@ -121,7 +135,7 @@ def occupancy(pool: Pool, *, now: dt.datetime | None = None) -> dict[str, Any]:
     names = {t.pk: t.name for t in tenants}
     groups = []
     for group in topology.groups:
-        cells = []
+        cells: list[OccupancyCell] = []
         for node_index in group.nodes:
             node = topology.nodes[node_index]
             pk = named.node_pks[node_index]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import socket
 
-from celery import shared_task
+from celery import Task, shared_task
 
 from console.fabric.changes import pipeline
 from console.fabric.changes.requests import reconcile
@@ -30,7 +30,7 @@ from console.tenancy.context import Actor
     max_retries=8,
     **COMMON,
 )
-def apply_change_task(self, change_id: int) -> str | None:
+def apply_change_task(self: Task, change_id: int) -> str | None:
     """Push one change (lease, steps, verification, outcome written once)."""
     worker_id = f"{self.request.hostname or socket.gethostname()}/{self.request.id}"
     change = pipeline.apply_change(change_id, worker_id=worker_id)

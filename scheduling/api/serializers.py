@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from django.db.models import Sum
 from drf_spectacular.utils import extend_schema_field
@@ -10,6 +11,7 @@ from rest_framework import serializers
 
 from console.fabric.models import Fabric
 from console.tenancy.api.base import TenantField
+from console.tenancy.models import Tenant
 from scheduling.models import Pool, PriorityClass, Quota, Reservation
 from scheduling.placement.registry import Param, params
 from scheduling.services import quotas
@@ -107,7 +109,7 @@ class QuotaSerializer(serializers.ModelSerializer):
 class ReservationSerializer(serializers.ModelSerializer):
     """A reservation as its tenant sees it, with its partition once placed."""
 
-    tenant = serializers.PrimaryKeyRelatedField(read_only=True)
+    tenant: serializers.PrimaryKeyRelatedField[Tenant] = serializers.PrimaryKeyRelatedField(read_only=True)
     pkey_hex = serializers.SerializerMethodField()
     partition = serializers.CharField(source="partition_name", read_only=True)
 
@@ -153,20 +155,20 @@ def constraint_field(param: Param) -> serializers.Field:
     """The serializer field of a registered constraint parameter."""
     if param.kind is bool:
         return serializers.BooleanField(default=bool(param.default), help_text=param.help)
+    # DRF takes None for "no bound"/"no limit"; its stubs only admit ints, hence the Any dicts.
     if param.kind is int:
+        bounds: dict[str, Any] = {"min_value": param.min_value, "max_value": param.max_value}
         if param.nullable:
             return serializers.IntegerField(
-                min_value=param.min_value,
-                max_value=param.max_value,
+                **bounds,
                 required=False,
                 allow_null=True,
                 help_text=param.help,
             )
-        return serializers.IntegerField(
-            min_value=param.min_value, max_value=param.max_value, default=param.default, help_text=param.help
-        )
+        return serializers.IntegerField(**bounds, default=param.default, help_text=param.help)
+    limit: dict[str, Any] = {"max_length": param.max_length}
     return serializers.CharField(
-        max_length=param.max_length, required=False, allow_blank=True, default=param.default or "", help_text=param.help
+        **limit, required=False, allow_blank=True, default=param.default or "", help_text=param.help
     )
 
 
@@ -267,5 +269,6 @@ class PreviewSerializer(serializers.Serializer):
 class ReservationRefusedSerializer(serializers.Serializer):
     code = serializers.CharField()
     detail = serializers.CharField()
-    fields = serializers.DictField()
+    # The serializer metaclass pops declared fields, so this field does not shadow `Serializer.fields`.
+    fields = serializers.DictField()  # type: ignore[assignment]
     reservation = ReservationSerializer()

@@ -4,12 +4,15 @@ release, cancel). Thin: every rule lives in ``scheduling.services``."""
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.serializers import BaseSerializer
 
 from console.tenancy.api.base import (
     GlobalResourceMixin,
@@ -54,7 +57,7 @@ class PoolViewSet(
     filterset_fields = ["fabric", "kind"]
     ordering_fields = ["name", "created_at"]
 
-    def perform_create(self, serializer) -> None:
+    def perform_create(self, serializer: BaseSerializer[Pool]) -> None:
         data = serializer.validated_data
         fabric = data["fabric"]
         nodes = inventory.select_nodes(
@@ -74,7 +77,7 @@ class PoolViewSet(
             description=data.get("description", ""),
         )
 
-    def perform_destroy(self, instance) -> None:
+    def perform_destroy(self, instance: Pool) -> None:
         inventory.delete_pool(self.actor, self.principal, instance)
 
     @extend_schema(
@@ -86,7 +89,7 @@ class PoolViewSet(
         responses={200: AvailabilitySerializer},
     )
     @action(detail=True, methods=["get"])
-    def availability(self, request, pk=None):
+    def availability(self, request: Request, pk: str | None = None) -> Response:
         """Free GPUs, free whole nodes and the largest free leaf group, slot by slot."""
         params = _AvailabilityParams(data=request.query_params)
         params.is_valid(raise_exception=True)
@@ -116,7 +119,7 @@ class QuotaViewSet(TenantScopedModelViewSet):
     filterset_fields = ["tenant", "pool"]
     ordering_fields = ["pool", "tenant"]
 
-    def perform_create(self, serializer) -> None:
+    def perform_create(self, serializer: BaseSerializer[Quota]) -> None:
         data = serializer.validated_data
         serializer.instance = quotas.set_quota(
             self.actor,
@@ -128,8 +131,9 @@ class QuotaViewSet(TenantScopedModelViewSet):
             guaranteed_leaf_groups=data.get("guaranteed_leaf_groups"),
         )
 
-    def perform_update(self, serializer) -> None:
+    def perform_update(self, serializer: BaseSerializer[Quota]) -> None:
         quota = serializer.instance
+        assert quota is not None  # an update always has its object
         data = serializer.validated_data
         if "pool" in data and data["pool"] != quota.pool:
             raise Invalid("a quota cannot move to another pool", fields={"pool": ["read-only"]})
@@ -143,7 +147,7 @@ class QuotaViewSet(TenantScopedModelViewSet):
             guaranteed_leaf_groups=data.get("guaranteed_leaf_groups", quota.guaranteed_leaf_groups),
         )
 
-    def perform_destroy(self, instance) -> None:
+    def perform_destroy(self, instance: Quota) -> None:
         quotas.delete_quota(self.actor, self.principal, instance)
 
 
@@ -156,7 +160,7 @@ class ReservationViewSet(TenantScopedCreateReadViewSet):
     filterset_class = ReservationFilterSet
     ordering_fields = ["created_at", "start", "end"]
 
-    def get_serializer_class(self):
+    def get_serializer_class(self) -> type[BaseSerializer]:
         if self.action in {"create", "preview"}:
             return ReservationRequestSerializer
         return ReservationSerializer
@@ -165,14 +169,14 @@ class ReservationViewSet(TenantScopedCreateReadViewSet):
         request=ReservationRequestSerializer,
         responses={201: ReservationSerializer, 409: ReservationRefusedSerializer},
     )
-    def create(self, request, *args, **kwargs):
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Reserve; placed → 201, rejected (capacity, constraints, quota) → 409 with the reason."""
         serializer = ReservationRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         reservation = reservations.reserve(self.actor, self.principal, serializer.to_request())
         body = ReservationSerializer(reservation).data
         if reservation.status == Reservation.Status.REJECTED:
-            refused = {
+            refused: dict[str, Any] = {
                 "code": reservation.explanation.get("reason") or "rejected",
                 "detail": reservation.reason,
                 "fields": {},
@@ -183,7 +187,7 @@ class ReservationViewSet(TenantScopedCreateReadViewSet):
 
     @extend_schema(request=ReservationRequestSerializer, responses={200: PreviewSerializer})
     @action(detail=False, methods=["post"], safe_post=True)
-    def preview(self, request):
+    def preview(self, request: Request) -> Response:
         """Where the request would land now (or why not, and the earliest window); reserves
         nothing."""
         serializer = ReservationRequestSerializer(data=request.data)
@@ -193,7 +197,7 @@ class ReservationViewSet(TenantScopedCreateReadViewSet):
 
     @extend_schema(request=ExtendSerializer, responses={200: ReservationSerializer})
     @action(detail=True, methods=["post"])
-    def extend(self, request, pk=None):
+    def extend(self, request: Request, pk: str | None = None) -> Response:
         """Move the end later if the GPUs stay free and the quota allows."""
         reservation = self.get_object()
         serializer = ExtendSerializer(data=request.data)
@@ -203,14 +207,14 @@ class ReservationViewSet(TenantScopedCreateReadViewSet):
 
     @extend_schema(request=None, responses={200: ReservationSerializer})
     @action(detail=True, methods=["post"])
-    def release(self, request, pk=None):
+    def release(self, request: Request, pk: str | None = None) -> Response:
         """End early: GPUs free now, partition removed from the fabric."""
         reservation = lifecycle.release(self.actor, self.principal, self.get_object())
         return Response(ReservationSerializer(reservation).data)
 
     @extend_schema(request=None, responses={200: ReservationSerializer})
     @action(detail=True, methods=["post"])
-    def cancel(self, request, pk=None):
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
         """Withdraw a reservation that is not ready yet."""
         reservation = lifecycle.cancel(self.actor, self.principal, self.get_object())
         return Response(ReservationSerializer(reservation).data)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
+from console.fabric.models import Fabric
 from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Invalid
@@ -48,7 +49,7 @@ class ImportResult:
         return {"nodes": self.nodes, "gpus": self.gpus, "hcas": self.hcas}
 
 
-def import_inventory(fabric, *, actor: Actor | None = None) -> ImportResult:
+def import_inventory(fabric: Fabric, *, actor: Actor | None = None) -> ImportResult:
     """Create the fabric's nodes, GPUs and HCAs from its design revision; idempotent.
 
     Existing rows are kept as they are (states, health and discovered GUIDs survive a re-run);
@@ -118,7 +119,7 @@ def import_inventory(fabric, *, actor: Actor | None = None) -> ImportResult:
     return result
 
 
-def update_guids(fabric, guids: dict[str, list[str]], *, actor: Actor | None = None) -> int:
+def update_guids(fabric: Fabric, guids: dict[str, list[str]], *, actor: Actor | None = None) -> int:
     """Replace planned port GUIDs with discovered ones: ``{node name: [GUID of port 1, …]}``.
 
     Returns the number of HCA ports whose GUID changed. Unknown nodes are an error that names
@@ -165,7 +166,7 @@ def set_node_state(actor: Actor, principal: Principal, node: Node, state: str) -
 
 
 def select_nodes(
-    fabric, kind: str, *, gpu_model: str = "", sus: Iterable[int] = (), names: Iterable[str] = ()
+    fabric: Fabric, kind: str, *, gpu_model: str = "", sus: Iterable[int] = (), names: Iterable[str] = ()
 ) -> list[Node]:
     """The fabric's nodes for a pool of ``kind``: by GPU model, by scalable unit or by name."""
     queryset = Node.objects.filter(fabric=fabric)
@@ -192,7 +193,7 @@ def create_pool(
     actor: Actor,
     principal: Principal,
     *,
-    fabric,
+    fabric: Fabric,
     name: str,
     kind: str = Pool.Kind.MANUAL,
     nodes: list[Node],

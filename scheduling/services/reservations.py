@@ -194,6 +194,7 @@ def tenant_of(principal: Principal, request: ReservationRequest) -> Tenant:
     if principal.role is None:
         raise Forbidden("you have no role in this console")
     if not principal.sees_all_tenants:
+        assert principal.tenant_id is not None  # Membership's check constraint: tenant roles have a tenant
         return Tenant.objects.get(pk=principal.tenant_id)
     if request.tenant_id is None:
         raise Invalid("operators must say which tenant reserves", fields={"tenant": ["required"]})
@@ -238,7 +239,7 @@ def snapshot(pool: Pool, now: dt.datetime) -> Snapshot:
     # join five tables and sort every allocation row.
     rows = ReservationAllocation.objects.filter(node_id__in=in_pool, end__gt=now).order_by()
     masks: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    gpu_bit = Value(1).bitleftshift(F("gpu__index"))
+    gpu_bit = Value(1).bitleftshift(F("gpu__index"))  # type: ignore[arg-type]  # stub wants int; any expression works
     for res_id, node_pk, mask in (
         rows.values("reservation_id", "node_id")
         .annotate(mask=Sum(gpu_bit, distinct=True))

@@ -18,12 +18,13 @@ import threading
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from designer.graph import FabricGraph
 from designer.models import DesignRevision
 from designer.services import revision_graph
-from scheduling.models import GPU, HCA, Node
-from scheduling.placement import LeafGroup, PoolTopology, TopoNode
+from scheduling.models import GPU, HCA, Node, Pool
+from scheduling.placement import LeafGroup, Placement, PoolTopology, TopoNode
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +61,7 @@ class NamedTopology:
     node_pks: tuple[int, ...] = ()
     gpu_pks: dict[tuple[int, int], int] = field(default_factory=dict)
 
-    def describe(self, placement) -> dict:
+    def describe(self, placement: Placement) -> dict[str, Any]:
         """A placement in names: nodes, GPUs per node, leaf groups, leaves, spines."""
         return {
             "nodes": [self.node_names[n] for n in placement.node_ids],
@@ -123,11 +124,14 @@ def specs_from_graph(graph: FabricGraph) -> list[NodeSpec]:
 
 def build_topology(name: str, specs: Sequence[NodeSpec], shape: FabricShape) -> NamedTopology:
     """The engine's topology for ``specs``; node ids follow leaf groups, then input order."""
-    groups: dict[object, list[int]] = {}
+    # ("su", number) or ("leaves", the leaves a plain fat tree's nodes share)
+    groups: dict[tuple[str, int | tuple[str, ...]], list[int]] = {}
     for index, spec in enumerate(specs):
-        key: object = ("su", spec.su) if spec.su >= 0 else ("leaves", tuple(sorted(set(spec.leaves))))
+        key: tuple[str, int | tuple[str, ...]] = (
+            ("su", spec.su) if spec.su >= 0 else ("leaves", tuple(sorted(set(spec.leaves))))
+        )
         groups.setdefault(key, []).append(index)
-    ordered_keys = sorted(groups, key=lambda k: (k[0], k[1]))  # type: ignore[index]
+    ordered_keys = sorted(groups, key=lambda k: (k[0], k[1]))
     leaf_ids: dict[str, int] = {}
     spine_ids = {s: i for i, s in enumerate(shape.spines)}
 
@@ -171,7 +175,8 @@ def build_topology(name: str, specs: Sequence[NodeSpec], shape: FabricShape) -> 
             order.append(i)
             ids.append(node_id)
         leaf_groups.append(LeafGroup(id=gid, pod=pod, leaves=rail_leaves, nodes=tuple(ids)))
-        group_names.append(f"su{key[1] + 1:02d}" if key[0] == "su" else "+".join(key[1]))  # type: ignore[index,operator,arg-type]
+        label = key[1]
+        group_names.append(f"su{label + 1:02d}" if isinstance(label, int) else "+".join(label))
     leaf_spines = {
         lid: tuple(spine_ids[s] for s in shape.leaf_spines.get(leaf, ()) if s in spine_ids)
         for leaf, lid in leaf_ids.items()
@@ -196,12 +201,14 @@ def topology_from_graph(graph: FabricGraph, name: str = "") -> NamedTopology:
 # ------------------------------------------------------------------ Django: pools, cached
 
 _CACHE_SIZE = 32
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 _lock = threading.Lock()
 _shapes: OrderedDict[tuple[int, object], FabricShape] = OrderedDict()
 _topologies: OrderedDict[tuple[object, ...], NamedTopology] = OrderedDict()
 
 
-def _remember(cache: OrderedDict, key, value):
+def _remember(cache: OrderedDict[_K, _V], key: _K, value: _V) -> _V:
     with _lock:
         cache[key] = value
         cache.move_to_end(key)
@@ -220,7 +227,7 @@ def shape_of_revision(revision_id: int, created_at: object) -> FabricShape:
     return _remember(_shapes, key, fabric_shape(graph))
 
 
-def pool_topology(pool) -> NamedTopology:
+def pool_topology(pool: Pool) -> NamedTopology:
     """The engine's topology of ``pool`` with inventory keys (cached; see module docstring)."""
     fabric = pool.fabric
     revision = DesignRevision.objects.filter(pk=fabric.revision_id)
@@ -255,6 +262,6 @@ def pool_topology(pool) -> NamedTopology:
     return _remember(_topologies, key, named)
 
 
-def topology_for_pool(pool) -> PoolTopology:
+def topology_for_pool(pool: Pool) -> PoolTopology:
     """The placement engine's :class:`PoolTopology` of a pool."""
     return pool_topology(pool).topology

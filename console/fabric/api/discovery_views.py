@@ -12,6 +12,7 @@ from __future__ import annotations
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -71,7 +72,7 @@ class FabricDiscoveryView(PrincipalMixin, APIView):
     write_roles = frozenset({Role.OPERATOR})
 
     @extend_schema(parameters=[TOPOLOGY_PARAM], responses={200: DiscoveryRunDetailSerializer})
-    def get(self, request, fabric_id: int) -> Response:
+    def get(self, request: Request, fabric_id: int) -> Response:
         """The latest discovery run; 404 until one has run."""
         fabric = _fabric(fabric_id)
         run = services.latest_run(fabric)
@@ -82,7 +83,7 @@ class FabricDiscoveryView(PrincipalMixin, APIView):
         return Response(cls(run).data)
 
     @extend_schema(request=None, responses={201: DiscoveryRunSerializer})
-    def post(self, request, fabric_id: int) -> Response:
+    def post(self, request: Request, fabric_id: int) -> Response:
         """Run ibnetdiscover now, store it and compare it with the design (audited)."""
         fabric = _fabric(fabric_id)
         run = services.discover(fabric, actor=self.actor)
@@ -96,7 +97,7 @@ class FabricCompareView(PrincipalMixin, APIView):
     read_roles = READERS
 
     @extend_schema(responses={200: CompareSerializer})
-    def get(self, request, fabric_id: int) -> Response:
+    def get(self, request: Request, fabric_id: int) -> Response:
         """The comparison of the latest discovery run; 404 until one has run."""
         fabric = _fabric(fabric_id)
         run = services.latest_run(fabric)

@@ -8,11 +8,16 @@ tenant users get 403 (fabrics belong to the operator, not to a tenant).
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.serializers import BaseSerializer
 
 from console.fabric import changes
 from console.fabric.api.serializers import (
@@ -43,19 +48,19 @@ class FabricViewSet(GlobalResourceMixin, viewsets.ModelViewSet):
     filterset_fields = ["driver"]
     ordering_fields = ["name", "created_at"]
 
-    def perform_create(self, serializer) -> None:
+    def perform_create(self, serializer: BaseSerializer[Fabric]) -> None:
         serializer.instance = changes.create_fabric(self.actor, self.principal, **serializer.validated_data)
 
-    def perform_update(self, serializer) -> None:
-        serializer.instance = changes.update_fabric(
-            self.actor, self.principal, serializer.instance, **serializer.validated_data
-        )
+    def perform_update(self, serializer: BaseSerializer[Fabric]) -> None:
+        fabric = serializer.instance
+        assert fabric is not None  # an update always has its object
+        serializer.instance = changes.update_fabric(self.actor, self.principal, fabric, **serializer.validated_data)
 
     def perform_destroy(self, instance: Fabric) -> None:
         changes.delete_fabric(self.actor, self.principal, instance)
 
 
-def _object(data) -> dict:
+def _object(data: Any) -> dict[str, Any]:
     """The request body as a dict; anything else (a list, a scalar) is a precise 400."""
     if not hasattr(data, "keys"):
         raise Invalid("expected a JSON object", fields={"non_field_errors": ["object"]})
@@ -67,6 +72,8 @@ class _FabricChild(GlobalResourceMixin):
 
     global_reason = "partitions and changes belong to a fabric, which no tenant owns"
     read_roles = READERS
+    # Set by the view machinery (GenericViewSet) this mixin is always combined with.
+    kwargs: dict[str, Any]
 
     def fabric(self) -> Fabric:
         if not hasattr(self, "_fabric"):
@@ -84,10 +91,10 @@ class FabricPartitionViewSet(_FabricChild, viewsets.ModelViewSet):
     serializer_class = PartitionSerializer
     queryset = FabricPartition.objects.all()
 
-    def get_queryset(self):
+    def get_queryset(self) -> QuerySet[FabricPartition]:
         return FabricPartition.objects.filter(fabric=self.fabric()).order_by("pkey")
 
-    def _set(self, data: dict, *, name: str, status_code: int) -> Response:
+    def _set(self, data: dict[str, Any], *, name: str, status_code: int) -> Response:
         shape = PartitionSerializer(data=data, partial=True)
         shape.is_valid(raise_exception=True)
         row = changes.set_partition(
@@ -102,15 +109,15 @@ class FabricPartitionViewSet(_FabricChild, viewsets.ModelViewSet):
         )
         return Response(PartitionSerializer(row).data, status=status_code)
 
-    def create(self, request, *args, **kwargs):
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Add a partition (P_Key, members with full/limited membership)."""
         self.fabric()
-        name = request.data.get("name")
+        name: Any = request.data.get("name")  # unchecked input: set_partition validates it
         if FabricPartition.objects.filter(fabric=self.fabric(), name=name).exists():
             raise Invalid(f"partition {name!r} exists; update it instead", fields={"name": [name]})
         return self._set(dict(request.data), name=name, status_code=status.HTTP_201_CREATED)
 
-    def update(self, request, *args, **kwargs):
+    def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Replace (PUT) or change (PATCH) a partition; renaming is delete + create."""
         row = self.get_object()
         data = {
@@ -140,10 +147,10 @@ class FabricPortViewSet(_FabricChild, viewsets.ModelViewSet):
     queryset = PortAdminState.objects.all()
     filterset_fields = ["switch", "enabled"]
 
-    def get_queryset(self):
+    def get_queryset(self) -> QuerySet[PortAdminState]:
         return PortAdminState.objects.filter(fabric=self.fabric()).order_by("switch", "port")
 
-    def _set(self, data: dict, *, status_code: int) -> Response:
+    def _set(self, data: dict[str, Any], *, status_code: int) -> Response:
         shape = PortAdminSerializer(data=data, partial=True)
         shape.is_valid(raise_exception=True)
         row = changes.set_port_admin(
@@ -159,17 +166,18 @@ class FabricPortViewSet(_FabricChild, viewsets.ModelViewSet):
         )
         return Response(PortAdminSerializer(row).data, status=status_code)
 
-    def create(self, request, *args, **kwargs):
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Administer a switch port (by switch name from the design and port number)."""
         self.fabric()
         data = _object(request.data)
-        exists = PortAdminState.objects.filter(fabric=self.fabric(), switch=data.get("switch"), port=data.get("port"))
-        if isinstance(data.get("port"), int) and exists.exists():
+        port: Any = data.get("port")  # unchecked input: set_port_admin validates it
+        exists = PortAdminState.objects.filter(fabric=self.fabric(), switch=data.get("switch"), port=port)
+        if isinstance(port, int) and exists.exists():
             detail = f"{data['switch']}[{data['port']}] is already administered; update it instead"
             raise Invalid(detail, fields={"port": [detail]})
         return self._set(data, status_code=status.HTTP_201_CREATED)
 
-    def update(self, request, *args, **kwargs):
+    def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Replace (PUT) or change (PATCH) a port's wanted state; switch and port stay."""
         row = self.get_object()
         data = {
@@ -202,14 +210,14 @@ class FabricChangeViewSet(
     queryset = ChangeRequest.objects.all()
     filterset_fields = ["status", "dry_run"]
 
-    def get_queryset(self):
+    def get_queryset(self) -> QuerySet[ChangeRequest]:
         return ChangeRequest.objects.filter(fabric=self.fabric()).prefetch_related("steps")
 
-    def get_serializer_class(self):
+    def get_serializer_class(self) -> type[BaseSerializer]:
         return ChangeListSerializer if self.action == "list" else ChangeSerializer
 
     @extend_schema(parameters=[FABRIC_PK], request=ChangeCreateSerializer, responses={201: ChangeSerializer})
-    def create(self, request, fabric_pk=None):
+    def create(self, request: Request, fabric_pk: str | None = None) -> Response:
         """Snapshot desired state and queue its push (``dry_run``: only compute the diff)."""
         serializer = ChangeCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -218,14 +226,14 @@ class FabricChangeViewSet(
 
     @extend_schema(request=None, responses={200: ChangeSerializer})
     @action(detail=True, methods=["post"])
-    def approve(self, request, fabric_pk=None, pk=None):
+    def approve(self, request: Request, fabric_pk: str | None = None, pk: str | None = None) -> Response:
         """Approve a pending change (an operator other than its requester)."""
         change = changes.approve(self.actor, self.principal, self.get_object())
         return Response(ChangeSerializer(change).data)
 
     @extend_schema(request=None, responses={200: ChangeSerializer})
     @action(detail=True, methods=["post"])
-    def cancel(self, request, fabric_pk=None, pk=None):
+    def cancel(self, request: Request, fabric_pk: str | None = None, pk: str | None = None) -> Response:
         """Cancel a change that has not started."""
         change = changes.cancel(self.actor, self.principal, self.get_object())
         return Response(ChangeSerializer(change).data)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import IntegrityError, models, transaction
 
@@ -23,6 +23,8 @@ from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Invalid, NotFound
 from console.tenancy.models import Principal
 from console.tenancy.permissions import require_operator
+
+_Row = TypeVar("_Row", bound=models.Model)
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 MEMBERSHIPS = ("full", "limited", "both")
@@ -138,21 +140,21 @@ def set_partition(
 
 def save_audited(
     actor: Actor,
-    model: type[models.Model],
-    row: models.Model | None,
+    model: type[_Row],
+    row: _Row | None,
     *,
     keys: dict[str, Any],
     values: dict[str, Any],
     action: str,
     conflict: str,
-) -> Any:
+) -> _Row:
     """Create (``keys`` + ``values``) or update (``values``) one desired-state row, audited as
     ``<action>.create`` / ``<action>.update``; a concurrent duplicate is a 409 ``conflict``."""
     before = audit.snapshot(row) if row is not None else None
     try:
         with transaction.atomic():
             if row is None:
-                row = model.objects.create(**keys, **values)
+                row = model._default_manager.create(**keys, **values)  # objects, the only manager
             else:
                 for field, value in values.items():
                     setattr(row, field, value)

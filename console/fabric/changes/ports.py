@@ -110,7 +110,7 @@ def set_port_admin(
     principal: Principal,
     fabric: Fabric,
     *,
-    switch: str,
+    switch: Any,
     port: Any,
     enabled: bool = True,
     width: Any = None,

@@ -12,8 +12,9 @@ import gc
 import random
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from console.fabric.diags.mad_sync import Mad
 from console.fabric.diags.mad_wire import (
@@ -37,6 +38,9 @@ from console.fabric.diags.mad_wire import (
     Query,
     Stats,
 )
+
+if TYPE_CHECKING:
+    from _ctypes import CFuncPtr
 
 NATIVE_LIBRARY = Path(__file__).with_name("_madpipe.so")  # built from madpipe.c
 _SEND_FN = ctypes.CFUNCTYPE(
@@ -75,7 +79,7 @@ def load_native(path: Path = NATIVE_LIBRARY) -> ctypes.CDLL | None:
     return lib
 
 
-def _fn_pointer(fn, prototype) -> tuple[int, object]:
+def _fn_pointer(fn: Any, prototype: Callable[[Any], CFuncPtr]) -> tuple[int, object]:
     """(address, object to keep alive) of a umad function: a C function as it is, a Python
     callable (the tests' scripted umad port) through a ctypes callback."""
     if isinstance(fn, ctypes._CFuncPtr):  # type: ignore[attr-defined]
@@ -103,7 +107,7 @@ class Pipeline:
         window: int = DEFAULT_WINDOW,
         timeout_ms: int = DEFAULT_TIMEOUT_MS,
         retries: int = DEFAULT_RETRIES,
-        umad=None,
+        umad: Any = None,
         native: bool | None = None,
     ) -> None:
         """``native``: run madpipe.c's loop (True: it must be built; None: where it is)."""
@@ -167,7 +171,8 @@ class Pipeline:
         if cls == SMI_CLASS:
             mstatus &= 0x7FFF  # the D bit of directed-route SMPs is not a status
         start = USER_MAD_HEADER + DATA_OFFSET
-        return tid, ustatus, mstatus, buf[start : start + DATA_SIZE]
+        # typeshed types any ctypes array slice as a list; a c_char array's is bytes.
+        return tid, ustatus, mstatus, cast(bytes, buf[start : start + DATA_SIZE])
 
     @staticmethod
     def _interleaved(queries: Sequence[Query]) -> deque[int]:

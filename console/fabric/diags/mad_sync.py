@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from console.fabric.diags.mad_wire import (
     DATA_SIZE,
@@ -19,6 +20,9 @@ from console.fabric.diags.mad_wire import (
     Query,
     Stats,
 )
+
+if TYPE_CHECKING:
+    from _ctypes import _CArgObject  # what ctypes.byref returns; private, stubs only
 
 
 class _DrPath(ctypes.Structure):
@@ -77,7 +81,7 @@ class Mad:
         self.buf = ctypes.create_string_buffer(1024)
         self.pid = _PortId()
 
-    def _portid(self, lid: int, qp: int) -> ctypes.c_void_p:
+    def _portid(self, lid: int, qp: int) -> _CArgObject:
         ctypes.memset(ctypes.byref(self.pid), 0, ctypes.sizeof(self.pid))
         self.pid.lid = lid
         if qp:

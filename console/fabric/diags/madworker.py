@@ -62,6 +62,7 @@ import json
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import TextIO
 
 from console.fabric.diags.mad_ops import Run, counters, lft, nodeinfo, pkeys, portinfo, sminfo
 from console.fabric.diags.mad_pipeline import Pipeline
@@ -126,7 +127,7 @@ def answer(helper: Helper, req: dict, stats: Stats | None = None) -> object:
     raise ValueError(f"unknown op {op!r}")
 
 
-def serve(stdin=sys.stdin, stdout=sys.stdout) -> None:
+def serve(stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> None:
     """Answer requests until stdin closes."""
     try:
         helper = Helper.open()

@@ -80,53 +80,53 @@ def discovered_topology(disc: Discovery, graph: FabricGraph) -> dict[str, Any]:
             by_port_guid[guid] = (node.name, i + 1)
     end_of: dict[tuple[str, int], End] = {}
     nodes_out: list[dict[str, Any]] = []
-    for node in disc.nodes:
-        if node.kind == "Switch":
-            name = switch_name(node.desc or node.node_id)
-            if name not in graph.switches and node.guid in switch_by_guid:
-                name = switch_by_guid[node.guid]
+    for ib in disc.nodes:
+        if ib.kind == "Switch":
+            name = switch_name(ib.desc or ib.node_id)
+            if name not in graph.switches and ib.guid in switch_by_guid:
+                name = switch_by_guid[ib.guid]
             known = name in graph.switches
             # A switch's ports keep their numbers; unknown switches keep their description.
-            for p in node.ports:
-                end_of[(node.node_id, p.port)] = (name, p.port)
+            for p in ib.ports:
+                end_of[(ib.node_id, p.port)] = (name, p.port)
             nodes_out.append(
                 {
                     "name": name,
                     "kind": "switch",
-                    "node_id": node.node_id,
-                    "guid": _hex(node.guid),
-                    "lid": node.lid,
+                    "node_id": ib.node_id,
+                    "guid": _hex(ib.guid),
+                    "lid": ib.lid,
                     "known": known,
                 }
             )
             continue
-        m = _HOST_HCA.match(node.desc)
-        host, hca = (m.group(1), m.group(2)) if m else (node.desc or node.node_id, "")
+        m = _HOST_HCA.match(ib.desc)
+        host, hca = (m.group(1), m.group(2)) if m else (ib.desc or ib.node_id, "")
         lids: dict[str, int | None] = {}
         known = False
-        for p in node.ports:
+        for p in ib.ports:
             end = ca_port_index.get((host, hca, p.port))
             if end is None and p.port_guid is not None:
                 end = by_port_guid.get(p.port_guid)
             if end is None:
-                end = (node.desc or node.node_id, p.port)
+                end = (ib.desc or ib.node_id, p.port)
             else:
                 known = True
-            end_of[(node.node_id, p.port)] = end
+            end_of[(ib.node_id, p.port)] = end
             lids[str(p.port)] = p.lid
         nodes_out.append(
             {
-                "name": node.desc or node.node_id,
+                "name": ib.desc or ib.node_id,
                 "kind": "ca",
-                "node_id": node.node_id,
-                "guid": _hex(node.guid),
+                "node_id": ib.node_id,
+                "guid": _hex(ib.guid),
                 "lids": lids,
                 "known": known,
             }
         )
     links_out: list[list[Any]] = []
-    for node, port, peer, peer_port in disc.links():
-        a = end_of.get((node.node_id, port.port))
+    for ib, port, peer, peer_port in disc.links():
+        a = end_of.get((ib.node_id, port.port))
         b = end_of.get((peer.node_id, peer_port))
         if a is None or b is None:
             continue

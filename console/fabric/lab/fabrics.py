@@ -297,7 +297,7 @@ def find_revision(ref: str) -> DesignRevision:
     """``<design id or name>[/<revision number>]`` → the revision (default: the latest)."""
     design_ref, _, number = ref.partition("/")
     qs = DesignRevision.objects.select_related("design")
-    by = {"design_id": int(design_ref)} if design_ref.isdigit() else {"design__name": design_ref}
+    by: dict[str, Any] = {"design_id": int(design_ref)} if design_ref.isdigit() else {"design__name": design_ref}
     if number and not number.lstrip("r").isdigit():
         raise NotFound(f"bad revision {number!r}: expected a number, e.g. {design_ref}/2")
     if number:

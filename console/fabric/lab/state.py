@@ -12,6 +12,7 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from console.fabric.diags.topology import Topology
 
@@ -37,7 +38,7 @@ class LabState:
     state: str = "starting"
     started_at: float = 0.0
     up_seconds: float | None = None
-    limits: dict[str, float] | None = None
+    limits: dict[str, Any] | None = None  # LabLimits as a dict (ints and floats)
 
 
 def proc_start_time(pid: int) -> int | None:

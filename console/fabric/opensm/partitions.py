@@ -398,6 +398,7 @@ def parse_partitions(text: str, *, require_default: bool = True) -> list[Partiti
     out = []
     for st in parse_partitions_conf(text).statements:
         flags = dict(st.flags)
+        mtu, rate, sl, defmember = (flags.get(key) for key in ("mtu", "rate", "sl", "defmember"))
         members = []
         for m in st.members:
             port: int | str = m.port_text if m.port_text in PORT_KEYWORDS else 0
@@ -409,10 +410,10 @@ def parse_partitions(text: str, *, require_default: bool = True) -> list[Partiti
                 name=st.name,
                 pkey=_parse_pkey(st.pkey_text) or 0,
                 ipoib="ipoib" in flags,
-                mtu=int(flags["mtu"]) if flags.get("mtu") else None,
-                rate=int(flags["rate"]) if flags.get("rate") else None,
-                sl=int(flags["sl"]) if flags.get("sl") else None,
-                defmember=Membership(flags["defmember"]) if flags.get("defmember") else None,
+                mtu=int(mtu) if mtu else None,
+                rate=int(rate) if rate else None,
+                sl=int(sl) if sl else None,
+                defmember=Membership(defmember) if defmember else None,
                 members=tuple(members),
             )
         )

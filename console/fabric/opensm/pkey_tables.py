@@ -102,9 +102,9 @@ class PortTables:
         started = time.monotonic()
         topo = self.diags.ibnetdiscover()
         self.lids = {
-            guid: (topo.nodes[nid].lid, port)
+            guid: (lid, port)
             for (nid, port), guid in topo.port_guids.items()
-            if not topo.nodes[nid].is_switch and topo.nodes[nid].lid is not None
+            if not topo.nodes[nid].is_switch and (lid := topo.nodes[nid].lid) is not None
         }
         self.source = "ibnetdiscover"
         self.validated.clear()

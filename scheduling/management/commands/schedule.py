@@ -24,7 +24,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
-from typing import Any
+from typing import Any, TypeVar
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.dateparse import parse_datetime
@@ -33,6 +33,7 @@ from console.fabric.models import Fabric
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
 from console.tenancy.models import Principal, Role, Tenant
+from designer.graph import FabricGraph
 from designer.models import Design, DesignRevision
 from designer.plan import plan
 from designer.services import load_catalogue, revision_graph
@@ -44,9 +45,10 @@ from scheduling.services import inventory, lifecycle, quotas, reservations
 from scheduling.services.topology import topology_from_graph
 
 OPERATOR = Principal(None, Role.OPERATOR, None)
+_Named = TypeVar("_Named", Fabric, Pool)  # the rows the CLI finds by id or name
 
 
-def design_graph(spec: str):
+def design_graph(spec: str) -> FabricGraph:
     """A designer graph from a saved design (id or name) or ``topology:key=value,…`` options."""
     if ":" in spec or spec in {"fat-tree", "rail-optimized", "torus", "dragonfly-plus"}:
         topology, _, rest = spec.partition(":")
@@ -57,7 +59,7 @@ def design_graph(spec: str):
                 raise CommandError(f"design option {item!r} is not key=value")
             options[key.strip()] = int(value) if value.strip().isdigit() else value.strip()
         result = plan(options, load_catalogue())
-        if not result.ok:
+        if result.graph is None or not result.ok:  # ok implies a graph; the first test tells mypy
             raise CommandError(f"impossible design: {result.summary()['errors']}")
         return result.graph
     design = Design.objects.filter(pk=int(spec)).first() if spec.isdigit() else None
@@ -68,7 +70,7 @@ def design_graph(spec: str):
     return revision_graph(revision)
 
 
-def _by_id_or_name(model, value: str, label: str):
+def _by_id_or_name(model: type[_Named], value: str, label: str) -> _Named:
     found = model.objects.filter(pk=int(value)).first() if value.isdigit() else None
     found = found or model.objects.filter(name=value).first()
     if found is None:
@@ -88,7 +90,7 @@ def _time(value: str | None, name: str) -> dt.datetime | None:
 class Command(BaseCommand):
     help = __doc__
 
-    def create_parser(self, prog_name, subcommand, **kwargs):
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
         from argparse import RawDescriptionHelpFormatter
 
         kwargs.setdefault("formatter_class", RawDescriptionHelpFormatter)

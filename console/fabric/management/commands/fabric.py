@@ -149,7 +149,7 @@ class Command(BaseCommand):
             changes.clear_port_admin(actor, principal, fabric, switch=opts["switch"], port=opts["port"])
             return
         row = PortAdminState.objects.filter(fabric=fabric, switch=opts["switch"], port=opts["port"]).first()
-        keep = {"enabled": row.enabled, "width": row.width, "speed": row.speed} if row else {}
+        keep: dict[str, Any] = {"enabled": row.enabled, "width": row.width, "speed": row.speed} if row else {}
         changes.set_port_admin(
             actor,
             principal,

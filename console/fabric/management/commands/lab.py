@@ -66,7 +66,7 @@ class Command(BaseCommand):
 
     def _up(self, *, design: str, name: str | None, **_: Any) -> None:
         revision = find_revision(design)
-        fabric, _ = start_lab(revision, name=name, actor=Actor.cli())
+        fabric = start_lab(revision, name=name, actor=Actor.cli())[0]
         status = lab_status(fabric)
         self._emit(status, _describe(status))
 
