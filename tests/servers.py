@@ -16,6 +16,8 @@ import pytest
 from django.conf import settings
 
 ROOT = Path(__file__).resolve().parents[1]
+#: PostgreSQL's application_name of every database session the test servers open.
+SERVER_APPLICATION_NAME = "ibc-test-server"
 
 
 def _free_port() -> int:
@@ -27,7 +29,10 @@ def _free_port() -> int:
 def _env(data_dir: Path) -> dict[str, str]:
     db = settings.DATABASES["default"]
     env = dict(os.environ)
-    env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    # named, so a test can tell the server's database sessions from its own and from leftovers
+    env["DATABASE_URL"] = (
+        f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}?application_name={SERVER_APPLICATION_NAME}"
+    )
     env["CONSOLE_DATA_DIR"] = str(data_dir)
     env["DJANGO_ALLOW_ASYNC_UNSAFE"] = ""
     # console.asgi sets this for its own process; a test that imported it must not pass it on

@@ -29,7 +29,7 @@ from console.tenancy.models import AuditEntry, Principal, Role, Tenant
 from scheduling.models import Node, Reservation, ReservationAllocation
 from tests.fabric.lab_fixtures import lab_data_dir  # noqa: F401
 from tests.scheduling.conftest import give_quota, make_fabric, make_pool
-from tests.servers import processes, web, wsgi  # noqa: F401
+from tests.servers import SERVER_APPLICATION_NAME, processes, web, wsgi  # noqa: F401
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -65,17 +65,21 @@ def kill_backends(wait_event: str | None = None) -> int:
     with connection.cursor() as cur:
         cur.execute(
             """SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-                       WHERE datname = current_database() AND pid <> pg_backend_pid()
+                       WHERE datname = current_database() AND application_name = %s
                          AND (%s::text IS NULL OR wait_event = %s)""",
-            [wait_event, wait_event],
+            [SERVER_APPLICATION_NAME, wait_event, wait_event],
         )
         return cur.fetchone()[0]
 
 
 def server_connections() -> int:
+    """Database sessions the server under test holds (not this process's, nor another test's)."""
     with connection.cursor() as cur:
-        cur.execute("""SELECT count(*) FROM pg_stat_activity
-                       WHERE datname = current_database() AND pid <> pg_backend_pid()""")
+        cur.execute(
+            """SELECT count(*) FROM pg_stat_activity
+                       WHERE datname = current_database() AND application_name = %s""",
+            [SERVER_APPLICATION_NAME],
+        )
         return cur.fetchone()[0]
 
 
