@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from designer.catalogue import DEFAULT_CATALOGUE, Catalogue
+from designer.builtin_catalogue import DEFAULT_CATALOGUE
+from designer.catalogue import Catalogue
 from designer.errors import PlanError
 from designer.options import PlanOptions, ResolvedOptions, parse_ratio, resolve
 from designer.sizing import TreeShape, tree_shape

@@ -16,14 +16,8 @@ from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Invalid
 from console.tenancy.models import Principal
 from console.tenancy.permissions import require_operator
-from designer.catalogue import (
-    DEFAULT_CATALOGUE,
-    CableType,
-    Catalogue,
-    NodeType,
-    SwitchModel,
-    TransceiverType,
-)
+from designer.builtin_catalogue import DEFAULT_CATALOGUE
+from designer.catalogue import CableType, Catalogue, NodeType, SwitchModel, TransceiverType
 from designer.compare import diff_graphs
 from designer.errors import DesignerError, ParseError
 from designer.graph import FabricGraph
