@@ -1,17 +1,20 @@
-"""Hardware catalogue: switch models, node types, cable and transceiver types.
+"""Hardware catalogue: switch models, node types, cable and transceiver types, and lookups by name.
 
 Prices and power figures are editable list-price estimates (USD, watts) meant for comparing
 designs, not quotes. The seeded items are in `designer.builtin_catalogue`; operators' overrides
-are loaded from the database into these same frozen dataclasses.
+are loaded from the database into these same frozen dataclasses. Model names are matched in any
+case (`qm9700` is `QM9700`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from designer.errors import UnknownItemError
+
+_Item = TypeVar("_Item")
 
 #: InfiniBand generations, their per-port rate on a 4x link and per-lane rate (Gb/s).
 GENERATIONS: dict[str, int] = {
@@ -167,6 +170,29 @@ class TransceiverType:
     power_w: float
 
 
+def find_item(table: dict[str, _Item], name: str) -> _Item | None:
+    """The item called `name`, spelt in any case (`qm9700` is `QM9700`); None when unknown.
+
+    An exact spelling wins, so two operator entries that differ only in case stay reachable.
+    """
+    item = table.get(name)
+    if item is not None:
+        return item
+    folded = name.casefold()
+    for key, candidate in table.items():
+        if key.casefold() == folded:
+            return candidate
+    return None
+
+
+def _canonical_key(table: dict[str, Any], name: str) -> str:
+    """The key `name` already has in `table` in another case, or `name` itself when it is new."""
+    if name in table:
+        return name
+    folded = name.casefold()
+    return next((key for key in table if key.casefold() == folded), name)
+
+
 @dataclass
 class Catalogue:
     """The editable set of models a design draws from."""
@@ -177,51 +203,60 @@ class Catalogue:
     transceivers: dict[str, TransceiverType] = field(default_factory=dict)
 
     def switch(self, name: str) -> SwitchModel:
-        try:
-            return self.switches[name]
-        except KeyError:
-            raise UnknownItemError("switch model", name, sorted(self.switches)) from None
+        """A switch model by name in any case; its `name` is the catalogue's spelling."""
+        model = find_item(self.switches, name)
+        if model is None:
+            raise UnknownItemError("switch model", name, sorted(self.switches))
+        return model
 
     def node_type(self, name: str) -> NodeType:
-        try:
-            return self.nodes[name]
-        except KeyError:
-            raise UnknownItemError("node type", name, sorted(self.nodes)) from None
+        """A node type by name in any case; its `name` is the catalogue's spelling."""
+        node_type = find_item(self.nodes, name)
+        if node_type is None:
+            raise UnknownItemError("node type", name, sorted(self.nodes))
+        return node_type
 
     def cable(self, name: str) -> CableType:
-        try:
-            return self.cables[name]
-        except KeyError:
-            raise UnknownItemError("cable type", name, sorted(self.cables)) from None
+        """A cable type by name in any case."""
+        cable = find_item(self.cables, name)
+        if cable is None:
+            raise UnknownItemError("cable type", name, sorted(self.cables))
+        return cable
 
     def copy(self) -> Catalogue:
         return Catalogue(dict(self.switches), dict(self.nodes), dict(self.cables), dict(self.transceivers))
 
     def with_items(self, *items: SwitchModel | NodeType | CableType | TransceiverType) -> Catalogue:
-        """A copy with items added or replaced by name (operators' overrides)."""
+        """A copy with items added or replaced by name in any case (operators' overrides).
+
+        An override spelt `q3400` replaces `Q3400` and keeps the catalogue's spelling, so designs
+        that name the model keep finding it.
+        """
         new = self.copy()
+        tables: dict[type, dict[str, Any]] = {
+            SwitchModel: new.switches,
+            NodeType: new.nodes,
+            CableType: new.cables,
+            TransceiverType: new.transceivers,
+        }
         for item in items:
-            tables: dict[type, dict[str, Any]] = {
-                SwitchModel: new.switches,
-                NodeType: new.nodes,
-                CableType: new.cables,
-                TransceiverType: new.transceivers,
-            }
-            tables[type(item)][item.name] = item
+            table = tables[type(item)]
+            key = _canonical_key(table, item.name)
+            table[key] = item if key == item.name else replace(item, name=key)
         return new
 
     def with_prices(self, prices: dict[str, float]) -> Catalogue:
-        """A copy with list prices overridden by item name."""
+        """A copy with list prices overridden by item name (any case)."""
         new = self.copy()
         for name, price in prices.items():
-            if name in new.switches:
-                new.switches[name] = replace(new.switches[name], list_price=price)
-            elif name in new.nodes:
-                new.nodes[name] = replace(new.nodes[name], price=price)
-            elif name in new.cables:
-                new.cables[name] = replace(new.cables[name], price=price)
-            elif name in new.transceivers:
-                new.transceivers[name] = replace(new.transceivers[name], price=price)
+            if (switch := find_item(new.switches, name)) is not None:
+                new.switches[switch.name] = replace(switch, list_price=price)
+            elif (node := find_item(new.nodes, name)) is not None:
+                new.nodes[node.name] = replace(node, price=price)
+            elif (cable := find_item(new.cables, name)) is not None:
+                new.cables[cable.name] = replace(cable, price=price)
+            elif (optic := find_item(new.transceivers, name)) is not None:
+                new.transceivers[optic.name] = replace(optic, price=price)
             else:
                 known = sorted([*new.switches, *new.nodes, *new.cables, *new.transceivers])
                 raise UnknownItemError("catalogue item", name, known)

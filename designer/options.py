@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 
 from designer.catalogue import Catalogue, NodeType, SwitchModel
 from designer.errors import Issue, PlanError, UnknownItemError
@@ -57,7 +57,11 @@ class PlanOptions:
 
 @dataclass(frozen=True)
 class ResolvedOptions:
-    """PlanOptions checked against the catalogue, with every derived size filled in."""
+    """PlanOptions checked against the catalogue, with every derived size filled in.
+
+    `options` carries the catalogue's spelling of the switch and node type, so a saved design
+    names its models as the catalogue does.
+    """
 
     topology: str
     node_type: NodeType
@@ -243,6 +247,7 @@ def resolve(options: PlanOptions, catalogue: Catalogue) -> ResolvedOptions:
     if issues:
         raise PlanError(issues)
     assert switch is not None and node_type is not None
+    options = replace(options, switch=switch.name, node_type=node_type.name)
     if node_type.hca_gbps and gbps and node_type.hca_speed != switch.speed:
         warnings.append(
             Issue(
