@@ -1,4 +1,4 @@
-"""The catalogue: model names in any case."""
+"""The catalogue: model names in any case and the XDR node types."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def test_switch_models_are_found_in_any_case(catalogue, typed, name):
 
 
 @pytest.mark.parametrize(
-    ("typed", "name"), [("dgx-h100", "DGX-H100"), ("GENERIC", "generic"), ("ufm-APPLIANCE", "UFM-appliance")]
+    ("typed", "name"), [("dgx-b300", "DGX-B300"), ("GENERIC", "generic"), ("gb300-TRAY", "GB300-tray")]
 )
 def test_node_types_are_found_in_any_case(catalogue, typed, name):
     assert catalogue.node_type(typed).name == name
@@ -31,26 +31,33 @@ def test_unknown_model_still_names_what_exists(catalogue):
     assert "QM9700" in str(err.value) and "Q3400" in str(err.value)
 
 
+def test_xdr_node_types_carry_connectx8_at_800g(catalogue):
+    b300 = catalogue.node_type("DGX-B300")
+    assert (b300.gpus, b300.hcas, b300.hca_speed, b300.hca_gbps, b300.hca_device_id) == (8, 8, "XDR", 800, 0x1023)
+    tray = catalogue.node_type("GB300-tray")
+    assert (tray.gpus, tray.hcas, tray.hca_speed, tray.hca_gbps, tray.hca_device_id) == (4, 4, "XDR", 800, 0x1023)
+
+
 def test_lower_case_plan_is_the_same_design_with_the_catalogues_spelling(catalogue):
     # given the same request typed in two cases
-    upper = plan({"topology": "rail-optimized", "gpus": 512, "node_type": "DGX-H100", "switch": "QM9700"}, catalogue)
-    lower = plan({"topology": "rail-optimized", "gpus": 512, "node_type": "dgx-h100", "switch": "qm9700"}, catalogue)
+    upper = plan({"topology": "rail-optimized", "gpus": 576, "node_type": "DGX-B300", "switch": "Q3400"}, catalogue)
+    lower = plan({"topology": "rail-optimized", "gpus": 576, "node_type": "dgx-b300", "switch": "q3400"}, catalogue)
     # then both plan, to the same graph, whose switches and nodes name the catalogue's models
     assert lower.ok and upper.ok
     assert lower.summary() == upper.summary()
     assert graph_identity(lower.graph) == graph_identity(upper.graph)
-    assert {sw.model for sw in lower.graph.switches.values()} == {"QM9700"}
-    assert {n.node_type for n in lower.graph.nodes.values()} == {"DGX-H100"}
-    assert lower.graph.meta["options"]["switch"] == "QM9700"
-    assert lower.graph.meta["options"]["node_type"] == "DGX-H100"
+    assert {sw.model for sw in lower.graph.switches.values()} == {"Q3400"}
+    assert {n.node_type for n in lower.graph.nodes.values()} == {"DGX-B300"}
+    assert lower.graph.meta["options"]["switch"] == "Q3400"
+    assert lower.graph.meta["options"]["node_type"] == "DGX-B300"
 
 
 def test_override_in_another_case_replaces_the_builtin(catalogue):
     cheaper = catalogue.with_prices({"q3400": 1.0})
     assert cheaper.switch("Q3400").list_price == 1.0 and "q3400" not in cheaper.switches
-    custom = catalogue.with_items(NodeType("dgx-h100", 8, 8, "H100", price=2.0))
-    assert custom.node_type("DGX-H100").price == 2.0
-    assert [n for n in custom.nodes if n.casefold() == "dgx-h100"] == ["DGX-H100"]
+    custom = catalogue.with_items(NodeType("dgx-b300", 8, 8, "B300", hca_speed="XDR", hca_gbps=800, price=2.0))
+    assert custom.node_type("DGX-B300").price == 2.0
+    assert [n for n in custom.nodes if n.casefold() == "dgx-b300"] == ["DGX-B300"]
 
 
 def test_can_i_takes_lower_case_models(catalogue):

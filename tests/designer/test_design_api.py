@@ -6,6 +6,7 @@ import pytest
 
 from console.tenancy.models import AuditEntry
 from designer.models import DesignRevision, ImmutableRevision
+from tests.designer.reference_rows import B300_XDR, B300_XDR_ROWS
 
 pytestmark = pytest.mark.django_db
 
@@ -33,6 +34,34 @@ def test_reference_rows_through_the_api(api, sus, gpus, leaves, spines, node_lea
     assert body["cables"]["node_leaf"] == node_leaf
     assert body["cables"]["leaf_spine"] == leaf_spine
     assert body["switches"]["total"] == leaves + spines
+
+
+@pytest.mark.parametrize(("sus", "nodes", "gpus", "leaves", "spines", "node_leaf", "leaf_spine"), B300_XDR_ROWS)
+def test_b300_xdr_rows_through_the_api(api, sus, nodes, gpus, leaves, spines, node_leaf, leaf_spine):
+    """NVIDIA's DGX B300 XDR SuperPOD table (published and derived numbers: tests/designer/reference_rows.py)."""
+    response = api.post("/api/designs/plan/", dict(B300_XDR, gpus=gpus), format="json")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert (body["nodes"], body["gpus"]) == (nodes, gpus)
+    assert body["switches"] == {"leaf": leaves, "spine": spines, "core": 0, "total": leaves + spines}
+    assert (body["cables"]["node_leaf"], body["cables"]["leaf_spine"]) == (node_leaf, leaf_spine)
+
+
+def test_lower_case_models_through_the_api(api):
+    # given a design saved with model names typed in lower case
+    lower = {"topology": "rail-optimized", "gpus": 576, "node_type": "dgx-b300", "switch": "q3400"}
+    preview = api.post("/api/designs/plan/", lower, format="json")
+    assert preview.status_code == 200, preview.content
+    assert preview.json() == api.post("/api/designs/plan/", B300_XDR | {"gpus": 576}, format="json").json()
+    created = api.post("/api/designs/", {"name": "lower", "options": lower}, format="json")
+    assert created.status_code == 201, created.content
+    # then its graph names the catalogue's models
+    graph = api.get(f"/api/designs/{created.json()['id']}/revisions/1/graph/").json()
+    assert {sw["model"] for sw in graph["switches"]} == {"Q3400"}
+    assert {n["node_type"] for n in graph["nodes"]} == {"DGX-B300"}
+    # and "can I" reads lower-case models too
+    answer = api.post("/api/designs/can-i/", {"gpus": 576, "switches": 12, "switch_model": "q3400"}, format="json")
+    assert answer.status_code == 200 and answer.json()["feasible"] is True, answer.json()
 
 
 @pytest.mark.parametrize(
