@@ -47,7 +47,7 @@ def can_i(
     gpus: int | None = None,
     nodes: int | None = None,
     switch_model: str = "QM9700",
-    node_type: str = "DGX-H100",
+    node_type: str | None = None,
     gpus_per_node: int | None = None,
     hcas_per_node: int | None = None,
     oversubscription: str = "1:1",

@@ -1,4 +1,4 @@
-"""The catalogue: model names in any case and the XDR node types."""
+"""The catalogue: model names in any case, the XDR node types, and the node type a plan implies."""
 
 from __future__ import annotations
 
@@ -63,3 +63,28 @@ def test_override_in_another_case_replaces_the_builtin(catalogue):
 def test_can_i_takes_lower_case_models(catalogue):
     answer = can_i(gpus=2048, switches=96, switch_model="qm9700", node_type="dgx-h100", catalogue=catalogue)
     assert answer.feasible, answer.steps
+
+
+@pytest.mark.parametrize(
+    ("given", "gpus", "hcas"),
+    [({"gpus_per_node": 4, "hcas_per_node": 4}, 4, 4), ({"gpus_per_node": 4}, 4, 4), ({"hcas_per_node": 2}, 8, 2)],
+)
+def test_per_node_counts_without_node_type_imply_the_generic_node(catalogue, given, gpus, hcas):
+    # given per-node counts and no node type
+    result = plan({"topology": "fat-tree", "nodes": 16, **given}, catalogue)
+    # then the design is of generic nodes with those counts, and the plan says so
+    assert result.ok, result.errors
+    assert {(n.node_type, n.gpus, n.hcas) for n in result.graph.nodes.values()} == {("generic", gpus, hcas)}
+    assert result.graph.meta["options"]["node_type"] == "generic"
+    assert any(w.code == "implied-node-type" for w in result.warnings)
+
+
+def test_per_node_counts_with_a_fixed_node_type_still_fail_naming_generic(catalogue):
+    s = plan({"topology": "fat-tree", "nodes": 16, "node_type": "DGX-H100", "gpus_per_node": 4}, catalogue).summary()
+    assert s["errors"] == ["DGX-H100 has 8 gpus per node; 4 needs node_type generic"]
+
+
+def test_no_node_type_and_no_counts_is_still_the_dgx_h100(catalogue):
+    result = plan({"topology": "fat-tree", "gpus": 64}, catalogue)
+    assert {n.node_type for n in result.graph.nodes.values()} == {"DGX-H100"}
+    assert not any(w.code == "implied-node-type" for w in result.warnings)

@@ -64,6 +64,18 @@ def test_lower_case_models_through_the_api(api):
     assert answer.status_code == 200 and answer.json()["feasible"] is True, answer.json()
 
 
+def test_per_node_counts_without_node_type_through_the_api(api):
+    response = api.post(
+        "/api/designs/plan/",
+        {"topology": "fat-tree", "nodes": 64, "gpus_per_node": 4, "hcas_per_node": 2},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert (body["nodes"], body["gpus"], body["endpoints"]) == (64, 256, 128)
+    assert any("node_type generic" in w for w in body["warnings"])
+
+
 @pytest.mark.parametrize(
     "payload",
     [

@@ -129,6 +129,23 @@ def test_lower_case_models_plan_the_same_design():
     assert json.loads(lower)["switches"] == {"leaf": 8, "spine": 4, "core": 0, "total": 12}
 
 
+def test_per_node_flags_without_node_type_plan_generic_nodes():
+    # given --gpus-per-node/--hcas-per-node and no --node-type (documented in docs/api.md)
+    code, out = run("plan", "--nodes", "64", "--gpus-per-node", "4", "--hcas-per-node", "2", "--json")
+    body = json.loads(out)
+    # then 64 generic nodes of 4 GPUs and 2 HCAs are planned, the contract keys unchanged
+    assert code == 0 and body["errors"] == []
+    assert (body["nodes"], body["gpus"], body["endpoints"]) == (64, 256, 128)
+    assert set(body) == PLAN_KEYS
+    assert any("node_type generic" in w for w in body["warnings"])
+
+
+def test_per_node_flags_with_another_node_type_fail_naming_generic():
+    code, out = run("plan", "--nodes", "64", "--node-type", "DGX-H100", "--gpus-per-node", "4", "--json")
+    assert code != 0
+    assert json.loads(out)["errors"] == ["DGX-H100 has 8 gpus per node; 4 needs node_type generic"]
+
+
 def test_three_level_16k():
     code, out = run("plan", "--gpus", "16384", "--levels", "3", "--json")
     body = json.loads(out)
