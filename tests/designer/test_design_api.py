@@ -206,3 +206,25 @@ def test_catalogue_override_changes_the_price(api):
     assert after == before + 12 * 1000
     broken = api.post("/api/catalogue/", {"kind": "switch", "name": "X", "data": {"ports": 1}}, format="json")
     assert broken.status_code == 400
+
+
+def test_catalogue_override_in_lower_case_overrides_the_builtin(api):
+    # given an override of the Q3400 typed in lower case
+    effective = api.get("/api/catalogue/effective/").json()
+    q3400 = next(s for s in effective["switches"] if s["name"] == "Q3400")
+    data = {k: v for k, v in q3400.items() if k != "name"} | {"list_price": 1.0}
+    created = api.post("/api/catalogue/", {"kind": "switch", "name": "q3400", "data": data}, format="json")
+    assert created.status_code == 201, created.content
+    # then it is saved under the catalogue's spelling, replaces the built-in and prices designs
+    assert created.json()["name"] == "Q3400"
+    names = [s["name"] for s in api.get("/api/catalogue/effective/").json()["switches"]]
+    assert names.count("Q3400") == 1 and "q3400" not in names
+    body = api.post("/api/designs/plan/", B300_XDR | {"gpus": 576, "switch": "q3400"}, format="json").json()
+    assert body["errors"] == [] and body["switches"]["total"] == 12
+    # and typing it again in another case updates that entry instead of adding a second one
+    again = api.post(
+        "/api/catalogue/", {"kind": "switch", "name": "q3400", "data": data | {"list_price": 2.0}}, format="json"
+    )
+    assert again.status_code == 201 and again.json()["id"] == created.json()["id"]
+    rows = api.get("/api/catalogue/", {"kind": "switch"}).json()["results"]
+    assert [(r["name"], r["data"]["list_price"]) for r in rows] == [("Q3400", 2.0)]
