@@ -1,17 +1,20 @@
-"""Hardware catalogue: switch models, node types, cable and transceiver types.
+"""Hardware catalogue: switch models, node types, cable and transceiver types, and lookups by name.
 
 Prices and power figures are editable list-price estimates (USD, watts) meant for comparing
-designs, not quotes. Operators override them; later the catalogue is loaded from the database
-into these same frozen dataclasses.
+designs, not quotes. The seeded items are in `designer.builtin_catalogue`; operators' overrides
+are loaded from the database into these same frozen dataclasses. Model names are matched in any
+case (`qm9700` is `QM9700`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from designer.errors import UnknownItemError
+
+_Item = TypeVar("_Item")
 
 #: InfiniBand generations, their per-port rate on a 4x link and per-lane rate (Gb/s).
 GENERATIONS: dict[str, int] = {
@@ -167,6 +170,29 @@ class TransceiverType:
     power_w: float
 
 
+def find_item(table: dict[str, _Item], name: str) -> _Item | None:
+    """The item called `name`, spelt in any case (`qm9700` is `QM9700`); None when unknown.
+
+    An exact spelling wins, so two operator entries that differ only in case stay reachable.
+    """
+    item = table.get(name)
+    if item is not None:
+        return item
+    folded = name.casefold()
+    for key, candidate in table.items():
+        if key.casefold() == folded:
+            return candidate
+    return None
+
+
+def _canonical_key(table: dict[str, Any], name: str) -> str:
+    """The key `name` already has in `table` in another case, or `name` itself when it is new."""
+    if name in table:
+        return name
+    folded = name.casefold()
+    return next((key for key in table if key.casefold() == folded), name)
+
+
 @dataclass
 class Catalogue:
     """The editable set of models a design draws from."""
@@ -177,51 +203,60 @@ class Catalogue:
     transceivers: dict[str, TransceiverType] = field(default_factory=dict)
 
     def switch(self, name: str) -> SwitchModel:
-        try:
-            return self.switches[name]
-        except KeyError:
-            raise UnknownItemError("switch model", name, sorted(self.switches)) from None
+        """A switch model by name in any case; its `name` is the catalogue's spelling."""
+        model = find_item(self.switches, name)
+        if model is None:
+            raise UnknownItemError("switch model", name, sorted(self.switches))
+        return model
 
     def node_type(self, name: str) -> NodeType:
-        try:
-            return self.nodes[name]
-        except KeyError:
-            raise UnknownItemError("node type", name, sorted(self.nodes)) from None
+        """A node type by name in any case; its `name` is the catalogue's spelling."""
+        node_type = find_item(self.nodes, name)
+        if node_type is None:
+            raise UnknownItemError("node type", name, sorted(self.nodes))
+        return node_type
 
     def cable(self, name: str) -> CableType:
-        try:
-            return self.cables[name]
-        except KeyError:
-            raise UnknownItemError("cable type", name, sorted(self.cables)) from None
+        """A cable type by name in any case."""
+        cable = find_item(self.cables, name)
+        if cable is None:
+            raise UnknownItemError("cable type", name, sorted(self.cables))
+        return cable
 
     def copy(self) -> Catalogue:
         return Catalogue(dict(self.switches), dict(self.nodes), dict(self.cables), dict(self.transceivers))
 
     def with_items(self, *items: SwitchModel | NodeType | CableType | TransceiverType) -> Catalogue:
-        """A copy with items added or replaced by name (operators' overrides)."""
+        """A copy with items added or replaced by name in any case (operators' overrides).
+
+        An override spelt `q3400` replaces `Q3400` and keeps the catalogue's spelling, so designs
+        that name the model keep finding it.
+        """
         new = self.copy()
+        tables: dict[type, dict[str, Any]] = {
+            SwitchModel: new.switches,
+            NodeType: new.nodes,
+            CableType: new.cables,
+            TransceiverType: new.transceivers,
+        }
         for item in items:
-            tables: dict[type, dict[str, Any]] = {
-                SwitchModel: new.switches,
-                NodeType: new.nodes,
-                CableType: new.cables,
-                TransceiverType: new.transceivers,
-            }
-            tables[type(item)][item.name] = item
+            table = tables[type(item)]
+            key = _canonical_key(table, item.name)
+            table[key] = item if key == item.name else replace(item, name=key)
         return new
 
     def with_prices(self, prices: dict[str, float]) -> Catalogue:
-        """A copy with list prices overridden by item name."""
+        """A copy with list prices overridden by item name (any case)."""
         new = self.copy()
         for name, price in prices.items():
-            if name in new.switches:
-                new.switches[name] = replace(new.switches[name], list_price=price)
-            elif name in new.nodes:
-                new.nodes[name] = replace(new.nodes[name], price=price)
-            elif name in new.cables:
-                new.cables[name] = replace(new.cables[name], price=price)
-            elif name in new.transceivers:
-                new.transceivers[name] = replace(new.transceivers[name], price=price)
+            if (switch := find_item(new.switches, name)) is not None:
+                new.switches[switch.name] = replace(switch, list_price=price)
+            elif (node := find_item(new.nodes, name)) is not None:
+                new.nodes[node.name] = replace(node, price=price)
+            elif (cable := find_item(new.cables, name)) is not None:
+                new.cables[cable.name] = replace(cable, price=price)
+            elif (optic := find_item(new.transceivers, name)) is not None:
+                new.transceivers[optic.name] = replace(optic, price=price)
             else:
                 known = sorted([*new.switches, *new.nodes, *new.cables, *new.transceivers])
                 raise UnknownItemError("catalogue item", name, known)
@@ -248,215 +283,3 @@ class Catalogue:
         if splitter:  # past a splitter's reach, the ports are cabled one by one
             return self.cheapest_cable(generation, length_m)
         return None
-
-
-def director_model(
-    ports: int = 800,
-    speed: str = "NDR",
-    *,
-    name: str | None = None,
-    price_per_port: float = 1_500.0,
-    watts_per_port: float = 25.0,
-    hop_latency_ns: float = 600.0,
-) -> SwitchModel:
-    """A modular director of any port count (internally a 2-level non-blocking tree)."""
-    gbps = GENERATIONS[speed]
-    cages = ports // 2 if speed in ("NDR", "XDR") else ports
-    half = {"NDR": "NDR200x2", "HDR": "HDR100x2", "XDR": "XDR400x2"}.get(speed)
-    splits = {half: (ports * 2, gbps // 2)} if half else {}
-    return SwitchModel(
-        name=name or f"DIR-{speed}-{ports}",
-        ports=ports,
-        cages=cages,
-        speed=speed,
-        port_gbps=gbps,
-        split_modes=splits,
-        power_w=ports * watts_per_port,
-        list_price=ports * price_per_port,
-        hop_latency_ns=hop_latency_ns,
-        device_id={"NDR": 0xD2F2, "HDR": 0xD2F0, "XDR": 0xD2F4}.get(speed, 0xCF08),
-        rack_units=max(4, math.ceil(ports / 40)),
-        modular=True,
-        description=f"modular director, {ports} x {speed}",
-    )
-
-
-_SWITCHES = (
-    SwitchModel(
-        "QM9700",
-        64,
-        32,
-        "NDR",
-        400,
-        {"NDR200x2": (128, 200)},
-        1_100,
-        32_000,
-        230,
-        0x02C9,
-        0xD2F2,
-        1,
-        description="Quantum-2, managed, 32 OSFP cages",
-    ),
-    SwitchModel(
-        "QM9790",
-        64,
-        32,
-        "NDR",
-        400,
-        {"NDR200x2": (128, 200)},
-        1_050,
-        29_000,
-        230,
-        0x02C9,
-        0xD2F2,
-        1,
-        description="Quantum-2, unmanaged, 32 OSFP cages",
-    ),
-    SwitchModel(
-        "QM8700",
-        40,
-        40,
-        "HDR",
-        200,
-        {"HDR100x2": (80, 100)},
-        500,
-        19_000,
-        130,
-        0x02C9,
-        0xD2F0,
-        1,
-        description="Quantum, managed, 40 QSFP56 cages",
-    ),
-    SwitchModel(
-        "QM8790",
-        40,
-        40,
-        "HDR",
-        200,
-        {"HDR100x2": (80, 100)},
-        480,
-        17_000,
-        130,
-        0x02C9,
-        0xD2F0,
-        1,
-        description="Quantum, unmanaged, 40 QSFP56 cages",
-    ),
-    SwitchModel(
-        "Q3400",
-        144,
-        72,
-        "XDR",
-        800,
-        {"XDR400x2": (288, 400)},
-        6_500,
-        120_000,
-        300,
-        0x02C9,
-        0xD2F4,
-        4,
-        description="Quantum-X800, 72 OSFP cages",
-    ),
-    SwitchModel(
-        "SB7800", 36, 36, "EDR", 100, {}, 250, 12_000, 90, 0x02C9, 0xCF08, 1, description="Switch-IB 2, 36 QSFP28 cages"
-    ),
-    SwitchModel(
-        "CS8500",
-        800,
-        800,
-        "HDR",
-        200,
-        {"HDR100x2": (1600, 100)},
-        20_000,
-        900_000,
-        400,
-        0x02C9,
-        0xD2F0,
-        29,
-        True,
-        "Quantum director, 800 HDR ports",
-    ),
-    director_model(800, "NDR"),
-)
-
-_NODES = (
-    NodeType("DGX-A100", 8, 8, "A100", 6_500, 200_000, "HDR", 200, 0x101B, 6, 4),
-    NodeType("DGX-H100", 8, 8, "H100", 10_200, 400_000, "NDR", 400, 0x1021, 8, 4),
-    NodeType("DGX-B200", 8, 8, "B200", 14_300, 500_000, "NDR", 400, 0x1021, 10, 4),
-    NodeType("generic", 8, 8, "", 3_000, 150_000, "NDR", 400, 0x1021, 4, 8),
-    NodeType("UFM-appliance", 0, 2, "", 600, 30_000, "NDR", 400, 0x1021, 1, 16, "manager"),
-)
-
-# (kind, reach_min, reach_max, price, transceiver?, power) per generation; NDR reaches are the
-# published ones from the brief, other generations are close estimates.
-_CABLE_TABLE: dict[str, tuple[tuple[str, str, float, float, float, bool, float], ...]] = {
-    "EDR": (
-        ("DAC", "passive_copper", 0.5, 5, 120, False, 0),
-        ("AOC", "aoc", 3, 100, 600, False, 4),
-        ("MMF", "mm_fibre", 3, 100, 60, True, 0),
-        ("SMF", "sm_fibre", 3, 500, 90, True, 0),
-    ),
-    "HDR": (
-        ("DAC", "passive_copper", 0.5, 2, 180, False, 0),
-        ("ACC", "active_copper", 3, 4, 500, False, 3),
-        ("AOC", "aoc", 3, 100, 900, False, 5),
-        ("MMF", "mm_fibre", 3, 100, 80, True, 0),
-        ("SMF", "sm_fibre", 3, 2000, 120, True, 0),
-        ("SPLIT", "splitter", 0.5, 2, 300, False, 0),
-    ),
-    "NDR": (
-        ("DAC", "passive_copper", 0.5, 2, 250, False, 0),
-        ("ACC", "active_copper", 4, 5, 900, False, 3),
-        ("MMF", "mm_fibre", 3, 50, 100, True, 0),
-        ("SMF", "sm_fibre", 3, 100, 150, True, 0),
-        ("LR", "sm_fibre", 10, 2000, 300, True, 0),
-        ("SPLIT", "splitter", 0.5, 3, 450, False, 0),
-    ),
-    "XDR": (
-        ("DAC", "passive_copper", 0.5, 1.5, 500, False, 0),
-        ("ACC", "active_copper", 2, 3, 1_400, False, 5),
-        ("MMF", "mm_fibre", 3, 50, 150, True, 0),
-        ("SMF", "sm_fibre", 3, 500, 220, True, 0),
-    ),
-}
-
-_OPTICS: dict[tuple[str, str], tuple[float, float]] = {
-    ("EDR", "MMF"): (350, 3.5),
-    ("EDR", "SMF"): (700, 3.5),
-    ("HDR", "MMF"): (700, 5.0),
-    ("HDR", "SMF"): (1_400, 5.5),
-    ("NDR", "MMF"): (1_200, 17.0),
-    ("NDR", "SMF"): (1_800, 17.0),
-    ("NDR", "LR"): (2_600, 18.0),
-    ("XDR", "MMF"): (2_200, 24.0),
-    ("XDR", "SMF"): (3_000, 26.0),
-}
-
-
-def _build_cables() -> tuple[dict[str, CableType], dict[str, TransceiverType]]:
-    cables: dict[str, CableType] = {}
-    optics: dict[str, TransceiverType] = {}
-    for gen, rows in _CABLE_TABLE.items():
-        for short, kind, rmin, rmax, price, optic, power in rows:
-            optic_name = ""
-            if optic:
-                optic_name = f"{gen}-{short}-optic"
-                o_price, o_power = _OPTICS[(gen, short)]
-                optics[optic_name] = TransceiverType(optic_name, gen, o_price, o_power)
-            name = f"{gen}-{short}"
-            cables[name] = CableType(name, kind, gen, rmin, rmax, price, optic, optic_name, power)
-    return cables, optics
-
-
-def default_catalogue() -> Catalogue:
-    """A fresh, independently editable copy of the seeded catalogue."""
-    cables, optics = _build_cables()
-    return Catalogue(
-        switches={s.name: s for s in _SWITCHES},
-        nodes={n.name: n for n in _NODES},
-        cables=cables,
-        transceivers=optics,
-    )
-
-
-DEFAULT_CATALOGUE: Catalogue = default_catalogue()

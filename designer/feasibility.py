@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from designer.catalogue import DEFAULT_CATALOGUE, Catalogue
+from designer.builtin_catalogue import DEFAULT_CATALOGUE
+from designer.catalogue import Catalogue
 from designer.errors import PlanError
 from designer.options import PlanOptions, ResolvedOptions, parse_ratio, resolve
 from designer.sizing import TreeShape, tree_shape
@@ -46,7 +47,7 @@ def can_i(
     gpus: int | None = None,
     nodes: int | None = None,
     switch_model: str = "QM9700",
-    node_type: str = "DGX-H100",
+    node_type: str | None = None,
     gpus_per_node: int | None = None,
     hcas_per_node: int | None = None,
     oversubscription: str = "1:1",

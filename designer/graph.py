@@ -214,7 +214,7 @@ class FabricGraph:
         check_name(name)
         if self.has_device(name):
             raise PlanError(f"{name} already exists: choose another name", element=name)
-        self.catalogue.switch(model)
+        model = self.catalogue.switch(model).name  # the catalogue's spelling, whatever case was given
         sw = Switch(name, model, tier, guid if guid is not None else self.next_switch_guid())
         for key, value in place.items():
             setattr(sw, key, value)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 
 from designer.catalogue import Catalogue, NodeType, SwitchModel
 from designer.errors import Issue, PlanError, UnknownItemError
@@ -28,7 +28,7 @@ class PlanOptions:
     topology: str = "fat-tree"
     gpus: int | None = None
     nodes: int | None = None
-    node_type: str = "DGX-H100"
+    node_type: str | None = None  # None: "generic" when gpus/hcas_per_node are given, else DGX_DEFAULT
     gpus_per_node: int | None = None  # only for node_type "generic"
     hcas_per_node: int | None = None  # only for node_type "generic"
     switch: str = "QM9700"
@@ -55,9 +55,32 @@ class PlanOptions:
         return asdict(self)
 
 
+#: The node type of a design that names none and gives no per-node counts.
+DGX_DEFAULT = "DGX-H100"
+#: The node type whose GPUs and HCAs per node are set by gpus_per_node / hcas_per_node.
+GENERIC_NODE = "generic"
+
+
+def node_type_name(options: PlanOptions) -> str:
+    """The node type asked for: named, else implied.
+
+    gpus_per_node or hcas_per_node without a node type describe a node of one's own, so they
+    imply the generic node (documented in docs/api.md); with neither, the default DGX.
+    """
+    if options.node_type:
+        return options.node_type
+    if options.gpus_per_node is not None or options.hcas_per_node is not None:
+        return GENERIC_NODE
+    return DGX_DEFAULT
+
+
 @dataclass(frozen=True)
 class ResolvedOptions:
-    """PlanOptions checked against the catalogue, with every derived size filled in."""
+    """PlanOptions checked against the catalogue, with every derived size filled in.
+
+    `options` carries the catalogue's spelling of the switch and node type and the implied node
+    type, so a saved design names its models as the catalogue does.
+    """
 
     topology: str
     node_type: NodeType
@@ -162,7 +185,7 @@ def resolve(options: PlanOptions, catalogue: Catalogue) -> ResolvedOptions:
         fail("switch", exc.message, "unknown-model")
         switch = None
     try:
-        node_type = catalogue.node_type(options.node_type)
+        node_type = catalogue.node_type(node_type_name(options))
     except UnknownItemError as exc:
         fail("node_type", exc.message, "unknown-model")
         node_type = None
@@ -193,9 +216,19 @@ def resolve(options: PlanOptions, catalogue: Catalogue) -> ResolvedOptions:
     gpn = hpn = 0
     if node_type is not None:
         gpn, hpn = node_type.gpus, node_type.hcas
-        if node_type.name == "generic":
+        if node_type.name == GENERIC_NODE:
             gpn = options.gpus_per_node if options.gpus_per_node is not None else gpn
             hpn = options.hcas_per_node if options.hcas_per_node is not None else gpn or hpn
+            if not options.node_type:
+                warnings.append(
+                    Issue(
+                        "warning",
+                        "implied-node-type",
+                        "node_type",
+                        f"gpus_per_node/hcas_per_node without node_type: planned with node_type {GENERIC_NODE} "
+                        f"({gpn} GPUs, {hpn} HCAs per node)",
+                    )
+                )
         else:
             for name, have in (("gpus_per_node", gpn), ("hcas_per_node", hpn)):
                 given = getattr(options, name)
@@ -243,6 +276,7 @@ def resolve(options: PlanOptions, catalogue: Catalogue) -> ResolvedOptions:
     if issues:
         raise PlanError(issues)
     assert switch is not None and node_type is not None
+    options = replace(options, switch=switch.name, node_type=node_type.name)
     if node_type.hca_gbps and gbps and node_type.hca_speed != switch.speed:
         warnings.append(
             Issue(

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from designer.catalogue import DEFAULT_CATALOGUE, Catalogue
+from designer.builtin_catalogue import DEFAULT_CATALOGUE
+from designer.catalogue import Catalogue
 from designer.errors import DesignerError, Issue, PlanError
 from designer.generators import generate
 from designer.graph import FabricGraph

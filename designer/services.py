@@ -16,14 +16,8 @@ from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Invalid
 from console.tenancy.models import Principal
 from console.tenancy.permissions import require_operator
-from designer.catalogue import (
-    DEFAULT_CATALOGUE,
-    CableType,
-    Catalogue,
-    NodeType,
-    SwitchModel,
-    TransceiverType,
-)
+from designer.builtin_catalogue import DEFAULT_CATALOGUE
+from designer.catalogue import CableType, Catalogue, NodeType, SwitchModel, TransceiverType, find_item
 from designer.compare import diff_graphs
 from designer.errors import DesignerError, ParseError
 from designer.graph import FabricGraph
@@ -223,7 +217,11 @@ def diff_revisions(a: DesignRevision, b: DesignRevision) -> dict[str, Any]:
 def save_catalogue_entry(
     actor: Actor, principal: Principal, *, kind: str, name: str, data: dict[str, Any]
 ) -> CatalogueEntry:
-    """Add or override a catalogue item; refused when it does not describe a valid item."""
+    """Add or override a catalogue item; refused when it does not describe a valid item.
+
+    Names match in any case: `qm9700` updates the entry or overrides the built-in `QM9700` and is
+    saved under that spelling.
+    """
     require_operator(principal, to="change designs and the catalogue")
     cls = ITEM_TYPES[kind]
     try:
@@ -234,14 +232,26 @@ def save_catalogue_entry(
     except (TypeError, ValueError, AttributeError) as exc:
         raise Invalid(f"not a valid {kind}: {exc}", fields={"data": [str(exc)]}) from None
     with transaction.atomic():
-        entry = CatalogueEntry.objects.select_for_update().filter(kind=kind, name=name).first()
+        entries = CatalogueEntry.objects.select_for_update().filter(kind=kind)
+        entry = entries.filter(name=name).first() or entries.filter(name__iexact=name).order_by("pk").first()
         before = audit.snapshot(entry) if entry else None
         if entry is None:
-            entry = CatalogueEntry(kind=kind, name=name)
+            builtin = find_item(_builtin_items(kind), name)
+            entry = CatalogueEntry(kind=kind, name=builtin.name if builtin else name)
         entry.data = data
         entry.save()
         audit.record(actor, "catalogue.save", entry, before=before, after=audit.snapshot(entry))
     return entry
+
+
+def _builtin_items(kind: str) -> dict[str, Any]:
+    tables: dict[str, dict[str, Any]] = {
+        CatalogueEntry.Kind.SWITCH: DEFAULT_CATALOGUE.switches,
+        CatalogueEntry.Kind.NODE: DEFAULT_CATALOGUE.nodes,
+        CatalogueEntry.Kind.CABLE: DEFAULT_CATALOGUE.cables,
+        CatalogueEntry.Kind.TRANSCEIVER: DEFAULT_CATALOGUE.transceivers,
+    }
+    return tables[kind]
 
 
 def delete_catalogue_entry(actor: Actor, principal: Principal, entry: CatalogueEntry) -> None:

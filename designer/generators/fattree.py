@@ -141,10 +141,15 @@ def build_fat_tree(ro: ResolvedOptions, catalogue: Catalogue) -> FabricGraph:
 
 
 def build_rail_optimized(ro: ResolvedOptions, catalogue: Catalogue) -> FabricGraph:
-    """Scalable units of `su_nodes` node slots with one leaf per rail per SU."""
+    """Scalable units of `su_nodes` node slots with one leaf per rail per SU.
+
+    By default an SU has as many slots as a rail leaf has down ports at 1:1, k/2 for a k-port
+    switch (32 on a 64-port QM9700, 72 on a 144-port Q3400), as NVIDIA's SuperPODs do; an
+    oversubscribed leaf keeps that SU and spends fewer ports on uplinks.
+    """
     ports = ro.ports
     hosts_max, _ = leaf_split(ports, ro.down, ro.up)
-    slots = ro.options.su_nodes or min(32, hosts_max)
+    slots = ro.options.su_nodes or min(ports // 2, hosts_max)
     if slots <= 0:
         raise PlanError(f"{ro.switch.name} has too few ports for {ro.down}:{ro.up}", element="switch")
     manager = None

@@ -6,7 +6,7 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from designer.catalogue import default_catalogue
+from designer.builtin_catalogue import default_catalogue
 from designer.graph import FabricGraph
 from designer.plan import plan
 

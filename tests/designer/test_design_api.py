@@ -6,6 +6,7 @@ import pytest
 
 from console.tenancy.models import AuditEntry
 from designer.models import DesignRevision, ImmutableRevision
+from tests.designer.reference_rows import B300_XDR, B300_XDR_ROWS
 
 pytestmark = pytest.mark.django_db
 
@@ -33,6 +34,46 @@ def test_reference_rows_through_the_api(api, sus, gpus, leaves, spines, node_lea
     assert body["cables"]["node_leaf"] == node_leaf
     assert body["cables"]["leaf_spine"] == leaf_spine
     assert body["switches"]["total"] == leaves + spines
+
+
+@pytest.mark.parametrize(("sus", "nodes", "gpus", "leaves", "spines", "node_leaf", "leaf_spine"), B300_XDR_ROWS)
+def test_b300_xdr_rows_through_the_api(api, sus, nodes, gpus, leaves, spines, node_leaf, leaf_spine):
+    """NVIDIA's DGX B300 XDR SuperPOD table (published and derived numbers: tests/designer/reference_rows.py)."""
+    response = api.post("/api/designs/plan/", dict(B300_XDR, gpus=gpus), format="json")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert (body["nodes"], body["gpus"]) == (nodes, gpus)
+    assert body["switches"] == {"leaf": leaves, "spine": spines, "core": 0, "total": leaves + spines}
+    assert (body["cables"]["node_leaf"], body["cables"]["leaf_spine"]) == (node_leaf, leaf_spine)
+
+
+def test_lower_case_models_through_the_api(api):
+    # given a design saved with model names typed in lower case
+    lower = {"topology": "rail-optimized", "gpus": 576, "node_type": "dgx-b300", "switch": "q3400"}
+    preview = api.post("/api/designs/plan/", lower, format="json")
+    assert preview.status_code == 200, preview.content
+    assert preview.json() == api.post("/api/designs/plan/", B300_XDR | {"gpus": 576}, format="json").json()
+    created = api.post("/api/designs/", {"name": "lower", "options": lower}, format="json")
+    assert created.status_code == 201, created.content
+    # then its graph names the catalogue's models
+    graph = api.get(f"/api/designs/{created.json()['id']}/revisions/1/graph/").json()
+    assert {sw["model"] for sw in graph["switches"]} == {"Q3400"}
+    assert {n["node_type"] for n in graph["nodes"]} == {"DGX-B300"}
+    # and "can I" reads lower-case models too
+    answer = api.post("/api/designs/can-i/", {"gpus": 576, "switches": 12, "switch_model": "q3400"}, format="json")
+    assert answer.status_code == 200 and answer.json()["feasible"] is True, answer.json()
+
+
+def test_per_node_counts_without_node_type_through_the_api(api):
+    response = api.post(
+        "/api/designs/plan/",
+        {"topology": "fat-tree", "nodes": 64, "gpus_per_node": 4, "hcas_per_node": 2},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert (body["nodes"], body["gpus"], body["endpoints"]) == (64, 256, 128)
+    assert any("node_type generic" in w for w in body["warnings"])
 
 
 @pytest.mark.parametrize(
@@ -165,3 +206,25 @@ def test_catalogue_override_changes_the_price(api):
     assert after == before + 12 * 1000
     broken = api.post("/api/catalogue/", {"kind": "switch", "name": "X", "data": {"ports": 1}}, format="json")
     assert broken.status_code == 400
+
+
+def test_catalogue_override_in_lower_case_overrides_the_builtin(api):
+    # given an override of the Q3400 typed in lower case
+    effective = api.get("/api/catalogue/effective/").json()
+    q3400 = next(s for s in effective["switches"] if s["name"] == "Q3400")
+    data = {k: v for k, v in q3400.items() if k != "name"} | {"list_price": 1.0}
+    created = api.post("/api/catalogue/", {"kind": "switch", "name": "q3400", "data": data}, format="json")
+    assert created.status_code == 201, created.content
+    # then it is saved under the catalogue's spelling, replaces the built-in and prices designs
+    assert created.json()["name"] == "Q3400"
+    names = [s["name"] for s in api.get("/api/catalogue/effective/").json()["switches"]]
+    assert names.count("Q3400") == 1 and "q3400" not in names
+    body = api.post("/api/designs/plan/", B300_XDR | {"gpus": 576, "switch": "q3400"}, format="json").json()
+    assert body["errors"] == [] and body["switches"]["total"] == 12
+    # and typing it again in another case updates that entry instead of adding a second one
+    again = api.post(
+        "/api/catalogue/", {"kind": "switch", "name": "q3400", "data": data | {"list_price": 2.0}}, format="json"
+    )
+    assert again.status_code == 201 and again.json()["id"] == created.json()["id"]
+    rows = api.get("/api/catalogue/", {"kind": "switch"}).json()["results"]
+    assert [(r["name"], r["data"]["list_price"]) for r in rows] == [("Q3400", 2.0)]

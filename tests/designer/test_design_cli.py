@@ -9,8 +9,37 @@ import pytest
 from django.core.management import call_command
 
 from designer.models import Design
+from tests.designer.reference_rows import B300_XDR_ROWS
 
 pytestmark = pytest.mark.django_db
+
+#: Every key `design plan --json` prints (the automation contract; new keys need a decision).
+PLAN_KEYS = {
+    "bisection_bandwidth_gbps",
+    "cables",
+    "cables_by_type",
+    "compute_cost",
+    "compute_power_w",
+    "cost",
+    "diameter_switch_hops",
+    "endpoints",
+    "errors",
+    "gpus",
+    "issues",
+    "levels",
+    "max_latency_ns",
+    "nodes",
+    "oversubscription",
+    "port_utilisation",
+    "power_w",
+    "racks",
+    "steps",
+    "switches",
+    "topology",
+    "transceivers",
+    "transceivers_by_type",
+    "warnings",
+}
 
 
 def run(*args: str) -> tuple[int, str]:
@@ -61,6 +90,60 @@ def test_reference_rows_through_the_cli(gpus, leaves, spines, cables):
     assert body["switches"] == {"leaf": leaves, "spine": spines, "core": 0, "total": leaves + spines}
     assert body["cables"]["node_leaf"] == cables and body["cables"]["leaf_spine"] == cables
     assert body["cables"]["total"] == 2 * cables
+
+
+@pytest.mark.parametrize(("sus", "nodes", "gpus", "leaves", "spines", "node_leaf", "leaf_spine"), B300_XDR_ROWS)
+def test_b300_xdr_rows_through_the_cli(sus, nodes, gpus, leaves, spines, node_leaf, leaf_spine):
+    """NVIDIA's DGX B300 XDR SuperPOD table (published and derived numbers: tests/designer/reference_rows.py)."""
+    code, out = run(
+        "plan",
+        "--topology",
+        "rail-optimized",
+        "--gpus",
+        str(gpus),
+        "--node-type",
+        "DGX-B300",
+        "--switch",
+        "Q3400",
+        "--json",
+    )
+    body = json.loads(out)
+    assert code == 0 and body["errors"] == []
+    assert set(body) == PLAN_KEYS
+    assert (body["nodes"], body["gpus"]) == (nodes, gpus)
+    assert body["switches"] == {"leaf": leaves, "spine": spines, "core": 0, "total": leaves + spines}
+    assert (body["cables"]["node_leaf"], body["cables"]["leaf_spine"]) == (node_leaf, leaf_spine)
+
+
+def test_contract_keys_are_unchanged():
+    code, out = run("plan", "--topology", "rail-optimized", "--gpus", "2048", "--json")
+    assert code == 0 and set(json.loads(out)) == PLAN_KEYS
+
+
+def test_lower_case_models_plan_the_same_design():
+    base = ["plan", "--topology", "rail-optimized", "--gpus", "576", "--json"]
+    code_upper, upper = run(*base, "--node-type", "DGX-B300", "--switch", "Q3400")
+    code_lower, lower = run(*base, "--node-type", "dgx-b300", "--switch", "q3400")
+    assert code_upper == code_lower == 0
+    assert json.loads(lower) == json.loads(upper)
+    assert json.loads(lower)["switches"] == {"leaf": 8, "spine": 4, "core": 0, "total": 12}
+
+
+def test_per_node_flags_without_node_type_plan_generic_nodes():
+    # given --gpus-per-node/--hcas-per-node and no --node-type (documented in docs/api.md)
+    code, out = run("plan", "--nodes", "64", "--gpus-per-node", "4", "--hcas-per-node", "2", "--json")
+    body = json.loads(out)
+    # then 64 generic nodes of 4 GPUs and 2 HCAs are planned, the contract keys unchanged
+    assert code == 0 and body["errors"] == []
+    assert (body["nodes"], body["gpus"], body["endpoints"]) == (64, 256, 128)
+    assert set(body) == PLAN_KEYS
+    assert any("node_type generic" in w for w in body["warnings"])
+
+
+def test_per_node_flags_with_another_node_type_fail_naming_generic():
+    code, out = run("plan", "--nodes", "64", "--node-type", "DGX-H100", "--gpus-per-node", "4", "--json")
+    assert code != 0
+    assert json.loads(out)["errors"] == ["DGX-H100 has 8 gpus per node; 4 needs node_type generic"]
 
 
 def test_three_level_16k():

@@ -7,7 +7,7 @@ from collections import Counter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from designer.catalogue import DEFAULT_CATALOGUE
+from designer.builtin_catalogue import DEFAULT_CATALOGUE
 from designer.exports import export
 from designer.imports import graph_from_dict, graph_from_ibnetdiscover
 from designer.plan import plan

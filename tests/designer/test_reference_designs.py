@@ -7,6 +7,7 @@ import pytest
 from designer.plan import plan
 from designer.sizing import fewest_dividing, tree_shape
 from tests.designer.conftest import links_between
+from tests.designer.reference_rows import B300_XDR, B300_XDR_ROWS
 
 
 @pytest.mark.parametrize(
@@ -35,6 +36,66 @@ def test_superpod_reference_rows(catalogue, sus, gpus, leaves, spines, node_leaf
     # and every leaf is one rail of one SU with 32 nodes below it
     leaves_seen = [sw for sw in result.graph.switches.values() if sw.tier == "leaf"]
     assert {(sw.su, sw.index) for sw in leaves_seen} == {(su, r) for su in range(sus) for r in range(8)}
+
+
+@pytest.mark.parametrize(("sus", "nodes", "gpus", "leaves", "spines", "node_leaf", "leaf_spine"), B300_XDR_ROWS)
+def test_b300_xdr_superpod_rows(catalogue, sus, nodes, gpus, leaves, spines, node_leaf, leaf_spine):
+    """NVIDIA's DGX B300 XDR SuperPOD table (published and derived numbers: tests/designer/reference_rows.py)."""
+    # given the published parameters (DGX B300, Quantum-X800 Q3400) sized by GPUs
+    result = plan({**B300_XDR, "gpus": gpus}, catalogue)
+    s = result.summary()
+    # then the row reproduces: 72 nodes per SU, a leaf per rail, the published spines and cables
+    assert s["errors"] == []
+    assert (s["nodes"], s["gpus"], s["endpoints"]) == (nodes, gpus, gpus)
+    assert (s["switches"]["leaf"], s["switches"]["spine"], s["switches"]["core"]) == (leaves, spines, 0)
+    assert (s["cables"]["node_leaf"], s["cables"]["leaf_spine"]) == (node_leaf, leaf_spine)
+    assert s["levels"] == 2 and s["oversubscription"] == "1:1"
+    assert s["bisection_bandwidth_gbps"] == gpus * 800 / 2
+    assert result.graph.meta["su_nodes"] == 72 and result.graph.meta["scalable_units"] == sus
+    # and every leaf sends the same number of links to every spine (ftree symmetry)
+    per_leaf = links_between(result.graph, "leaf", "spine")
+    assert {c for counts in per_leaf.values() for c in counts.values()} == {72 // spines}
+    assert all(len(counts) == spines for counts in per_leaf.values())
+
+
+def test_b300_spines_follow_the_dividing_rule_not_the_ceiling():
+    # 4 SUs: 32 leaves × 72 uplinks = 2,304 ports; ⌈2,304 / 144⌉ = 16 does not divide 72 → 18
+    assert fewest_dividing(32 * 72, 144, 72) == 18 and -(-32 * 72 // 144) == 16
+    # 8 SUs: 64 × 72 = 4,608 ports; ⌈4,608 / 144⌉ = 32 does not divide 72 → 36
+    assert fewest_dividing(64 * 72, 144, 72) == 36 and -(-64 * 72 // 144) == 32
+
+
+@pytest.mark.parametrize(
+    ("switch", "node_type", "su_nodes"),
+    [("QM9700", "DGX-H100", 32), ("Q3400", "DGX-B300", 72), ("QM8700", "DGX-A100", 20), ("SB7800", "generic", 18)],
+)
+def test_scalable_unit_follows_the_switch_radix(catalogue, switch, node_type, su_nodes):
+    # given one SU's worth of nodes on a k-port switch
+    result = plan(
+        {"topology": "rail-optimized", "nodes": su_nodes, "node_type": node_type, "switch": switch}, catalogue
+    )
+    assert result.ok, result.errors
+    graph = result.graph
+    # then the SU is k/2 nodes: one SU, every rail leaf with k/2 nodes down and k/2 links up
+    assert graph.meta["su_nodes"] == catalogue.switch(switch).ports // 2 == su_nodes
+    assert graph.meta["scalable_units"] == 1
+    down = {name: 0 for name, sw in graph.switches.items() if sw.tier == "leaf"}
+    for lk in graph.links:
+        if lk.tier == "node_leaf":
+            down[lk.b] += 1
+    assert set(down.values()) == {su_nodes}
+    # one node more opens a second SU
+    more = plan(
+        {"topology": "rail-optimized", "nodes": su_nodes + 1, "node_type": node_type, "switch": switch}, catalogue
+    )
+    assert more.graph.meta["scalable_units"] == 2
+
+
+def test_oversubscribed_rail_leaf_keeps_the_radix_su(catalogue):
+    # a 2:1 QM9700 leaf could take 42 nodes, but the SU stays k/2 = 32 with 16 uplinks per leaf
+    result = plan({"topology": "rail-optimized", "gpus": 512, "oversubscription": "2:1"}, catalogue)
+    assert result.ok, result.errors
+    assert result.graph.meta["su_nodes"] == 32 and result.graph.meta["shape"]["leaf_up"] == 16
 
 
 def test_rail_leaf_carries_only_its_rail(one_su):

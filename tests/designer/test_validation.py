@@ -31,7 +31,7 @@ def test_generated_design_is_clean(one_su):
         ({"topology": "torus", "gpus": 64, "dims": "4x"}, "not of the form AxB"),
         ({}, "give the size: gpus or nodes"),
         ({"gpus": 8, "nodes": 1}, "give gpus or nodes, not both"),
-        ({"gpus": 64, "gpus_per_node": 4}, "DGX-H100 has 8 gpus per node"),
+        ({"gpus": 64, "node_type": "DGX-H100", "gpus_per_node": 4}, "DGX-H100 has 8 gpus per node"),
         ({"gpus": 64, "switch": "QM8700", "split": "NDR200x2"}, "QM8700 has no split mode"),
         ({"gpus": 64, "bogus": 1}, "unknown option(s) bogus"),
         ({"gpus": "many"}, "gpus must be a whole number"),

@@ -108,7 +108,7 @@ def test_live_message_schemas_are_checked():
 def test_each_link_is_read_at_one_switch_port_and_gives_both_directions():
     from console.telemetry.core import sweep_status
     from console.telemetry.linkmap import build_link_map
-    from designer.catalogue import DEFAULT_CATALOGUE
+    from designer.builtin_catalogue import DEFAULT_CATALOGUE
     from designer.plan import plan
 
     options = {"topology": "rail-optimized", "gpus": 256, "node_type": "DGX-H100", "switch": "QM9700"}

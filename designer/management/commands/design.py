@@ -50,10 +50,13 @@ class Command(BaseCommand):
         size = p.add_mutually_exclusive_group()
         size.add_argument("--gpus", type=int)
         size.add_argument("--nodes", type=int)
-        p.add_argument("--node-type")
-        p.add_argument("--gpus-per-node", type=int)
-        p.add_argument("--hcas-per-node", type=int)
-        p.add_argument("--switch")
+        p.add_argument(
+            "--node-type",
+            help="catalogue node type, any case (default DGX-H100; generic when only --gpus-per-node/--hcas-per-node)",
+        )
+        p.add_argument("--gpus-per-node", type=int, help="GPUs of a generic node (implies --node-type generic)")
+        p.add_argument("--hcas-per-node", type=int, help="compute HCAs of a generic node (implies --node-type generic)")
+        p.add_argument("--switch", help="catalogue switch model, any case (default QM9700)")
         p.add_argument("--oversubscription", metavar="D:U")
         p.add_argument("--levels", choices=["auto", "1", "2", "3"])
         p.add_argument("--manager-slot", action="store_true", default=None)

@@ -1,0 +1,94 @@
+"""Which box each switch is drawn in, and the one pass over a graph's links every level starts from.
+
+A switch belongs to its pod (fat tree, dragonfly+ group), else its scalable unit (rail-optimised),
+else its torus plane, else a box for its tier (the spines of a 2-level fabric, the cores).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from designer.graph import FabricGraph, Link, Switch
+
+TIER_RANK = {"core": 0, "spine": 1, "leaf": 2, "torus": 2}
+
+
+def tier_rank(tier: str) -> int:
+    """Row of a tier, top (core) first; unknown tiers sit with the leaves."""
+    return TIER_RANK.get(tier, 2)
+
+
+def group_of(sw: Switch) -> str:
+    """The box a switch is drawn in at fabric level."""
+    if sw.pod >= 0:
+        return f"pod-{sw.pod + 1}"
+    if sw.su >= 0:
+        return f"su-{sw.su + 1}"
+    if len(sw.coords) == 3:
+        return f"plane-{sw.coords[2] + 1}"
+    return f"tier-{sw.tier}"
+
+
+def group_label(group: str, topology: str) -> str:
+    """What a user calls a group: "Pod 3", "SU 1", "Plane z=0", "Spine tier"."""
+    kind, _, rest = group.partition("-")
+    if kind == "pod":
+        return f"{'Group' if topology == 'dragonfly-plus' else 'Pod'} {rest}"
+    if kind == "su":
+        return f"SU {rest}"
+    if kind == "plane":
+        return f"Plane z={int(rest) - 1}"
+    return f"{rest.capitalize()} tier"
+
+
+def count_label(n: int, tier: str) -> str:
+    """ "8 leaves", "1 spine", "16 torus switches"."""
+    if tier == "leaf":
+        return f"{n} {'leaf' if n == 1 else 'leaves'}"
+    if tier in TIER_RANK and tier != "torus":
+        return f"{n} {tier}{'' if n == 1 else 's'}"
+    return f"{n} {tier} switch{'' if n == 1 else 'es'}"
+
+
+def is_tier_group(group: str) -> bool:
+    """A group that holds a whole tier (global spines, cores) rather than one pod or SU."""
+    return group.startswith("tier-")
+
+
+def _group_sort_key(group: str) -> tuple[int, int, str]:
+    kind, _, rest = group.partition("-")
+    if kind == "tier":
+        return (1, tier_rank(rest), rest)
+    return (0, int(rest) if rest.isdigit() else 0, kind)
+
+
+class CanvasIndex:
+    """One pass over the links: usage per device, hosts per switch, groups."""
+
+    def __init__(self, graph: FabricGraph) -> None:
+        self.graph = graph
+        self.used: Counter[str] = Counter()
+        self.hosts: dict[str, list[Link]] = defaultdict(list)
+        self.group: dict[str, str] = {}
+        self.members: dict[str, list[str]] = defaultdict(list)
+        for name, sw in graph.switches.items():
+            g = group_of(sw)
+            self.group[name] = g
+            self.members[g].append(name)
+        switches = graph.switches
+        for lk in graph.links:
+            self.used[lk.a] += 1
+            self.used[lk.b] += 1
+            if lk.a not in switches and lk.b in switches:
+                self.hosts[lk.b].append(lk)
+            elif lk.b not in switches and lk.a in switches:
+                self.hosts[lk.a].append(lk)
+        self.groups = sorted(self.members, key=_group_sort_key)
+        self.ports_total: dict[str, int] = {}
+
+    def total(self, device: str) -> int:
+        """Ports of a device (cached: the graph works it out from the catalogue)."""
+        n = self.ports_total.get(device)
+        if n is None:
+            n = self.ports_total[device] = self.graph.port_count(device)
+        return n
