@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from celery import Celery
 from celery.beat import Service
@@ -33,11 +34,11 @@ class EmbeddedServices:
 
 
 class _ReadyWorker(WorkController):
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.ready_event = threading.Event()
         super().__init__(*args, **kwargs)
 
-    def on_consumer_ready(self, consumer) -> None:
+    def on_consumer_ready(self, consumer: Any) -> None:
         super().on_consumer_ready(consumer)
         self.ready_event.set()
 

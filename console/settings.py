@@ -119,7 +119,7 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": DATA_DIR / "console.sqlite3",
+            "NAME": str(DATA_DIR / "console.sqlite3"),
             "OPTIONS": {
                 # WAL lets readers run beside the single writer; IMMEDIATE makes writers queue
                 # on BEGIN instead of failing on lock upgrade, so invariants hold under load.

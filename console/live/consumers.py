@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from console.broadcast import current_seq, token_group, user_group
-from console.live.auth import token_from_scope
+from console.live.auth import api_token_of, token_from_scope
 from console.tenancy.models import Principal
 
 CLOSE_UNAUTHENTICATED = 4401
@@ -25,7 +27,7 @@ class AuthenticatedConsumer(AsyncJsonWebsocketConsumer):
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
-        token = self.scope.get("api_token")
+        token = api_token_of(self.scope)
         self.principal = await database_sync_to_async(Principal.of)(user, token)
         if self.principal.role is None:
             await self.close(code=CLOSE_UNAUTHENTICATED)
@@ -47,7 +49,7 @@ class AuthenticatedConsumer(AsyncJsonWebsocketConsumer):
         for group in getattr(self, "control_groups", []):
             await self.channel_layer.group_discard(group, self.channel_name)
 
-    async def receive(self, text_data=None, bytes_data=None, **kwargs) -> None:
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
         if bytes_data is not None or (text_data is not None and len(text_data) > MAX_FRAME_BYTES):
             await self.send_json(
                 {
@@ -60,7 +62,7 @@ class AuthenticatedConsumer(AsyncJsonWebsocketConsumer):
         await super().receive(text_data=text_data, **kwargs)
 
     @classmethod
-    async def decode_json(cls, text_data):
+    async def decode_json(cls, text_data: str) -> Any:
         import json
 
         try:
@@ -68,7 +70,7 @@ class AuthenticatedConsumer(AsyncJsonWebsocketConsumer):
         except ValueError:
             return {"type": "__malformed__"}
 
-    async def receive_json(self, content, **kwargs) -> None:
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if not isinstance(content, dict) or content.get("type") == "__malformed__":
             await self.send_json({"type": "error", "code": "malformed", "detail": "send JSON objects"})
             return
@@ -83,7 +85,7 @@ class AuthenticatedConsumer(AsyncJsonWebsocketConsumer):
             }
         )
 
-    async def access_revoked(self, event: dict) -> None:
+    async def access_revoked(self, event: dict[str, Any]) -> None:
         await self.send_json({"type": "access.revoked"})
         await self.close(code=CLOSE_REVOKED)
 
@@ -122,7 +124,7 @@ class LiveConsumer(AuthenticatedConsumer):
     async def after_subscribe(self, object_id: int) -> None:
         return None
 
-    async def dispatch(self, message: dict) -> None:
+    async def dispatch(self, message: dict[str, Any]) -> None:
         """Live messages go straight out. channels' own dispatch first runs Django's
         ``close_old_connections`` through ``sync_to_async`` for every message, a hop through the
         one thread-sensitive executor thread: with a fabric's sockets in one process, a delta was
@@ -134,7 +136,7 @@ class LiveConsumer(AuthenticatedConsumer):
             return
         await super().dispatch(message)
 
-    async def live_message(self, event: dict) -> None:
+    async def live_message(self, event: dict[str, Any]) -> None:
         await self.send(text_data=event["text"])
 
 

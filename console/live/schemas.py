@@ -93,7 +93,7 @@ def _check(obj: Any, schema: type, where: str) -> None:
     if not isinstance(obj, dict):
         raise SchemaError(f"{where}: expected an object")
     hints = schema.__annotations__
-    optional = getattr(schema, "__optional_keys__", frozenset())
+    optional: frozenset[str] = getattr(schema, "__optional_keys__", frozenset())
     missing = [k for k in hints if k not in obj and k not in optional]
     extra = [k for k in obj if k not in hints]
     if missing or extra:

@@ -24,8 +24,9 @@ import datetime as dt
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import close_old_connections
@@ -33,15 +34,19 @@ from django.utils import timezone
 
 from console.fabric.models import Fabric
 from console.telemetry import services, store
-from console.telemetry.alarms import AlarmEngine, AlarmRules
+from console.telemetry.alarms import AlarmEngine, AlarmRules, Transition
 from console.telemetry.core import LinkStatus, PortReading, state_due, sweep_status
 from console.telemetry.history import HistoryWriter
 from console.telemetry.linkmap import LinkMap, build_link_map
 from console.telemetry.publisher import LivePublisher
-from console.telemetry.readers import CounterReader, MadReader, PerfqueryReader, ReaderError
+from console.telemetry.readers import CounterReader, MadReader, PerfqueryReader, PortKey, ReaderError
 from console.telemetry.traffic import Job
 from console.telemetry.workload import Workload
 from console.tenancy.context import Actor
+
+if TYPE_CHECKING:
+    from console.fabric.diags.runner import DiagEnv, DiagRunner
+    from console.fabric.lab.manager import Lab
 
 log = logging.getLogger(__name__)
 ACTOR = Actor.system("telemetry.collector")
@@ -95,7 +100,7 @@ class FabricCollector:
     def __init__(self, fabric: Fabric, options: CollectorOptions | None = None) -> None:
         self.fabric = fabric
         self.options = options or CollectorOptions()
-        self.lab = None
+        self.lab: Lab | None = None
         self.reader: CounterReader | None = None
         self.lm = LinkMap()
         self.prev: dict[tuple[str, int], PortReading] = {}
@@ -131,7 +136,7 @@ class FabricCollector:
         self.alarms.seed(services.open_conditions(self.fabric.pk))
         self._refresh_routes()
 
-    def _diags(self):
+    def _diags(self) -> tuple[DiagRunner, DiagEnv]:
         if self.fabric.driver == Fabric.Driver.LAB:
             from console.fabric.lab.fabrics import lab_for
 
@@ -144,7 +149,7 @@ class FabricCollector:
         runner = driver.host.diags(timeout=30)  # type: ignore[attr-defined]
         return runner, runner.env
 
-    def _reader(self, diags, env) -> CounterReader:
+    def _reader(self, diags: DiagRunner, env: DiagEnv) -> CounterReader:
         kind = self.options.reader
         if kind in ("auto", "mad"):
             reader = MadReader(
@@ -252,16 +257,20 @@ class FabricCollector:
             stats["errors_read"],
         )
 
-    def _read_parts(self, chunks, due, extra: dict[str, Any]):
+    def _read_parts(
+        self, chunks: list[dict[str, list[int]]], due: set[PortKey] | None, extra: dict[str, Any]
+    ) -> Iterator[dict[PortKey, PortReading]]:
         """Each chunk's readings in turn: one stream where the reader can (the MAD helper reads
         the next part while this process handles the last), else one read per chunk."""
+        reader = self.reader
+        assert reader is not None, "call setup() first"
         lids = self.lm.switch_lids
-        parts = getattr(self.reader, "read_parts", None)
+        parts = getattr(reader, "read_parts", None)
         if parts is not None:
             yield from parts(chunks, lids, state=due, **extra)
             return
         for chunk in chunks:
-            yield self.reader.read(chunk, lids, state=due, **extra)
+            yield reader.read(chunk, lids, state=due, **extra)
 
     def _chunks(self, ports: dict[str, list[int]]) -> list[dict[str, list[int]]]:
         """The measured ports split into reads of ``read_chunk_switches`` switches each."""
@@ -274,8 +283,8 @@ class FabricCollector:
             return [ports]
         return [{sw: ports[sw] for sw in switches[i : i + size]} for i in range(0, len(switches), size)]
 
-    def _slow_checks(self, affected: dict[str, list]) -> list:
-        out = []
+    def _slow_checks(self, affected: dict[str, list[Any]]) -> list[Transition]:
+        out: list[Transition] = []
         if self.lab is not None:
             from console.fabric.diags.runner import DiagError
             from console.fabric.lab.routing import routing_engine_in_use
@@ -303,7 +312,7 @@ class FabricCollector:
 
     # -- the loop ----------------------------------------------------------------------------
 
-    def run(self, *, stop=lambda: False, sweeps: int | None = None) -> None:
+    def run(self, *, stop: Callable[[], bool] = lambda: False, sweeps: int | None = None) -> None:
         """Sweep every interval until ``stop()`` (or ``sweeps`` done); survives bad sweeps."""
         done = 0
         while not stop() and (sweeps is None or done < sweeps):

@@ -13,6 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from django.db import DatabaseError, close_old_connections, connections
+from django.db.backends.sqlite3.base import DatabaseWrapper as SQLiteDatabaseWrapper
 from django.utils import timezone
 
 from console.telemetry import services
@@ -24,7 +25,7 @@ log = logging.getLogger(__name__)
 
 def _in_memory_db() -> bool:
     connection = connections["default"]
-    return connection.vendor == "sqlite" and connection.is_in_memory_db()
+    return isinstance(connection, SQLiteDatabaseWrapper) and connection.is_in_memory_db()
 
 
 class HistoryWriter:

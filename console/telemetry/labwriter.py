@@ -11,7 +11,7 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from console.fabric.lab.manager import Lab
 from console.fabric.lab.spec import LabError
@@ -60,7 +60,7 @@ def console_batch(lab: Lab, commands: Iterable[str], *, timeout: float = 10.0) -
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def counter_commands(node_ids: dict[str, str], values: dict[tuple[str, int], tuple[int, int]]):
+def counter_commands(node_ids: dict[str, str], values: dict[tuple[str, int], tuple[int, int]]) -> Iterator[str]:
     """PerformanceSet lines setting the extended data counters of switch ports."""
     for (switch, port), (xmit, rcv) in sorted(values.items()):
         node = node_ids[switch]

@@ -7,6 +7,7 @@ import hmac
 from collections.abc import Iterator
 
 from django.db.models import Count
+from django.http import HttpRequest
 
 from console.fabric.models import ChangeRequest, Fabric
 from console.telemetry import store
@@ -14,7 +15,7 @@ from console.telemetry.models import FabricEvent
 from console.tenancy.models import Principal
 
 
-def metrics_allowed(request, token: str) -> bool:
+def metrics_allowed(request: HttpRequest, token: str) -> bool:
     """An operator/auditor session, or ``Authorization: Bearer <METRICS_TOKEN>``."""
     header = request.headers.get("Authorization", "")
     if token and header.startswith("Bearer "):

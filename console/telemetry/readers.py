@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import time
 from collections import deque
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -153,7 +153,14 @@ class MadReader:
         sums.mads = int(self.last.get("mads", 0))
         return sums
 
-    def read(self, ports, lids, *, state=None, sums: SweepSums | None = None):
+    def read(
+        self,
+        ports: Mapping[str, list[int]],
+        lids: Mapping[str, int],
+        *,
+        state: Collection[PortKey] | None = None,
+        sums: SweepSums | None = None,
+    ) -> dict[PortKey, PortReading]:
         return list(self.read_parts([ports], lids, state=state, sums=sums))[0]
 
     def read_parts(
@@ -288,7 +295,13 @@ class PerfqueryReader:
         basic = self.runner.run("perfquery", "-l", str(lid), "255").stdout
         return parse_perfquery_ports(ext), parse_perfquery_ports(basic)
 
-    def read(self, ports, lids, *, state=None):
+    def read(
+        self,
+        ports: Mapping[str, list[int]],
+        lids: Mapping[str, int],
+        *,
+        state: Collection[PortKey] | None = None,
+    ) -> dict[PortKey, PortReading]:
         switches = [sw for sw in ports if sw in lids]
         down = self._down_ports(lids)
         out: dict[PortKey, PortReading] = {}
@@ -302,13 +315,13 @@ class PerfqueryReader:
                     if port not in ext:
                         continue
                     errors = {n: basic.get(port, {}).get(n, 0) for n in ERROR_COUNTERS}
-                    state = "Down" if (sw, port) in down else "Active"
+                    link_state = "Down" if (sw, port) in down else "Active"
                     out[(sw, port)] = PortReading(
-                        ext[port].get("PortXmitData", 0), ext[port].get("PortRcvData", 0), errors, state
+                        ext[port].get("PortXmitData", 0), ext[port].get("PortRcvData", 0), errors, link_state
                     )
         return out
 
-    def _try(self, lid: int):
+    def _try(self, lid: int) -> tuple[dict[int, dict[str, int]], dict[int, dict[str, int]]] | None:
         try:
             return self._switch(lid)
         except DiagError:
@@ -365,14 +378,20 @@ class UfmReader:
     def __init__(self, client: Any) -> None:
         self.client = client
 
-    def read(self, ports, lids, *, state=None):
+    def read(
+        self,
+        ports: Mapping[str, list[int]],
+        lids: Mapping[str, int],
+        *,
+        state: Collection[PortKey] | None = None,
+    ) -> dict[PortKey, PortReading]:
         out: dict[PortKey, PortReading] = {}
         wanted = {(sw, p) for sw, plist in ports.items() for p in plist}
         for row in self.client.ports():
             key = (str(row.get("system_name", "")), int(row.get("number", 0) or 0))
             if key in wanted:
-                state = "Active" if row.get("logical_state") == "Active" else "Down"
-                out[key] = PortReading(state=state)
+                link_state = "Active" if row.get("logical_state") == "Active" else "Down"
+                out[key] = PortReading(state=link_state)
         return out
 
     def lft(self, lid: int, top: int) -> list[int] | None:
@@ -382,7 +401,7 @@ class UfmReader:
         return None
 
 
-def timed(fn, *args: Any) -> tuple[Any, float]:
+def timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
     """(result, seconds) of one call."""
     started = time.monotonic()
     result = fn(*args)

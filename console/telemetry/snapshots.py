@@ -7,7 +7,7 @@ port table (:func:`switch_ports`) follows the same rule: a tenant gets only its 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.broadcast import fabric_group, tenant_group
 from console.telemetry import store
@@ -16,6 +16,9 @@ from console.tenancy.errors import NotFound
 from console.tenancy.models import Principal
 from designer.catalogue import generation_rank, width_speed
 from designer.graph import FabricGraph
+
+if TYPE_CHECKING:
+    from console.fabric.models import Fabric
 
 
 def visible_links(snapshot: dict[str, Any] | None, principal: Principal) -> set[str] | None:
@@ -108,7 +111,7 @@ def _port_live(live: dict[str, Any] | None, measured_here: bool) -> dict[str, An
     }
 
 
-def switch_ports(fabric, switch: str, principal: Principal) -> dict[str, Any]:
+def switch_ports(fabric: Fabric, switch: str, principal: Principal) -> dict[str, Any]:
     """``switch``'s ports as designed (peer device and port, rate) with each link's live state.
 
     Operators and auditors get every port, free ones included. A tenant gets only the ports of

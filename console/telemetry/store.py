@@ -17,11 +17,11 @@ from console.broadcast import current_seq
 
 _memory: dict[str, Any] = {}
 _lock = threading.Lock()
-_client = None
+_client: Any = None  # a redis.Redis, as console.broadcast's: redis-py types its replies Awaitable | Any
 SNAPSHOT_TTL_S = 120
 
 
-def _redis():
+def _redis() -> Any:
     global _client
     if not settings.REDIS_URL:
         return None

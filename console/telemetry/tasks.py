@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from celery import shared_task
 
 from console.fabric.models import Fabric
 from console.telemetry import services, store
 
-COMMON = {
+
+class _TaskOptions(TypedDict):
+    """The options both tasks share, typed so they unpack into ``shared_task``'s keywords."""
+
+    acks_late: bool
+    reject_on_worker_lost: bool
+    ignore_result: bool
+    time_limit: int
+    soft_time_limit: int
+
+
+COMMON: _TaskOptions = {
     "acks_late": True,
     "reject_on_worker_lost": True,
     "ignore_result": True,
@@ -22,7 +35,7 @@ def collect() -> dict[str, str]:
     from console.fabric.lab.fabrics import LabNotRunning
     from console.telemetry.collector import CollectorOptions, FabricCollector
 
-    out = {}
+    out: dict[str, str] = {}
     for fabric in Fabric.objects.filter(driver=Fabric.Driver.LAB).select_related("revision"):
         if store.alive(fabric.pk):
             out[fabric.name] = "collector running"

@@ -6,9 +6,9 @@ Reached from the API, the browser pages, the CLI and tasks alike.
 from __future__ import annotations
 
 import datetime as dt
+from typing import TYPE_CHECKING
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
@@ -27,6 +27,9 @@ from console.tenancy.models import (
     hash_token_secret,
 )
 from console.tenancy.permissions import require_operator
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User as AuthUser  # the AUTH_USER_MODEL
 
 User = get_user_model()
 MAX_TOKEN_DAYS = 366
@@ -108,7 +111,7 @@ def create_member(
     if role not in Role.values:
         raise Invalid(f"unknown role {role!r}", fields={"role": [f"one of {Role.values}"]})
     if not principal.is_operator:
-        tenant = Tenant.objects.get(pk=principal.tenant_id)  # tenant admins: own tenant only
+        tenant = Tenant.objects.get(pk=principal.own_tenant_id())  # tenant admins: own tenant only
     _check_member_role(principal, role, tenant)
     if role in TENANT_ROLES and tenant is None:
         raise Invalid("tenant roles need a tenant", fields={"tenant": ["required"]})
@@ -165,7 +168,7 @@ def issue_token(
     actor: Actor,
     principal: Principal,
     *,
-    user: AbstractBaseUser,
+    user: AuthUser,
     name: str,
     expires_in_days: int | None = None,
     read_only: bool = False,

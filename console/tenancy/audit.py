@@ -33,7 +33,7 @@ def _json_safe(value: Any) -> Any:
 
 def snapshot(instance: models.Model) -> dict[str, Any]:
     """Concrete field values of a row, JSON-safe, minus anything the model marks secret."""
-    exclude = getattr(instance, "audit_exclude", frozenset())
+    exclude: frozenset[str] = getattr(instance, "audit_exclude", frozenset())
     data: dict[str, Any] = {}
     for field in instance._meta.concrete_fields:
         if field.name in exclude:

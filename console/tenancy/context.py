@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import AbstractBaseUser
+    from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
     from console.tenancy.models import ApiToken
 
@@ -58,7 +58,7 @@ class Actor:
     token_id: int | None = None
 
     @classmethod
-    def for_user(cls, user: AbstractBaseUser, token: ApiToken | None = None) -> Actor:
+    def for_user(cls, user: AbstractBaseUser | AnonymousUser, token: ApiToken | None = None) -> Actor:
         if token is not None:
             return cls("token", f"{user.get_username()} (token {token.prefix})", user.pk, token.pk)
         return cls("user", user.get_username(), user.pk)

@@ -13,7 +13,7 @@ class UtcIsoDateTimeField(IsoDateTimeField):
     """An ISO 8601 date-time, normalised to UTC: any offset Python accepts (up to ±24 h) is a
     valid instant, but PostgreSQL refuses displacements beyond ±15:59 in a literal."""
 
-    def to_python(self, value: object) -> dt.datetime | None:
+    def to_python(self, value: str | dt.datetime | dt.date | None) -> dt.datetime | None:
         parsed: dt.datetime | None = super().to_python(value)
         if parsed is None or parsed.tzinfo is None:
             return parsed

@@ -13,7 +13,7 @@ from django.db import models
 from django.utils import timezone
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import AbstractBaseUser
+    from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
 
 class Role(models.TextChoices):
@@ -48,12 +48,21 @@ class Principal:
     def can_write(self) -> bool:
         return self.role is not None and self.role != Role.AUDITOR and not self.read_only
 
+    def own_tenant_id(self) -> int:
+        """The tenant of a tenant role, which the Membership constraint guarantees.
+
+        Raises ``Tenant.DoesNotExist`` otherwise, as ``Tenant.objects.get(pk=None)`` would.
+        """
+        if self.tenant_id is None:
+            raise Tenant.DoesNotExist("this principal belongs to no tenant")
+        return self.tenant_id
+
     @classmethod
     def nobody(cls) -> Principal:
         return cls(None, None, None, True)
 
     @classmethod
-    def of(cls, user: AbstractBaseUser | None, token: ApiToken | None = None) -> Principal:
+    def of(cls, user: AbstractBaseUser | AnonymousUser | None, token: ApiToken | None = None) -> Principal:
         if user is None or not user.is_authenticated:
             return cls.nobody()
         membership = Membership.objects.filter(user_id=user.pk).only("role", "tenant_id").first()

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from rest_framework import permissions
 
 from console.tenancy.errors import Forbidden
 from console.tenancy.models import ApiToken, Principal
+
+if TYPE_CHECKING:  # DRF's views import the default permission class (this module) at import
+    from rest_framework.request import Request
+    from rest_framework.views import APIView
 
 
 def require_operator(principal: Principal, *, to: str = "can do this") -> None:
@@ -18,12 +24,13 @@ def require_operator(principal: Principal, *, to: str = "can do this") -> None:
         raise Forbidden(f"only operators {to}")
 
 
-def principal_of(request) -> Principal:
+def principal_of(request: Request) -> Principal:
+    """The request's principal, computed once per request."""
     cached = getattr(request, "_console_principal", None)
     if cached is None:
         token = request.auth if isinstance(request.auth, ApiToken) else None
         cached = Principal.of(request.user, token)
-        request._console_principal = cached
+        request._console_principal = cached  # type: ignore[attr-defined]  # a per-request cache slot
     return cached
 
 
@@ -35,7 +42,7 @@ class ConsolePermission(permissions.BasePermission):
 
     message = "you do not have permission to do this"
 
-    def has_permission(self, request, view) -> bool:
+    def has_permission(self, request: Request, view: APIView) -> bool:
         if not (request.user and request.user.is_authenticated):
             return False
         principal = principal_of(request)
@@ -58,12 +65,12 @@ class ConsolePermission(permissions.BasePermission):
             return True
         return self._role_allows(principal, view)
 
-    def has_object_permission(self, request, view, obj) -> bool:
+    def has_object_permission(self, request: Request, view: APIView, obj: Any) -> bool:
         if request.method in permissions.SAFE_METHODS:
             return True
         return self._role_allows(principal_of(request), view)
 
-    def _role_allows(self, principal: Principal, view) -> bool:
+    def _role_allows(self, principal: Principal, view: APIView) -> bool:
         write_roles = getattr(view, "write_roles", None)
         if write_roles is not None and principal.role not in write_roles:
             self.message = f"this needs one of the roles: {', '.join(sorted(write_roles))}"
@@ -71,7 +78,7 @@ class ConsolePermission(permissions.BasePermission):
         return True
 
 
-def _is_detail(view) -> bool:
+def _is_detail(view: APIView) -> bool:
     kwargs = getattr(view, "kwargs", {}) or {}
     lookup = getattr(view, "lookup_url_kwarg", None) or getattr(view, "lookup_field", "pk")
     return lookup in kwargs

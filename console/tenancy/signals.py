@@ -1,5 +1,7 @@
 """Celery hooks that restore the enqueuing request's correlation id inside the task."""
 
+from typing import Any
+
 from celery import signals
 
 from console.tenancy.context import (
@@ -12,7 +14,7 @@ _tokens: dict[str, object] = {}
 
 
 @signals.task_prerun.connect
-def _restore_correlation_id(task_id: str | None = None, task=None, **_: object) -> None:
+def _restore_correlation_id(task_id: str | None = None, task: Any = None, **_: object) -> None:
     header = getattr(getattr(task, "request", None), "correlation_id_console", None)
     _tokens[task_id or ""] = set_correlation_id(clean_correlation_id(header))
 

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from django.http import HttpRequest
 from django.urls import reverse
 
 from console.tenancy.models import Principal, Role
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+
+class AuthenticatedHttpRequest(HttpRequest):
+    """The request of a ``login_required`` page, whose user is signed in (a type, never built)."""
+
+    user: User
 
 
 @dataclass(frozen=True)
@@ -44,7 +54,7 @@ def nav_items(principal: Principal) -> list[NavItem]:
     return items
 
 
-def navigation(request: HttpRequest) -> dict:
+def navigation(request: HttpRequest) -> dict[str, Any]:
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return {"nav_items": [], "principal": None}

@@ -64,12 +64,12 @@ def fabric_detail(request: HttpRequest, fabric_id: int) -> HttpResponse:
         if not can_run:
             raise Http404
         try:
-            run = discovery.discover(fabric, actor=Actor.for_user(request.user))
+            done = discovery.discover(fabric, actor=Actor.for_user(request.user))
         except ConsoleError as exc:
             messages.error(request, exc.detail)
         else:
-            verdict = "matches the design" if run.compare.get("ok") else "differs from the design"
-            messages.success(request, f"Discovery {run.pk}: the fabric {verdict}.")
+            verdict = "matches the design" if done.compare.get("ok") else "differs from the design"
+            messages.success(request, f"Discovery {done.pk}: the fabric {verdict}.")
         return redirect("web:fabric", fabric_id=fabric.pk)
     run = discovery.latest_run(fabric)
     context = {

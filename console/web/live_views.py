@@ -13,12 +13,13 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from console.fabric.models import Fabric
+from console.tenancy.models import Principal
 from console.web.context import principal_for
 from designer.canvas import AUTO_DETAIL_SWITCHES, CanvasError, canvas_view, group_of
 from designer.services import revision_graph
 
 
-def _principal(request: HttpRequest):
+def _principal(request: HttpRequest) -> Principal:
     principal = principal_for(request)
     if principal.role is None:
         raise Http404
@@ -30,7 +31,7 @@ def live_home(request: HttpRequest) -> HttpResponse:
     """The nav entry: the first lab fabric (a tenant's: the one its reservations run on)."""
     principal = _principal(request)
     fabric = None
-    if not principal.sees_all_tenants:
+    if not principal.sees_all_tenants and principal.tenant_id is not None:
         from scheduling.models import Reservation
 
         mine = Reservation.objects.filter(tenant_id=principal.tenant_id, status=Reservation.Status.READY)

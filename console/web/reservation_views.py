@@ -9,9 +9,13 @@ and the operator pages do not exist for them (404) either.
 
 from __future__ import annotations
 
+from collections.abc import Set
+from typing import Any
+
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -33,7 +37,7 @@ OPERATORS = {Role.OPERATOR}
 POLL_MS = 2000
 
 
-def _principal(request: HttpRequest, roles: set[str]) -> Principal:
+def _principal(request: HttpRequest, roles: Set[str]) -> Principal:
     """The principal, or 404 for roles the page does not exist for."""
     principal = principal_for(request)
     if principal.role not in roles:
@@ -52,7 +56,7 @@ def _tabs(principal: Principal) -> list[dict[str, str]]:
     return tabs
 
 
-def _page(request: HttpRequest, template: str, principal: Principal, tab: str, **context):
+def _page(request: HttpRequest, template: str, principal: Principal, tab: str, **context: Any) -> HttpResponse:
     context.update(active="reservations", tabs=_tabs(principal), tab=tab)
     return render(request, template, context)
 
@@ -78,7 +82,7 @@ def reservations(request: HttpRequest) -> HttpResponse:
     """Self-service: quota and usage, availability timelines, the form with live preview, and
     the reservations of the tenant (all of them for operators)."""
     principal = _principal(request, RESERVERS)
-    tenant = Tenant.objects.filter(pk=principal.tenant_id).first()
+    tenant = Tenant.objects.filter(pk=principal.tenant_id).first() if principal.tenant_id is not None else None
     tenants = (
         [{"id": t.pk, "name": t.name} for t in Tenant.objects.order_by("name")] if principal.sees_all_tenants else []
     )
@@ -137,7 +141,7 @@ def reservation_connection(request: HttpRequest, pk: int) -> JsonResponse:
 def reservations_all(request: HttpRequest) -> HttpResponse:
     """Operators: every tenant's reservations, filtered by tenant, pool and status."""
     principal = _principal(request, OPERATORS)
-    rows = Reservation.objects.visible_to(principal).select_related("tenant", "pool")
+    rows: QuerySet[Reservation] = Reservation.objects.visible_to(principal).select_related("tenant", "pool")
     filterset = ReservationFilterSet(request.GET, queryset=rows)
     rows = filterset.qs if filterset.is_valid() else rows.none()
     return _page(request, "web/reservations_all.html", principal, "all", form=filterset.form, rows=rows[:500])
@@ -159,7 +163,7 @@ def reservation_quotas(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = QuotaForm(request.POST)
         if not form.is_valid():
-            messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+            messages.error(request, "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in form.errors.items()))
         else:
             data = form.cleaned_data
             try:
@@ -187,13 +191,13 @@ def reservation_quotas(request: HttpRequest) -> HttpResponse:
     rows = []
     for pool in pools:
         for tenant in Tenant.objects.order_by("name"):
-            quota = existing.get((tenant.pk, pool.pk))
+            tenant_quota = existing.get((tenant.pk, pool.pk))
             rows.append(
                 {
                     "pool": pool,
                     "tenant": tenant,
-                    "quota": quota,
-                    "usage": quotas.quota_usage(quota) if quota else None,
+                    "quota": tenant_quota,
+                    "usage": quotas.quota_usage(tenant_quota) if tenant_quota else None,
                     "capacity": capacity[pool.pk],
                 }
             )

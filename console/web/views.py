@@ -16,7 +16,7 @@ from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
 from console.tenancy.filtersets import AuditEntryFilter
 from console.tenancy.models import ApiToken, AuditEntry, Membership, Role, Tenant
-from console.web.context import principal_for
+from console.web.context import AuthenticatedHttpRequest, principal_for
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
@@ -47,7 +47,7 @@ def server_error(request: HttpRequest) -> HttpResponse:
 def home(request: HttpRequest) -> HttpResponse:
     principal = principal_for(request)
     context = {
-        "tenant": Tenant.objects.filter(pk=principal.tenant_id).first(),
+        "tenant": Tenant.objects.filter(pk=principal.tenant_id).first() if principal.tenant_id is not None else None,
         "tenants": Tenant.objects.visible_to(principal).count(),
         "members": Membership.objects.visible_to(principal).count(),
         "recent_audit": (
@@ -106,7 +106,7 @@ class TokenForm(forms.Form):
 
 
 @login_required
-def tokens(request: HttpRequest) -> HttpResponse:
+def tokens(request: AuthenticatedHttpRequest) -> HttpResponse:
     principal = principal_for(request)
     if principal.role is None:
         raise Http404

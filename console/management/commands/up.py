@@ -11,13 +11,19 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from argparse import ArgumentParser
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from console.demo import DEMO_ACCOUNTS, DEMO_PASSWORD
 from console.fabric.services import publish_reconcile
+
+if TYPE_CHECKING:
+    from console.fabric.models import Fabric
 
 DEMO_LAB_DESIGN = "superpod-su1"  # one scalable unit, 256 HCAs: up in about a second
 
@@ -28,8 +34,10 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
 
 class Command(BaseCommand):
     help = "Start the console (web over ASGI, Celery worker and beat) until Ctrl-C."
+    lab_fabric: Fabric | None = None  # the demo lab this command started (and stops on exit)
+    collect: bool = False  # whether the live collector runs (there are lab fabrics)
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--host", default=os.environ.get("CONSOLE_HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("CONSOLE_PORT", "8000")))
         parser.add_argument(
@@ -39,7 +47,7 @@ class Command(BaseCommand):
             help="do not start the demo lab (also CONSOLE_LAB=0)",
         )
 
-    def handle(self, *args, host: str, port: int, no_lab: bool = False, **options) -> None:
+    def handle(self, *args: Any, host: str, port: int, no_lab: bool = False, **options: Any) -> None:
         self._banner(host, port)
         lab_fabric = None if no_lab else self._start_demo_lab()
         # uvicorn re-raises the SIGTERM it caught once it has shut down; with the default
@@ -67,11 +75,11 @@ class Command(BaseCommand):
     def _reconcile_lab(self) -> None:
         """Push what the fabric should carry (e.g. the demo reservations' partitions) to the
         lab that just started, instead of waiting for the periodic re-send."""
-        if getattr(self, "lab_fabric", None) is None:
+        if self.lab_fabric is None:
             return
         publish_reconcile(self.lab_fabric.pk)
 
-    def _start_flapper(self, fabric):
+    def _start_flapper(self, fabric: Fabric) -> threading.Event | None:
         """The demo's marginal cable: one leaf-spine link that drops now and then."""
         if os.environ.get("CONSOLE_FLAP", "1").lower() in ("0", "false", "no", "off"):
             return None
@@ -84,7 +92,7 @@ class Command(BaseCommand):
         )
         return stop
 
-    def _start_demo_lab(self):
+    def _start_demo_lab(self) -> Fabric | None:
         """Start the demo design's lab (reusing its Fabric); returns the Fabric to stop on exit,
         or None when there is no lab to stop (packages missing, no demo design, already up)."""
         from console.fabric.lab.fabrics import INSTALL_HINT, lab_status, missing_packages, start_lab
@@ -125,7 +133,7 @@ class Command(BaseCommand):
 
         return Fabric.objects.filter(driver=Fabric.Driver.LAB).exists()
 
-    def _collector_thread(self):
+    def _collector_thread(self) -> threading.Event:
         """Embedded mode: the live collector runs as a thread (the channel layer is in-memory,
         so it must share the web process); production runs ``manage.py collector``."""
         from console.fabric.models import Fabric

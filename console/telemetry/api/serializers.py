@@ -7,6 +7,7 @@ from rest_framework import serializers
 
 from console.telemetry.models import FabricEvent
 from console.telemetry.services import event_body
+from console.tenancy.models import Principal
 
 
 class FabricEventSerializer(serializers.ModelSerializer):
@@ -33,9 +34,10 @@ class FabricEventSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = fields
 
-    def _principal(self):
+    def _principal(self) -> Principal | None:
         view = self.context.get("view")
-        return getattr(view, "principal", None)
+        principal: Principal | None = getattr(view, "principal", None)
+        return principal
 
     def get_reservations(self, obj: FabricEvent) -> list[int]:
         return event_body(obj, self._principal())["reservations"]
@@ -72,7 +74,8 @@ class SwitchPortSerializer(serializers.Serializer):
     rx_bps = serializers.FloatField(allow_null=True)
     util = serializers.FloatField(allow_null=True)
     bucket = serializers.IntegerField(allow_null=True)
-    errors = serializers.DictField(child=serializers.IntegerField(), help_text="last sweep")
+    # The serializer metaclass pops declared fields, so this field does not shadow `Serializer.errors`.
+    errors = serializers.DictField(child=serializers.IntegerField(), help_text="last sweep")  # type: ignore[assignment]
     error_totals = serializers.DictField(child=serializers.IntegerField())
 
 

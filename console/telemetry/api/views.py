@@ -4,6 +4,7 @@ port table, /metrics."""
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
@@ -13,6 +14,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status as http
 from rest_framework.decorators import action
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -24,7 +26,7 @@ from console.telemetry.models import FabricEvent
 from console.telemetry.snapshots import link_for, snapshot_for, switch_ports, visible_links
 from console.tenancy.api.base import PrincipalMixin, TenantScopedReadOnlyViewSet
 from console.tenancy.errors import Invalid, NotFound
-from console.tenancy.models import Role
+from console.tenancy.models import Principal, Role
 
 
 class FabricEventViewSet(TenantScopedReadOnlyViewSet):
@@ -38,13 +40,13 @@ class FabricEventViewSet(TenantScopedReadOnlyViewSet):
 
     @extend_schema(request=None, responses=FabricEventSerializer)
     @action(detail=True, methods=["post"])
-    def acknowledge(self, request, pk=None):
+    def acknowledge(self, request: Request, pk: str | None = None) -> Response:
         event = services.acknowledge(self.actor, self.principal, self.get_object())
         return Response(self.get_serializer(event).data)
 
     @extend_schema(request=None, responses=FabricEventSerializer)
     @action(detail=True, methods=["post"])
-    def resolve(self, request, pk=None):
+    def resolve(self, request: Request, pk: str | None = None) -> Response:
         event = services.resolve(self.actor, self.principal, self.get_object())
         return Response(self.get_serializer(event).data)
 
@@ -58,7 +60,7 @@ class LiveSnapshotView(PrincipalMixin, APIView):
     its last sequence number."""
 
     @extend_schema(responses=OpenApiTypes.OBJECT)
-    def get(self, request, fabric_id: int):
+    def get(self, request: Request, fabric_id: int) -> Response:
         _fabric(fabric_id)
         return Response(snapshot_for(fabric_id, self.principal))
 
@@ -67,7 +69,7 @@ class LinkDetailView(PrincipalMixin, APIView):
     """One link: live counters and its history (``minutes``, default 15)."""
 
     @extend_schema(responses=OpenApiTypes.OBJECT, parameters=[OpenApiParameter("minutes", int)])
-    def get(self, request, fabric_id: int, link_id: str):
+    def get(self, request: Request, fabric_id: int, link_id: str) -> Response:
         _fabric(fabric_id)
         live = link_for(fabric_id, link_id, self.principal)
         minutes = _minutes(request)
@@ -83,7 +85,7 @@ class SwitchPortsView(PrincipalMixin, APIView):
     stream (``link.delta`` of ``group``) by their ``link`` id."""
 
     @extend_schema(responses=SwitchPortsSerializer)
-    def get(self, request, fabric_id: int, switch: str):
+    def get(self, request: Request, fabric_id: int, switch: str) -> Response:
         return Response(switch_ports(_fabric(fabric_id), switch, self.principal))
 
 
@@ -100,7 +102,7 @@ class HistoryView(PrincipalMixin, APIView):
             OpenApiParameter("minutes", int),
         ],
     )
-    def get(self, request, fabric_id: int):
+    def get(self, request: Request, fabric_id: int) -> Response:
         _fabric(fabric_id)
         principal = self.principal
         snap = store.load_snapshot(fabric_id) or {}
@@ -115,7 +117,7 @@ class HistoryView(PrincipalMixin, APIView):
             series = {k: v for k, v in series.items() if k.startswith(prefix)}
         return Response({"fabric": fabric_id, "links": series, "columns": ["t", "tx_bps", "rx_bps", "util", "errors"]})
 
-    def _links(self, request, fabric_id, snap, principal) -> set[str] | None:
+    def _links(self, request: Request, fabric_id: int, snap: dict[str, Any], principal: Principal) -> set[str] | None:
         q = request.query_params
         if q.get("link"):
             return {q["link"]}
@@ -136,11 +138,11 @@ class HistoryView(PrincipalMixin, APIView):
         return None
 
 
-def _host_links_of(snap, tid: str, rid: str) -> set[str]:
+def _host_links_of(snap: dict[str, Any], tid: str, rid: str) -> set[str]:
     return set((snap["tenants"][tid].get("reservation_links") or {}).get(rid, []))
 
 
-def _minutes(request) -> int:
+def _minutes(request: Request) -> int:
     try:
         minutes = int(request.query_params.get("minutes", 15))
     except ValueError:

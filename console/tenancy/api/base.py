@@ -7,9 +7,9 @@ therefore never found: they answer 404, for every verb and custom action.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-from django.db import transaction
+from django.db import models, transaction
 from rest_framework import mixins, serializers, viewsets
 
 from console.tenancy import audit
@@ -18,8 +18,13 @@ from console.tenancy.errors import Invalid
 from console.tenancy.models import ApiToken, Principal, Tenant, TenantScopedQuerySet
 from console.tenancy.permissions import principal_of
 
+if TYPE_CHECKING:  # the mixins only ever mix into an APIView; this gives them its request
+    from rest_framework.views import APIView as _MixinBase
+else:
+    _MixinBase = object
 
-class PrincipalMixin:
+
+class PrincipalMixin(_MixinBase):
     """Who is asking (for scoping and permissions) and who is acting (for the audit log)."""
 
     # Set per action (``@action(..., safe_post=True)``) for POSTs that compute but change nothing.
@@ -54,7 +59,8 @@ class GlobalResourceMixin(PrincipalMixin):
 class TenantScopedMixin(PrincipalMixin):
     """Scoping, principal and actor for a viewset; see the module docstring."""
 
-    queryset: TenantScopedQuerySet
+    # GenericAPIView's own declaration; what a subclass assigns must be a TenantScopedQuerySet.
+    queryset: models.QuerySet[Any] | models.Manager[Any] | None
     audit_object_type: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -65,33 +71,39 @@ class TenantScopedMixin(PrincipalMixin):
                 "tenant filter stays last"
             )
 
-    def narrow_queryset(self, queryset):
+    def narrow_queryset(self, queryset: TenantScopedQuerySet) -> TenantScopedQuerySet:
         return queryset
 
-    def get_queryset(self):
-        queryset = self.narrow_queryset(self.queryset.all())
+    def get_queryset(self) -> TenantScopedQuerySet:
+        queryset = self.narrow_queryset(self._all_rows())
         return queryset.visible_to(self.principal)
 
+    def _all_rows(self) -> TenantScopedQuerySet:
+        rows = self.queryset.all() if self.queryset is not None else None
+        if not isinstance(rows, TenantScopedQuerySet):
+            raise TypeError(f"{type(self).__name__}.queryset must be a TenantScopedQuerySet")
+        return rows
+
     # --- generic audited writes; views with business rules call service functions instead ---
-    def tenant_for_create(self, serializer) -> Tenant:
+    def tenant_for_create(self, serializer: serializers.BaseSerializer[Any]) -> Tenant:
         """Tenant users always create in their own tenant (a posted ``tenant`` is ignored);
         operators must name one."""
         principal = self.principal
         if not principal.sees_all_tenants:
-            return Tenant.objects.get(pk=principal.tenant_id)
+            return Tenant.objects.get(pk=principal.own_tenant_id())
         tenant = serializer.validated_data.get("tenant")
         if tenant is None:
             raise Invalid("operators must say which tenant owns this", fields={"tenant": ["required"]})
         return tenant
 
-    def perform_create(self, serializer) -> None:
+    def perform_create(self, serializer: serializers.BaseSerializer[Any]) -> None:
         with transaction.atomic():
             instance = serializer.save(tenant=self.tenant_for_create(serializer))
             audit.record(self.actor, f"{self._audit_type()}.create", instance, after=audit.snapshot(instance))
 
-    def perform_update(self, serializer) -> None:
+    def perform_update(self, serializer: serializers.BaseSerializer[Any]) -> None:
         with transaction.atomic():
-            before = audit.snapshot(serializer.instance)
+            before = audit.snapshot(cast(models.Model, serializer.instance))  # an update holds its row
             serializer.validated_data.pop("tenant", None)  # ownership never moves
             instance = serializer.save()
             audit.record(
@@ -102,7 +114,7 @@ class TenantScopedMixin(PrincipalMixin):
                 after=audit.snapshot(instance),
             )
 
-    def perform_destroy(self, instance) -> None:
+    def perform_destroy(self, instance: Any) -> None:  # the row of whichever model the subclass serves
         with transaction.atomic():
             audit.record(
                 self.actor,
@@ -113,7 +125,7 @@ class TenantScopedMixin(PrincipalMixin):
             instance.delete()
 
     def _audit_type(self) -> str:
-        return self.audit_object_type or self.queryset.model._meta.model_name
+        return self.audit_object_type or self._all_rows().model._meta.model_name
 
 
 class TenantScopedModelViewSet(TenantScopedMixin, viewsets.ModelViewSet):

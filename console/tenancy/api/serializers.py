@@ -61,7 +61,8 @@ class ApiTokenSerializer(serializers.ModelSerializer):
 class ApiTokenCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100)
     expires_in_days = serializers.IntegerField(required=False, min_value=1, max_value=366)
-    read_only = serializers.BooleanField(required=False, default=False)
+    # The serializer metaclass pops declared fields, so this field does not shadow `Field.read_only`.
+    read_only = serializers.BooleanField(required=False, default=False)  # type: ignore[assignment]
 
 
 class ApiTokenCreatedSerializer(ApiTokenSerializer):
@@ -98,4 +99,4 @@ class MeSerializer(serializers.Serializer):
     username = serializers.CharField()
     role = serializers.CharField(allow_null=True)
     tenant = TenantSerializer(allow_null=True)
-    read_only = serializers.BooleanField()
+    read_only = serializers.BooleanField()  # type: ignore[assignment]  # popped by the metaclass, as above

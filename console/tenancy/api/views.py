@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, cast
+
 from drf_spectacular.utils import extend_schema
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.decorators import action
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -25,17 +28,20 @@ from console.tenancy.api.serializers import (
     TenantSerializer,
 )
 from console.tenancy.filtersets import ApiTokenFilter, AuditEntryFilter, MembershipFilter
-from console.tenancy.models import ApiToken, AuditEntry, Membership, Role, Tenant
+from console.tenancy.models import ApiToken, AuditEntry, Membership, Role, Tenant, TenantScopedQuerySet
 from console.tenancy.permissions import principal_of
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User as AuthUser  # the AUTH_USER_MODEL
 
 
 class MeView(APIView):
     """The caller's identity, role and tenant."""
 
     @extend_schema(responses=MeSerializer)
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         principal = principal_of(request)
-        tenant = Tenant.objects.filter(pk=principal.tenant_id).first()
+        tenant = Tenant.objects.filter(pk=principal.tenant_id).first() if principal.tenant_id is not None else None
         data = {
             "username": request.user.get_username(),
             "role": principal.role,
@@ -54,7 +60,7 @@ class TenantViewSet(TenantScopedModelViewSet):
     filterset_fields = ["is_active", "slug"]
     ordering_fields = ["name", "created_at"]
 
-    def perform_create(self, serializer) -> None:
+    def perform_create(self, serializer: serializers.BaseSerializer[Any]) -> None:
         data = serializer.validated_data
         serializer.instance = actions.create_tenant(
             self.actor,
@@ -64,12 +70,12 @@ class TenantViewSet(TenantScopedModelViewSet):
             description=data.get("description", ""),
         )
 
-    def perform_update(self, serializer) -> None:
+    def perform_update(self, serializer: serializers.BaseSerializer[Any]) -> None:
         serializer.instance = actions.update_tenant(
-            self.actor, self.principal, serializer.instance, **serializer.validated_data
+            self.actor, self.principal, cast(Tenant, serializer.instance), **serializer.validated_data
         )
 
-    def perform_destroy(self, instance) -> None:
+    def perform_destroy(self, instance: Tenant) -> None:
         actions.delete_tenant(self.actor, self.principal, instance)
 
 
@@ -82,12 +88,12 @@ class MembershipViewSet(TenantScopedModelViewSet):
     filterset_class = MembershipFilter
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
-    def get_serializer_class(self):
+    def get_serializer_class(self) -> type[serializers.BaseSerializer[Any]]:
         if self.action == "partial_update":
             return MembershipUpdateSerializer
         return MembershipSerializer
 
-    def perform_create(self, serializer) -> None:
+    def perform_create(self, serializer: serializers.BaseSerializer[Any]) -> None:
         data = serializer.validated_data
         serializer.instance = actions.create_member(
             self.actor,
@@ -100,7 +106,7 @@ class MembershipViewSet(TenantScopedModelViewSet):
         )
 
     @extend_schema(request=MembershipUpdateSerializer, responses=MembershipSerializer)
-    def partial_update(self, request, *args, **kwargs):
+    def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         membership = self.get_object()
         serializer = MembershipUpdateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -109,7 +115,7 @@ class MembershipViewSet(TenantScopedModelViewSet):
         )
         return Response(MembershipSerializer(membership).data)
 
-    def perform_destroy(self, instance) -> None:
+    def perform_destroy(self, instance: Membership) -> None:
         actions.remove_member(self.actor, self.principal, instance)
 
 
@@ -121,21 +127,21 @@ class ApiTokenViewSet(TenantScopedCreateReadViewSet):
     serializer_class = ApiTokenSerializer
     filterset_class = ApiTokenFilter
 
-    def narrow_queryset(self, queryset):
+    def narrow_queryset(self, queryset: TenantScopedQuerySet) -> TenantScopedQuerySet:
         principal = self.principal
         if principal.role in (Role.OPERATOR, Role.AUDITOR, Role.TENANT_ADMIN):
             return queryset
         return queryset.filter(user_id=principal.user_id)
 
     @extend_schema(request=ApiTokenCreateSerializer, responses={201: ApiTokenCreatedSerializer})
-    def create(self, request, *args, **kwargs):
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         serializer = ApiTokenCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         token, plaintext = actions.issue_token(
             self.actor,
             self.principal,
-            user=request.user,
+            user=cast("AuthUser", request.user),  # ConsolePermission admits only signed-in users
             name=data["name"],
             expires_in_days=data.get("expires_in_days"),
             read_only=data["read_only"],
@@ -145,7 +151,7 @@ class ApiTokenViewSet(TenantScopedCreateReadViewSet):
 
     @extend_schema(request=None, responses=ApiTokenSerializer)
     @action(detail=True, methods=["post"])
-    def revoke(self, request, pk=None):
+    def revoke(self, request: Request, pk: str | None = None) -> Response:
         """Revoke the token now; its next request is refused and its sockets close."""
         token = actions.revoke_token(self.actor, self.principal, self.get_object())
         return Response(ApiTokenSerializer(token).data)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import signal
 import threading
+from argparse import ArgumentParser
+from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
@@ -16,7 +18,7 @@ from console.telemetry.runner import collect_fabrics
 class Command(BaseCommand):
     help = "Collect port counters of lab/OpenSM fabrics, raise events and stream them live."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(
             "--fabric", action="append", help="fabric id or name (repeatable); default: every lab fabric"
         )
@@ -25,7 +27,16 @@ class Command(BaseCommand):
         parser.add_argument("--no-traffic", action="store_true", help="no lab traffic model")
         parser.add_argument("--sweeps", type=int, default=None, help="stop after N sweeps")
 
-    def handle(self, *args, fabric=None, interval=1.0, reader="auto", no_traffic=False, sweeps=None, **options) -> None:
+    def handle(
+        self,
+        *args: Any,
+        fabric: list[str] | None = None,
+        interval: float = 1.0,
+        reader: str = "auto",
+        no_traffic: bool = False,
+        sweeps: int | None = None,
+        **options: Any,
+    ) -> None:
         fabrics = _fabrics(fabric)
         if not fabrics:
             raise CommandError("no fabric to collect (start a lab or give --fabric)")
