@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from console.broadcast import current_seq, token_group, user_group
+from console.fabric.models import ChangeRequest, Fabric
 from console.live.auth import api_token_of, token_from_scope
+from console.telemetry.services import change_progress
 from console.tenancy.models import Principal
 
 CLOSE_UNAUTHENTICATED = 4401
@@ -63,8 +66,6 @@ class AuthenticatedConsumer(AsyncJsonWebsocketConsumer):
 
     @classmethod
     async def decode_json(cls, text_data: str) -> Any:
-        import json
-
         try:
             return json.loads(text_data)
         except ValueError:
@@ -146,8 +147,6 @@ class FabricConsumer(LiveConsumer):
     kind = "fabric"
 
     def allowed(self, object_id: int) -> bool:
-        from console.fabric.models import Fabric
-
         return self.principal.sees_all_tenants and Fabric.objects.filter(pk=object_id).exists()
 
 
@@ -166,13 +165,9 @@ class ChangeConsumer(LiveConsumer):
     kind = "change"
 
     def allowed(self, object_id: int) -> bool:
-        from console.fabric.models import ChangeRequest
-
         return self.principal.sees_all_tenants and ChangeRequest.objects.filter(pk=object_id).exists()
 
     async def after_subscribe(self, object_id: int) -> None:
-        from console.telemetry.services import change_progress
-
         message = await database_sync_to_async(change_progress)(object_id)
         if message is not None:
             await self.send_json(dict(message, group=self.group, seq=0))

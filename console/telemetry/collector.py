@@ -26,12 +26,17 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
+from console.fabric.diags.runner import DiagEnv, DiagError, DiagRunner
+from console.fabric.drivers import driver_for
+from console.fabric.lab.fabrics import lab_for
+from console.fabric.lab.manager import Lab
+from console.fabric.lab.routing import routing_engine_in_use
 from console.fabric.models import Fabric
 from console.telemetry import services, store
 from console.telemetry.alarms import AlarmEngine, AlarmRules, Transition
@@ -43,10 +48,7 @@ from console.telemetry.readers import CounterReader, MadReader, PerfqueryReader,
 from console.telemetry.traffic import Job
 from console.telemetry.workload import Workload
 from console.tenancy.context import Actor
-
-if TYPE_CHECKING:
-    from console.fabric.diags.runner import DiagEnv, DiagRunner
-    from console.fabric.lab.manager import Lab
+from designer.services import revision_graph
 
 log = logging.getLogger(__name__)
 ACTOR = Actor.system("telemetry.collector")
@@ -124,7 +126,6 @@ class FabricCollector:
 
     def setup(self) -> None:
         """Design graph, LIDs from one discovery, the reader, forwarding tables."""
-        from designer.services import revision_graph
 
         graph = revision_graph(self.fabric.revision)
         diags, env = self._diags()
@@ -138,12 +139,9 @@ class FabricCollector:
 
     def _diags(self) -> tuple[DiagRunner, DiagEnv]:
         if self.fabric.driver == Fabric.Driver.LAB:
-            from console.fabric.lab.fabrics import lab_for
-
             self.lab = lab_for(self.fabric)
             runner = self.lab.diags(timeout=30)
             return runner, runner.env
-        from console.fabric.drivers import driver_for
 
         driver = driver_for(self.fabric)
         runner = driver.host.diags(timeout=30)  # type: ignore[attr-defined]
@@ -286,9 +284,6 @@ class FabricCollector:
     def _slow_checks(self, affected: dict[str, list[Any]]) -> list[Transition]:
         out: list[Transition] = []
         if self.lab is not None:
-            from console.fabric.diags.runner import DiagError
-            from console.fabric.lab.routing import routing_engine_in_use
-
             routing = routing_engine_in_use(self.lab)
             out += self.alarms.routing(routing.configured, routing.in_use, routing.fallback)
             passes = self.lab.opensm_log.stat().st_size if self.lab.opensm_log.exists() else 0

@@ -13,6 +13,8 @@ from console.fabric.models import ChangeRequest, Fabric
 from console.telemetry import store
 from console.telemetry.models import FabricEvent
 from console.tenancy.models import Principal
+from scheduling.models import Quota, Reservation
+from scheduling.services.quotas import quota_usage
 
 
 def metrics_allowed(request: HttpRequest, token: str) -> bool:
@@ -72,11 +74,6 @@ def _lines() -> Iterator[str]:
 
 
 def _scheduling() -> Iterator[str]:
-    try:
-        from scheduling.models import Quota, Reservation
-        from scheduling.services.quotas import quota_usage
-    except ImportError:  # scheduling not installed
-        return
     yield "# TYPE ibc_reservations gauge"
     for row in Reservation.objects.values("fabric__name", "tenant__slug", "status").annotate(n=Count("id")):
         yield (

@@ -27,6 +27,7 @@ from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Forbidden
 from console.tenancy.models import Principal
+from scheduling.models import Reservation, ReservationAllocation
 
 FAILED_PUSH = (ChangeRequest.Status.FAILED, ChangeRequest.Status.ROLLED_BACK)
 
@@ -42,7 +43,6 @@ class ReservationNodes:
 
 def ready_reservations(fabric_id: int) -> list[ReservationNodes]:
     """Ready reservations of a fabric with their nodes (allocation order = ring order)."""
-    from scheduling.models import Reservation, ReservationAllocation
 
     rows = Reservation.objects.filter(fabric_id=fabric_id, status=Reservation.Status.READY)
     meta = dict(rows.values_list("pk", "tenant_id"))
@@ -174,8 +174,6 @@ def event_body(event: FabricEvent, principal: Principal | None = None) -> dict[s
 
 
 def _reservations_of_tenant(tenant_id: int | None, ids: list[int]) -> set[int]:
-    from scheduling.models import Reservation
-
     if tenant_id is None or not ids:
         return set()
     return set(Reservation.objects.filter(pk__in=ids, tenant_id=tenant_id).values_list("pk", flat=True))
@@ -286,7 +284,6 @@ def resolve(actor: Actor, principal: Principal, event: FabricEvent) -> FabricEve
 
 def push_failure_transitions(fabric_id: int, since: dt.datetime) -> tuple[list[Transition], dict[str, list]]:
     """Failed or rolled-back changes finished since ``since`` that have no event yet."""
-    from scheduling.models import Reservation
 
     known = set(
         FabricEvent.objects.filter(fabric_id=fabric_id, kind=FabricEvent.Kind.PUSH_FAILED).values_list(

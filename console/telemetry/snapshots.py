@@ -7,18 +7,17 @@ port table (:func:`switch_ports`) follows the same rule: a tenant gets only its 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from console.broadcast import fabric_group, tenant_group
+from console.fabric.models import Fabric
 from console.telemetry import store
 from console.telemetry.linkmap import link_id
 from console.tenancy.errors import NotFound
 from console.tenancy.models import Principal
 from designer.catalogue import generation_rank, width_speed
 from designer.graph import FabricGraph
-
-if TYPE_CHECKING:
-    from console.fabric.models import Fabric
+from designer.services import revision_graph
 
 
 def visible_links(snapshot: dict[str, Any] | None, principal: Principal) -> set[str] | None:
@@ -118,7 +117,6 @@ def switch_ports(fabric: Fabric, switch: str, principal: Principal) -> dict[str,
     its own links (the host links of its ready reservations), so no other tenant's host is ever
     named; a switch without any of them does not exist for it (404), like a link it may not see.
     """
-    from designer.services import revision_graph
 
     graph = revision_graph(fabric.revision)
     sw = graph.switches.get(switch)

@@ -6,8 +6,10 @@ from typing import TypedDict
 
 from celery import shared_task
 
+from console.fabric.lab.fabrics import LabNotRunning
 from console.fabric.models import Fabric
 from console.telemetry import services, store
+from console.telemetry.collector import CollectorOptions, FabricCollector
 
 
 class _TaskOptions(TypedDict):
@@ -32,8 +34,6 @@ COMMON: _TaskOptions = {
 @shared_task(name="telemetry.collect", **COMMON)
 def collect() -> dict[str, str]:
     """One sweep of every lab fabric whose collector process is not running."""
-    from console.fabric.lab.fabrics import LabNotRunning
-    from console.telemetry.collector import CollectorOptions, FabricCollector
 
     out: dict[str, str] = {}
     for fabric in Fabric.objects.filter(driver=Fabric.Driver.LAB).select_related("revision"):

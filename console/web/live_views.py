@@ -17,6 +17,7 @@ from console.tenancy.models import Principal
 from console.web.context import principal_for
 from designer.canvas import AUTO_DETAIL_SWITCHES, CanvasError, canvas_view, group_of
 from designer.services import revision_graph
+from scheduling.models import Reservation
 
 
 def _principal(request: HttpRequest) -> Principal:
@@ -32,8 +33,6 @@ def live_home(request: HttpRequest) -> HttpResponse:
     principal = _principal(request)
     fabric = None
     if not principal.sees_all_tenants and principal.tenant_id is not None:
-        from scheduling.models import Reservation
-
         mine = Reservation.objects.filter(tenant_id=principal.tenant_id, status=Reservation.Status.READY)
         fabric_id = mine.order_by("-pk").values_list("fabric_id", flat=True).first()
         fabric = Fabric.objects.filter(pk=fabric_id).first() if fabric_id else None
