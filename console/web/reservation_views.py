@@ -12,6 +12,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db.models import Sum
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -186,20 +187,22 @@ def reservation_quotas(request: HttpRequest) -> HttpResponse:
                     f"{quota.guaranteed_gpus} guaranteed + {quota.borrow_limit_gpus} borrowable.",
                 )
         return redirect("web:reservation-quotas")
+    # A fixed number of queries whatever the pools × tenants grid holds (tests/platform/test_query_counts.py).
     existing = {(q.tenant_id, q.pool_id): q for q in Quota.objects.visible_to(principal)}
-    pools = list(Pool.objects.select_related("fabric").order_by("name"))
-    capacity = {p.pk: quotas.pool_capacity_gpus(p) for p in pools}
+    usages = quotas.quota_usages(existing.values())
+    pools = list(Pool.objects.select_related("fabric").annotate(capacity_gpus=Sum("nodes__gpus")).order_by("name"))
+    tenants = list(Tenant.objects.order_by("name"))
     rows = []
     for pool in pools:
-        for tenant in Tenant.objects.order_by("name"):
+        for tenant in tenants:
             quota = existing.get((tenant.pk, pool.pk))
             rows.append(
                 {
                     "pool": pool,
                     "tenant": tenant,
                     "quota": quota,
-                    "usage": quotas.quota_usage(quota) if quota else None,
-                    "capacity": capacity[pool.pk],
+                    "usage": usages[quota.pk] if quota else None,
+                    "capacity": pool.capacity_gpus or 0,
                 }
             )
     return _page(request, "web/reservations_quotas.html", principal, "quotas", rows=rows, can_write=principal.can_write)
