@@ -20,6 +20,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from console.fabric.discovery import services as discovery
 from console.fabric.models import ChangeRequest, ChangeStep, DiscoveryRun, Fabric, FabricPartition, PortAdminState
 from console.telemetry.models import FabricEvent
 from console.tenancy import actions
@@ -27,7 +28,7 @@ from console.tenancy.context import Actor
 from console.tenancy.models import Membership, Principal, Role, Tenant
 from designer import services as designer_services
 from scheduling.models import Node, Pool, Quota, Reservation
-from scheduling.services import reservations
+from scheduling.services import quotas, reservations
 from tests.scheduling.conftest import give_quota, make_fabric, make_pool, request_for
 
 pytestmark = pytest.mark.django_db
@@ -181,3 +182,24 @@ def test_tenant_list_costs_do_not_grow_with_the_data(name, world, client, django
     # then tenant 0's lists cost no more queries
     with django_assert_max_num_queries(len(small.captured_queries)):
         _get(client, url)
+
+
+def test_the_batched_reads_answer_what_the_per_row_reads_do(world):
+    world.grow(SMALL + 1)
+    # the newest discovery of every fabric (none for a fabric never discovered)
+    fabrics = list(Fabric.objects.all())
+    assert discovery.latest_runs(fabrics) == {
+        f.pk: run for f in fabrics if (run := discovery.latest_run(f)) is not None
+    }
+    assert {run.compare["ok"] for run in discovery.latest_runs(fabrics).values()} == {False}
+    # the usage of every quota: what usage() sweeps for each, one quota at a time
+    now = timezone.now()
+    batched = quotas.quota_usages(Quota.objects.all(), now=now)
+    for quota in Quota.objects.all():
+        second = now + dt.timedelta(seconds=1)
+        assert batched[quota.pk]["used_gpus"] == quotas.usage(quota.tenant_id, quota.pool_id, now, second)
+        assert batched[quota.pk]["borrowed_gpus"] == quotas.usage(
+            quota.tenant_id, quota.pool_id, now, second, borrowed_only=True
+        )
+        assert batched[quota.pk]["peak_future_gpus"] == quotas.usage(quota.tenant_id, quota.pool_id, now)
+    assert sum(u["used_gpus"] for u in batched.values()) == 8 * (SMALL + 1)
