@@ -130,11 +130,14 @@ LISTS: dict[str, Callable[[World], str]] = {
     "page tokens": lambda w: reverse("web:tokens"),
     "page fabrics": lambda w: reverse("web:fabrics"),
     "page home": lambda w: reverse("web:home"),
+    "page designer": lambda w: reverse("web:designer"),
+    "page live": lambda w: reverse("web:live"),
 }
 
 
 def _get(client, url: str) -> None:
-    response = client.get(url, HTTP_ACCEPT="application/json" if url.startswith("/api/") else "text/html")
+    api = url.startswith("/api/")
+    response = client.get(url, HTTP_ACCEPT="application/json" if api else "text/html", follow=not api)
     assert response.status_code == 200, (url, response.content[:500])
 
 
@@ -155,7 +158,16 @@ def test_operator_list_costs_do_not_grow_with_the_data(name, world, client, djan
 
 
 #: What a tenant admin lists: its own rows, among other tenants' (which must not cost it either).
-TENANT_LISTS = ["api pools", "api quotas", "api reservations", "api members", "api audit", "api events", "page reserve"]
+TENANT_LISTS = [
+    "api pools",
+    "api quotas",
+    "api reservations",
+    "api members",
+    "api audit",
+    "api events",
+    "page reserve",
+    "page live",
+]
 
 
 @pytest.mark.parametrize("name", TENANT_LISTS)
