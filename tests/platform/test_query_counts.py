@@ -58,7 +58,7 @@ class World:
             self.size += 1
             tenant = Tenant.objects.create(name=f"Tenant {i}", slug=f"tenant-{i}")
             self.tenants.append(tenant)
-            user = User.objects.create_user(f"admin-{i}", password="pw-12345678")
+            user = User.objects.create_user(f"admin-{i}")  # no password to hash: the tests force_login
             Membership.objects.create(user=user, role=Role.TENANT_ADMIN, tenant=tenant)
             self.admins.append(user)
             self.pools.append(make_pool(self.fabric, f"pool-{i}", self.nodes[2 * i : 2 * i + 2]))
