@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from django.db.models import Sum
 from drf_spectacular.types import OpenApiTypes
@@ -82,7 +83,7 @@ class QuotaUsageSerializer(serializers.Serializer):
 class QuotaListSerializer(serializers.ListSerializer):
     """A page of quotas: their usages come from one query, not three per quota."""
 
-    def to_representation(self, data):
+    def to_representation(self, data: Any) -> list[Any]:
         rows = list(data.all() if hasattr(data, "all") else data)
         self.context["quota_usages"] = quotas.quota_usages(rows)
         return super().to_representation(rows)

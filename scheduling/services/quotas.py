@@ -92,7 +92,7 @@ def quota_usages(quota_rows: Iterable[Quota], *, now: dt.datetime | None = None)
             "tenant_id", "pool_id", "start", "end", "gpus", "borrowed"
         ):
             windows.setdefault((tenant_id, pool_id), []).append((start, end, gpus, borrowed))
-    result = {}
+    result: dict[int, dict[str, int]] = {}
     for quota in quota_rows:
         held = windows.get((quota.tenant_id, quota.pool_id), [])
         # the same windows usage() sweeps: [now, now + 1 s) for "now", [now, ∞) for the future peak

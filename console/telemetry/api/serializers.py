@@ -3,6 +3,8 @@ the documented shape of a switch's port table."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from console.telemetry.models import FabricEvent
@@ -13,7 +15,7 @@ from scheduling.models import Reservation
 class FabricEventListSerializer(serializers.ListSerializer):
     """A page of events: which of their reservations a tenant may see comes from one query."""
 
-    def to_representation(self, data):
+    def to_representation(self, data: Any) -> list[Any]:
         rows = list(data.all() if hasattr(data, "all") else data)
         principal = self.child._principal()
         if principal is not None and not principal.sees_all_tenants:
