@@ -9,8 +9,42 @@ from rest_framework.test import APIClient
 from console.tenancy import actions
 from console.tenancy.context import Actor
 from console.tenancy.models import Membership, Principal, Role, Tenant
+from tests import needs
 
 User = get_user_model()
+_tally = needs.Tally()
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "needs(what): skipped without it (lab, postgresql, traces), failed when CONSOLE_REQUIRE_<WHAT>=1"
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Skip, or under CONSOLE_REQUIRE_<WHAT>=1 fail, a test whose environment is missing."""
+    needs.check(item)
+
+
+def pytest_collection_finish(session):
+    _tally.collected(session.items)
+
+
+def pytest_runtest_logreport(report):
+    _tally.report(report)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A run that demands the lab (say) fails when none of its lab tests passed."""
+    unmet = _tally.unmet()
+    if unmet and exitstatus == pytest.ExitCode.OK:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
+            for line in unmet:
+                reporter.write_line(f"ERROR: {line}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_collection_modifyitems(config, items):

@@ -40,9 +40,11 @@ def _lab_state(fabric: Fabric) -> dict:
 def fabrics(request: HttpRequest) -> HttpResponse:
     """Every managed fabric: driver, bound design revision, lab state, last discovery."""
     _can_run(request)
+    fabrics = list(Fabric.objects.select_related("revision__design"))
+    runs = discovery.latest_runs(fabrics)
     rows = []
-    for fabric in Fabric.objects.select_related("revision__design"):
-        run = discovery.latest_run(fabric)
+    for fabric in fabrics:
+        run = runs.get(fabric.pk)
         rows.append(
             {
                 "fabric": fabric,

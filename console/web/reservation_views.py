@@ -15,7 +15,7 @@ from typing import Any
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import QuerySet
+from django.db.models import QuerySet, Sum
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -185,20 +185,22 @@ def reservation_quotas(request: HttpRequest) -> HttpResponse:
                     f"{quota.guaranteed_gpus} guaranteed + {quota.borrow_limit_gpus} borrowable.",
                 )
         return redirect("web:reservation-quotas")
+    # A fixed number of queries whatever the pools × tenants grid holds (tests/platform/test_query_counts.py).
     existing = {(q.tenant_id, q.pool_id): q for q in Quota.objects.visible_to(principal)}
-    pools = list(Pool.objects.select_related("fabric").order_by("name"))
-    capacity = {p.pk: quotas.pool_capacity_gpus(p) for p in pools}
+    usages = quotas.quota_usages(existing.values())
+    pools = list(Pool.objects.select_related("fabric").annotate(capacity_gpus=Sum("nodes__gpus")).order_by("name"))
+    tenants = list(Tenant.objects.order_by("name"))
     rows = []
     for pool in pools:
-        for tenant in Tenant.objects.order_by("name"):
+        for tenant in tenants:
             tenant_quota = existing.get((tenant.pk, pool.pk))
             rows.append(
                 {
                     "pool": pool,
                     "tenant": tenant,
                     "quota": tenant_quota,
-                    "usage": quotas.quota_usage(tenant_quota) if tenant_quota else None,
-                    "capacity": capacity[pool.pk],
+                    "usage": usages[tenant_quota.pk] if tenant_quota else None,
+                    "capacity": pool.capacity_gpus or 0,
                 }
             )
     return _page(request, "web/reservations_quotas.html", principal, "quotas", rows=rows, can_write=principal.can_write)

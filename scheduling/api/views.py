@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from django.db.models import Count, Sum
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
@@ -52,7 +53,12 @@ class PoolViewSet(
 
     global_reason = "pools group the operator's nodes; tenants hold quotas in them, not pools"
     write_roles = OPERATORS
-    queryset = Pool.objects.select_related("fabric")
+    # Counted in SQL (no query per pool); a GROUP BY ignores Meta.ordering, so it is restated.
+    queryset = (
+        Pool.objects.select_related("fabric")
+        .annotate(annotated_node_count=Count("nodes", distinct=True), annotated_gpus=Sum("nodes__gpus"))
+        .order_by("fabric", "name")  # Pool.Meta.ordering
+    )
     serializer_class = PoolSerializer
     filterset_fields = ["fabric", "kind"]
     ordering_fields = ["name", "created_at"]

@@ -77,18 +77,39 @@ def usage(
 
 def quota_usage(quota: Quota, *, now: dt.datetime | None = None) -> dict[str, int]:
     """Guarantee, limit, GPUs used now (and borrowed), the future peak and the headroom now."""
+    return quota_usages([quota], now=now)[quota.pk]
+
+
+def quota_usages(quota_rows: Iterable[Quota], *, now: dt.datetime | None = None) -> dict[int, dict[str, int]]:
+    """:func:`quota_usage` of many quotas by quota id, from one query (list pages and endpoints)."""
     now = now or timezone.now()
     second = now + dt.timedelta(seconds=1)
-    used_now = usage(quota.tenant_id, quota.pool_id, now, second)
-    return {
-        "guaranteed_gpus": quota.guaranteed_gpus,
-        "borrow_limit_gpus": quota.borrow_limit_gpus,
-        "limit_gpus": quota.limit_gpus,
-        "used_gpus": used_now,
-        "borrowed_gpus": usage(quota.tenant_id, quota.pool_id, now, second, borrowed_only=True),
-        "peak_future_gpus": usage(quota.tenant_id, quota.pool_id, now),
-        "headroom_gpus": max(0, quota.limit_gpus - used_now),
-    }
+    quota_rows = list(quota_rows)
+    windows: dict[tuple[int, int], list[tuple[dt.datetime, dt.datetime, int, bool]]] = {}
+    if quota_rows:
+        live = Reservation.objects.live().filter(
+            tenant_id__in={q.tenant_id for q in quota_rows}, pool_id__in={q.pool_id for q in quota_rows}, end__gt=now
+        )
+        for tenant_id, pool_id, start, end, gpus, borrowed in live.values_list(
+            "tenant_id", "pool_id", "start", "end", "gpus", "borrowed"
+        ):
+            windows.setdefault((tenant_id, pool_id), []).append((start, end, gpus, borrowed))
+    result: dict[int, dict[str, int]] = {}
+    for quota in quota_rows:
+        held = windows.get((quota.tenant_id, quota.pool_id), [])
+        # the same windows usage() sweeps: [now, now + 1 s) for "now", [now, ∞) for the future peak
+        this_second = [(max(s, now), min(e, second), g, b) for s, e, g, b in held if s < second]
+        used_now = peak_usage((s, e, g) for s, e, g, _ in this_second)
+        result[quota.pk] = {
+            "guaranteed_gpus": quota.guaranteed_gpus,
+            "borrow_limit_gpus": quota.borrow_limit_gpus,
+            "limit_gpus": quota.limit_gpus,
+            "used_gpus": used_now,
+            "borrowed_gpus": peak_usage((s, e, g) for s, e, g, b in this_second if b),
+            "peak_future_gpus": peak_usage((max(s, now), e, g) for s, e, g, _ in held),
+            "headroom_gpus": max(0, quota.limit_gpus - used_now),
+        }
+    return result
 
 
 def pool_capacity_gpus(pool: Pool) -> int:

@@ -6,19 +6,20 @@ import csv
 import io
 import json
 import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
+from console.fabric.lab.spec import find_umad2sim
 from designer.errors import ParseError, UnknownItemError
 from designer.exports import FORMATS, export
 from designer.hostlist import compress
 from designer.imports import graph_from_dict, graph_from_ibnetdiscover, parse_ibnetdiscover
 from designer.serialize import graph_to_dict
 from tests.designer.conftest import graph_identity
+from tests.needs import needs
 
 GOLDEN_SWITCH = """\
 vendid=0x2c9
@@ -233,28 +234,34 @@ def test_hostlist_compress():
     assert compress(["su01-n01"]) == "su01-n01"
 
 
-UMAD2SIM = Path("/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so")
+def _ibsim_ready(sim: subprocess.Popen[bytes], log: Path, sockname: str) -> bool:
+    """ibsim said it is ready and its control socket is bound (a failed start fails the test)."""
+    assert sim.poll() is None, log.read_text(errors="replace")[-500:]
+    with open("/proc/net/unix") as fh:
+        # abstract sockets show as "@name:ctl@" (the trailing NUL of the name)
+        bound = any(line.split()[-1].rstrip("@") == f"@{sockname}:ctl" for line in fh if line.strip())
+    return bound and "Network simulator ready" in log.read_text(errors="replace")
 
 
-@pytest.mark.skipif(
-    not (shutil.which("ibsim") and shutil.which("ibnetdiscover") and UMAD2SIM.exists()),
-    reason="ibsim lab tools not installed",
-)
+@pytest.mark.lab
+@needs("lab")
 def test_ibsim_loads_export_and_discovery_round_trips(one_su, catalogue, tmp_path):
-    # given the planned 1-SU fabric as an ibsim net file
+    # given the planned 1-SU fabric as an ibsim net file, simulated by ibsim
     net = tmp_path / "fabric.net"
     net.write_text(export(one_su, "ibnetdiscover")[0])
-    env = dict(os.environ, IBSIM_SOCKNAME=f"designer-test-{os.getpid()}")
-    sim = subprocess.Popen(
-        ["ibsim", "-s", "-n", str(net)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-    )
+    sockname = f"designer-test-{os.getpid()}"
+    env = dict(os.environ, IBSIM_SOCKNAME=sockname)
+    log = tmp_path / "ibsim.log"
+    with open(log, "wb") as out:
+        sim = subprocess.Popen(
+            ["ibsim", "-s", "-n", str(net)], env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
     try:
-        time.sleep(1.5)
-        env.update(LD_PRELOAD=str(UMAD2SIM), SIM_HOST="H-0002c90300000000")
+        deadline = time.monotonic() + 30
+        while not _ibsim_ready(sim, log, sockname):
+            assert time.monotonic() < deadline, "ibsim did not become ready"
+            time.sleep(0.05)
+        env.update(LD_PRELOAD=find_umad2sim(), SIM_HOST="H-0002c90300000000")
         out = subprocess.run(["ibnetdiscover"], env=env, capture_output=True, text=True, timeout=60, check=True).stdout
     finally:
         sim.kill()

@@ -9,10 +9,11 @@ the SIGHUP, the worst moment: the file is live but OpenSM has not read it.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
-import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from django.conf import settings
 from django.db import connection
 
 from console.fabric import changes
-from console.fabric.changes.pipeline import reap_stuck_changes
+from console.fabric.changes.pipeline import lease_seconds, reap_stuck_changes
 from console.fabric.models import AppliedState, ChangeRequest, ChangeStep
 from console.fabric.tasks import apply_change_task
 from console.tenancy.models import AuditEntry
@@ -31,6 +32,10 @@ from tests.fabric.pipeline_fixtures import OPERATOR, SYSTEM, hca_guids, lids, wa
 
 pytestmark = [requires_lab, pytest.mark.lab, pytest.mark.timeout(240), pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
+# What a Celery worker logs (INFO) when it gets a task, and when the task returns (with the repr
+# of its result).
+RECEIVED = re.compile(r"Task fabric\.apply_change\[([0-9a-f-]+)\] received")
+SUCCEEDED = re.compile(r"Task fabric\.apply_change\[([0-9a-f-]+)\] succeeded in [0-9.e-]+s: (.*)")
 
 
 def test_database_url() -> str:
@@ -113,6 +118,23 @@ def workers(tmp_path):
         w.stop()
 
 
+def tasks_received(log: Path) -> list[str]:
+    """Ids of the ``fabric.apply_change`` tasks a worker got, in order."""
+    return RECEIVED.findall(log.read_text(errors="replace"))
+
+
+def task_runs(log: Path) -> dict[str, str]:
+    """``fabric.apply_change`` tasks a worker finished, by task id: the repr of what each returned."""
+    return dict(SUCCEEDED.findall(log.read_text(errors="replace")))
+
+
+def reap_until_requeued(timeout: float) -> dict[str, list[int]]:
+    """Run the reaper (as beat does) until it requeues something; its answer then."""
+    answers: list[dict[str, list[int]]] = []
+    wait_for(lambda: answers.append(reap_stuck_changes()) or answers[-1]["requeued"], timeout=timeout, interval=0.2)
+    return answers[-1]
+
+
 def test_kill_9_mid_push_then_restart_completes_exactly_once(start_lab, make_fabric, workers):
     lab = start_lab("crash")
     fabric = make_fabric(
@@ -136,17 +158,25 @@ def test_kill_9_mid_push_then_restart_completes_exactly_once(start_lab, make_fab
     change = changes.request_change(SYSTEM, OPERATOR, fabric, reason="crash test")
     wait_for(lambda: ChangeStep.objects.filter(change=change, name="reload", status="running").exists(), timeout=60)
     assert "res-7=0x0011" in lab.artefacts.read("partitions.conf")  # swapped, not yet reloaded
-    # when the worker is killed -9 and a new one starts after the lease expired
+    held = ChangeRequest.objects.get(pk=change.pk)
+    assert held.attempts == 1 and held.lease_owner.startswith("crash-a@"), held.lease_owner
+    [first_task] = tasks_received(first.log)
+    assert first_task.startswith(held.lease_owner.rsplit("/", 1)[1])  # the lease is A's task's (maybe cut)
+    # when the worker is killed -9 and a new one starts
     first.kill9()
     assert ChangeRequest.objects.get(pk=change.pk).status == "applying"
-    workers("crash-b")
-    time.sleep(4.5)
-    reaped = reap_stuck_changes()
+    second = workers("crash-b")
+    # then the reaper leaves the change alone while A's lease lives, and requeues it once it expired
+    assert reap_stuck_changes(now=held.lease_expires_at - timedelta(seconds=1))["requeued"] == []
+    reaped = reap_until_requeued(timeout=lease_seconds(fabric) + 30)
     assert reaped["requeued"] == [change.pk], reaped
-    # then the change completes on the new worker, exactly once
+    # and the change completes on worker B, by another task than A's, exactly once
     done = wait_for(lambda: (c := ChangeRequest.objects.get(pk=change.pk)).is_terminal and c, timeout=60)
     assert done.status == "applied", (done.error, list(done.steps.values("name", "status", "log")))
     assert done.attempts == 2
+    runs = wait_for(lambda: task_runs(second.log), timeout=30)
+    assert list(runs.values()) == ["'applied'"] and first_task not in runs, runs
+    assert not task_runs(first.log)  # A never finished anything
     lost = done.steps.get(name="reload", status="failed")
     assert "worker lost" in lost.log
     attempt2 = [s.name for s in done.steps.filter(seq__gt=lost.seq)]
@@ -154,9 +184,10 @@ def test_kill_9_mid_push_then_restart_completes_exactly_once(start_lab, make_fab
     assert "unfinished earlier push" in done.steps.filter(name="reload").last().log
     assert lab.diags().pkeys(lids(lab)["hca02"]).membership(0x0011) == "limited"
     assert AppliedState.objects.get(fabric=fabric).change_id == change.pk
-    # a redelivered copy of the task (what the broker does after the visibility timeout) is a no-op
-    apply_change_task.apply_async(kwargs={"change_id": change.pk})
-    time.sleep(2)
+    # a redelivered copy of the task (what the broker does after the visibility timeout) runs on
+    # worker B and is a no-op
+    copy = apply_change_task.apply_async(kwargs={"change_id": change.pk})
+    assert wait_for(lambda: task_runs(second.log).get(copy.id), timeout=30) == "None"
     assert AuditEntry.objects.filter(action="fabric.change.applied", object_id=str(change.pk)).count() == 1
     assert AuditEntry.objects.filter(action="fabric.change.requeue").count() == 1
     assert not ChangeRequest.objects.exclude(status__in=ChangeRequest.TERMINAL).exists()

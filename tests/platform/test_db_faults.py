@@ -28,13 +28,14 @@ from console.tenancy.context import Actor
 from console.tenancy.models import AuditEntry, Principal, Role, Tenant
 from scheduling.models import Node, Reservation, ReservationAllocation
 from tests.fabric.lab_fixtures import lab_data_dir  # noqa: F401
+from tests.needs import needs
 from tests.scheduling.conftest import give_quota, make_fabric, make_pool
 from tests.servers import SERVER_APPLICATION_NAME, processes, web, wsgi  # noqa: F401
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.timeout(180),
-    pytest.mark.skipif(connection.vendor != "postgresql", reason="needs PostgreSQL"),
+    needs("postgresql"),
 ]
 
 

@@ -13,11 +13,12 @@ from django.utils import timezone
 
 from console.tenancy.models import Role, Tenant
 from scheduling.models import GPU, Node, Reservation, ReservationAllocation
+from tests.needs import needs
 from tests.scheduling.conftest import give_quota, make_fabric, make_pool
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(connection.vendor != "postgresql", reason="needs PostgreSQL"),
+    needs("postgresql"),
 ]
 THREADS = 16
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from io import StringIO
-from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -16,9 +15,8 @@ from scheduling.placement import rail_optimized
 from scheduling.replay import RESULT_KEYS
 from scheduling.services import inventory
 from scheduling.services.topology import topology_for_pool, topology_from_graph
+from tests.needs import TRACES, needs
 from tests.scheduling.conftest import give_quota, make_fabric, make_pool
-
-TRACES = Path("/work/shared/traces")
 
 
 @pytest.mark.smoke
@@ -95,6 +93,7 @@ def test_demo_seed_creates_pool_quotas_and_live_reservations():
 
 
 @pytest.mark.smoke
+@needs("traces")
 @pytest.mark.django_db  # operators' catalogue overrides are read
 def test_replay_cli_prints_the_replay_keys():
     out = StringIO()
@@ -119,6 +118,7 @@ def test_replay_cli_prints_the_replay_keys():
     assert result["jobs"]["submitted"] == 40
 
 
+@needs("traces")
 @pytest.mark.django_db
 def test_replay_cli_accepts_a_saved_design_and_refuses_nonsense(fat_tree):
     out = StringIO()

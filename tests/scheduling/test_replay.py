@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from scheduling.placement import rail_optimized
 from scheduling.replay import RESULT_KEYS, TraceJob, load_kalos, replay, simulate
+from tests.needs import TRACES, needs
 
-KALOS = Path("/work/shared/traces/kalos_jobs.csv")
-needs_traces = pytest.mark.skipif(not KALOS.exists(), reason="shared traces not present")
+KALOS = TRACES / "kalos_jobs.csv"
+needs_traces = needs("traces")
 
 
 def test_fifo_with_easy_backfill_never_delays_the_head():

@@ -13,11 +13,11 @@ from scheduling.replay import (
     load_kalos,
     load_trace,
 )
+from tests.needs import TRACES, needs
 
-TRACES = Path("/work/shared/traces")
 KALOS = TRACES / "kalos_jobs.csv"
 ALIBABA = TRACES / "alibaba_openb_pods.csv"
-needs_traces = pytest.mark.skipif(not KALOS.exists(), reason="shared traces not present")
+needs_traces = needs("traces")
 
 
 @needs_traces

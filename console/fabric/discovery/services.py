@@ -10,12 +10,14 @@ engine OpenSM really uses, and compares with the design — all on one :class:`D
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from django.db import transaction
+from django.db.models import OuterRef, Subquery
 
 from console.fabric.diags.runner import DiagEnv, DiagError, DiagRunner
 from console.fabric.discovery.compare import (
@@ -165,6 +167,13 @@ def discover(fabric: Fabric, *, actor: Actor) -> DiscoveryRun:
 def latest_run(fabric: Fabric) -> DiscoveryRun | None:
     """The fabric's most recent discovery, if any."""
     return DiscoveryRun.objects.filter(fabric=fabric).order_by("-created_at", "-id").first()
+
+
+def latest_runs(fabrics: Iterable[Fabric]) -> dict[int, DiscoveryRun]:
+    """:func:`latest_run` of many fabrics by fabric id, in one query (the fabrics page)."""
+    newest = DiscoveryRun.objects.filter(fabric=OuterRef("pk")).order_by("-created_at", "-id").values("pk")[:1]
+    latest_ids = Fabric.objects.filter(pk__in=[f.pk for f in fabrics]).annotate(run=Subquery(newest)).values("run")
+    return {run.fabric_id: run for run in DiscoveryRun.objects.filter(pk__in=latest_ids)}
 
 
 def compare(fabric: Fabric, run: DiscoveryRun | None = None) -> dict[str, Any]:

@@ -3,11 +3,29 @@ the documented shape of a switch's port table."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from console.telemetry.models import FabricEvent
 from console.telemetry.services import event_body
 from console.tenancy.models import Principal
+from scheduling.models import Reservation
+
+
+class FabricEventListSerializer(serializers.ListSerializer):
+    """A page of events: which of their reservations a tenant may see comes from one query."""
+
+    def to_representation(self, data: Any) -> list[Any]:
+        rows = list(data.all() if hasattr(data, "all") else data)
+        child = self.child
+        assert isinstance(child, FabricEventSerializer)
+        principal = child._principal()
+        if principal is not None and not principal.sees_all_tenants and principal.tenant_id is not None:
+            ids = {pk for event in rows for pk in event.reservations}
+            own = Reservation.objects.filter(pk__in=ids, tenant_id=principal.tenant_id).values_list("pk", flat=True)
+            self.context["own_reservations"] = set(own) if ids else set()
+        return super().to_representation(rows)
 
 
 class FabricEventSerializer(serializers.ModelSerializer):
@@ -33,6 +51,7 @@ class FabricEventSerializer(serializers.ModelSerializer):
             "resolution",
         ]
         read_only_fields = fields
+        list_serializer_class = FabricEventListSerializer
 
     def _principal(self) -> Principal | None:
         view = self.context.get("view")
@@ -40,13 +59,16 @@ class FabricEventSerializer(serializers.ModelSerializer):
         return principal
 
     def get_reservations(self, obj: FabricEvent) -> list[int]:
+        own = self.context.get("own_reservations")
+        if own is not None:  # a tenant's page: its own reservations, looked up once for the page
+            return [pk for pk in obj.reservations if pk in own]
         return event_body(obj, self._principal())["reservations"]
 
     def get_tenants(self, obj: FabricEvent) -> list[int]:
         principal = self._principal()
         if principal is None or not principal.sees_all_tenants:
             return [principal.tenant_id] if principal and principal.tenant_id else []
-        return sorted(obj.tenants.values_list("pk", flat=True))
+        return sorted(tenant.pk for tenant in obj.tenants.all())  # prefetched by the viewset
 
 
 class PortPeerSerializer(serializers.Serializer):

@@ -33,7 +33,7 @@ class FabricEventViewSet(TenantScopedReadOnlyViewSet):
     """Fabric events: operators and auditors see all; a tenant only events touching its
     reservations. Operators acknowledge and resolve (audited, streamed)."""
 
-    queryset = FabricEvent.objects.all()
+    queryset = FabricEvent.objects.prefetch_related("tenants")
     serializer_class = FabricEventSerializer
     filterset_fields = ["fabric", "kind", "status", "severity"]
     write_roles = frozenset({Role.OPERATOR})
