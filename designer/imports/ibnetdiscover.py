@@ -266,5 +266,8 @@ def _tiers(graph: FabricGraph, disc: Discovery, inference: Inference, names_of: 
         graph.meta["sharp"] = sorted(names_of[s] for s in inference.sharp)
     if inference.rails:
         graph.meta["rails"] = len(set(inference.rails.values()))
-    if not same_rank and inference.levels <= 3:
+    # Only a balanced tree is claimed for ftree: an imbalanced one is reported as findings with
+    # counts (OpenSM would fall back to minhop), not turned into routing-rule errors.
+    balanced = not any(f.code == "imbalance" for f in inference.findings)
+    if not same_rank and inference.levels <= 3 and balanced:
         graph.meta["routing"] = "ftree"

@@ -27,6 +27,13 @@ def tier_name(rank: int) -> str:
     return TIER_NAMES[rank] if rank < len(TIER_NAMES) else f"tier{rank}"
 
 
+def plural(tier: str, n: int = 2) -> str:
+    """leaf → leaves, spine → spines."""
+    if n == 1:
+        return tier
+    return "leaves" if tier == "leaf" else f"{tier}s"
+
+
 def host_and_hca(node: IbNode, shared: set[str]) -> tuple[str, str]:
     """(host, HCA name) from a CA's description; a vendor default shared by many CAs names none."""
     m = _HOST_HCA.match(node.desc)
@@ -123,7 +130,7 @@ def infer(disc: Discovery, names: dict[str, str] | None = None) -> Inference:
                 queue.append(nxt)
     for sid in switch_ids:
         out.rank.setdefault(sid, 0)
-    _rails_and_units(out, hosts_on, shared_descriptions(disc.cas))
+    _rails_and_units(out, hosts_on, shared_descriptions(disc.cas), {k: label(v) for k, v in by_id.items()})
     _oversubscription(out, gbps)
     _imbalance(out, adjacency, by_id, label)
     _degraded(out, disc, label)
@@ -135,7 +142,9 @@ def _back_rate(peer: IbNode, peer_port: int) -> str:
     return back.rate if back is not None else ""
 
 
-def _rails_and_units(out: Inference, hosts_on: dict[str, list[IbNode]], shared: set[str]) -> None:
+def _rails_and_units(
+    out: Inference, hosts_on: dict[str, list[IbNode]], shared: set[str], labels: dict[str, str]
+) -> None:
     hcas_of: dict[str, set[str]] = defaultdict(set)
     index_of: dict[str, Counter[int]] = {}
     hosts_of: dict[str, set[str]] = {}
@@ -161,8 +170,8 @@ def _rails_and_units(out: Inference, hosts_on: dict[str, list[IbNode]], shared: 
             out.findings.append(
                 Finding(
                     "rail-mixed",
-                    leaf,
-                    f"leaf {leaf} serves rail {index} ({n} HCAs) and "
+                    labels[leaf],
+                    f"leaf {labels[leaf]} serves rail {index} ({n} HCAs) and "
                     + ", ".join(f"HCA index {i} ({c})" for i, c in sorted(counts.items()) if i != index),
                 )
             )
@@ -222,14 +231,14 @@ def _imbalance(out: Inference, adjacency: dict[str, Counter[str]], by_id: dict[s
             if len(spread) == 1 and total == usual:
                 continue
             parts = ", ".join(
-                f"{n} link{'s' if n > 1 else ''} to {k} {upper}{'s' if k > 1 else ''}"
+                f"{n} link{'s' if n > 1 else ''} to {k} {plural(upper, k)}"
                 for n, k in sorted(spread.items(), reverse=True)
             )
             out.findings.append(
                 Finding(
                     "imbalance",
                     label(by_id[sw]),
-                    f"{tier_name(r)} {label(by_id[sw])} sends {total} uplinks ({parts}); most {tier_name(r)}s send {usual}",
+                    f"{tier_name(r)} {label(by_id[sw])} sends {total} uplinks ({parts}); most {plural(tier_name(r))} send {usual}",
                 )
             )
 

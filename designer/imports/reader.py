@@ -147,7 +147,7 @@ def read_topology(text: str) -> Discovery:
             continue
         if line.startswith("#"):
             continue
-        if line.startswith("["):
+        if line.startswith("[") and not _PROMPT.match(line):
             if current is None:
                 raise ParseError("port line outside a Switch/Ca record", line=lineno, text=raw)
             current.ports.append(_port_line(current, line, lineno, raw))
