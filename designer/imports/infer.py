@@ -96,7 +96,11 @@ def infer(disc: Discovery, names: dict[str, str] | None = None) -> Inference:
     """Infer tiers, rails, SUs, oversubscription, imbalance and rates of one discovery."""
     names = names or {}
 
+    shared = shared_descriptions(disc.cas)
+
     def label(node: IbNode) -> str:
+        if node.kind == "Ca" and node.node_id not in names:
+            return " ".join(p for p in host_and_hca(node, shared) if p)
         return names.get(node.node_id) or node.desc or node.node_id
 
     out = Inference()
@@ -130,7 +134,7 @@ def infer(disc: Discovery, names: dict[str, str] | None = None) -> Inference:
                 queue.append(nxt)
     for sid in switch_ids:
         out.rank.setdefault(sid, 0)
-    _rails_and_units(out, hosts_on, shared_descriptions(disc.cas), {k: label(v) for k, v in by_id.items()})
+    _rails_and_units(out, hosts_on, shared, {k: label(v) for k, v in by_id.items()})
     _oversubscription(out, gbps)
     _imbalance(out, adjacency, by_id, label)
     _degraded(out, disc, label)
@@ -244,19 +248,26 @@ def _imbalance(out: Inference, adjacency: dict[str, Counter[str]], by_id: dict[s
 
 
 def _degraded(out: Inference, disc: Discovery, label: Any) -> None:
-    """A link below what both its ends run elsewhere (narrower, or SDR when they run faster)."""
+    """A link below what both its ends run elsewhere (narrower, or SDR when they run faster).
+
+    Either end's report counts: ibnetdiscover prints each link from both sides, and the two may
+    differ (a port that trained down shows it on its own line).
+    """
     best: dict[str, tuple[int, int]] = {}
     for node in disc.nodes:
         widths = [p.width for p in node.ports if p.width]
         speeds = [generation_rank(p.speed) for p in node.ports if p.speed]
         best[node.node_id] = (max(widths, default=0), max(speeds, default=-1))
     for node, port, peer, peer_port in disc.links():
-        if not port.width or not port.speed:
+        back = next((q for q in peer.ports if q.port == peer_port), None)
+        reports = [p for p in (port, back) if p is not None and p.width and p.speed]
+        if not reports:
             continue
+        worst = min(reports, key=lambda p: (p.width or 0, generation_rank(p.speed or "")))
         wa, sa = best[node.node_id]
         wb, sb = best[peer.node_id]
-        narrow = port.width < min(wa, wb)
-        slow = port.speed == "SDR" and min(sa, sb) > generation_rank("SDR")
+        narrow = (worst.width or 0) < min(wa, wb)
+        slow = worst.speed == "SDR" and min(sa, sb) > generation_rank("SDR")
         if narrow or slow:
             where = f"{label(node)}[{port.port}] — {label(peer)}[{peer_port}]"
             out.degraded.append(where)
@@ -264,7 +275,7 @@ def _degraded(out: Inference, disc: Discovery, label: Any) -> None:
                 Finding(
                     "degraded-link",
                     where,
-                    f"{where} runs at {port.rate}: its ends run faster elsewhere (down-trained link)",
-                    port.line,
+                    f"{where} runs at {worst.rate}: its ends run faster elsewhere (down-trained link)",
+                    worst.line,
                 )
             )

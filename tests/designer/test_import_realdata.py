@@ -156,6 +156,26 @@ def test_ports_reports_are_read(name, catalogue):
     assert len(result.graph.links) == len(pairs)
 
 
+def test_down_trained_links_are_flagged(one_su, catalogue):
+    # The man page's example: two links report 1xSDR on one of their ends.
+    text = (REAL / DUMPS[2]).read_text()
+    narrow = {
+        tuple(sorted(p)) for p in re.findall(r'^\[(\d+)\].*"(S-[0-9a-f]+|H-[0-9a-f]+)"\[(\d+)\].* 1xSDR$', text, re.M)
+    }
+    result = import_fabric(text, catalogue)
+    assert len(result.inference.degraded) == len(narrow) == 2
+    # An NDR fabric with one link trained down to 4xSDR on both ends.
+    ndr = export(one_su, "ibnetdiscover")[0]
+    line = next(x for x in ndr.splitlines() if x.startswith("[33]\t"))
+    peer, port = re.search(r'"(S-[0-9a-f]+)"\[(\d+)\]', line).groups()
+    own = re.search(r'^Switch\t\d+ "(S-[0-9a-f]+)"', ndr.split(line)[0].rsplit("\n\n", 1)[-1], re.M).group(1)
+    back = next(x for x in ndr.split(f'"{peer}"', 1)[1].splitlines() if x.startswith(f'[{port}]\t"{own}"[33]'))
+    slow = ndr.replace(line, line.replace("4xNDR", "4xSDR")).replace(back, back.replace("4xNDR", "4xSDR"))
+    result = import_fabric(slow, catalogue)
+    assert [f.code for f in result.findings].count("degraded-link") == 1
+    assert result.report()["rates"] == {"4xNDR": 511, "4xSDR": 1} and result.report()["mixed_speeds"]
+
+
 # -- forms we do not generate ------------------------------------------------------------------
 
 
