@@ -34,6 +34,7 @@ from designer.models import CatalogueEntry, Design, DesignRevision
 from designer.options import PlanOptions
 from designer.plan import PlanResult, evaluate, plan
 from designer.serialize import graph_from_dict, graph_to_dict
+from designer.validation import validate
 
 ITEM_TYPES: dict[str, type[SwitchModel | NodeType | CableType | TransceiverType]] = {
     CatalogueEntry.Kind.SWITCH: SwitchModel,
@@ -204,7 +205,12 @@ def import_ibnetdiscover(
                 created_by_id=principal.user_id,
             )
             audit.record(actor, "design.import", design, after=audit.snapshot(design))
-            summary = import_summary(checked["summary"], [f.as_dict() for f in result.findings], result.report())
+            summary = import_summary(
+                checked["summary"],
+                [f.as_dict() for f in result.findings],
+                result.report(),
+                [i.as_dict() for i in validate(graph, max_per_code=None).warnings],
+            )
             revision = _save_revision(actor, design, graph, summary, "imported", principal.user_id)
     except IntegrityError as exc:
         raise Conflict(f"a design named {name!r} exists") from exc

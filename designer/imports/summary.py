@@ -41,13 +41,21 @@ def summarise(findings: Iterable[Mapping[str, Any]], examples: int = EXAMPLES) -
     return lines
 
 
-def import_summary(summary: dict[str, Any], findings: list[dict[str, Any]], report: dict[str, Any]) -> dict[str, Any]:
+def import_summary(
+    summary: dict[str, Any],
+    findings: list[dict[str, Any]],
+    report: dict[str, Any],
+    validation_warnings: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """A validated import's summary: ``warnings`` one line per kind, ``warnings_full`` every finding.
 
-    ``findings`` are the import's own (reader, map, inference); the validation warnings of the
-    summary are added after them. ``import`` carries the inference report without the findings.
+    ``findings`` are the import's own (reader, map, inference); the validation warnings follow
+    them, uncapped when given (else the summary's, capped per code). ``import`` carries the
+    inference report without the findings.
     """
-    full = list(findings) + [i for i in summary.get("issues", []) if i.get("severity") == "warning"]
+    if validation_warnings is None:
+        validation_warnings = [i for i in summary.get("issues", []) if i.get("severity") == "warning"]
+    full = list(findings) + list(validation_warnings)
     out = dict(summary)
     out["warnings"] = summarise(full)
     out["warnings_full"] = full

@@ -136,6 +136,10 @@ def test_import_real_dump_with_node_name_map_summarises_warnings(tmp_path):
     codes = [w.split(" ", 1)[0] for w in body["warnings"]]
     assert len(codes) == len(set(codes))  # one line per kind
     assert sum(1 for f in body["warnings_full"] if f["code"] == "imbalance") >= 1
+    # the full list is uncapped: one no-cable finding per imported link, one summary line for them
+    no_cable = sum(1 for f in body["warnings_full"] if f["code"] == "no-cable")
+    assert no_cable == body["import"]["links"] == text.count("\n[") // 2  # every link printed from both ends
+    assert f"no-cable ({no_cable:,}):" in " ".join(body["warnings"])
     assert all(len(w.split(" — e.g. ")[-1].split(", ")) <= 5 for w in body["warnings"] if " — e.g. " in w)
     code, human = run("import", "--file", dump, "--node-name-map", names, "--name", "psmn-human")
     assert code == 0 and "11 switches (leaf 6," in human and "warning: imbalance (" in human

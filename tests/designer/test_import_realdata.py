@@ -109,6 +109,17 @@ def test_real_dump_imports_with_true_counts(name, catalogue):
     assert {n for n, s in result.graph.switches.items() if s.tier == "leaf"} >= leaves
 
 
+def test_rdma_core_format_reference_example(catalogue):
+    """The example inside rdma-core's topology-file format page (a "Non-Chassis Nodes" section)."""
+    rst = (REAL / "rdmacore_sec_topology-file.rst").read_text()
+    block = rst.split("::\n", 1)[1].split("\n\n\nWhen grouping", 1)[0]
+    text = "\n".join(line[3:] for line in block.splitlines())
+    assert "Non-Chassis Nodes" in text
+    truth = reading(text)
+    got = counts_of(import_fabric(text, catalogue))
+    assert got == {k: truth[k] for k in got} and truth["switches"] == 2
+
+
 def test_topograph_dgx_h100_tiers_and_aggregation_nodes(catalogue):
     text = (REAL / DUMPS[0]).read_text()
     result = import_fabric(text, catalogue)
