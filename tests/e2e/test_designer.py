@@ -174,7 +174,7 @@ def test_import_a_real_dump_with_a_node_name_map(login, operator, live_server, t
     warnings = page.get_by_test_id("import-warning")
     kinds = [w.split(" ", 1)[0] for w in warnings.all_inner_texts()]
     assert kinds and len(kinds) == len(set(kinds)) and "no-cable" in kinds
-    page.screenshot(path="/tmp/i1-import-result.png", full_page=True)
+    page.screenshot(path=str(tmp_path / "import-result.png"), full_page=True)
     page.get_by_test_id("import-open").click()
     page.wait_for_url(re.compile(r"/designer/\d+/$"))
     expect(page.locator("body[data-canvas=ready]")).to_be_attached()
