@@ -78,7 +78,8 @@ def read_ports_report(text: str) -> Discovery:
             continue
         m = _UNLINKED.match(line)
         if m:
-            node(m.group(1), _lid(m.group(2), lineno, raw), _guid(m.group(4), lineno, raw), m.group(7) or "", lineno)
+            desc = m.group(7) or m.group(8) or ""
+            node(m.group(1), _lid(m.group(2), lineno, raw), _guid(m.group(4), lineno, raw), desc, lineno)
             unlinked += 1
             continue
         if noise(line):

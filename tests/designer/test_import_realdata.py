@@ -373,3 +373,27 @@ def test_real_dump_round_trip(name, catalogue):
 
     assert shape(again) == shape(first)
     assert export(again, "slurm-topology")[0] == export(first, "slurm-topology")[0]
+
+
+def test_rails_units_and_oversubscription_of_a_designed_fabric(catalogue, three_level):
+    designed = plan({"topology": "rail-optimized", "gpus": 2048}).graph
+    result = import_fabric(export(designed, "ibnetdiscover")[0], catalogue)
+    report = result.report()
+    assert report["rails"] == 8 and report["scalable_units"] == designed.meta["scalable_units"]
+    assert report["oversubscription"] == {"leaf": "1:1"}
+
+    def units(graph):
+        groups: dict[int, set[str]] = {}
+        for sw in graph.switches.values():
+            if sw.tier == "leaf":
+                groups.setdefault(sw.su, set()).add(sw.name)
+        return sorted(sorted(g) for g in groups.values())
+
+    assert units(result.graph) == units(designed)
+    tree = import_fabric(export(three_level, "ibnetdiscover")[0], catalogue).report()
+    by_tier = Counter(lk.tier for lk in three_level.links)  # the design's own cable counts (one speed)
+    want = {
+        "leaf": f"{by_tier['node_leaf'] / by_tier['leaf_spine']:.3g}:1",
+        "spine": f"{by_tier['leaf_spine'] / by_tier['spine_core']:.3g}:1",
+    }
+    assert tree["oversubscription"] == want and tree["levels"] == 3
