@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from designer.catalogue import generation_rank
-from designer.imports.model import Discovery, Finding, IbNode
+from designer.imports.model import Discovery, Finding, IbNode, IbPort
 
 TIER_NAMES = ("leaf", "spine", "core")
 _HOST_HCA = re.compile(r"^(\S+)\s+(\S+)$")
@@ -109,10 +110,10 @@ def infer(disc: Discovery, names: dict[str, str] | None = None) -> Inference:
     adjacency: dict[str, Counter[str]] = defaultdict(Counter)
     hosts_on: dict[str, list[IbNode]] = defaultdict(list)
     gbps: dict[tuple[str, str], float] = defaultdict(float)  # (switch, peer or "hosts") → Gb/s
-    for node, port, peer, _ in disc.links():
-        rate = port.rate or _back_rate(peer, port.peer_port)
-        if rate:
-            out.rates[rate] += 1
+    for node, port, peer, peer_port in disc.links():
+        worst = reported(port, peer, peer_port)
+        if worst is not None and not (node.aggregation_node or peer.aggregation_node):
+            out.rates[worst.rate] += 1
         for a, b in ((node, peer), (peer, node)):
             if a.node_id not in switch_ids:
                 continue
@@ -141,9 +142,14 @@ def infer(disc: Discovery, names: dict[str, str] | None = None) -> Inference:
     return out
 
 
-def _back_rate(peer: IbNode, peer_port: int) -> str:
+def reported(port: IbPort, peer: IbNode, peer_port: int) -> IbPort | None:
+    """The worse of the two ends' reports of one link (ibnetdiscover prints each link from both
+    sides, and a port that trained down shows it on its own line); None when neither has a rate."""
     back = next((q for q in peer.ports if q.port == peer_port), None)
-    return back.rate if back is not None else ""
+    reports = [p for p in (port, back) if p is not None and p.width and p.speed]
+    if not reports:
+        return None
+    return min(reports, key=lambda p: (p.width or 0, generation_rank(p.speed or "")))
 
 
 def _rails_and_units(
@@ -216,7 +222,9 @@ def _oversubscription(out: Inference, gbps: dict[tuple[str, str], float]) -> Non
             out.oversubscription[tier_name(r)] = f"{ratio:.3g}:1"
 
 
-def _imbalance(out: Inference, adjacency: dict[str, Counter[str]], by_id: dict[str, IbNode], label: Any) -> None:
+def _imbalance(
+    out: Inference, adjacency: dict[str, Counter[str]], by_id: dict[str, IbNode], label: Callable[[IbNode], str]
+) -> None:
     uplinks: dict[int, dict[str, Counter[str]]] = defaultdict(dict)
     for sw, peers in adjacency.items():
         r = out.rank.get(sw, 0)
@@ -247,27 +255,24 @@ def _imbalance(out: Inference, adjacency: dict[str, Counter[str]], by_id: dict[s
             )
 
 
-def _degraded(out: Inference, disc: Discovery, label: Any) -> None:
-    """A link below what both its ends run elsewhere (narrower, or SDR when they run faster).
-
-    Either end's report counts: ibnetdiscover prints each link from both sides, and the two may
-    differ (a port that trained down shows it on its own line).
-    """
+def _degraded(out: Inference, disc: Discovery, label: Callable[[IbNode], str]) -> None:
+    """A link that trained below what its ends run elsewhere (narrower, or SDR beside faster ports)."""
     best: dict[str, tuple[int, int]] = {}
     for node in disc.nodes:
         widths = [p.width for p in node.ports if p.width]
         speeds = [generation_rank(p.speed) for p in node.ports if p.speed]
         best[node.node_id] = (max(widths, default=0), max(speeds, default=-1))
     for node, port, peer, peer_port in disc.links():
-        back = next((q for q in peer.ports if q.port == peer_port), None)
-        reports = [p for p in (port, back) if p is not None and p.width and p.speed]
-        if not reports:
+        worst = reported(port, peer, peer_port)
+        if worst is None:
             continue
-        worst = min(reports, key=lambda p: (p.width or 0, generation_rank(p.speed or "")))
         wa, sa = best[node.node_id]
         wb, sb = best[peer.node_id]
-        narrow = (worst.width or 0) < min(wa, wb)
-        slow = worst.speed == "SDR" and min(sa, sb) > generation_rank("SDR")
+        width = worst.width or 0
+        # Narrower than both ends run elsewhere, or 1x beside wider ports (never a configured mode;
+        # 2x is: split ports). SDR is what a failed training falls back to.
+        narrow = width < min(wa, wb) or (width == 1 and max(wa, wb) > 1)
+        slow = worst.speed == "SDR" and max(sa, sb) > generation_rank("SDR")
         if narrow or slow:
             where = f"{label(node)}[{port.port}] — {label(peer)}[{peer_port}]"
             out.degraded.append(where)

@@ -133,7 +133,12 @@ def test_topograph_dgx_h100_tiers_and_aggregation_nodes(catalogue):
     assert len(graph.meta["sharp"]) == 40
     assert {s.model for s in graph.switches.values()} == {"QM9700"}  # QM9701: 64 ports + the AN's
     report = result.report()
-    assert report["levels"] == 2 and report["rates"] == {"4xNDR": len(re.findall(r"4xNDR$", text, re.M)) // 2}
+    an_ports = len(re.findall(r"Aggregation Node.*4xNDR$", text, re.M)) + len(
+        re.findall(r'^\[1\]\([0-9a-f]+\)\s+"S-[0-9a-f]+"\[65\]', text, re.M)
+    )
+    assert report["levels"] == 2 and report["rates"] == {
+        "4xNDR": (len(re.findall(r"4xNDR$", text, re.M)) - an_ports) // 2
+    }
     assert report["rails"] >= 2  # each leaf serves one HCA index of the DGX nodes
     errors = {i.code for i in validate(graph).errors}
     assert "duplicate-guid" not in errors and "guid-collision" not in errors
@@ -182,9 +187,12 @@ def test_down_trained_links_are_flagged(one_su, catalogue):
     own = re.search(r'^Switch\t\d+ "(S-[0-9a-f]+)"', ndr.split(line)[0].rsplit("\n\n", 1)[-1], re.M).group(1)
     back = next(x for x in ndr.split(f'"{peer}"', 1)[1].splitlines() if x.startswith(f'[{port}]\t"{own}"[33]'))
     slow = ndr.replace(line, line.replace("4xNDR", "4xSDR")).replace(back, back.replace("4xNDR", "4xSDR"))
+    # and one HCA port (its only port) trained down to 4xSDR on its own line
+    hca_line = next(x for x in slow.splitlines() if x.startswith("[1](") and x.endswith("4xNDR"))
+    slow = slow.replace(hca_line, hca_line.replace("4xNDR", "4xSDR"))
     result = import_fabric(slow, catalogue)
-    assert [f.code for f in result.findings].count("degraded-link") == 1
-    assert result.report()["rates"] == {"4xNDR": 511, "4xSDR": 1} and result.report()["mixed_speeds"]
+    assert [f.code for f in result.findings].count("degraded-link") == 2
+    assert result.report()["rates"] == {"4xNDR": 510, "4xSDR": 2} and result.report()["mixed_speeds"]
 
 
 # -- forms we do not generate ------------------------------------------------------------------
