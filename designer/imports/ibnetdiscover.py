@@ -116,19 +116,28 @@ def _switches(graph: FabricGraph, disc: Discovery) -> dict[str, str]:
     chassis = []
     for sysimg, asics in sorted(disc.chassis().items()):
         descs = [switch_desc(a.desc or a.node_id) for a in asics]
+        roles = [_chassis_role(d.role, a.slot) for a, d in zip(asics, descs, strict=True)]
         chassis.append(
             {
-                "name": descs[0].host,
+                "name": descs[0].host if descs[0].model else f"chassis-{sysimg:x}",
                 "guid": f"0x{sysimg:016x}",
                 "model": descs[0].model or "",
                 "asics": len(asics),
-                "line": sorted(names_of[a.node_id] for a, d in zip(asics, descs, strict=True) if d.role == "line"),
-                "spine": sorted(names_of[a.node_id] for a, d in zip(asics, descs, strict=True) if d.role == "spine"),
+                "line": sorted(names_of[a.node_id] for a, r in zip(asics, roles, strict=True) if r == "line"),
+                "spine": sorted(names_of[a.node_id] for a, r in zip(asics, roles, strict=True) if r == "spine"),
             }
         )
     if chassis:
         graph.meta["chassis"] = chassis
     return names_of
+
+
+def _chassis_role(role: str, slot: str) -> str:
+    """line/spine from an NVIDIA description, else from the ``-g`` slot line ("ISR9288 Line 2 Chip 1")."""
+    if role:
+        return role
+    words = slot.split()
+    return "line" if "Line" in words else "spine" if "Spine" in words else ""
 
 
 def _hosts(

@@ -263,6 +263,39 @@ def test_grouped_output_reads_like_the_plain_one(three_level, catalogue):
     assert {(n, s.tier) for n, s in a.graph.switches.items()} == {(n, s.tier) for n, s in b.graph.switches.items()}
 
 
+def test_grouped_chassis_without_nvidia_names_takes_roles_from_slot_lines(catalogue):
+    """A Voltaire-style -g chassis: ASICs share sysimgguid, descriptions name no slot, slot lines do."""
+    blocks = ["Chassis 1 (guid 0x0008f10400400000)"]
+    for i, (slot, guid) in enumerate([("Line 1", 0x11), ("Line 2", 0x12), ("Spine 1", 0x21)], 1):
+        ports = "\n".join(
+            f'[{p}]\t"S-{0x8F104004000000 + peer:016x}"[{i if slot.startswith("Line") else 1}]'
+            f'\t\t# "ISR9288 Voltaire" lid {peer} 4xDDR'
+            for p, peer in enumerate([0x21] if slot.startswith("Line") else [0x11, 0x12], 1)
+        )
+        blocks.append(
+            f"ISR9288 {slot} Chip 1\nvendid=0x8f1\ndevid=0x5a30\nsysimgguid=0x8f10400400000\n"
+            f"switchguid=0x{0x8F104004000000 + guid:x}({0x8F104004000000 + guid:x})\n"
+            f'Switch\t24 "S-{0x8F104004000000 + guid:016x}"\t\t# "ISR9288 Voltaire" base port 0 lid {guid} lmc 0\n'
+            + ports
+            + (
+                f'\n[9]\t"H-00000000000000{i:02x}"[1](1{i:02x})\t\t# "host{i} mlx4_0" lid 9{i} 4xDDR'
+                if slot.startswith("Line")
+                else ""
+            )
+        )
+    for i in (1, 2):
+        blocks.append(
+            f'caguid=0x{i:x}\nCa\t1 "H-00000000000000{i:02x}"\t\t# "host{i} mlx4_0"\n'
+            f'[1](1{i:02x})\t"S-{0x8F104004000000 + 0x10 + i:016x}"[9]\t\t# lid 9{i} lmc 0 "ISR9288 Voltaire" lid 1 4xDDR'
+        )
+    text = "\n\n".join(blocks) + "\n"
+    result = import_fabric(text, catalogue)
+    [chassis] = result.graph.meta["chassis"]
+    assert chassis["asics"] == 3 and len(chassis["line"]) == 2 and len(chassis["spine"]) == 1
+    assert Counter(s.tier for s in result.graph.switches.values()) == {"leaf": 2, "spine": 1}
+    assert counts_of(result) == {k: v for k, v in reading(text).items() if k in counts_of(result)}
+
+
 def with_aggregation_nodes(text: str) -> tuple[str, int]:
     """Give every switch the extra port and "Mellanox Technologies Aggregation Node" CA of SHARP."""
     blocks, extra = [], []
@@ -381,6 +414,16 @@ def test_real_dump_round_trip(name, catalogue):
 
     assert shape(again) == shape(first)
     assert export(again, "slurm-topology")[0] == export(first, "slurm-topology")[0]
+
+
+def test_director_round_trip(three_level, catalogue):
+    text, _ = director_form(export(three_level, "ibnetdiscover")[0], three_level)
+    first = import_fabric(text, catalogue).graph
+    again = import_fabric(export(first, "ibnetdiscover")[0], catalogue).graph
+    assert {(n, s.tier, s.guid) for n, s in again.switches.items()} == {
+        (n, s.tier, s.guid) for n, s in first.switches.items()
+    }
+    assert {lk.key() for lk in again.links} == {lk.key() for lk in first.links}
 
 
 def test_rails_units_and_oversubscription_of_a_designed_fabric(catalogue, three_level):
