@@ -448,3 +448,25 @@ def test_rails_units_and_oversubscription_of_a_designed_fabric(catalogue, three_
         "spine": f"{by_tier['leaf_spine'] / by_tier['spine_core']:.3g}:1",
     }
     assert tree["oversubscription"] == want and tree["levels"] == 3
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "osc_perfquery_switch_0x7cfe9003009ce5b0.out",
+        "osc_ibswinfo_test1.out",
+        "rdmacore_error_thresholds",
+        "psmn_x5.spine",
+        "psmn_x5.node-name-map",
+        "ibsim_examples.README",
+    ],
+)
+def test_files_that_are_not_dumps_are_refused_with_a_line(name):
+    text = (REAL / name).read_text()
+    with pytest.raises(ParseError) as err:
+        parse_ibnetdiscover(text)
+    content = [i for i, line in enumerate(text.splitlines(), 1) if line.strip() and not line.strip().startswith("#")]
+    if not content:  # only comments: nothing to point at
+        assert err.value.line == 0 and "no Switch or Ca records" in str(err.value)
+        return
+    assert err.value.line == content[0] and err.value.text == text.splitlines()[content[0] - 1]
