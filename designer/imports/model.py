@@ -29,7 +29,12 @@ class Finding:
     line: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"code": self.code, "element": self.element, "message": self.message}
+        out: dict[str, Any] = {
+            "severity": "warning",
+            "code": self.code,
+            "element": self.element,
+            "message": self.message,
+        }
         if self.line:
             out["line"] = self.line
         return out
