@@ -140,7 +140,7 @@ class Discovery:
     nodes: list[IbNode]
     findings: list[Finding] = field(default_factory=list)
     source: str = "ibnetdiscover"  # ibnetdiscover | ports-report
-    _by_id: dict[str, IbNode] | None = field(default=None, repr=False)
+    _by_id: dict[str, IbNode] | None = field(default=None, init=False, repr=False, compare=False)
 
     def by_id(self) -> dict[str, IbNode]:
         """Node id → node."""
