@@ -21,11 +21,14 @@ from designer.catalogue import CableType, Catalogue, NodeType, SwitchModel, Tran
 from designer.compare import diff_graphs
 from designer.errors import DesignerError, ParseError
 from designer.graph import FabricGraph
-from designer.imports.ibnetdiscover import graph_from_ibnetdiscover
+from designer.imports.ibnetdiscover import import_fabric
+from designer.imports.namemap import NodeNameMapError
+from designer.imports.summary import import_summary
 from designer.models import CatalogueEntry, Design, DesignRevision
 from designer.options import PlanOptions
 from designer.plan import PlanResult, evaluate, plan
 from designer.serialize import graph_from_dict, graph_to_dict
+from designer.validation import validate
 
 ITEM_TYPES: dict[str, type[SwitchModel | NodeType | CableType | TransceiverType]] = {
     CatalogueEntry.Kind.SWITCH: SwitchModel,
@@ -164,14 +167,27 @@ def add_revision(
 
 
 def import_ibnetdiscover(
-    actor: Actor, principal: Principal, *, name: str, text: str, description: str = ""
+    actor: Actor,
+    principal: Principal,
+    *,
+    name: str,
+    text: str,
+    description: str = "",
+    node_name_map: str | None = None,
 ) -> tuple[Design, DesignRevision]:
-    """A brownfield fabric: ibnetdiscover output → a design with one revision."""
+    """A brownfield fabric: ibnetdiscover output (and a node-name map) → a design with one revision.
+
+    The revision's summary carries ``warnings`` one line per kind, ``warnings_full`` every finding
+    and ``import`` what was inferred (tiers, rails, SUs, oversubscription, rates, chassis).
+    """
     require_operator(principal, to="change designs and the catalogue")
     try:
-        graph = graph_from_ibnetdiscover(text, load_catalogue())
+        result = import_fabric(text, load_catalogue(), node_name_map=node_name_map)
+    except NodeNameMapError as exc:
+        raise Invalid(f"node-name map: {exc}", fields={"node_name_map": [str(exc)]}) from None
     except DesignerError as exc:
         raise Invalid(str(exc), fields={"text": [str(exc)]}) from None
+    graph = result.graph
     checked = validate_graph(graph)
     try:
         with transaction.atomic():
@@ -183,7 +199,13 @@ def import_ibnetdiscover(
                 created_by_id=principal.user_id,
             )
             audit.record(actor, "design.import", design, after=audit.snapshot(design))
-            revision = _save_revision(actor, design, graph, checked["summary"], "imported", principal.user_id)
+            summary = import_summary(
+                checked["summary"],
+                [f.as_dict() for f in result.findings],
+                result.report(),
+                [i.as_dict() for i in validate(graph, max_per_code=None).warnings],
+            )
+            revision = _save_revision(actor, design, graph, summary, "imported", principal.user_id)
     except IntegrityError as exc:
         raise Conflict(f"a design named {name!r} exists") from exc
     design.refresh_from_db()

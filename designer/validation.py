@@ -52,28 +52,34 @@ class ValidationReport:
 
 
 class _Collector:
-    def __init__(self) -> None:
+    def __init__(self, max_per_code: int | None = MAX_PER_CODE) -> None:
+        self.cap = max_per_code if max_per_code is not None else math.inf
         self.report = ValidationReport()
         self.counts: Counter[tuple[str, str]] = Counter()  # (severity, code) → findings
 
     def add(self, severity: str, code: str, element: str, message: str) -> None:
         self.counts[(severity, code)] += 1
-        if self.counts[(severity, code)] <= MAX_PER_CODE:
+        if self.counts[(severity, code)] <= self.cap:
             target = self.report.errors if severity == "error" else self.report.warnings
             target.append(Issue(severity, code, element, message))
 
     def finish(self) -> ValidationReport:
         for (severity, code), n in sorted(self.counts.items()):
-            if n > MAX_PER_CODE:
+            if n > self.cap:
                 target = self.report.errors if severity == "error" else self.report.warnings
-                target.append(Issue(severity, code, "fabric", f"… and {n - MAX_PER_CODE:,} more {code} findings"))
+                target.append(Issue(severity, code, "fabric", f"… and {n - int(self.cap):,} more {code} findings"))
         return self.report
 
 
-def validate(graph: FabricGraph, limits: IbsimLimits | None = None) -> ValidationReport:
-    """Check ports, speeds, cables, reach, GUIDs, connectivity and routing-engine rules."""
+def validate(
+    graph: FabricGraph, limits: IbsimLimits | None = None, *, max_per_code: int | None = MAX_PER_CODE
+) -> ValidationReport:
+    """Check ports, speeds, cables, reach, GUIDs, connectivity and routing-engine rules.
+
+    ``max_per_code`` caps the findings listed per code (None lists all: the import's full list).
+    """
     limits = limits or IbsimLimits()
-    out = _Collector()
+    out = _Collector(max_per_code)
     cat = graph.catalogue
     ports_of: dict[str, int] = {}
     speed_of: dict[str, tuple[str, int, bool, int]] = {}  # generation, Gb/s, split, rank

@@ -16,6 +16,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
 from console.tenancy.models import Role
 from console.web.context import principal_for
@@ -24,7 +25,7 @@ from designer.errors import DesignerError
 from designer.exports import FORMATS
 from designer.models import Design, DesignRevision
 from designer.options import TOPOLOGIES
-from designer.services import graph_from_payload, load_catalogue
+from designer.services import graph_from_payload, import_ibnetdiscover, load_catalogue
 
 READERS = {Role.OPERATOR, Role.AUDITOR}
 
@@ -157,3 +158,41 @@ def designer_canvas(request: HttpRequest) -> JsonResponse:
 
 def _invalid(detail: str, field: str = "graph") -> JsonResponse:
     return JsonResponse({"code": "invalid", "detail": detail, "fields": {field: [detail]}}, status=400)
+
+
+def _upload_text(request: HttpRequest, field: str) -> str | None:
+    """An uploaded file as text (a BOM dropped, undecodable bytes replaced), or the pasted text."""
+    upload = request.FILES.get(field)
+    if upload is not None:
+        return upload.read().decode("utf-8-sig", errors="replace")
+    return request.POST.get(f"{field}_text") or None
+
+
+@login_required
+@require_POST
+def designer_import(request: HttpRequest) -> HttpResponse:
+    """Import an ibnetdiscover dump (and optionally a node-name map) and show what came in."""
+    if not _reader(request):
+        raise Http404
+    name = request.POST.get("name", "").strip()
+    dump, names = _upload_text(request, "dump"), _upload_text(request, "node_name_map")
+    context: dict = {"active": "designer", "name": name}
+    try:
+        if not name or not dump:
+            context["error"] = "Give the design a name and choose the ibnetdiscover output to import."
+            return render(request, "web/designer_import.html", context, status=400)
+        principal = principal_for(request)
+        design, revision = import_ibnetdiscover(
+            Actor.for_user(request.user), principal, name=name, text=dump, node_name_map=names
+        )
+    except ConsoleError as exc:
+        context["error"] = exc.detail
+        return render(request, "web/designer_import.html", context, status=400)
+    summary = revision.summary
+    context |= {
+        "design": design,
+        "summary": summary,
+        "info": summary.get("import", {}),
+        "canvas_url": reverse("web:designer-design", args=[design.id]),
+    }
+    return render(request, "web/designer_import.html", context)

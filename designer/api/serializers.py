@@ -99,7 +99,15 @@ class CanISerializer(serializers.Serializer):
 class ImportSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100)
     description = serializers.CharField(required=False, allow_blank=True)
-    text = serializers.CharField(help_text="ibnetdiscover output", max_length=50_000_000)
+    text = serializers.CharField(
+        help_text="ibnetdiscover output (plain, -g grouped or -p ports report)", max_length=50_000_000
+    )
+    node_name_map = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=10_000_000,
+        help_text='optional node-name map (rdma-core format: <guid> "<name>") naming the discovered GUIDs',
+    )
 
 
 class RevisionBriefSerializer(serializers.ModelSerializer):

@@ -1,357 +1,239 @@
-"""Parse ibnetdiscover output (real fabrics, ibsim, or our own export) into records and graphs.
+"""Import ibnetdiscover output (real fabrics, ibsim, or our own export) as a fabric graph.
 
-`parse_ibnetdiscover` returns the raw discovery (nodes, ports, GUIDs, LIDs, widths, speeds),
-reused by fabric operations; `graph_from_ibnetdiscover` turns it into a FabricGraph, inferring
-leaf/spine/core ranks from where the CAs hang. Malformed input raises ParseError with the line.
+``parse_ibnetdiscover`` reads the text (topology output, ``-g`` grouped, ``-p`` ports report, ibsim
+net file) into a :class:`Discovery`; ``import_fabric`` adds the node-name map, the inference
+(tiers, rails, SUs, oversubscription, imbalance, rates) and builds the :class:`FabricGraph`, with
+every finding kept. ``graph_from_ibnetdiscover`` is the graph alone. Discovery and compare call
+the same functions. Malformed input raises ParseError with the line.
 """
 
 from __future__ import annotations
 
-import re
-from collections import defaultdict, deque
+from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
-from designer.catalogue import LANE_GBPS, Catalogue, NodeType, SwitchModel
-from designer.errors import ParseError
+from designer.catalogue import Catalogue, NodeType, SwitchModel
 from designer.graph import FabricGraph, Link, Node, Switch
+from designer.imports.infer import Inference, hca_index, host_and_hca, infer, shared_descriptions
+from designer.imports.model import Discovery, Finding, IbNode, IbPort, switch_desc
+from designer.imports.namemap import apply_node_name_map, read_node_name_map
+from designer.imports.ports_report import read_ports_report
+from designer.imports.reader import is_ports_report, read_topology
 
-_HEADER = re.compile(r'^(Switch|Ca|Hca|Rt)\s+(\d+)\s+"([^"]+)"\s*(?:#\s*(.*))?$')
-_PORT = re.compile(
-    r"^\[(\d+)\](?:\[ext (\d+)\])?(?:\(([0-9a-fA-F]+)\))?\s+"
-    r'"([^"]+)"\[(\d+)\](?:\[ext \d+\])?(?:\(([0-9a-fA-F]+)\))?\s*(?:#\s*(.*))?$'
-)
-_ASSIGN = re.compile(
-    r"^(vendid|devid|sysimgguid|switchguid|caguid|rtguid|hcaguids?)\s*=\s*"
-    r"(0x[0-9a-fA-F]+|\d+)(?:\(([0-9a-fA-F]+)\))?\s*$"
-)
-_DESC = re.compile(r'^"([^"]*)"\s*(.*)$')
-_LID = re.compile(r"\blid (\d+)")
-_LMC = re.compile(r"\blmc (\d+)")
-_RATE = re.compile(r"\b(\d+)x([A-Z]+\d*)\b")
-_MF0 = re.compile(r"^MF0;([^:]+):M?([A-Za-z0-9_-]+?)(?:/U\d+)?$")
-_HOST_HCA = re.compile(r"^(\S+)\s+(\S+)$")
-_HCA_NUM = re.compile(r"(\d+)$")
-_IGNORED = ("Non-Chassis Nodes", "Chassis", "include", "do ", "module", "width", "speed", "pdebug", "ext ")
-_KIND = {"Switch": "Switch", "Ca": "Ca", "Hca": "Ca", "Rt": "Rt"}
-
-
-@dataclass
-class IbPort:
-    """One port line: the local port, its peer and the link's discovered state."""
-
-    port: int
-    peer_id: str
-    peer_port: int
-    port_guid: int | None = None
-    peer_port_guid: int | None = None
-    peer_desc: str = ""
-    lid: int | None = None  # local LID (CA ports)
-    lmc: int | None = None
-    peer_lid: int | None = None
-    width: int | None = None  # e.g. 4
-    speed: str | None = None  # e.g. "NDR"
-    ext_port: int | None = None
-    line: int = 0
-
-    @property
-    def rate_gbps(self) -> float | None:
-        if self.width is None or self.speed not in LANE_GBPS:
-            return None
-        return self.width * LANE_GBPS[self.speed]
-
-
-@dataclass
-class IbNode:
-    """One node record: header, the assignment lines before it, and its port lines."""
-
-    kind: str  # Switch | Ca | Rt
-    nports: int
-    node_id: str  # e.g. "S-0002c90200000001"
-    desc: str = ""
-    guid: int | None = None
-    port_guid: int | None = None  # switchguid=…(portguid)
-    sysimgguid: int | None = None
-    vendid: int | None = None
-    devid: int | None = None
-    lid: int | None = None
-    lmc: int | None = None
-    enhanced_port0: bool | None = None
-    ports: list[IbPort] = field(default_factory=list)
-    line: int = 0
-
-
-@dataclass
-class Discovery:
-    """Everything one ibnetdiscover run reported."""
-
-    nodes: list[IbNode]
-
-    def by_id(self) -> dict[str, IbNode]:
-        return {n.node_id: n for n in self.nodes}
-
-    @property
-    def switches(self) -> list[IbNode]:
-        return [n for n in self.nodes if n.kind == "Switch"]
-
-    @property
-    def cas(self) -> list[IbNode]:
-        return [n for n in self.nodes if n.kind == "Ca"]
-
-    def links(self) -> list[tuple[IbNode, IbPort, IbNode, int]]:
-        """Each cable once: (node, port, peer node, peer port)."""
-        nodes = self.by_id()
-        seen: set[tuple[tuple[str, int], tuple[str, int]]] = set()
-        out = []
-        for node in self.nodes:
-            for p in node.ports:
-                here, there = (node.node_id, p.port), (p.peer_id, p.peer_port)
-                key = (here, there) if here <= there else (there, here)
-                if key in seen:
-                    continue
-                seen.add(key)
-                peer = nodes.get(p.peer_id)
-                if peer is not None:
-                    out.append((node, p, peer, p.peer_port))
-        return out
-
-
-def _int(text: str) -> int:
-    return int(text, 16) if text.lower().startswith("0x") else int(text)
-
-
-def _guid_from_id(node_id: str) -> int | None:
-    m = re.match(r"^[SHR]-([0-9a-fA-F]{1,16})$", node_id)
-    return int(m.group(1), 16) if m else None
-
-
-def _parse_comment(comment: str, port: IbPort, is_ca: bool) -> None:
-    text = comment or ""
-    if is_ca and not text.startswith('"'):
-        m = _LID.match(text) or _LID.search(text.split('"', 1)[0])
-        if m:
-            port.lid = int(m.group(1))
-        m = _LMC.search(text.split('"', 1)[0])
-        if m:
-            port.lmc = int(m.group(1))
-    if '"' in text:
-        head, _, rest = text.partition('"')
-        desc, _, tail = rest.partition('"')
-        port.peer_desc = desc
-        text = tail
-    m = _LID.search(text)
-    if m:
-        port.peer_lid = int(m.group(1))
-    m = _RATE.search(text)
-    if m:
-        port.width, port.speed = int(m.group(1)), m.group(2)
+__all__ = [
+    "Discovery",
+    "FabricImport",
+    "IbNode",
+    "IbPort",
+    "graph_from_ibnetdiscover",
+    "import_fabric",
+    "parse_ibnetdiscover",
+]
 
 
 def parse_ibnetdiscover(text: str) -> Discovery:
-    """Parse ibnetdiscover (or ibsim net file) text; ParseError names the line."""
-    nodes: list[IbNode] = []
-    pending: dict[str, tuple[int, int | None]] = {}
-    current: IbNode | None = None
-    ids: dict[str, int] = {}
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line:
-            current = None
-            continue
-        if line.startswith("#"):
-            continue
-        if line.startswith("["):
-            if current is None:
-                raise ParseError("port line outside a Switch/Ca record", line=lineno, text=raw)
-            m = _PORT.match(line)
-            if not m:
-                raise ParseError(
-                    'malformed port line: expected [port](guid) "peer-id"[peer-port] # …',
-                    line=lineno,
-                    text=raw,
-                )
-            port = IbPort(int(m.group(1)), m.group(4), int(m.group(5)), line=lineno)
-            if m.group(2):
-                port.ext_port = int(m.group(2))
-            if m.group(3):
-                port.port_guid = int(m.group(3), 16)
-            if m.group(6):
-                port.peer_port_guid = int(m.group(6), 16)
-            if not 0 <= port.port <= current.nports or port.peer_port < 0:
-                raise ParseError(
-                    f"port {port.port} outside 1..{current.nports} of {current.node_id}",
-                    line=lineno,
-                    text=raw,
-                )
-            _parse_comment(m.group(7) or "", port, current.kind != "Switch")
-            if any(p.port == port.port for p in current.ports):
-                raise ParseError(f"port {port.port} of {current.node_id} listed twice", line=lineno, text=raw)
-            current.ports.append(port)
-            continue
-        m = _ASSIGN.match(line)
-        if m:
-            key, value, extra = m.group(1), _int(m.group(2)), m.group(3)
-            pending[key] = (value, int(extra, 16) if extra else None)
-            current = None
-            continue
-        m = _HEADER.match(line)
-        if m:
-            kind = _KIND[m.group(1)]
-            node = IbNode(kind, int(m.group(2)), m.group(3), line=lineno)
-            if node.nports <= 0:
-                raise ParseError("a node needs at least one port", line=lineno, text=raw)
-            if node.node_id in ids:
-                raise ParseError(f"{node.node_id} already defined on line {ids[node.node_id]}", line=lineno, text=raw)
-            ids[node.node_id] = lineno
-            comment = m.group(4) or ""
-            d = _DESC.match(comment)
-            if d:
-                node.desc, rest = d.group(1), d.group(2)
-            else:
-                node.desc, rest = comment, ""
-            if rest:
-                node.enhanced_port0 = "enhanced port 0" in rest
-                lid = _LID.search(rest)
-                lmc = _LMC.search(rest)
-                node.lid = int(lid.group(1)) if lid else None
-                node.lmc = int(lmc.group(1)) if lmc else None
-            guid_key = {"Switch": "switchguid", "Ca": "caguid", "Rt": "rtguid"}[kind]
-            if guid_key in pending:
-                node.guid, node.port_guid = pending[guid_key]
-            elif kind == "Ca" and "hcaguids" in pending:
-                node.guid = pending["hcaguids"][0]
-            if node.guid is None:
-                node.guid = _guid_from_id(node.node_id)
-            node.vendid = pending.get("vendid", (None, None))[0]
-            node.devid = pending.get("devid", (None, None))[0]
-            node.sysimgguid = pending.get("sysimgguid", (None, None))[0]
-            pending = {}
-            nodes.append(node)
-            current = node
-            continue
-        if line.startswith(_IGNORED):
-            current = None
-            continue
-        raise ParseError(
-            "unrecognised line: expected a Switch/Ca header, a [port] line, key=value or comment",
-            line=lineno,
-            text=raw,
-        )
-    if not nodes:
-        raise ParseError("no Switch or Ca records found")
-    _check_consistency(nodes)
-    return Discovery(nodes)
+    """Parse ibnetdiscover output (plain, ``-g``, ``-p``) or an ibsim net file; ParseError names the line."""
+    return read_ports_report(text) if is_ports_report(text) else read_topology(text)
 
 
-def _check_consistency(nodes: list[IbNode]) -> None:
-    by_id = {n.node_id: n for n in nodes}
-    for node in nodes:
-        for p in node.ports:
-            peer = by_id.get(p.peer_id)
-            if peer is None:
-                continue  # partial output (e.g. a filtered dump): the link is simply dropped
-            back = next((q for q in peer.ports if q.port == p.peer_port), None)
-            if back is not None and (back.peer_id, back.peer_port) != (node.node_id, p.port):
-                raise ParseError(
-                    f"{node.node_id}[{p.port}] points to {p.peer_id}[{p.peer_port}], which "
-                    f"points to {back.peer_id}[{back.peer_port}]",
-                    line=p.line,
-                )
+@dataclass
+class FabricImport:
+    """One import: the graph, what was discovered and inferred, and every finding."""
+
+    graph: FabricGraph
+    discovery: Discovery
+    inference: Inference
+    findings: list[Finding] = field(default_factory=list)
+    names: dict[str, str] = field(default_factory=dict)  # ibnetdiscover node id → design name
+
+    def report(self) -> dict[str, Any]:
+        """The import's own JSON: counts, inference and the findings (full list)."""
+        disc = self.discovery
+        return {
+            "source": disc.source,
+            "switches": len(disc.switches),
+            "hosts": len(self.graph.nodes),
+            "hcas": self.graph.endpoints(),
+            "links": len(self.graph.links),
+            "aggregation_nodes": len(disc.aggregation_nodes),
+            "chassis": self.graph.meta.get("chassis", []),
+            **self.inference.as_dict(),
+            "findings": [f.as_dict() for f in self.findings],
+        }
 
 
-def _switch_name_and_model(desc: str) -> tuple[str, str | None]:
-    m = _MF0.match(desc)
-    if m:
-        return m.group(1), m.group(2)
-    return desc, None
+def import_fabric(
+    text: str | Discovery,
+    catalogue: Catalogue,
+    *,
+    node_name_map: str | None = None,
+    topology: str = "imported",
+) -> FabricImport:
+    """Parse, name (with the node-name map), infer and build; ParseError names the bad line."""
+    disc = parse_ibnetdiscover(text) if isinstance(text, str) else text
+    findings = list(disc.findings)
+    if node_name_map:
+        names, map_findings = read_node_name_map(node_name_map)
+        findings += map_findings
+        apply_node_name_map(disc, names)
+    cat = catalogue.copy()
+    graph = FabricGraph(cat, topology)
+    names_of = _switches(graph, disc)
+    inference = infer(disc, names_of)
+    findings += inference.findings
+    ca_port_map = _hosts(graph, disc, inference, names_of)
+    _links(graph, disc, ca_port_map, names_of)
+    _tiers(graph, disc, inference, names_of)
+    return FabricImport(graph, disc, inference, findings, names_of)
 
 
 def graph_from_ibnetdiscover(
-    source: str | Discovery, catalogue: Catalogue, *, topology: str = "imported"
+    source: str | Discovery, catalogue: Catalogue, *, topology: str = "imported", node_name_map: str | None = None
 ) -> FabricGraph:
     """A FabricGraph from discovery; unknown switch/HCA types are added to a catalogue copy."""
-    disc = parse_ibnetdiscover(source) if isinstance(source, str) else source
-    cat = catalogue.copy()
-    graph = FabricGraph(cat, topology)
-    dev_of: dict[str, tuple[str, int]] = {}  # node_id → (device, node port offset) for switches
-    names_used: set[str] = set()
+    return import_fabric(source, catalogue, node_name_map=node_name_map, topology=topology).graph
+
+
+def _switches(graph: FabricGraph, disc: Discovery) -> dict[str, str]:
+    cat = graph.catalogue
     rates: dict[str, tuple[str, float]] = {}
-    for node in disc.nodes:
+    for node in disc.switches:
         for p in node.ports:
             if p.speed and p.rate_gbps:
                 rates.setdefault(node.node_id, (p.speed, p.rate_gbps))
+                break
+    names_of: dict[str, str] = {}
     for i, node in enumerate(disc.switches):
-        name, hint = _switch_name_and_model(node.desc or node.node_id)
-        if not name or name in names_used:
+        desc = switch_desc(node.desc or node.node_id)
+        name = desc.name
+        if not name or name in graph.switches:
             name = f"{name or 'switch'}-{(node.guid or i):x}"
-        names_used.add(name)
-        model, split = _match_model(cat, node, hint, rates.get(node.node_id))
+        model, split = _match_model(cat, node, desc.model, rates.get(node.node_id))
         guid = node.guid if node.guid is not None else i
         graph.switches[name] = Switch(name, model, "leaf", guid, split=split)
-        dev_of[node.node_id] = (name, 0)
+        names_of[node.node_id] = name
+    chassis = []
+    for sysimg, asics in sorted(disc.chassis().items()):
+        descs = [switch_desc(a.desc or a.node_id) for a in asics]
+        roles = [_chassis_role(d.role, a.slot) for a, d in zip(asics, descs, strict=True)]
+        chassis.append(
+            {
+                "name": descs[0].host if descs[0].model else f"chassis-{sysimg:x}",
+                "guid": f"0x{sysimg:016x}",
+                "model": descs[0].model or "",
+                "asics": len(asics),
+                "line": sorted(names_of[a.node_id] for a, r in zip(asics, roles, strict=True) if r == "line"),
+                "spine": sorted(names_of[a.node_id] for a, r in zip(asics, roles, strict=True) if r == "spine"),
+            }
+        )
+    if chassis:
+        graph.meta["chassis"] = chassis
+    return names_of
+
+
+def _chassis_role(role: str, slot: str) -> str:
+    """line/spine from an NVIDIA description, else from the ``-g`` slot line ("ISR9288 Line 2 Chip 1")."""
+    if role:
+        return role
+    words = slot.split()
+    return "line" if "Line" in words else "spine" if "Spine" in words else ""
+
+
+def _hosts(
+    graph: FabricGraph, disc: Discovery, inference: Inference, names_of: dict[str, str]
+) -> dict[tuple[str, int], tuple[str, int]]:
+    cat = graph.catalogue
+    cas = disc.cas
+    shared = shared_descriptions(cas)
+    leaf_of: dict[tuple[str, int], str] = {}
+    for node, port, peer, peer_port in disc.links():
+        if node.kind == "Ca" and peer.kind == "Switch":
+            leaf_of[(node.node_id, port.port)] = peer.node_id
+        elif peer.kind == "Ca" and node.kind == "Switch":
+            leaf_of[(peer.node_id, peer_port)] = node.node_id
     hosts: dict[str, list[tuple[int, IbNode, int]]] = defaultdict(list)
-    for node in disc.cas:
-        m = _HOST_HCA.match(node.desc)
-        host, hca = (m.group(1), m.group(2)) if m else (node.desc or node.node_id, "")
-        connected = sorted({p.port for p in node.ports}) or [1]
-        num = _HCA_NUM.search(hca)
-        for ca_port in connected:
-            order = int(num.group(1)) if num else len(hosts[host])
+    for node in cas:
+        host, hca = host_and_hca(node, shared)
+        num = hca_index(hca)
+        for ca_port in sorted({p.port for p in node.ports}):
+            order = num if num is not None else len(hosts[host])
             hosts[host].append((order, node, ca_port))
     ca_port_map: dict[tuple[str, int], tuple[str, int]] = {}
     for host, members in hosts.items():
         members.sort(key=lambda t: (t[0], t[1].guid or 0, t[2]))
-        name = host if host not in names_used else f"{host}-ca"
-        names_used.add(name)
-        speed, gbps = rates.get(members[0][1].node_id, ("NDR", 400))
+        name = host if host not in graph.switches and host not in graph.nodes else f"{host}-ca"
+        speed, gbps = "NDR", 400.0
+        rated = next((p for p in members[0][1].ports if p.rate_gbps), None)
+        if rated is not None and rated.speed:
+            speed, gbps = rated.speed, rated.rate_gbps or gbps
         type_name = f"imported-{speed}-{int(gbps)}"
         if type_name not in cat.nodes:
             cat.nodes[type_name] = NodeType(type_name, 0, 1, "", 0, 0, speed, int(gbps))
-        ca_guids, port_guids, ca_ports, hca_names = [], [], [], []
+        ca_guids, port_guids, ca_ports, hca_names, rails = [], [], [], [], []
+        su = -1
         for idx, (_, ca, ca_port) in enumerate(members, 1):
-            port = next((p for p in ca.ports if p.port == ca_port), None)
+            ca_port_rec = next((p for p in ca.ports if p.port == ca_port), None)
             guid = ca.guid if ca.guid is not None else 0
             ca_guids.append(guid)
-            port_guids.append(port.port_guid if port and port.port_guid else guid + ca_port)
+            port_guids.append(ca_port_rec.port_guid if ca_port_rec and ca_port_rec.port_guid else guid + ca_port)
             ca_ports.append(ca_port)
-            m = _HOST_HCA.match(ca.desc)
-            hca_names.append(m.group(2) if m else f"HCA-{idx}")
+            hca_names.append(host_and_hca(ca, shared)[1] or f"HCA-{idx}")
             ca_port_map[(ca.node_id, ca_port)] = (name, idx)
+            leaf = leaf_of.get((ca.node_id, ca_port), "")
+            rails.append(inference.rails.get(leaf, -1))
+            su = inference.su.get(leaf, su) if su < 0 else su
         graph.nodes[name] = Node(
             name,
             type_name,
             tuple(ca_guids),
             tuple(port_guids),
             tuple(ca_ports),
-            tuple(range(len(members))),
+            tuple(rails) if inference.rails else tuple(range(len(members))),
+            su=su,
             hca_names=tuple(hca_names),
         )
+    return ca_port_map
+
+
+def _links(
+    graph: FabricGraph, disc: Discovery, ca_port_map: dict[tuple[str, int], tuple[str, int]], names_of: dict[str, str]
+) -> None:
     links: list[Link] = []
     for node, port, peer, peer_port in disc.links():
         ends = []
         for n, port_no in ((node, port.port), (peer, peer_port)):
             if n.kind == "Switch":
-                ends.append((dev_of[n.node_id][0], port_no))
+                ends.append((names_of[n.node_id], port_no))
             elif (n.node_id, port_no) in ca_port_map:
                 ends.append(ca_port_map[(n.node_id, port_no)])
         if len(ends) == 2:
             links.append(Link(ends[0][0], ends[0][1], ends[1][0], ends[1][1], ""))
     graph.links = links
-    _infer_tiers(graph)
-    return graph
+
+
+def _find_model(cat: Catalogue, hint: str) -> SwitchModel | None:
+    """The catalogue model a description names, case-insensitively (``qm9700`` = ``QM9700``)."""
+    if hint in cat.switches:
+        return cat.switches[hint]
+    folded = hint.casefold()
+    return next((m for m in cat.switches.values() if m.name.casefold() == folded), None)
 
 
 def _match_model(
     cat: Catalogue, node: IbNode, hint: str | None, rate: tuple[str, float] | None
 ) -> tuple[str, str | None]:
-    if hint and hint in cat.switches:
-        model = cat.switches[hint]
-        if node.nports == model.ports:
+    # A SHARP switch reports one port more than its radix: the Aggregation Node's.
+    sizes = (node.nports, node.nports - 1)
+    model = _find_model(cat, hint) if hint else None
+    if model is not None:
+        if model.ports in sizes:
             return model.name, None
         for mode, (ports, _) in model.split_modes.items():
-            if ports == node.nports:
+            if ports in sizes:
                 return model.name, mode
     for model in cat.switches.values():
-        if model.device_id == node.devid and model.ports == node.nports:
+        if model.device_id == node.devid and model.ports in sizes and not model.modular:
             return model.name, None
     speed, gbps = rate or ("NDR", 400.0)
     name = f"imported-{node.devid or 0:x}-{node.nports}"
@@ -369,32 +251,16 @@ def _match_model(
     return name, None
 
 
-def _infer_tiers(graph: FabricGraph) -> None:
-    """Rank switches by distance from the CAs: leaf, spine, core, tier3…; orient links up."""
+def _tiers(graph: FabricGraph, disc: Discovery, inference: Inference, names_of: dict[str, str]) -> None:
+    """Tiers from the inference; links oriented up; rails, SUs, SHARP and levels recorded."""
+    rank: dict[str, int] = {}
+    for node_id, name in names_of.items():
+        sw = graph.switches[name]
+        rank[name] = inference.rank.get(node_id, 0)
+        sw.tier = inference.tier(node_id)
+        if node_id in inference.rails:
+            sw.index, sw.su = inference.rails[node_id], inference.su.get(node_id, -1)
     switches = graph.switches
-    adjacency: dict[str, set[str]] = defaultdict(set)
-    leaves: set[str] = set()
-    for lk in graph.links:
-        a_sw, b_sw = lk.a in switches, lk.b in switches
-        if a_sw and b_sw:
-            adjacency[lk.a].add(lk.b)
-            adjacency[lk.b].add(lk.a)
-        elif a_sw:
-            leaves.add(lk.a)
-        elif b_sw:
-            leaves.add(lk.b)
-    rank = {s: 0 for s in leaves}
-    queue = deque(sorted(leaves))
-    while queue:
-        cur = queue.popleft()
-        for nxt in adjacency[cur]:
-            if nxt not in rank:
-                rank[nxt] = rank[cur] + 1
-                queue.append(nxt)
-    names = ("leaf", "spine", "core")
-    for sw in switches.values():
-        r = rank.get(sw.name, 0)
-        sw.tier = names[r] if r < 3 else f"tier{r}"
     same_rank = False
     for lk in graph.links:
         ra = rank.get(lk.a, -1) if lk.a in switches else -1
@@ -404,6 +270,13 @@ def _infer_tiers(graph: FabricGraph) -> None:
         if ra == rb and ra >= 0:
             same_rank = True
         lk.tier = graph.link_tier(lk.a, lk.b)
-    graph.meta["levels"] = (max(rank.values()) + 1) if rank else 0
-    if not same_rank and graph.meta["levels"] <= 3:
+    graph.meta["levels"] = inference.levels
+    if inference.sharp:
+        graph.meta["sharp"] = sorted(names_of[s] for s in inference.sharp)
+    if inference.rails:
+        graph.meta["rails"] = len(set(inference.rails.values()))
+    # Only a balanced tree is claimed for ftree: an imbalanced one is reported as findings with
+    # counts (OpenSM would fall back to minhop), not turned into routing-rule errors.
+    balanced = not any(f.code == "imbalance" for f in inference.findings)
+    if not same_rank and inference.levels <= 3 and balanced:
         graph.meta["routing"] = "ftree"

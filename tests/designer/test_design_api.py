@@ -193,6 +193,21 @@ def test_import_roundtrip_through_the_api(api):
     assert bad.status_code == 400 and "line" in bad.json()["detail"]
 
 
+def test_import_with_node_name_map_and_warnings_summary(api):
+    design_id = api.post("/api/designs/", {"name": "src2", "options": SU1}, format="json").json()["id"]
+    text = api.get(f"/api/designs/{design_id}/revisions/1/export/ibnetdiscover/").content.decode()
+    # One HCA of a 32-node SU renamed onto a host of its own: 33 hosts.
+    guid = next(line for line in text.splitlines() if line.startswith("caguid=")).split("=", 1)[1]
+    body = {"name": "mapped", "text": text, "node_name_map": f'{guid} "renamed-host mlx5_0"\n'}
+    imported = api.post("/api/designs/import/", body, format="json")
+    assert imported.status_code == 201, imported.content
+    summary = imported.json()["summary"]
+    assert summary["import"]["hosts"] == 33 and summary["import"]["tiers"] == {"leaf": 8, "spine": 4}
+    assert isinstance(summary["warnings"], list) and isinstance(summary["warnings_full"], list)
+    bad = api.post("/api/designs/import/", {**body, "name": "bad-map", "node_name_map": "nonsense here"}, format="json")
+    assert bad.status_code == 400 and "node_name_map" in str(bad.json())
+
+
 def test_catalogue_override_changes_the_price(api):
     before = api.post("/api/designs/plan/", SU1, format="json").json()["cost"]
     effective = api.get("/api/catalogue/effective/").json()

@@ -202,3 +202,31 @@ def test_absurd_sizes_are_refused_quickly(args):
     code, out = run("plan", *args, "--json")
     errors = json.loads(out)["errors"]
     assert code != 0 and any("at most" in e for e in errors), errors
+
+
+REALDATA = "/work/shared/realdata/ibnetdiscover"
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir(REALDATA), reason="real dumps not available")
+def test_import_real_dump_with_node_name_map_summarises_warnings(tmp_path):
+    dump = f"{REALDATA}/psmn_x5_voltaire_qdr_89ca_11sw.ibnetdiscover"
+    names = f"{REALDATA}/psmn_x5.node-name-map"
+    code, out = run("import", "--file", dump, "--node-name-map", names, "--name", "psmn", "--json")
+    body = json.loads(out)
+    assert code == 0, body
+    text = open(dump).read()
+    assert body["import"]["switches"] == text.count("\nSwitch\t") and body["import"]["hosts"] == text.count("\nCa\t")
+    codes = [w.split(" ", 1)[0] for w in body["warnings"]]
+    assert len(codes) == len(set(codes))  # one line per kind
+    assert sum(1 for f in body["warnings_full"] if f["code"] == "imbalance") >= 1
+    # the full list is uncapped: one no-cable finding per imported link, one summary line for them
+    no_cable = sum(1 for f in body["warnings_full"] if f["code"] == "no-cable")
+    assert no_cable == body["import"]["links"] == text.count("\n[") // 2  # every link printed from both ends
+    assert f"no-cable ({no_cable:,}):" in " ".join(body["warnings"])
+    assert all(len(w.split(" — e.g. ")[-1].split(", ")) <= 5 for w in body["warnings"] if " — e.g. " in w)
+    code, human = run("import", "--file", dump, "--node-name-map", names, "--name", "psmn-human")
+    assert code == 0 and "11 switches (leaf 6," in human and "warning: imbalance (" in human
+    bad_map = tmp_path / "bad.map"
+    bad_map.write_text("0x12 ok\nzz-not-a-guid name\n")
+    code, out = run("import", "--file", dump, "--node-name-map", str(bad_map), "--name", "psmn-bad", "--json")
+    assert code == 2 and "line 2" in str(json.loads(out)["errors"][0])

@@ -146,3 +146,44 @@ def test_auditor_sees_the_canvas_read_only(login, auditor, operator, live_server
 def test_tenants_do_not_see_the_designer(login, member_a, live_server):
     page = login("member-a")
     assert page.goto(f"{live_server.url}/designer/").status == 404
+
+
+REAL_DUMP = "/work/shared/realdata/ibnetdiscover/topograph_dgx_h100_ndr_582ca_40sw.ibnetdiscover"
+
+
+@pytest.mark.skipif(not __import__("os").path.exists(REAL_DUMP), reason="real dump not available")
+def test_import_a_real_dump_with_a_node_name_map(login, operator, live_server, tmp_path):
+    text = open(REAL_DUMP).read()
+    leaves = len(set(re.findall(r'^Switch\t\d+ "[^"]+"\t\t# "MF0;([^:]*IBLEAF[^:]*):', text, re.M)))
+    spines = len(set(re.findall(r'^Switch\t\d+ "[^"]+"\t\t# "MF0;([^:]*IBSPINE[^:]*):', text, re.M)))
+    guid = re.search(r'^caguid=(0x[0-9a-f]+)\nCa\t1 "H-[0-9a-f]+"\t\t# "a08', text, re.M).group(1)
+    mapfile = tmp_path / "names.map"
+    mapfile.write_text(f'# site names\n{guid} "renamed-node mlx5_0"\n')
+    page = login("op")
+    page.goto(f"{live_server.url}/designer/")
+    form = page.get_by_test_id("import-form")
+    form.get_by_test_id("import-name").fill("e2e-topograph")
+    form.get_by_test_id("import-dump").set_input_files(REAL_DUMP)
+    form.get_by_test_id("import-map").set_input_files(str(mapfile))
+    form.get_by_test_id("import-submit").click()
+    expect(page.get_by_test_id("import-design")).to_have_text("e2e-topograph")
+    expect(page.get_by_test_id("import-switches")).to_have_text(str(leaves + spines))
+    expect(page.get_by_test_id("import-tier-leaf")).to_have_text(str(leaves))
+    expect(page.get_by_test_id("import-tier-spine")).to_have_text(str(spines))
+    expect(page.get_by_test_id("import-aggregation-nodes")).to_have_text("40")
+    warnings = page.get_by_test_id("import-warning")
+    kinds = [w.split(" ", 1)[0] for w in warnings.all_inner_texts()]
+    assert kinds and len(kinds) == len(set(kinds)) and "no-cable" in kinds
+    page.screenshot(path=str(tmp_path / "import-result.png"), full_page=True)
+    page.get_by_test_id("import-open").click()
+    page.wait_for_url(re.compile(r"/designer/\d+/$"))
+    expect(page.locator("body[data-canvas=ready]")).to_be_attached()
+
+    # a malformed dump is refused with its line number
+    bad = tmp_path / "bad.topo"
+    bad.write_text('Switch\t8 "S-0002c90200000001"\t\t# "sw" enhanced port 0 lid -1 lmc 0\n')
+    page.goto(f"{live_server.url}/designer/")
+    page.get_by_test_id("import-name").fill("e2e-bad")
+    page.get_by_test_id("import-dump").set_input_files(str(bad))
+    page.get_by_test_id("import-submit").click()
+    expect(page.get_by_test_id("import-error")).to_contain_text("line 1")

@@ -2,7 +2,7 @@
 
     design plan [--topology …] [--gpus N | --nodes N] … --json [--save NAME]
     design export --design ID[/REV] --format FMT [--output FILE]
-    design import --file FILE --name NAME
+    design import --file FILE --name NAME [--node-name-map FILE]
     design can-i --gpus N --switches M [--switch MODEL]
     design list
 
@@ -74,6 +74,7 @@ class Command(BaseCommand):
         i = sub.add_parser("import", help="import ibnetdiscover output as a design")
         i.add_argument("--file", required=True)
         i.add_argument("--name", required=True)
+        i.add_argument("--node-name-map", metavar="FILE", help="GUID → name map (rdma-core node-name-map format)")
         i.add_argument("--json", action="store_true")
         i.add_argument("--as", dest="as_user", metavar="USERNAME")
 
@@ -151,20 +152,26 @@ class Command(BaseCommand):
         else:
             self.stdout.write(content, ending="" if content.endswith("\n") else "\n")
 
-    def _import(self, *, file: str, name: str, json: bool, as_user: str | None, **_: Any) -> None:
-        try:
-            text = Path(file).read_text()
-        except OSError as exc:
-            raise CommandError(f"cannot read {file}: {exc}") from None
+    def _import(
+        self, *, file: str, name: str, json: bool, as_user: str | None, node_name_map: str | None = None, **_: Any
+    ) -> None:
+        texts = []
+        for path in (file, node_name_map):
+            try:
+                texts.append(Path(path).read_text(encoding="utf-8-sig", errors="replace") if path else None)
+            except OSError as exc:
+                raise CommandError(f"cannot read {path}: {exc}") from None
         actor, principal = _cli_principal(as_user)
         try:
-            design, revision = services.import_ibnetdiscover(actor, principal, name=name, text=text)
+            design, revision = services.import_ibnetdiscover(
+                actor, principal, name=name, text=texts[0] or "", node_name_map=texts[1]
+            )
         except ConsoleError as exc:
             detail = exc.detail
             self._emit({"errors": [detail]}, json, human=lambda: f"error: {detail}")
             sys.exit(2)
         body = {"design_id": design.pk, "revision": revision.number, **revision.summary}
-        self._emit(body, json, human=lambda: f"imported as design {design.pk} r{revision.number}")
+        self._emit(body, json, human=lambda: _human_import(body))
 
     def _can_i(self, *, json: bool, **options: Any) -> None:
         keys = ("gpus", "nodes", "switches", "switch_model", "node_type", "oversubscription")
@@ -192,6 +199,30 @@ class Command(BaseCommand):
 
     def _emit(self, body: dict, as_json: bool, *, human: Callable[[], str]) -> None:
         self.stdout.write(json.dumps(body, default=str) if as_json else human())
+
+
+def _human_import(body: dict[str, Any]) -> str:
+    """The import in a few lines: what came in, what was inferred, one line per warning kind."""
+    info = body.get("import", {})
+    tiers = ", ".join(f"{k} {v}" for k, v in info.get("tiers", {}).items())
+    lines = [
+        f"imported as design {body['design_id']} r{body['revision']}",
+        f"{info.get('switches', 0)} switches ({tiers}), {info.get('hosts', 0)} hosts with {info.get('hcas', 0)} HCAs, "
+        f"{info.get('links', 0)} links, {info.get('levels', 0)} level(s)",
+    ]
+    if info.get("aggregation_nodes"):
+        lines.append(f"{info['aggregation_nodes']} SHARP Aggregation Nodes (not hosts)")
+    for chassis in info.get("chassis", []):
+        lines.append(f"director {chassis['name']} ({chassis['model']}): {chassis['asics']} ASICs")
+    if info.get("rails"):
+        lines.append(f"rail-optimised: {info['rails']} rails, {info.get('scalable_units', 0)} scalable units")
+    if info.get("oversubscription"):
+        lines.append("oversubscription " + ", ".join(f"{k} {v}" for k, v in info["oversubscription"].items()))
+    if info.get("rates"):
+        lines.append("links " + ", ".join(f"{k} {v}" for k, v in info["rates"].items()))
+    lines += [f"warning: {w}" for w in body.get("warnings", [])]
+    lines += [f"error: {e}" for e in body.get("errors", [])]
+    return "\n".join(lines)
 
 
 def _find_revision(spec: str) -> DesignRevision:

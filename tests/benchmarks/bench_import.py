@@ -1,0 +1,148 @@
+"""Benchmark of the ibnetdiscover import: parse + infer + graph, and ``manage.py design import`` end to end.
+
+    .venv/bin/python tests/benchmarks/bench_import.py [--repeat 5] [--no-cli]
+
+The dump: a 3-level fat tree of 250 generic nodes (2,000 HCAs) on 40-port QM8700 switches (280
+switch ASICs), its 80 cores rewritten as the spine ASICs of one CS8500 director, and a SHARP
+Aggregation Node on an extra port of every switch (as real Quantum fabrics show): about 1.4 MB.
+Prints per-step medians, then ONE JSON line. Targets: parse+infer < 1 s and < 300 MB peak
+(ru_maxrss of a child process that only imports), the CLI end to end < 3 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from designer.catalogue import DEFAULT_CATALOGUE
+from designer.exports import export
+from designer.imports import import_fabric
+from designer.plan import plan
+
+ROOT = Path(__file__).resolve().parents[2]
+TARGET_S = 1.0
+TARGET_MB = 300
+TARGET_CLI_S = 3.0
+OPTIONS = {"topology": "fat-tree", "nodes": 250, "levels": "3", "switch": "QM8700", "node_type": "generic"}
+
+
+def make_dump() -> str:
+    """The designed fabric exported, rewritten into director form, with Aggregation Nodes."""
+    graph = plan(OPTIONS).graph
+    text = export(graph, "ibnetdiscover")[0]
+    chassis = 0x0002C9AAAA000000
+    for i, sw in enumerate(s for s in graph.switches.values() if s.tier == "core"):
+        text = text.replace(
+            f"sysimgguid=0x{sw.guid:016x}\nswitchguid=0x{sw.guid:016x}({sw.guid:x})",
+            f"sysimgguid=0x{chassis:x}\nswitchguid=0x{chassis:x}({sw.guid:x})",
+        )
+        text = text.replace(f'"MF0;{sw.name}:MQM8700/U1"', f'"MF0;dir1:MCS8500/S{i + 1:02d}/U1"')
+    blocks, extra = [], []
+    for i, block in enumerate(text.split("\n\n")):
+        m = re.search(r'^Switch\t(\d+) "(S-[0-9a-f]+)"\t\t# "([^"]+)"', block, re.M)
+        if m:
+            port, an = int(m.group(1)) + 1, f"{0x0002C9BB00000000 + i:016x}"
+            block = block.replace(f"Switch\t{m.group(1)} ", f"Switch\t{port} ", 1)
+            block += f'\n[{port}]\t"H-{an}"[1]({an[-13:]})\t\t# "Mellanox Technologies Aggregation Node" lid 9 4xHDR'
+            extra.append(
+                f'caguid=0x{an}\nCa\t1 "H-{an}"\t\t# "Mellanox Technologies Aggregation Node"\n'
+                f'[1]({an[-13:]})\t"{m.group(2)}"[{port}]\t\t# lid 9 lmc 0 "{m.group(3)}" lid 9 4xHDR'
+            )
+        blocks.append(block)
+    return "\n\n".join(blocks + extra) + "\n"
+
+
+def child_peak_mb(path: str) -> float:
+    """ru_maxrss of a fresh interpreter that imports the dump once (the whole process, in MB)."""
+    code = (
+        f"import resource, sys; sys.path.insert(0, {str(ROOT)!r})\n"
+        "from designer.catalogue import DEFAULT_CATALOGUE\n"
+        "from designer.imports import import_fabric\n"
+        f"import_fabric(open({path!r}).read(), DEFAULT_CATALOGUE)\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return int(out.strip()) / 1024
+
+
+def cli_seconds(path: str) -> float:
+    """``manage.py design import`` wall time (process start to exit), its design deleted after."""
+    name = f"bench-import-{os.getpid()}"
+    manage = [sys.executable, str(ROOT / "manage.py")]
+    subprocess.run([*manage, "migrate", "-v0"], check=True, cwd=ROOT)
+    t0 = time.perf_counter()
+    subprocess.run(
+        [*manage, "design", "import", "--file", path, "--name", name, "--json"],
+        check=True,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+    )
+    elapsed = time.perf_counter() - t0
+    subprocess.run(
+        [*manage, "shell", "-c", f"from designer.models import Design; Design.objects.filter(name={name!r}).delete()"],
+        check=True,
+        cwd=ROOT,
+    )
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--no-cli", action="store_true", help="skip the CLI (no database)")
+    args = parser.parse_args()
+    text = make_dump()
+    times = []
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        result = import_fabric(text, DEFAULT_CATALOGUE)
+        times.append(time.perf_counter() - t0)
+    report = result.report()
+    median = statistics.median(times)
+    print(
+        f"dump: {len(text) / 1e6:.2f} MB, {report['switches']} switches, {report['hcas']} HCAs, "
+        f"{report['aggregation_nodes']} Aggregation Nodes, {report['links']} links, {report['levels']} levels"
+    )
+    print(f"parse+infer+graph median {median:.3f} s (min {min(times):.3f}, {args.repeat} runs)")
+    with tempfile.NamedTemporaryFile("w", suffix=".topo", delete=False) as fh:
+        fh.write(text)
+    try:
+        peak = child_peak_mb(fh.name)
+        print(f"peak memory (child ru_maxrss) {peak:.0f} MB")
+        cli = None if args.no_cli else cli_seconds(fh.name)
+        if cli is not None:
+            print(f"CLI end to end {cli:.2f} s")
+    finally:
+        os.unlink(fh.name)
+    ok = median < TARGET_S and peak < TARGET_MB and (cli is None or cli < TARGET_CLI_S)
+    print(
+        json.dumps(
+            {
+                "bench": "import",
+                "dump_mb": round(len(text) / 1e6, 2),
+                "switches": report["switches"],
+                "hcas": report["hcas"],
+                "aggregation_nodes": report["aggregation_nodes"],
+                "links": report["links"],
+                "parse_infer_median_s": round(median, 3),
+                "peak_mb": round(peak),
+                "cli_s": round(cli, 2) if cli is not None else None,
+                "targets": {"parse_infer_s": TARGET_S, "peak_mb": TARGET_MB, "cli_s": TARGET_CLI_S},
+                "ok": ok,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
