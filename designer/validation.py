@@ -8,67 +8,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
 
 from designer.catalogue import CableType, generation_rank
-from designer.errors import Issue
+from designer.findings import MAX_PER_CODE, Collector, IbsimLimits, ValidationReport
 from designer.graph import FORBIDDEN_NAME_CHARS, FabricGraph, Link
 
-MAX_PER_CODE = 20
 TREE_RANK = {"leaf": 0, "spine": 1, "core": 2}
 Adjacency = dict[str, dict[str, int]]  # switch → neighbour → links
-
-
-@dataclass(frozen=True)
-class IbsimLimits:
-    """ibsim's default table sizes and the size the lab here still brings up."""
-
-    nodes: int = 2048
-    switches: int = 256
-    ports: int = 13312
-    ports_per_node: int = 255
-    lab_endpoints: int = 4096
-
-
-@dataclass
-class ValidationReport:
-    """Errors make a design unbuildable or unroutable; warnings deserve a look."""
-
-    errors: list[Issue] = field(default_factory=list)
-    warnings: list[Issue] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
-
-    def codes(self) -> set[str]:
-        return {i.code for i in self.errors + self.warnings}
-
-    def as_dict(self) -> dict:
-        return {
-            "errors": [i.as_dict() for i in self.errors],
-            "warnings": [i.as_dict() for i in self.warnings],
-        }
-
-
-class _Collector:
-    def __init__(self, max_per_code: int | None = MAX_PER_CODE) -> None:
-        self.cap = max_per_code if max_per_code is not None else math.inf
-        self.report = ValidationReport()
-        self.counts: Counter[tuple[str, str]] = Counter()  # (severity, code) → findings
-
-    def add(self, severity: str, code: str, element: str, message: str) -> None:
-        self.counts[(severity, code)] += 1
-        if self.counts[(severity, code)] <= self.cap:
-            target = self.report.errors if severity == "error" else self.report.warnings
-            target.append(Issue(severity, code, element, message))
-
-    def finish(self) -> ValidationReport:
-        for (severity, code), n in sorted(self.counts.items()):
-            if n > self.cap:
-                target = self.report.errors if severity == "error" else self.report.warnings
-                target.append(Issue(severity, code, "fabric", f"… and {n - int(self.cap):,} more {code} findings"))
-        return self.report
 
 
 def validate(
@@ -79,7 +25,7 @@ def validate(
     ``max_per_code`` caps the findings listed per code (None lists all: the import's full list).
     """
     limits = limits or IbsimLimits()
-    out = _Collector(max_per_code)
+    out = Collector(max_per_code)
     cat = graph.catalogue
     ports_of: dict[str, int] = {}
     speed_of: dict[str, tuple[str, int, bool, int]] = {}  # generation, Gb/s, split, rank
@@ -248,7 +194,7 @@ def _cable_ok(graph: FabricGraph, name: str, generation: str, split: bool) -> fl
 
 
 def _check_cable(
-    graph: FabricGraph, link: Link, generation: str, split: bool, out: _Collector, cache: dict[str, CableType | None]
+    graph: FabricGraph, link: Link, generation: str, split: bool, out: Collector, cache: dict[str, CableType | None]
 ) -> None:
     name = f"{link.a}[{link.a_port}]-{link.b}[{link.b_port}]"
     if not link.cable:
@@ -288,7 +234,7 @@ def _check_cable(
         )
 
 
-def _check_guids(graph: FabricGraph, out: _Collector) -> None:
+def _check_guids(graph: FabricGraph, out: Collector) -> None:
     owner: dict[int, str] = {}
     for sw in graph.switches.values():
         if sw.guid in owner:
@@ -321,7 +267,7 @@ def _check_guids(graph: FabricGraph, out: _Collector) -> None:
             owner.setdefault(port, node.name)
 
 
-def _check_connected(graph: FabricGraph, adjacency: Adjacency, hosts_on: Counter[str], out: _Collector) -> None:
+def _check_connected(graph: FabricGraph, adjacency: Adjacency, hosts_on: Counter[str], out: Collector) -> None:
     switches = [s for s in graph.switches if s in adjacency or hosts_on.get(s)]
     if not switches:
         return
@@ -344,7 +290,7 @@ def _check_connected(graph: FabricGraph, adjacency: Adjacency, hosts_on: Counter
 
 
 def _check_level(
-    graph: FabricGraph, lower: list[str], upper_tier: str, adjacency: Adjacency, out: _Collector, what: str
+    graph: FabricGraph, lower: list[str], upper_tier: str, adjacency: Adjacency, out: Collector, what: str
 ) -> None:
     """Every lower switch sends the same number of links to every upper switch of its pod."""
     switches = graph.switches
@@ -421,7 +367,7 @@ def _check_level(
             )
 
 
-def _check_ftree(graph: FabricGraph, adjacency: Adjacency, hosts_on: Counter[str], out: _Collector) -> None:
+def _check_ftree(graph: FabricGraph, adjacency: Adjacency, hosts_on: Counter[str], out: Collector) -> None:
     switches = graph.switches
     by_tier: dict[str, list[str]] = defaultdict(list)
     for sw in switches.values():
@@ -449,7 +395,7 @@ def _check_ftree(graph: FabricGraph, adjacency: Adjacency, hosts_on: Counter[str
         _check_level(graph, by_tier["spine"], "core", adjacency, out, "spine")
 
 
-def _check_torus(graph: FabricGraph, adjacency: Adjacency, out: _Collector) -> None:
+def _check_torus(graph: FabricGraph, adjacency: Adjacency, out: Collector) -> None:
     dims = [d for d in graph.meta["dims"]]
     torus = [s for s in graph.switches.values() if s.tier == "torus"]
     if len(torus) != math.prod(dims):
@@ -473,7 +419,7 @@ def _check_torus(graph: FabricGraph, adjacency: Adjacency, out: _Collector) -> N
             )
 
 
-def _check_ibsim(graph: FabricGraph, ports_of: dict[str, int], limits: IbsimLimits, out: _Collector) -> None:
+def _check_ibsim(graph: FabricGraph, ports_of: dict[str, int], limits: IbsimLimits, out: Collector) -> None:
     cas = {ca for n in graph.nodes.values() for ca in n.ca_guids}
     nodes = len(cas) + len(graph.switches)
     ports = sum(ports_of[s] + 1 for s in graph.switches) + sum(

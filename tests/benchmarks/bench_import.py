@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from designer.catalogue import DEFAULT_CATALOGUE
+from designer.builtin_catalogue import DEFAULT_CATALOGUE
 from designer.exports import export
 from designer.imports import import_fabric
 from designer.plan import plan
@@ -66,7 +66,7 @@ def child_peak_mb(path: str) -> float:
     """ru_maxrss of a fresh interpreter that imports the dump once (the whole process, in MB)."""
     code = (
         f"import resource, sys; sys.path.insert(0, {str(ROOT)!r})\n"
-        "from designer.catalogue import DEFAULT_CATALOGUE\n"
+        "from designer.builtin_catalogue import DEFAULT_CATALOGUE\n"
         "from designer.imports import import_fabric\n"
         f"import_fabric(open({path!r}).read(), DEFAULT_CATALOGUE)\n"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from designer.catalogue import default_catalogue
+from designer.builtin_catalogue import default_catalogue
 from designer.errors import ParseError
 from designer.exports import export
 from designer.imports import import_fabric, parse_ibnetdiscover, summarise
