@@ -154,7 +154,7 @@ def test_a_current_discovery_is_reused_and_an_old_one_is_not(fabric, shared_lab,
     )
     third = services.compare(fabric)
     assert third["discovered_now"] and third["discovery_id"] != first["discovery_id"]
-    assert "s old (limit 10 s), OpenSM has not swept since" in third["freshness"]["note"]
+    assert "s old (limit 10 s) and OpenSM has not swept since" in third["freshness"]["note"]
     # the limit is a setting (FABRIC_COMPARE_MAX_AGE_S)
     settings.FABRIC_COMPARE_MAX_AGE_S = 0.0
     assert services.compare(fabric)["discovered_now"]

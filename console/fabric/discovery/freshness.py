@@ -75,15 +75,13 @@ class Freshness:
     def why(self) -> str:
         """In words: why the stored discovery is (or is not) current."""
         if self.run is None:
-            return "no discovery yet"
-        parts = [f"discovery {self.run.pk} is {self.age_s:.1f} s old (limit {self.max_age_s:g} s)"]
+            return "there was no discovery yet"
+        age = f"discovery {self.run.pk} is {self.age_s:.1f} s old (limit {self.max_age_s:g} s)"
         if self.sm_swept_since:
-            parts.append("OpenSM ended a heavy sweep after it began")
-        elif self.sm_swept_since is None:
-            parts.append("OpenSM's sweeps cannot be watched for this fabric")
-        else:
-            parts.append("OpenSM has not swept since")
-        return ", ".join(parts)
+            return f"{age} and OpenSM ended a heavy sweep after it began"
+        if self.sm_swept_since is None:
+            return f"{age}; OpenSM's sweeps cannot be watched for this fabric"
+        return f"{age} and OpenSM has not swept since"
 
 
 def age_of(run: DiscoveryRun, now: datetime | None = None) -> float:
