@@ -293,3 +293,6 @@ METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 FABRIC_CHANGE_LEASE_S = float(os.environ.get("FABRIC_CHANGE_LEASE_S", "120"))
 FABRIC_CHANGE_MAX_ATTEMPTS = int(os.environ.get("FABRIC_CHANGE_MAX_ATTEMPTS", "3"))
 FABRIC_CHANGE_REPUBLISH_S = float(os.environ.get("FABRIC_CHANGE_REPUBLISH_S", "300"))
+# `fabric compare` (CLI, API, page) discovers afresh when its stored discovery is older than this
+# or OpenSM has ended a heavy sweep since (console/fabric/discovery/freshness.py).
+FABRIC_COMPARE_MAX_AGE_S = float(os.environ.get("FABRIC_COMPARE_MAX_AGE_S", "10"))

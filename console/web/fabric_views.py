@@ -2,9 +2,13 @@
 
 Operators and auditors only (for anyone else the pages do not exist: 404). Thin: the lab
 registry and the discovery services do the work; the run-discovery button posts back here.
+Like ``fabric compare``, the page compares a current discovery (discovering afresh when the
+stored one is stale; ``?discover=false`` shows the stored one as it is) and says its time and age.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -15,7 +19,7 @@ from console.fabric.discovery import services as discovery
 from console.fabric.lab.fabrics import lab_status
 from console.fabric.models import Fabric
 from console.tenancy.context import Actor
-from console.tenancy.errors import ConsoleError
+from console.tenancy.errors import ConsoleError, NotFound
 from console.tenancy.models import Role
 from console.web.context import principal_for
 
@@ -73,13 +77,29 @@ def fabric_detail(request: HttpRequest, fabric_id: int) -> HttpResponse:
             verdict = "matches the design" if done.compare.get("ok") else "differs from the design"
             messages.success(request, f"Discovery {done.pk}: the fabric {verdict}.")
         return redirect("web:fabric", fabric_id=fabric.pk)
-    run = discovery.latest_run(fabric)
+    refresh = request.GET.get("discover", "true").lower() not in ("false", "0", "no")
+    result, error = _compare(request, fabric, refresh)
     context = {
         "fabric": fabric,
         "lab": _lab_state(fabric),
-        "run": run,
-        "result": run.compare if run else None,
+        "run": discovery.latest_run(fabric) if result else None,
+        "result": result,
+        "compare_error": error,
+        "refresh": refresh,
         "can_run": can_run,
         "active": "fabrics",
     }
     return render(request, "web/fabric.html", context)
+
+
+def _compare(request: HttpRequest, fabric: Fabric, refresh: bool) -> tuple[dict[str, Any] | None, str]:
+    """The compare the page shows, and why a fresh one could not be made (then the stored one,
+    marked with its age, is shown beside the error)."""
+    try:
+        return discovery.compare(fabric, refresh=refresh, actor=Actor.for_user(request.user)), ""
+    except ConsoleError as exc:
+        error = exc.detail
+    try:
+        return discovery.compare(fabric, refresh=False), error
+    except NotFound:
+        return None, error

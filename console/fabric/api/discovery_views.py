@@ -2,7 +2,9 @@
 
     GET  /api/fabrics/{id}/discovery/   the latest discovery run (404 before the first one)
     POST /api/fabrics/{id}/discovery/   sweep now: discover + compare (operators)
-    GET  /api/fabrics/{id}/compare/     the latest run compared with the bound design revision
+    GET  /api/fabrics/{id}/compare/     a current discovery compared with the bound design revision
+                                        (discovers afresh when the stored one is stale;
+                                        ?discover=false compares the stored one as it is)
 
 Fabrics belong to the operator, not to a tenant: tenant roles get 403 on every verb.
 """
@@ -16,21 +18,26 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from console.fabric.discovery import services
+from console.fabric.discovery import freshness, services
 from console.fabric.models import DiscoveryRun, Fabric
 from console.tenancy.api.base import PrincipalMixin
-from console.tenancy.errors import NotFound
+from console.tenancy.errors import Invalid, NotFound
 from console.tenancy.models import Role
 
 READERS = frozenset({Role.OPERATOR, Role.AUDITOR})
 
 
 class DiscoveryRunSerializer(serializers.ModelSerializer):
-    """One discovery run: when, how long, counts, routing check and comparison."""
+    """One discovery run: when, how old, how long, counts, routing check and comparison."""
+
+    age_s = serializers.SerializerMethodField(help_text="seconds since the discovery ran")
 
     class Meta:
         model = DiscoveryRun
-        fields = ["id", "fabric", "created_at", "duration_s", "summary", "routing", "compare"]
+        fields = ["id", "fabric", "created_at", "age_s", "duration_s", "summary", "routing", "compare"]
+
+    def get_age_s(self, run: DiscoveryRun) -> float:
+        return round(freshness.age_of(run), 3)
 
 
 class DiscoveryRunDetailSerializer(DiscoveryRunSerializer):
@@ -45,6 +52,20 @@ CompareSerializer = inline_serializer(
     {
         "fabric_id": serializers.IntegerField(),
         "discovery_id": serializers.IntegerField(),
+        "discovered_at": serializers.DateTimeField(),
+        "discovery_age_s": serializers.FloatField(help_text="seconds since the discovery ran"),
+        "discovered_now": serializers.BooleanField(help_text="this request ran the discovery"),
+        "freshness": inline_serializer(
+            "FabricCompareFreshness",
+            {
+                "max_age_s": serializers.FloatField(help_text="FABRIC_COMPARE_MAX_AGE_S"),
+                "sm_swept_since": serializers.BooleanField(
+                    allow_null=True, help_text="OpenSM ended a heavy sweep since (null: cannot tell)"
+                ),
+                "stale": serializers.BooleanField(help_text="too old or swept since: the fabric may differ"),
+                "note": serializers.CharField(help_text="why this discovery was used, in words"),
+            },
+        ),
         "missing": serializers.ListField(child=serializers.DictField()),
         "extra": serializers.ListField(child=serializers.DictField()),
         "miswired": serializers.ListField(child=serializers.DictField()),
@@ -55,6 +76,13 @@ CompareSerializer = inline_serializer(
         "summary": serializers.DictField(),
         "ok": serializers.BooleanField(),
     },
+)
+DISCOVER_PARAM = OpenApiParameter(
+    "discover",
+    bool,
+    description="false: compare the stored discovery however old (default true: discover afresh when "
+    "the stored one is older than FABRIC_COMPARE_MAX_AGE_S or OpenSM swept since)",
+    required=False,
 )
 TOPOLOGY_PARAM = OpenApiParameter(
     "topology", bool, description="include the discovered topology (large)", required=False
@@ -91,16 +119,18 @@ class FabricDiscoveryView(PrincipalMixin, APIView):
 
 
 class FabricCompareView(PrincipalMixin, APIView):
-    """Designed vs discovered for the latest discovery: missing, extra and miswired cables,
-    rate mismatches, the fix list and the routing check."""
+    """Designed vs discovered for a current discovery: missing, extra and miswired cables,
+    rate mismatches, the fix list and the routing check, with the discovery's time and age."""
 
     read_roles = READERS
 
-    @extend_schema(responses={200: CompareSerializer})
+    @extend_schema(parameters=[DISCOVER_PARAM], responses={200: CompareSerializer})
     def get(self, request: Request, fabric_id: int) -> Response:
-        """The comparison of the latest discovery run; 404 until one has run."""
+        """The comparison of the stored discovery when it is current, else of a new one (a read
+        of the fabric, audited); ``?discover=false``: of the stored one, 404 until one has run."""
         fabric = _fabric(fabric_id)
-        run = services.latest_run(fabric)
-        if run is None:
-            raise NotFound(f"no discovery of {fabric.name} yet: POST to its discovery/ first")
-        return Response(services.compare(fabric, run))
+        flag = request.query_params.get("discover", "true").lower()
+        if flag not in ("true", "false", "1", "0", "yes", "no"):
+            raise Invalid(f"discover must be true or false, not {flag!r}", fields={"discover": flag})
+        refresh = flag in ("true", "1", "yes")
+        return Response(services.compare(fabric, refresh=refresh, actor=self.actor))

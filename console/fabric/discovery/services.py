@@ -4,7 +4,9 @@
 fabric, the local HCA for an OpenSM host), parses it with the project's parser, stores the
 discovered topology in the design's names with real GUIDs, LIDs and rates, checks which routing
 engine OpenSM really uses, and compares with the design — all on one :class:`DiscoveryRun`.
-``compare`` (re)computes the comparison of a run (the latest by default) and returns it.
+``compare`` answers with the comparison of a current discovery: it discovers afresh when the
+stored one is too old or OpenSM swept since (:mod:`console.fabric.discovery.freshness`), reuses
+it when asked to, and always says which discovery it compared, when it ran and how old it is.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from django.db import transaction
 from django.db.models import OuterRef, Subquery
 
 from console.fabric.diags.runner import DiagEnv, DiagError, DiagRunner
+from console.fabric.discovery import freshness
 from console.fabric.discovery.compare import (
     LAB_SPEED_POLICY,
     DesignedLink,
@@ -33,7 +36,7 @@ from console.fabric.lab.routing import routing_engine_in_use
 from console.fabric.models import DiscoveryRun, Fabric
 from console.tenancy import audit
 from console.tenancy.context import Actor
-from console.tenancy.errors import ConsoleError, Invalid
+from console.tenancy.errors import ConsoleError, Invalid, NotFound
 from designer.errors import ParseError
 from designer.graph import FabricGraph
 from designer.imports.ibnetdiscover import parse_ibnetdiscover
@@ -128,6 +131,7 @@ def discover(fabric: Fabric, *, actor: Actor) -> DiscoveryRun:
     """Sweep the fabric now; store topology, routing check and comparison on a new run."""
     started = time.monotonic()
     runner = _runner(fabric)
+    mark = freshness.sm_mark(fabric)  # before the sweep: a SUBNET UP after it may postdate ours
     try:
         raw = runner.run("ibnetdiscover")
     except DiagError as exc:
@@ -147,6 +151,7 @@ def discover(fabric: Fabric, *, actor: Actor) -> DiscoveryRun:
         "links": len(topology["links"]),
         "ibnetdiscover_s": round(swept - started, 3),
         "lines": raw.stdout.count("\n"),
+        freshness.MARK_KEY: mark,
     }
     with transaction.atomic():
         run = DiscoveryRun.objects.create(
@@ -176,13 +181,10 @@ def latest_runs(fabrics: Iterable[Fabric]) -> dict[int, DiscoveryRun]:
     return {run.fabric_id: run for run in DiscoveryRun.objects.filter(pk__in=latest_ids)}
 
 
-def compare(fabric: Fabric, run: DiscoveryRun | None = None) -> dict[str, Any]:
-    """Designed vs discovered for ``run`` (default: the latest; discovers first if none):
-    ``{"fabric_id", "discovery_id", "missing", "extra", "miswired", "mismatches", "fixes",
-    "routing": {"configured", "in_use", "fallback", "evidence"}, "ok", …}``. Stored on the run.
-    """
-    if run is None:
-        run = latest_run(fabric) or discover(fabric, actor=Actor.system("fabric-compare"))
+def compare_run(fabric: Fabric, run: DiscoveryRun) -> dict[str, Any]:
+    """Designed vs discovered for ``run`` (stored on the run): ``{"fabric_id", "discovery_id",
+    "discovered_at", "missing", "extra", "miswired", "mismatches", "fixes", "routing": {"configured",
+    "in_use", "fallback", "evidence"}, "ok", …}``."""
     graph, plan = design_of(fabric)
     comp = compare_topology(graph, run.topology, speed=_speed_policy(fabric), designed=plan)
     document = _document(fabric, run, comp)
@@ -190,3 +192,43 @@ def compare(fabric: Fabric, run: DiscoveryRun | None = None) -> dict[str, Any]:
         DiscoveryRun.objects.filter(pk=run.pk).update(compare=document)
         run.compare = document
     return document
+
+
+def compare(
+    fabric: Fabric,
+    run: DiscoveryRun | None = None,
+    *,
+    refresh: bool = True,
+    actor: Actor | None = None,
+    just_discovered: bool = False,
+) -> dict[str, Any]:
+    """The comparison of a current discovery, saying what it compares.
+
+    Without ``run``: the stored discovery when it is current, else (``refresh``, the default) a
+    new one first; ``refresh=False`` reuses the stored one however old (404 when there is none).
+    With ``run``: that run (``just_discovered``: the caller ran it now). The answer adds ``discovered_at``, ``discovery_age_s``,
+    ``discovered_now`` and ``freshness`` (limit, OpenSM swept since, stale, a note in words).
+    """
+    if run is not None:
+        current = freshness.assess(fabric, run)
+        note = "discovered now" if just_discovered else f"compared discovery {run.pk} as asked: {current.why()}"
+        return freshness.stamp(compare_run(fabric, run), current, discovered_now=just_discovered, note=note)
+    stored = latest_run(fabric)
+    before = freshness.assess(fabric, stored)
+    if stored is not None and not before.stale:
+        note = f"reused: {before.why()}"
+        return freshness.stamp(compare_run(fabric, stored), before, discovered_now=False, note=note)
+    if not refresh:
+        if stored is None:
+            raise NotFound(f"no discovery of {fabric.name} yet: discover it first (or compare without --no-discover)")
+        note = f"reused as asked, may be out of date: {before.why()}"
+        return freshness.stamp(compare_run(fabric, stored), before, discovered_now=False, note=note)
+    try:
+        run = discover(fabric, actor=actor or Actor.system("fabric-compare"))
+    except ConsoleError as exc:
+        if stored is not None:  # say what can still be compared, never fall back silently
+            exc.detail = f"{exc.detail} (the stored discovery can be compared as is: {before.why()}; --no-discover)"
+            exc.args = (exc.detail,)
+        raise
+    note = f"discovered now: {before.why()}"
+    return freshness.stamp(compare_run(fabric, run), freshness.assess(fabric, run), discovered_now=True, note=note)

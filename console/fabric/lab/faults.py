@@ -3,17 +3,28 @@
 Operators and tests name ports the way the design does (``su01-leaf-r1`` 33, ``su01-n01`` 3 =
 its HCA-3); :func:`resolve_port` maps them to ibsim's node ids. Every fault is audited when an
 actor is given.
+
+ibsim answers a console command whether or not it acted (``# port 7 ... is not linked``, ``# no
+previous link stored`` are no-ops it reports like successes), so a cable fault is read back over
+SMPs: PortInfo of the port before and after, from a diag client attached to the port's own node
+(a directed route of length 0: no forwarding table is involved, so the read works while OpenSM
+re-routes around the change). A fault whose port did not change as asked fails loudly.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from django.db import transaction
 
+from console.fabric.diags.parsers import PortInfo, parse_portinfo
+from console.fabric.diags.runner import DiagError
 from console.fabric.lab.fabrics import lab_for
+from console.fabric.lab.manager import Lab
 from console.fabric.lab.spec import LabError
 from console.fabric.models import Fabric
 from console.tenancy import audit
@@ -56,22 +67,86 @@ def _fault(fabric: Fabric, actor: Actor | None, action: str, detail: dict[str, A
             audit.record(actor, action, fabric, after=detail)
 
 
-def unplug(fabric: Fabric, node: str, port: int, *, actor: Actor | None = None) -> str:
-    """Pull the cable at ``node`` ``port`` in the fabric's lab (ibsim ``Unlink``)."""
-    lab = lab_for(fabric)
-    node_id, sim_port = resolve_port(fabric, node, port)
-    reply = lab.unplug(node_id, sim_port)
-    _fault(fabric, actor, "fabric.lab.unplug", {"node": node, "port": port})
-    return reply
+#: How long the port gets to show the change (ibsim acts before it answers: this is slack).
+READBACK_TIMEOUT_S = 3.0
 
 
-def replug(fabric: Fabric, node: str, port: int, *, actor: Actor | None = None) -> str:
-    """Put back a cable pulled with :func:`unplug` (ibsim ``ReLink``)."""
+@dataclass(frozen=True)
+class CableFault:
+    """A cable pulled or put back, with the port's state read over SMPs before and after."""
+
+    node: str
+    port: int
+    op: str
+    reply: str
+    before: PortInfo
+    after: PortInfo
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "node": self.node,
+            "port": self.port,
+            "op": self.op,
+            "before": _state(self.before),
+            "after": _state(self.after),
+            "ibsim": self.reply,
+        }
+
+
+def _state(info: PortInfo) -> str:
+    return f"{info.link_state}/{info.phys_state}"
+
+
+def _linked(info: PortInfo) -> bool:
+    """A cable is in: the physical link is up (logically Init, Armed or Active)."""
+    return info.phys_state == "LinkUp" and not info.is_down
+
+
+def read_port(lab: Lab, node_id: str, port: int) -> PortInfo:
+    """PortInfo of ``node_id[port]`` over an SMP sent by a client on that very node."""
+    runner = lab.diags(host=node_id)
+    try:
+        return parse_portinfo(runner.run("smpquery", "-D", "portinfo", "0", str(port)).stdout)
+    except DiagError as exc:
+        raise LabError(f"cannot read {node_id}[{port}] back over SMP: {exc}") from exc
+
+
+def _cable(fabric: Fabric, node: str, port: int, *, plug_in: bool, actor: Actor | None) -> CableFault:
+    op = "replug" if plug_in else "unplug"
     lab = lab_for(fabric)
-    node_id, sim_port = resolve_port(fabric, node, port)
-    reply = lab.replug(node_id, sim_port)
-    _fault(fabric, actor, "fabric.lab.replug", {"node": node, "port": port})
-    return reply
+    sim_node, sim_port = resolve_port(fabric, node, port)
+    node_id = lab.node_id(sim_node)
+    where = f"{node}[{port}]" + (f" (ibsim {node_id}[{sim_port}])" if (node, port) != (node_id, sim_port) else "")
+    before = read_port(lab, node_id, sim_port)
+    reply = lab.replug(node_id, sim_port) if plug_in else lab.unplug(node_id, sim_port)
+    deadline = time.monotonic() + READBACK_TIMEOUT_S
+    after = read_port(lab, node_id, sim_port)
+    while _linked(after) != plug_in and time.monotonic() < deadline:
+        time.sleep(0.05)
+        after = read_port(lab, node_id, sim_port)
+    said = f"ibsim said {reply!r}" if reply else "ibsim said nothing"
+    if _linked(after) != plug_in:
+        raise LabError(f"{op} {where} did not take: the port reads {_state(after)} over SMP ({said})")
+    if _linked(before) == plug_in:
+        state = "in" if plug_in else "out"
+        raise LabError(
+            f"{op} {where}: ibsim did not act, the cable was already {state} "
+            f"(the port read {_state(before)} over SMP before; {said})"
+        )
+    _fault(fabric, actor, f"fabric.lab.{op}", {"node": node, "port": port, "after": _state(after)})
+    return CableFault(node, port, op, reply, before, after)
+
+
+def unplug(fabric: Fabric, node: str, port: int, *, actor: Actor | None = None) -> CableFault:
+    """Pull the cable at ``node`` ``port`` in the fabric's lab (ibsim ``Unlink``), read back:
+    :class:`LabError` unless the port went from linked to down."""
+    return _cable(fabric, node, port, plug_in=False, actor=actor)
+
+
+def replug(fabric: Fabric, node: str, port: int, *, actor: Actor | None = None) -> CableFault:
+    """Put back a cable pulled with :func:`unplug` (ibsim ``ReLink``), read back:
+    :class:`LabError` unless the port went from down to linked."""
+    return _cable(fabric, node, port, plug_in=True, actor=actor)
 
 
 def parse_counter_assignments(items: list[str]) -> dict[str, int]:

@@ -37,6 +37,7 @@ from console.fabric.diags import mad
 from console.fabric.diags.runner import DiagEnv, DiagError, DiagRunner
 from console.fabric.diags.topology import Topology, parse_topology
 from console.fabric.lab.ibsim_console import IBSIM_READY, read_log, refused, send_command
+from console.fabric.lab.routing import log_mark, swept_since
 from console.fabric.lab.spec import LabError, LabLimits, LabSpec, find_umad2sim
 from console.fabric.lab.state import (
     STATE_FILE,
@@ -49,9 +50,6 @@ from console.fabric.lab.state import (
     write_state,
 )
 from console.fabric.opensm.files import ArtefactStore
-
-# What OpenSM logs (level SYS, flushed: force_log_flush TRUE) when a heavy sweep ends.
-SWEEP_DONE = (b"SUBNET UP", b"Errors during initialization")
 
 
 class Lab:
@@ -330,22 +328,12 @@ class Lab:
         Take it before :meth:`reload`: a heavy sweep that ends after the mark ran (at least its
         end did) after the SIGHUP. The lab's OpenSM flushes every line (force_log_flush TRUE).
         """
-        try:
-            return self.opensm_log.stat().st_size
-        except FileNotFoundError:
-            return 0
+        return log_mark(self.opensm_log)
 
     def swept_since(self, mark: int) -> bool:
-        """True when OpenSM logged the end of a heavy sweep (SUBNET UP, or its error twin)
-        after ``mark``. A log that shrank (OpenSM restarted on a fresh log) is read whole."""
-        try:
-            with open(self.opensm_log, "rb") as fh:
-                size = os.fstat(fh.fileno()).st_size
-                fh.seek(mark if mark <= size else 0)
-                tail = fh.read()
-        except FileNotFoundError:
-            return False
-        return any(word in tail for word in SWEEP_DONE)
+        """True when OpenSM logged the end of a heavy sweep after ``mark`` (see
+        :func:`console.fabric.lab.routing.swept_since`)."""
+        return swept_since(self.opensm_log, mark)
 
     def port_lids(self) -> dict[int, tuple[int, int]]:
         """Port GUID → (LID, port) of every HCA port as discovered when the subnet came up.

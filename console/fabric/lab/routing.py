@@ -12,10 +12,15 @@ topology (one spine link down is enough) it logs, in order::
 
 so the last "tables configured" line is the truth. This needs ``force_log_flush TRUE``
 (the lab's opensm.conf sets it), otherwise the log lags by a buffer.
+
+The same log tells when OpenSM ended a heavy sweep (``SUBNET UP``): :func:`log_mark` and
+:func:`swept_since` watch for one after a mark (a push waiting for its reload, a compare
+deciding whether its stored discovery is still current).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -25,6 +30,30 @@ from typing import Protocol
 _CONFIGURED_RE = re.compile(r"osm_ucast_mgr_process: (\S+) tables configured on all switches")
 _FAILED_RE = re.compile(r"ucast_mgr_route: (\S+): cannot build lid matrices")
 _EVIDENCE_RE = re.compile(r"(ERR AB[0-9A-F]{2}|not a fat-tree|cannot build lid matrices|tables configured)")
+# What OpenSM logs (level SYS, flushed: force_log_flush TRUE) when a heavy sweep ends.
+SWEEP_DONE = (b"SUBNET UP", b"Errors during initialization")
+
+
+def log_mark(log: Path) -> int:
+    """A mark in OpenSM's log (its size now); :func:`swept_since` tells whether a sweep ended
+    after it. 0 when there is no log yet."""
+    try:
+        return log.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def swept_since(log: Path, mark: int) -> bool:
+    """True when OpenSM logged the end of a heavy sweep (SUBNET UP, or its error twin) after
+    ``mark``. A log that shrank (OpenSM restarted on a fresh log) is read whole."""
+    try:
+        with open(log, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            fh.seek(mark if mark <= size else 0)
+            tail = fh.read()
+    except FileNotFoundError:
+        return False
+    return any(word in tail for word in SWEEP_DONE)
 
 
 class HasOpenSmLog(Protocol):

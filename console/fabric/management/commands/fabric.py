@@ -7,12 +7,16 @@
                     [--speed 2.5|5.0|10.0] [--reason TEXT] [--wait] --json
     fabric port clear --fabric F --switch S --port N [--wait] --json
     fabric discover --fabric F --json
-    fabric compare --fabric F --json
+    fabric compare --fabric F [--no-discover] --json
 
 F is a fabric id or name. A thin layer over the same change-request services as the API: with
 ``--wait`` the command returns when the change is verified or failed, prints that outcome and
 exits non-zero unless it was applied. In embedded mode (no separate worker) ``--wait`` runs the
 push in this process; the database lease makes that as safe as a worker doing it.
+
+``compare`` discovers afresh when the stored discovery is older than FABRIC_COMPARE_MAX_AGE_S or
+OpenSM swept since; ``--no-discover`` compares the stored one as it is. Both print which
+discovery they compared, when it ran and how old it is.
 """
 
 from __future__ import annotations
@@ -32,7 +36,6 @@ from console.fabric.api.serializers import ChangeSerializer
 from console.fabric.changes.pipeline import apply_change
 from console.fabric.discovery.services import compare, discover
 from console.fabric.models import ChangeRequest, Fabric, PortAdminState
-from console.tenancy.audit import snapshot
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
 from console.tenancy.models import Principal, Role
@@ -96,7 +99,13 @@ class Command(BaseCommand):
         p.add_argument("--switch", required=True)
         p.add_argument("--port", required=True, type=int)
         common(sub.add_parser("discover", help="ibnetdiscover and store the graph"), wait=False)
-        common(sub.add_parser("compare", help="discovered vs designed"), wait=False)
+        common(p := sub.add_parser("compare", help="discovered vs designed"), wait=False)
+        p.add_argument(
+            "--no-discover",
+            dest="discover",
+            action="store_false",
+            help="compare the stored discovery however old (default: discover afresh when it is stale)",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         actor, principal = self._who(opts.get("as_user"))
@@ -105,9 +114,9 @@ class Command(BaseCommand):
             if opts["action"] == "discover":
                 run = discover(fabric, actor=actor)
                 body = {"duration_s": run.duration_s, "summary": run.summary}
-                return self._print(opts, {**body, **_jsonable(compare(fabric, run))})
+                return self._print(opts, {**body, **compare(fabric, run, just_discovered=True)})
             if opts["action"] == "compare":
-                return self._print(opts, _jsonable(compare(fabric)))
+                return self._print(opts, compare(fabric, refresh=opts["discover"], actor=actor))
             if opts["action"] == "partition":
                 if opts["partition_action"] == "set":
                     changes.set_partition(
@@ -192,14 +201,32 @@ class Command(BaseCommand):
                 self.stdout.write(f"  {step['seq']:>2}. {step['name']:<12} {step['target']:<16} {step['status']}")
             if c.get("diff"):
                 self.stdout.write(c["diff"])
+        elif isinstance(body, dict) and "discovery_id" in body:
+            self.stdout.write(compare_text(body))
         else:
             self.stdout.write(json.dumps(body, indent=2, default=str))
 
 
-def _jsonable(value: Any) -> Any:
-    """Discovery results may be dataclasses, models or dicts: print what JSON can carry."""
-    if hasattr(value, "as_dict"):
-        return value.as_dict()
-    if hasattr(value, "_meta"):
-        return snapshot(value)
-    return value
+def compare_text(body: dict[str, Any]) -> str:
+    """A compare for people: which discovery, when and how old first, then the verdict, the
+    differences and the fix list."""
+    fresh = body.get("freshness") or {}
+    lines = [
+        f"discovery {body['discovery_id']} of {body['design']} r{body['revision']} at {body['discovered_at']}, "
+        f"{body.get('discovery_age_s', 0):.1f} s old ({fresh.get('note', '')})",
+    ]
+    if fresh.get("stale") and not body.get("discovered_now"):
+        lines.append("WARNING: the fabric may have changed since this discovery (compare without --no-discover)")
+    summary = body.get("summary") or {}
+    verdict = "matches the design" if body["ok"] else "differs from the design"
+    counts = ", ".join(f"{len(body[k])} {k}" for k in ("missing", "extra", "miswired", "mismatches"))
+    lines.append(f"{verdict}: {counts}; {summary.get('matched', '?')}/{summary.get('designed_links', '?')} matched")
+    for kind in ("missing", "extra", "miswired", "mismatches"):
+        lines += [f"  {kind:<10} {entry['label']}" for entry in body[kind]]
+    if body["fixes"]:
+        lines.append("fix list:")
+        lines += [f"  {n}. {fix}" for n, fix in enumerate(body["fixes"], 1)]
+    routing = body.get("routing") or {}
+    fallback = "  FALLBACK" if routing.get("fallback") else ""
+    lines.append(f"routing: configured {routing.get('configured')}, in use {routing.get('in_use')}{fallback}")
+    return "\n".join(lines)

@@ -3,7 +3,7 @@
     lab up --design <id|name>[/<rev>] [--name NAME] [--json]
     lab down --fabric F [--json]
     lab status [--fabric F] [--json]
-    lab cable unplug|replug --fabric F --node NAME --port N [--json]
+    lab cable unplug|replug --fabric F --node NAME --port N [--json]   (read back over SMPs)
     lab counters set --fabric F --node NAME --port N COUNTER=VALUE ... [--json]
 
 Thin: everything happens in :mod:`console.fabric.lab.fabrics` and :mod:`console.fabric.lab.faults`.
@@ -88,10 +88,11 @@ class Command(BaseCommand):
     def _cable(self, *, op: str, fabric: str, node: str, port: int, **_: Any) -> None:
         target = find_fabric(fabric)
         action = unplug if op == "unplug" else replug
-        action(target, node, port, actor=Actor.cli())
+        done = action(target, node, port, actor=Actor.cli())
         self._emit(
-            {"fabric_id": target.pk, "op": op, "node": node, "port": port, "ok": True},
-            f"{op}ged {node} port {port} in {target.name}",
+            {"fabric_id": target.pk, **done.as_dict(), "ok": True},
+            f"{op}ged {node} port {port} in {target.name}: read back over SMP, "
+            f"{done.as_dict()['before']} → {done.as_dict()['after']}",
         )
 
     def _counters(self, *, fabric: str, node: str, port: int, values: list[str], **_: Any) -> None:
