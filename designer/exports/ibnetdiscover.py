@@ -2,18 +2,40 @@
 
 `switchguid=`/`caguid=` lines before each node fix its GUIDs in ibsim (a CA's port GUID is its
 node GUID + port number there, which is how planned HCA GUIDs are chosen). Switch descriptions
-follow NVIDIA's "MF0;<name>:M<model>/U1" form so the model survives a round-trip; lines stay
-under ibsim's 256-character limit.
+follow NVIDIA's "MF0;<name>:M<model>/U1" form so the model survives a round-trip; a director's
+ASICs (design names ``<chassis>/<slot>/U<asic>``, as the import names them) are written as the
+chassis shows them, ``MF0;<chassis>:M<chassis model>/<slot>/U<asic>`` with the chassis' system
+image GUID (``sysimgguid=``, which ibsim keeps; ``switchguid=`` stays the ASIC's own), so an imported director fabric exports (and runs in the lab) as it was discovered.
+Lines stay under ibsim's 256-character limit.
 """
 
 from __future__ import annotations
 
 from designer.catalogue import generation_rank, width_speed
 from designer.graph import FabricGraph
+from designer.imports.model import director_place
 
 
-def switch_description(name: str, model: str) -> str:
-    return f"MF0;{name}:M{model}/U1"
+def switch_description(name: str, model: str, chassis_model: str | None = None) -> str:
+    """NVIDIA's node description of a switch (of a director ASIC: chassis, slot and ASIC)."""
+    place = director_place(name)
+    if place is None:
+        return f"MF0;{name}:M{model}/U1"
+    chassis, slot, asic = place
+    return f"MF0;{chassis}:M{chassis_model or model}/{slot}/U{asic}"
+
+
+def _chassis_of(graph: FabricGraph) -> dict[str, tuple[str, int]]:
+    """Director ASIC name → (chassis model, system image GUID), from the import's chassis records."""
+    out: dict[str, tuple[str, int]] = {}
+    for chassis in graph.meta.get("chassis", []):
+        try:
+            guid = int(str(chassis.get("guid", "")), 16)
+        except ValueError:
+            continue
+        for name in [*chassis.get("line", []), *chassis.get("spine", [])]:
+            out[name] = (str(chassis.get("model") or ""), guid)
+    return out
 
 
 def render_ibnetdiscover(graph: FabricGraph) -> str:
@@ -23,9 +45,10 @@ def render_ibnetdiscover(graph: FabricGraph) -> str:
     ident: dict[str, str] = {}
     desc: dict[str, str] = {}
     speed: dict[str, tuple[int, str, int]] = {}
+    chassis_of = _chassis_of(graph)
     for sw in switches.values():
         ident[sw.name] = f"S-{sw.guid:016x}"
-        desc[sw.name] = switch_description(sw.name, sw.model)
+        desc[sw.name] = switch_description(sw.name, sw.model, chassis_of.get(sw.name, ("", 0))[0])
         gen, gbps = graph.port_gbps(sw.name, 1)
         speed[sw.name] = (generation_rank(gen), gen, gbps)
     ca_end: dict[str, list[tuple[str, int, int, str]]] = {}
@@ -85,7 +108,8 @@ def render_ibnetdiscover(graph: FabricGraph) -> str:
         count = graph.port_count(sw.name)
         append("vendid=0x%x" % (model.vendor_id if model else 0x2C9))
         append("devid=0x%x" % (model.device_id if model else 0))
-        append(f"sysimgguid=0x{sw.guid:016x}")
+        sysimg = chassis_of.get(sw.name, ("", sw.guid))[1]
+        append(f"sysimgguid=0x{sysimg:016x}")
         append(f"switchguid=0x{sw.guid:016x}({sw.guid:x})")
         append(f'Switch\t{count} "{ident[sw.name]}"\t\t# "{desc[sw.name]}" enhanced port 0 lid 0 lmc 0')
         lines = sw_lines[sw.name]

@@ -17,6 +17,8 @@ AGGREGATION_NODE = "Aggregation Node"
 #: NVIDIA switch descriptions: ``MF0;<host>:M<model>[/<slot>]/U<asic>`` (slot L01/S01 on directors).
 MF0 = re.compile(r"^MF0;([^:]+):M?([A-Za-z0-9_-]+?)((?:/(?!U\d+$)[A-Za-z]+\d+)*)(?:/U(\d+))?$")
 _SLOT = re.compile(r"^/([A-Za-z]+)(\d+)")
+#: A director ASIC's design name (:attr:`SwitchDesc.name`): ``<chassis>/<slot>/U<asic>``.
+_DIRECTOR_NAME = re.compile(r"^(.+)/([A-Za-z]+\d+)/U(\d+)$")
 
 
 @dataclass
@@ -116,6 +118,13 @@ class SwitchDesc:
         """ "line", "spine" (director ASICs by slot letter) or "" for a standalone switch."""
         letter = self.slot[:1].upper()
         return {"L": "line", "S": "spine", "F": "spine"}.get(letter, "") if self.slot else ""
+
+
+def director_place(name: str) -> tuple[str, str, int] | None:
+    """(chassis, slot, ASIC) of a director ASIC's design name (``dir1/L03/U1`` → ``("dir1", "L03", 1)``),
+    None for any other name."""
+    m = _DIRECTOR_NAME.match(name)
+    return (m.group(1), m.group(2), int(m.group(3))) if m else None
 
 
 def switch_desc(desc: str) -> SwitchDesc:

@@ -1,26 +1,17 @@
-"""The project's parser of the ibnetdiscover topology format (also ibsim's net file format).
+"""The fabric's cabling as the diags and the lab use it, read with the project's one parser.
 
 The same text format serves three purposes: ``ibnetdiscover`` output (what is cabled), the
 designer's export that ibsim loads (what should be cabled), and the lab's name lookup
 (node description ↔ node id, because ibsim's console only accepts node ids, see
-:mod:`console.fabric.lab`).
+:mod:`console.fabric.lab`). All three are read by :mod:`designer.imports` (the importer's
+parser); :func:`topology_of` gives the id-keyed view the diags work with.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
-_NODE_RE = re.compile(
-    r'^(?P<kind>Switch|Ca|Hca|Rt)\s+(?P<nports>\d+)\s+"(?P<id>[^"]+)"'
-    r'(?:\s*#\s*"(?P<desc>[^"]*)"(?P<rest>.*))?$'
-)
-_PORT_RE = re.compile(
-    r'^\[(?P<port>\d+)\](?:\((?P<pguid>[0-9a-fA-F]+)\))?\s*"(?P<rid>[^"]+)"\[(?P<rport>\d+)\]'
-    r"(?:\((?P<rguid>[0-9a-fA-F]+)\))?(?P<rest>.*)$"
-)
-_GUID_LINE_RE = re.compile(r"^(?P<kind>switchguid|caguid|hcaguids|rtguid)\s*=\s*(?P<guid>0x[0-9a-fA-F]+)")
-_LINKSPEC_RE = re.compile(r"\b(?P<width>\d+x)(?P<speed>[A-Z0-9]+)\b")
+from designer.imports.ibnetdiscover import Discovery, parse_ibnetdiscover
 
 
 @dataclass
@@ -105,58 +96,36 @@ class Topology:
 
 
 def parse_topology(text: str) -> Topology:
-    """Parse ibnetdiscover output or an ibsim net file.
+    """Parse ibnetdiscover output or an ibsim net file (ParseError names a bad line)."""
+    return topology_of(parse_ibnetdiscover(text))
 
-    GUIDs come from ``switchguid=``/``caguid=`` lines (ibsim assigns CA port N the GUID
-    node GUID + N) or from the ``(guid)`` annotations ibnetdiscover prints.
+
+def topology_of(disc: Discovery) -> Topology:
+    """The id-keyed view of a parsed discovery.
+
+    A CA port's GUID is the one ibnetdiscover prints in parentheses, else (ibsim net files) its
+    node GUID + port number, which is how ibsim assigns them. A CA's LID is its ports'.
     """
     topo = Topology()
-    pending_guid: int | None = None
-    current: TopoNode | None = None
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line:
-            current = None
+    for ib in disc.nodes:
+        node = TopoNode(ib.node_id, ib.kind, ib.nports, ib.guid, ib.desc)
+        topo.nodes[ib.node_id] = node
+        if node.is_switch:
+            node.lid = ib.lid
+            if ib.guid is not None:
+                topo.port_guids[(ib.node_id, 0)] = ib.guid
             continue
-        if m := _GUID_LINE_RE.match(line):
-            pending_guid = int(m["guid"], 16)
-            continue
-        if line.startswith("#"):
-            continue
-        if m := _NODE_RE.match(line):
-            kind = "Ca" if m["kind"] == "Hca" else m["kind"]
-            current = TopoNode(m["id"], kind, int(m["nports"]), pending_guid, m["desc"] or "")
-            if m["rest"] and (lid := re.search(r"\blid (\d+)", m["rest"])) and kind == "Switch":
-                current.lid = int(lid[1])
-            if current.guid is None and (g := re.match(r"^[SH]-([0-9a-fA-F]{16})$", m["id"])):
-                current.guid = int(g[1], 16)
-            topo.nodes[current.node_id] = current
-            if current.guid is not None:
-                if current.is_switch:
-                    topo.port_guids[(current.node_id, 0)] = current.guid
-            pending_guid = None
-            continue
-        if current is not None and (m := _PORT_RE.match(line)):
-            port = int(m["port"])
-            spec = _LINKSPEC_RE.search(m["rest"] or "")
-            topo.links.add(
-                TopoLink.make(
-                    (current.node_id, port),
-                    (m["rid"], int(m["rport"])),
-                    spec["width"] if spec else "",
-                    spec["speed"] if spec else "",
-                )
-            )
-            if not current.is_switch:
-                if m["pguid"]:
-                    topo.port_guids[(current.node_id, port)] = int(m["pguid"], 16)
-                elif current.guid is not None:
-                    topo.port_guids[(current.node_id, port)] = current.guid + port
-                if lid := re.search(r"#\s*lid (\d+)", m["rest"] or ""):
-                    current.lid = int(lid[1])
-    # Links seen from both ends may carry different annotations; keep one per port pair.
-    unique: dict[tuple[str, int, str, int], TopoLink] = {}
-    for link in sorted(topo.links, key=lambda x: (x.width == "", x.a_id, x.a_port)):
-        unique.setdefault((link.a_id, link.a_port, link.b_id, link.b_port), link)
-    topo.links = set(unique.values())
+        for p in ib.ports:
+            if p.port_guid is not None:
+                topo.port_guids[(ib.node_id, p.port)] = p.port_guid
+            elif ib.guid is not None:
+                topo.port_guids[(ib.node_id, p.port)] = ib.guid + p.port
+            if p.lid is not None:
+                node.lid = p.lid
+    # A cable seen from both ends may carry the rate on one end only: keep the annotated one.
+    for ib, port, peer, peer_port in disc.links():
+        back = next((q for q in peer.ports if q.port == peer_port), None)
+        rated = port if port.rate else back if back is not None and back.rate else None
+        width, speed = (f"{rated.width}x", rated.speed or "") if rated is not None else ("", "")
+        topo.links.add(TopoLink.make((ib.node_id, port.port), (peer.node_id, peer_port), width, speed))
     return topo

@@ -1,9 +1,13 @@
 """Designed vs discovered: which cables are missing, extra or miswired, and how to fix them.
 
-Pure Python, no ORM: :func:`discovered_topology` maps one parsed ibnetdiscover run onto the
-design's names (switches by the name in their node description ``MF0;<name>:M<model>``, HCAs by
-``"<host> <hca>"`` and CA port, falling back to planned GUIDs), and :func:`compare_topology`
-matches it with the design port by port.
+Pure Python, no ORM. Discovery is read by the importer's parser (:mod:`designer.imports`), and
+:func:`discovered_topology` maps it onto the design's names the way the import names a fabric:
+switches by their node description (``MF0;<name>:M<model>``; a director's ASICs
+``MF0;<chassis>:M<model>/<slot>/U<asic>`` as ``<chassis>/<slot>/U<asic>``), HCAs by
+``"<host> <hca>"`` and CA port, after the operator's node-name map when one is given; a device
+the names do not place is matched by its GUID (switch node GUID, HCA port GUID) instead. SHARP
+Aggregation Nodes (a CA inside every SHARP-capable switch) are not hosts: they and their links
+are counted, not compared. :func:`compare_topology` then matches the design port by port.
 
 A cable is identified by its two ports. For every designed cable:
 
@@ -13,12 +17,11 @@ A cable is identified by its two ports. For every designed cable:
 
 A discovered cable none of whose ports carries a designed cable is **extra**. The fix list is
 ordered as an engineer works: pull the wrong cables, then plug the right ones, then check the
-slow ones.
+slow ones. Ports of a director's ASICs are named by chassis and slot (``dir1 L03/U1 port 7``).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -26,9 +29,9 @@ from typing import Any
 from designer.catalogue import generation_rank, width_speed
 from designer.graph import FabricGraph
 from designer.imports.ibnetdiscover import Discovery
-
-_MF0 = re.compile(r"^MF0;([^:]+):")
-_HOST_HCA = re.compile(r"^(\S+)\s+(\S+)$")
+from designer.imports.infer import host_and_hca, shared_descriptions
+from designer.imports.model import IbNode, director_place, switch_desc
+from designer.imports.namemap import apply_node_name_map, read_node_name_map
 
 End = tuple[str, int]
 LinkKey = tuple[End, End]
@@ -58,56 +61,98 @@ LAB_SPEED_POLICY = SpeedPolicy(
 
 
 def switch_name(description: str) -> str:
-    """The switch's name from its node description (NVIDIA's ``MF0;<name>:M<model>/U1``)."""
-    m = _MF0.match(description)
-    return m.group(1) if m else description
+    """The switch's design name from its node description, as the import names it
+    (``MF0;leaf1:MQM9700/U1`` → ``leaf1``, ``MF0;dir1:MCS8500/L03/U1`` → ``dir1/L03/U1``)."""
+    return switch_desc(description).name
 
 
-def discovered_topology(disc: Discovery, graph: FabricGraph) -> dict[str, Any]:
+def device_label(name: str) -> str:
+    """How findings name a device: a director ASIC by chassis and slot (``dir1 L03/U1``)."""
+    place = director_place(name)
+    return f"{place[0]} {place[1]}/U{place[2]}" if place else name
+
+
+class _Namer:
+    """Design names of discovered nodes: by name first, by GUID when the name places nothing;
+    each design device is taken by one discovered node at most."""
+
+    def __init__(self, disc: Discovery, graph: FabricGraph) -> None:
+        self.graph = graph
+        self.switch_by_guid = {sw.guid: sw.name for sw in graph.switches.values()}
+        self.ca_port_index: dict[tuple[str, str, int], End] = {}
+        self.by_port_guid: dict[int, End] = {}
+        for node in graph.nodes.values():
+            ports = node.ca_ports or (1,) * node.hcas
+            for i, guid in enumerate(node.port_guids):
+                self.ca_port_index[(node.name, node.hca_name(i + 1), ports[i])] = (node.name, i + 1)
+                self.by_port_guid[guid] = (node.name, i + 1)
+        self.shared = shared_descriptions(disc.cas)
+        self.taken: set[str] = set()
+        self.taken_ends: set[End] = set()
+
+    def switch(self, ib: IbNode) -> tuple[str, bool]:
+        name = switch_name(ib.desc or ib.node_id)
+        if name not in self.graph.switches or name in self.taken:
+            by_guid = self.switch_by_guid.get(ib.guid) if ib.guid is not None else None
+            if by_guid is not None and by_guid not in self.taken:
+                name = by_guid
+            elif name in self.taken:
+                name = f"{name} ({ib.node_id})"  # a second device with the same name: not the designed one
+        known = name in self.graph.switches
+        if known:
+            self.taken.add(name)
+        return name, known
+
+    def ca_port(self, ib: IbNode, port: int, port_guid: int | None) -> End | None:
+        host, hca = host_and_hca(ib, self.shared)
+        end = self.ca_port_index.get((host, hca, port))
+        if (end is None or end in self.taken_ends) and port_guid is not None:
+            end = self.by_port_guid.get(port_guid)
+        if end is None or end in self.taken_ends:
+            return None
+        self.taken_ends.add(end)
+        return end
+
+
+def discovered_topology(disc: Discovery, graph: FabricGraph, *, node_name_map: str | None = None) -> dict[str, Any]:
     """The discovered fabric in the design's names, as stored on a DiscoveryRun.
 
     ``nodes``: one dict per switch/CA with its real GUID, LID(s) and the design name it maps to
-    (``known`` False when the design has no such device). ``links``: compact
-    ``[a, a_port, b, b_port, rate]`` rows, ``rate`` as ibnetdiscover prints it (``4xNDR``).
+    (``known`` False when the design has no such device; director ASICs add ``chassis`` and
+    ``slot``). ``links``: compact ``[a, a_port, b, b_port, rate]`` rows, ``rate`` as
+    ibnetdiscover prints it (``4xNDR``). ``aggregation_nodes``: how many SHARP Aggregation Nodes
+    were seen (neither nodes nor links here). ``node_name_map``: the map's text (rdma-core
+    format), applied to the discovery before naming; NodeNameMapError names a bad line.
     """
-    switch_by_guid = {sw.guid: sw.name for sw in graph.switches.values()}
-    ca_port_index: dict[tuple[str, str, int], End] = {}
-    by_port_guid: dict[int, End] = {}
-    for node in graph.nodes.values():
-        ports = node.ca_ports or (1,) * node.hcas
-        for i, guid in enumerate(node.port_guids):
-            ca_port_index[(node.name, node.hca_name(i + 1), ports[i])] = (node.name, i + 1)
-            by_port_guid[guid] = (node.name, i + 1)
+    if node_name_map:
+        apply_node_name_map(disc, read_node_name_map(node_name_map)[0])
+    namer = _Namer(disc, graph)
     end_of: dict[tuple[str, int], End] = {}
     nodes_out: list[dict[str, Any]] = []
+    for ib in disc.switches:
+        name, known = namer.switch(ib)
+        # A switch's ports keep their numbers; unknown switches keep their description.
+        for p in ib.ports:
+            end_of[(ib.node_id, p.port)] = (name, p.port)
+        row: dict[str, Any] = {
+            "name": name,
+            "kind": "switch",
+            "node_id": ib.node_id,
+            "guid": _hex(ib.guid),
+            "lid": ib.lid,
+            "known": known,
+        }
+        place = director_place(name)
+        if place is not None:
+            row.update(chassis=place[0], slot=f"{place[1]}/U{place[2]}")
+        nodes_out.append(row)
     for ib in disc.nodes:
-        if ib.kind == "Switch":
-            name = switch_name(ib.desc or ib.node_id)
-            if name not in graph.switches and ib.guid in switch_by_guid:
-                name = switch_by_guid[ib.guid]
-            known = name in graph.switches
-            # A switch's ports keep their numbers; unknown switches keep their description.
-            for p in ib.ports:
-                end_of[(ib.node_id, p.port)] = (name, p.port)
-            nodes_out.append(
-                {
-                    "name": name,
-                    "kind": "switch",
-                    "node_id": ib.node_id,
-                    "guid": _hex(ib.guid),
-                    "lid": ib.lid,
-                    "known": known,
-                }
-            )
+        if ib.kind == "Switch" or ib.aggregation_node:
             continue
-        m = _HOST_HCA.match(ib.desc)
-        host, hca = (m.group(1), m.group(2)) if m else (ib.desc or ib.node_id, "")
         lids: dict[str, int | None] = {}
         known = False
         for p in ib.ports:
-            end = ca_port_index.get((host, hca, p.port))
-            if end is None and p.port_guid is not None:
-                end = by_port_guid.get(p.port_guid)
+            end = namer.ca_port(ib, p.port, p.port_guid)
             if end is None:
                 end = (ib.desc or ib.node_id, p.port)
             else:
@@ -129,14 +174,13 @@ def discovered_topology(disc: Discovery, graph: FabricGraph) -> dict[str, Any]:
         a = end_of.get((ib.node_id, port.port))
         b = end_of.get((peer.node_id, peer_port))
         if a is None or b is None:
-            continue
-        rate = f"{port.width}x{port.speed}" if port.width and port.speed else ""
+            continue  # an Aggregation Node's link (or a peer the dump does not describe)
+        rate = port.rate
         if not rate:
             back = next((q for q in peer.ports if q.port == peer_port), None)
-            if back is not None and back.width and back.speed:
-                rate = f"{back.width}x{back.speed}"
+            rate = back.rate if back is not None else ""
         links_out.append([a[0], a[1], b[0], b[1], rate])
-    return {"nodes": nodes_out, "links": links_out}
+    return {"nodes": nodes_out, "links": links_out, "aggregation_nodes": len(disc.aggregation_nodes)}
 
 
 def _hex(guid: int | None) -> str | None:
@@ -190,7 +234,7 @@ def _port_label(graph: FabricGraph, end: End) -> str:
     node = graph.nodes.get(device)
     if node is not None and 1 <= port <= node.hcas:
         return f"{device} port {port} ({node.hca_name(port)})"
-    return f"{device} port {port}"
+    return f"{device_label(device)} port {port}"
 
 
 def _place(graph: FabricGraph, device: str) -> str:
@@ -206,7 +250,13 @@ def _places(graph: FabricGraph, a: str, b: str) -> str:
 
 
 def _link_dict(a: End, b: End, **extra: Any) -> dict[str, Any]:
-    return {"a": a[0], "a_port": a[1], "b": b[0], "b_port": b[1], "label": f"{a[0]}[{a[1]}] — {b[0]}[{b[1]}]", **extra}
+    out = {"a": a[0], "a_port": a[1], "b": b[0], "b_port": b[1]}
+    for side, (device, _) in (("a", a), ("b", b)):
+        place = director_place(device)
+        if place is not None:  # a director ASIC: its chassis and slot
+            out[f"{side}_chassis"], out[f"{side}_slot"] = place[0], f"{place[1]}/U{place[2]}"
+    label = f"{device_label(a[0])}[{a[1]}] — {device_label(b[0])}[{b[1]}]"
+    return {**out, "label": label, **extra}
 
 
 def compare_topology(

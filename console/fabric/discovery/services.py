@@ -142,7 +142,10 @@ def discover(fabric: Fabric, *, actor: Actor) -> DiscoveryRun:
     except ParseError as exc:
         raise DiscoveryFailed(f"ibnetdiscover output of {fabric.name}: {exc}") from exc
     graph, plan = design_of(fabric)
-    topology = discovered_topology(disc, graph)
+    try:  # the site's names for GUIDs (rdma-core node-name-map text), if the fabric has one
+        topology = discovered_topology(disc, graph, node_name_map=fabric.config.get("node_name_map"))
+    except ParseError as exc:
+        raise Invalid(f"node-name map of {fabric.name}: {exc}") from exc
     routing = routing_check(fabric)
     comp = compare_topology(graph, topology, speed=_speed_policy(fabric), designed=plan)
     summary = {
