@@ -17,9 +17,16 @@ from console.fabric.models import ChangeRequest, ChangeStep
 from scheduling.models import Reservation
 from scheduling.services.reservations import ReservationRequest, reserve
 from tests.fabric.conftest import requires_lab
+from tests.needs import needs
 from tests.reliability.stack import ACTOR, OPERATOR, Stack, lab_pool, wait_for
 
-pytestmark = [requires_lab, pytest.mark.lab, pytest.mark.timeout(240), pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    requires_lab,
+    needs("postgresql"),
+    pytest.mark.lab,
+    pytest.mark.timeout(240),
+    pytest.mark.django_db(transaction=True),
+]
 S = Reservation.Status
 #: The issue's bound: ready (or final) within 30 s of the service coming back.
 RECOVERY_S = 30.0
