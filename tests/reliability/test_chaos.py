@@ -9,7 +9,8 @@ REST API with bearer tokens, each mutation with an ``Idempotency-Key``; a call t
 or a 5xx is retried with the same key. Each round releases the previous round's reservations and
 books new ones concurrently, and injects one fault a random delay into the burst:
 
-- ``kill -9`` of the web process, the worker, beat or the collector, then a restart;
+- ``kill -9`` of the web process, the worker (aimed into a running push), beat or the collector,
+  then a restart;
 - a Redis restart (kill -9 of the private ``redis-server`` and a start on the same port);
 - a PostgreSQL "restart" as the console sees one: every backend of the test database terminated
   (``pg_terminate_backend``). The machine's cluster is shared with other test runs, so it is
@@ -39,6 +40,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from console.fabric.changes.pipeline import RUNNING
 from console.fabric.changes.requests import OPEN
 from console.fabric.models import ChangeRequest
 from console.tenancy.actions import issue_token
@@ -142,7 +144,11 @@ def test_chaos(world, tenant_a, tenant_b):
         with ThreadPoolExecutor(max_workers=8) as executor:
             futures = [executor.submit(client.send, call) for client, call in calls]
             time.sleep(delay)  # the fault's point in the burst (seeded), not a wait for a result
+            if fault == "worker":  # aimed into a push, the worst moment for the worker to die
+                _wait_for_push(timeout=15)
+                time.sleep(rng.uniform(0, 0.3))
             in_flight = ChangeRequest.objects.filter(status__in=OPEN).count()
+            pushing = ChangeRequest.objects.filter(status__in=RUNNING).count()
             fault_at = time.monotonic()
             inject(stack, fault)
             back_after = time.monotonic() - fault_at
@@ -152,6 +158,7 @@ def test_chaos(world, tenant_a, tenant_b):
         settled = _wait_settled(pool.fabric, answered_at)
         row = _round_figures(round_no, fault, delay, back_after, done, settled)
         row["changes_open_at_fault"] = in_flight
+        row["pushes_running_at_fault"] = pushing
         report = invariants.wire_mismatches(pool.fabric, pool.lab, lids, guids)
         row["ports_read"] = report.ports_read
         found = {
@@ -179,6 +186,16 @@ def test_chaos(world, tenant_a, tenant_b):
     if path := os.environ.get("CONSOLE_CHAOS_REPORT"):
         Path(path).write_text(json.dumps(figures, indent=2))
     assert not problems, "\n".join(problems)
+
+
+def _wait_for_push(timeout: float) -> bool:
+    """Poll until a change is being pushed (applying or verifying); False if none came."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ChangeRequest.objects.filter(status__in=RUNNING).exists():
+            return True
+        time.sleep(0.02)
+    return False
 
 
 def _wait_settled(fabric, since: float) -> float | None:
@@ -223,6 +240,7 @@ def _totals(rounds: list[dict]) -> dict:
         "releases",
         "answers_lost_then_retried",
         "changes_open_at_fault",
+        "pushes_running_at_fault",
         "ports_read",
     )
     totals = {k: sum(r[k] for r in rounds) for k in keys}
