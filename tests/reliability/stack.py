@@ -9,7 +9,6 @@ the machine's shared one, so the tests may restart it.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import shutil
 import signal
@@ -278,7 +277,3 @@ def hca_guids(fabric: Fabric) -> dict[int, list[int]]:
     for node_id, guid in HCA.objects.filter(node__fabric=fabric).values_list("node_id", "port_guid"):
         out.setdefault(node_id, []).append(int(guid, 16))
     return out
-
-
-def far_future() -> dt.datetime:
-    return dt.datetime.now(dt.UTC) + dt.timedelta(days=1)
