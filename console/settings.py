@@ -267,7 +267,7 @@ LOGGING = {
 CELERY_BEAT_SCHEDULE = {
     "tenancy-prune-expired-tokens": {"task": "tenancy.prune_expired_tokens", "schedule": 3600.0},
     "fabric-reap-stuck-changes": {"task": "fabric.reap_stuck_changes", "schedule": 60.0},
-    "scheduling-tick": {"task": "scheduling.tick", "schedule": 30.0},
+    "scheduling-tick": {"task": "scheduling.tick", "schedule": 10.0},
     # Fallback when no `manage.py collector` process runs (skips while one heartbeats).
     "telemetry-collect": {"task": "telemetry.collect", "schedule": 5.0},
     "telemetry-prune": {"task": "telemetry.prune", "schedule": 60.0},

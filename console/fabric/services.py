@@ -1,7 +1,7 @@
 """The fabric layer's service API for the layers above it (scheduling).
 
-A layer above allocates P_Keys from a fabric's range and asks for a reconcile through these
-functions; it tells the fabric which partitions it wants through :mod:`console.fabric.hooks`.
+A layer above allocates P_Keys from a fabric's range, asks for a reconcile and, at start-up,
+recovers the changes a crash left in flight through these functions; it tells the fabric which partitions it wants through :mod:`console.fabric.hooks`.
 Nothing above the fabric imports its tasks or the Celery app.
 """
 
@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from console.fabric.changes.recovery import ChangesRecovered, recover_changes
 from console.fabric.enqueue import enqueue_reconcile, publish_reconcile
 from console.fabric.models import Fabric, FabricPartition
 
-__all__ = ["allocate_pkey", "enqueue_reconcile", "publish_reconcile"]
+__all__ = ["ChangesRecovered", "allocate_pkey", "enqueue_reconcile", "publish_reconcile", "recover_changes"]
 
 
 def allocate_pkey(fabric: Fabric, *, held: Iterable[int]) -> int | None:

@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from console.fabric.hooks import PartitionRequest
+from console.fabric.models import ChangeRequest
 from console.fabric.services import enqueue_reconcile
 from console.tenancy import audit
 from console.tenancy.context import Actor
@@ -32,10 +33,21 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     S.READY: frozenset({S.ENDING, S.PREEMPTED}),
     S.ENDING: frozenset({S.RELEASED}),
 }
+#: A fabric's changes that are still under way (a reconcile now would only repeat them).
+OPEN_CHANGES = (
+    ChangeRequest.Status.PENDING_APPROVAL,
+    ChangeRequest.Status.QUEUED,
+    ChangeRequest.Status.APPLYING,
+    ChangeRequest.Status.VERIFYING,
+)
 #: States whose partition may be on the wire and must be removed before the P_Key is free.
 WINDING_DOWN = (S.ENDING, S.CANCELLED, S.PREEMPTED)
 #: Reconcile again for reservations stuck this long in provisioning or ending.
 STUCK_AFTER = dt.timedelta(minutes=2)
+#: Reconcile sooner when nothing is under way for a waiting reservation (no error, no open change
+#: of its fabric): its reconcile message was lost (a web process killed between commit and
+#: publish, a broker restart) rather than its push failing.
+ORPHANED_AFTER = dt.timedelta(seconds=10)
 
 
 class IllegalTransition(Conflict):
@@ -182,7 +194,7 @@ def _check_extension_quota(reservation: Reservation, quota: Quota | None, new_en
 
 def tick(now: dt.datetime | None = None) -> dict[str, int]:
     """Start due windows (placed → provisioning), expire ended ones (→ ending), re-enqueue stuck
-    reconciles. Idempotent; the Celery beat runs it every 30 s."""
+    reconciles (orphaned ones sooner). Idempotent; the Celery beat runs it every 10 s."""
     now = now or timezone.now()
     actor = Actor.system("task:scheduling.tick")
     counts = {"started": 0, "expired": 0, "reconciles": 0}
@@ -208,10 +220,12 @@ def tick(now: dt.datetime | None = None) -> dict[str, int]:
             audit.record(actor, "reservation.start", reservation, before=before, after=audit.snapshot(reservation))
             enqueue_reconcile(reservation.fabric_id)
             counts["started"] += 1
-        stuck = set(
-            Reservation.objects.filter(
-                status__in=(S.PROVISIONING, S.ENDING), updated_at__lt=now - STUCK_AFTER
-            ).values_list("fabric_id", flat=True)
+        waiting = Reservation.objects.filter(status__in=(S.PROVISIONING, S.ENDING))
+        stuck = set(waiting.filter(updated_at__lt=now - STUCK_AFTER).values_list("fabric_id", flat=True))
+        stuck |= set(
+            waiting.filter(updated_at__lt=now - ORPHANED_AFTER, fabric_error="")
+            .exclude(fabric__changes__status__in=OPEN_CHANGES)
+            .values_list("fabric_id", flat=True)
         )
         for fabric_id in stuck:
             enqueue_reconcile(fabric_id)

@@ -213,6 +213,30 @@ def test_expiry_tick_starts_and_ends_windows(pool, tenant_a, monkeypatch):
     assert lifecycle.tick(timezone.now() + dt.timedelta(hours=1, minutes=5))["expired"] == 0
 
 
+def test_tick_resends_a_lost_reconcile_within_seconds_unless_a_change_is_under_way(pool, tenant_a, monkeypatch):
+    from console.fabric.models import ChangeRequest
+
+    published = []
+    monkeypatch.setattr(enqueue, "publish_reconcile", published.append)
+    give_quota(tenant_a, pool, 64)
+    # given a provisioning reservation whose reconcile message was lost (nothing published here:
+    # the test's transaction never commits), with no change of its fabric under way
+    reservation = reserve(tenant_a, pool, gpus=8)
+    assert reservation.status == S.PROVISIONING
+    soon = timezone.now() + dt.timedelta(seconds=15)
+    # then the tick 15 s later re-sends it (a web process killed between commit and publish)
+    assert lifecycle.tick(soon)["reconciles"] == 1
+    # but not while a change of the fabric is open: the push under way will make it ready
+    change = ChangeRequest.objects.create(fabric_id=pool.fabric_id, status=ChangeRequest.Status.APPLYING)
+    assert lifecycle.tick(soon)["reconciles"] == 0
+    # nor, within two minutes, after its push failed (no retry storm on a broken fabric)
+    change.status = ChangeRequest.Status.FAILED
+    change.save()
+    Reservation.objects.filter(pk=reservation.pk).update(fabric_error="fabric change 1 failed: lint")
+    assert lifecycle.tick(soon)["reconciles"] == 0
+    assert lifecycle.tick(timezone.now() + dt.timedelta(minutes=3))["reconciles"] == 1
+
+
 def test_reconcile_is_enqueued_by_name_only_after_commit(pool, tenant_a, monkeypatch):
     from console.celery import app as celery_app
 

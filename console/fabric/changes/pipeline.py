@@ -320,9 +320,10 @@ def apply_change(change_id: int, *, worker_id: str) -> ChangeRequest | None:
     return finalize(change_id, worker_id, first_seq, result)
 
 
-def reap_stuck_changes(*, now: Any = None) -> dict[str, list[int]]:
+def reap_stuck_changes(*, now: Any = None, republish_after: timedelta | None = None) -> dict[str, list[int]]:
     """Find changes whose lease expired mid-push and re-enqueue them (or fail them after too
-    many attempts); re-enqueue queued changes whose task may never have been published."""
+    many attempts); re-enqueue queued changes whose task may never have been published (queued
+    longer than ``republish_after``, by default ``FABRIC_CHANGE_REPUBLISH_S``)."""
     now = now or timezone.now()
     requeued, failed, republished = [], [], []
     stuck = ChangeRequest.objects.filter(status__in=RUNNING, lease_expires_at__lt=now)
@@ -342,9 +343,11 @@ def reap_stuck_changes(*, now: Any = None) -> dict[str, list[int]]:
             audit.record(ACTOR, "fabric.change.requeue", change, after={"attempts": change.attempts})
             enqueue_apply(change.pk)
             requeued.append(change.pk)
-    stale = now - timedelta(seconds=settings.FABRIC_CHANGE_REPUBLISH_S)
+    if republish_after is None:
+        republish_after = timedelta(seconds=settings.FABRIC_CHANGE_REPUBLISH_S)
+    stale = now - republish_after
     for change_id in ChangeRequest.objects.filter(
-        status=Status.QUEUED, lease_owner="", created_at__lt=stale
+        status=Status.QUEUED, lease_owner="", created_at__lte=stale
     ).values_list("pk", flat=True):
         if change_id in requeued:
             continue

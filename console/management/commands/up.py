@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from console.celery import recover_in_flight
 from console.demo import DEMO_ACCOUNTS, DEMO_PASSWORD
 from console.fabric.services import publish_reconcile
 
@@ -72,12 +73,13 @@ class Command(BaseCommand):
                 stop_lab(lab_fabric)
                 self.stdout.write(f"lab {lab_fabric.name} stopped.")
 
-    def _reconcile_lab(self) -> None:
-        """Push what the fabric should carry (e.g. the demo reservations' partitions) to the
-        lab that just started, instead of waiting for the periodic re-send."""
-        if self.lab_fabric is None:
-            return
-        publish_reconcile(self.lab_fabric.pk)
+    def _recover(self) -> None:
+        """Reconcile what was in flight, whatever survived (a lab that outlived the console
+        included): every fabric with reservations provisioning or ending or changes open, the
+        demo lab that just started too (the demo reservations' partitions)."""
+        recover_in_flight()
+        if self.lab_fabric is not None:
+            publish_reconcile(self.lab_fabric.pk)
 
     def _start_flapper(self, fabric: Fabric) -> threading.Event | None:
         """The demo's marginal cable: one leaf-spine link that drops now and then."""
@@ -168,7 +170,7 @@ class Command(BaseCommand):
         from console.celery import app
 
         services = embedded.start(app)
-        self._reconcile_lab()
+        self._recover()
         stop_collector = self._collector_thread() if self.collect else None
         try:
             uvicorn.run(
@@ -231,7 +233,7 @@ class Command(BaseCommand):
         if self.collect:
             commands["collector"] = [python, "manage.py", "collector"]
         children = {name: subprocess.Popen(cmd, start_new_session=True) for name, cmd in commands.items()}
-        self._reconcile_lab()  # queued in Redis; the worker picks it up when it is ready
+        self._recover()  # queued in Redis; the worker picks it up when it is ready
         stopping = False
 
         def stop(*_: object) -> None:
