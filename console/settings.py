@@ -204,6 +204,11 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "console.tenancy.api.errors.exception_handler",
     "DEFAULT_THROTTLE_RATES": {},
 }
+# The browsable API's forms list related objects of every tenant: scoped (console/tenancy/api/renderers.py).
+REST_FRAMEWORK["DEFAULT_RENDERER_CLASSES"] = [
+    "rest_framework.renderers.JSONRenderer",
+    "console.tenancy.api.renderers.ScopedBrowsableAPIRenderer",
+]
 SPECTACULAR_SETTINGS = {
     "TITLE": "InfiniBand console API",
     "DESCRIPTION": "Design fabrics, pool GPUs, reserve them, push partitions, watch the fabric.",
