@@ -188,10 +188,10 @@ async def test_no_live_message_a_tenant_gets_names_another_tenants_things(world,
 
 
 def test_live_canvas_names_the_tenants_own_hosts_and_operators_see_all(scan, operator):
-    world = scan["world"]
-    url = f"/fabrics/{world['fabric'].pk}/live/?level=pod"
-    hosts_a = set(world["res_a"].allocations.values_list("node__name", flat=True))
-    hosts_b = set(world["res_b"].allocations.values_list("node__name", flat=True))
+    live = scan["world"]
+    url = f"/fabrics/{live['fabric'].pk}/live/?level=pod"
+    hosts_a = set(live["res_a"].allocations.values_list("node__name", flat=True))
+    hosts_b = set(live["res_b"].allocations.values_list("node__name", flat=True))
     tenant, op = Client(), Client()
     tenant.force_login(scan["user"])
     op.force_login(operator)
