@@ -143,6 +143,23 @@ def test_no_response_a_tenant_gets_names_another_tenants_things(scan):
             names = leaked(body.decode("utf-8", "replace"), scan["secrets"], asked=url)
             if names:
                 found.append(f"{url} ({accept}) → {response.status_code}: {', '.join(names)}")
+    # what A's own requests answer: placements, refusals, conflicts (each may explain itself)
+    pool = scan["world"]["fabric"].pools.first().pk
+    own = scan["world"]["res_a"].pk
+    probes = [
+        ("/api/reservations/preview/", {"pool": pool, "nodes": 2, "duration_minutes": 60}),
+        ("/api/reservations/preview/", {"pool": pool, "nodes": 64, "duration_minutes": 60}),
+        ("/api/reservations/", {"pool": pool, "nodes": 64, "duration_minutes": 60, "name": "too-big"}),
+        ("/api/reservations/", {"pool": pool, "nodes": 2, "duration_minutes": 60, "name": "fits"}),
+        (f"/api/reservations/{own}/extend/", {"end": "2099-01-01T00:00:00Z"}),
+    ]
+    for url, body in probes:
+        response = client.post(url, body, content_type="application/json", HTTP_ACCEPT="application/json")
+        requested += 1
+        assert response.status_code < 500, (url, response.content[:300])
+        names = leaked(response.content.decode("utf-8", "replace"), scan["secrets"], asked=url)
+        if names:
+            found.append(f"POST {url} → {response.status_code}: {', '.join(names)}")
     assert requested > 300  # the crawl reached the project's routes
     assert not found, "tenant A was shown tenant B's names:\n" + "\n".join(found)
 
