@@ -22,7 +22,7 @@ from console.telemetry.alarms import Transition
 from console.telemetry.models import FabricEvent
 from console.tenancy import actions
 from console.tenancy.context import Actor
-from console.tenancy.models import ApiToken, AuditEntry, Membership, Role, Tenant
+from console.tenancy.models import ApiToken, AuditEntry, Membership, Principal, Role, Tenant
 from scheduling.models import Quota, Reservation
 from tests.isolation import SCAN_PARAMETERS, fill_route, leaked, url_routes
 from tests.live.fabric_fixtures import statuses, world  # noqa: F401
@@ -51,9 +51,9 @@ def scan(world, make_user, admin_a, tenant_a, tenant_b):  # noqa: F811
     Reservation.objects.filter(pk=res_b.pk).update(name=OTHER_RESERVATION, created_by=quokka_admin)
     Reservation.objects.filter(pk=res_a.pk).update(name=OWN_RESERVATION, created_by=admin_a)
     token_b, _ = actions.issue_token(
-        Actor.for_user(quokka_admin), _principal(quokka_admin), user=quokka_admin, name="quokka-token"
+        Actor.for_user(quokka_admin), Principal.of(quokka_admin), user=quokka_admin, name="quokka-token"
     )
-    token_a, _ = actions.issue_token(Actor.for_user(admin_a), _principal(admin_a), user=admin_a, name="own-token")
+    token_a, _ = actions.issue_token(Actor.for_user(admin_a), Principal.of(admin_a), user=admin_a, name="own-token")
     collector = world["collector"]
     links_b = sorted(collector.workload.tenant_links[tenant_b.pk])
     links_a = sorted(collector.workload.tenant_links[tenant_a.pk])
@@ -111,12 +111,6 @@ def scan(world, make_user, admin_a, tenant_a, tenant_b):  # noqa: F811
     }
     assert set(params) == SCAN_PARAMETERS
     return {"world": world, "secrets": secrets, "params": params, "queries": queries, "user": admin_a}
-
-
-def _principal(user):
-    from console.tenancy.models import Principal
-
-    return Principal.of(user)
 
 
 def _requests(scan: dict[str, Any]) -> list[str]:
