@@ -124,9 +124,10 @@ def _requests(scan: dict[str, Any]) -> list[str]:
     return urls
 
 
-def test_no_response_a_tenant_gets_names_another_tenants_things(scan):
+@pytest.mark.parametrize("role", ["admin", "member"])
+def test_no_response_a_tenant_gets_names_another_tenants_things(scan, role, member_a):
     client = Client()
-    client.force_login(scan["user"])
+    client.force_login(scan["user"] if role == "admin" else member_a)
     found = []
     requested = 0
     for url in _requests(scan):
