@@ -11,14 +11,14 @@ os.environ.setdefault("CONSOLE_DB_CONN_MAX_AGE", "0")
 django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from console.live.auth import TokenOrSessionAuthMiddleware  # noqa: E402
+from console.live.origin import OriginValidator  # noqa: E402
 from console.live.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(TokenOrSessionAuthMiddleware(URLRouter(websocket_urlpatterns))),
+        "websocket": OriginValidator(TokenOrSessionAuthMiddleware(URLRouter(websocket_urlpatterns))),
     }
 )

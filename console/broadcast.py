@@ -13,6 +13,7 @@ a thread of the web process).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import threading
@@ -52,6 +53,12 @@ def token_group(token_id: int) -> str:
 
 def user_group(user_id: int) -> str:
     return f"user.{user_id}"
+
+
+def session_group(session_key: str) -> str:
+    """The sockets a browser session opened. Named by a digest: the key is the session cookie's
+    value, which must not sit in Redis key names."""
+    return "session." + hashlib.sha256(session_key.encode()).hexdigest()[:40]
 
 
 # --- sequence numbers -------------------------------------------------------------------------
@@ -145,6 +152,11 @@ def close_token_sockets(token_id: int) -> None:
 def close_user_sockets(user_id: int) -> None:
     """Tell every socket of this user to close (called after the user's access ends)."""
     _group_send([(user_group(user_id), {"type": "access.revoked"})])
+
+
+def close_session_sockets(session_key: str) -> None:
+    """Tell every socket a browser session opened to close (called once the user logged out)."""
+    _group_send([(session_group(session_key), {"type": "access.ended"})])
 
 
 def wire(body: dict) -> dict:

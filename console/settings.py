@@ -44,6 +44,12 @@ DEBUG = env_bool("DEBUG", not PRODUCTION)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "http://127.0.0.1:8000,http://localhost:8000")
 
+# --- WebSocket origins (console/live/origin.py) ------------------------------------------------
+# Sockets are accepted only from these origins, scheme, host and port all equal (e.g.
+# "https://console.example.org"); empty: only from the console's own origin, i.e. the scheme and
+# Host the socket came in on, that Host being one of ALLOWED_HOSTS.
+CONSOLE_ALLOWED_ORIGINS = env_list("CONSOLE_ALLOWED_ORIGINS", "")
+
 INSTALLED_APPS = [
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -198,6 +204,11 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "console.tenancy.api.errors.exception_handler",
     "DEFAULT_THROTTLE_RATES": {},
 }
+# The browsable API's forms list related objects of every tenant: scoped (console/tenancy/api/renderers.py).
+REST_FRAMEWORK["DEFAULT_RENDERER_CLASSES"] = [
+    "rest_framework.renderers.JSONRenderer",
+    "console.tenancy.api.renderers.ScopedBrowsableAPIRenderer",
+]
 SPECTACULAR_SETTINGS = {
     "TITLE": "InfiniBand console API",
     "DESCRIPTION": "Design fabrics, pool GPUs, reserve them, push partitions, watch the fabric.",

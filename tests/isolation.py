@@ -9,10 +9,13 @@ tenant. ``tests/platform/test_isolation_coverage.py`` fails when a viewset has n
 
 from __future__ import annotations
 
+import itertools
+import re
+from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar
 
 import pytest
-from django.urls import reverse
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from console.tenancy.models import Role, Tenant
 
@@ -131,3 +134,81 @@ class IsolationSuite:
 
         fresh = type(obj).objects.filter(pk=obj.pk).first()
         return snapshot(fresh) if fresh is not None else {}
+
+
+# --- the leak scan: nothing a tenant is shown names another tenant's things -------------------
+#
+# The suite above proves that tenant A cannot *reach* tenant B's objects by id. The scan proves
+# that nothing A is shown *names* them: every page, every API response (lists, details, errors)
+# and every live message A receives is searched for B's identifying strings (its hosts' names,
+# reservation names, user names, its slug and name). The crawl is generic: it walks every URL
+# pattern of the project and fills each parameter from the values in ``ScanWorld.params``, so a
+# new page or endpoint is scanned without being listed (tests/platform/test_tenant_leaks.py).
+
+#: The route parameters the scan knows how to fill (tests/platform/test_tenant_leaks.py fills
+#: each of them; test_isolation_coverage.py fails on a route with any other).
+SCAN_PARAMETERS = frozenset(
+    {
+        "pk",
+        "fabric_id",
+        "fabric_pk",
+        "design_id",
+        "revision",
+        "number",
+        "other",
+        "fmt",
+        "change_id",
+        "switch",
+        "link_id",
+    }
+)
+FORMAT_SUFFIX = "(?P<format>"
+_REGEX_GROUP = re.compile(r"\(\?P<(\w+)>[^)]*\)")
+_PATH_PARAM = re.compile(r"<(?:\w+:)?(\w+)>")
+
+
+def url_routes() -> list[tuple[str, str]]:
+    """(route template with ``{param}`` holes, URL name) of every URL pattern of the project;
+    DRF's format-suffix twins are left out (the same view, another renderer)."""
+
+    def walk(resolver: URLResolver, prefix: str) -> Iterator[tuple[str, str]]:
+        for pattern in resolver.url_patterns:
+            text = str(pattern.pattern)
+            if FORMAT_SUFFIX in text or "<drf_format_suffix:" in text:
+                continue
+            text = text.removeprefix("^").removesuffix("$")
+            text = _PATH_PARAM.sub(r"{\1}", _REGEX_GROUP.sub(r"{\1}", text))
+            if isinstance(pattern, URLResolver):
+                yield from walk(pattern, prefix + text)
+            elif isinstance(pattern, URLPattern):
+                yield "/" + prefix + text, pattern.name or ""
+
+    return sorted(set(walk(get_resolver(), "")))
+
+
+def route_params(route: str) -> list[str]:
+    return re.findall(r"\{(\w+)\}", route)
+
+
+def fill_route(route: str, params: dict[str, list[str]]) -> list[str]:
+    """Every URL of ``route`` with its parameters taken from ``params`` (KeyError: unknown)."""
+    names = route_params(route)
+    urls = []
+    for values in itertools.product(*(params[name] for name in names)):
+        url = route
+        for name, value in zip(names, values, strict=True):
+            url = url.replace("{" + name + "}", value, 1)
+        urls.append(url)
+    return urls
+
+
+def leaked(text: str, secrets: Iterable[str], asked: str = "") -> list[str]:
+    """The ``secrets`` that ``text`` names as whole words (a host ``dgx-3`` is not in
+    ``dgx-31``); a secret the request itself spelled out (a name in the URL) is not a leak."""
+    out = []
+    for secret in secrets:
+        if secret.lower() in asked.lower():
+            continue
+        if re.search(rf"(?<![\w-]){re.escape(secret)}(?![\w-])", text, re.IGNORECASE):
+            out.append(secret)
+    return sorted(out)

@@ -2,27 +2,35 @@
 
 from __future__ import annotations
 
+import asyncio
+import datetime as dt
 import json
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.utils import timezone
 
-from console.broadcast import current_seq, token_group, user_group
+from console.broadcast import current_seq, session_group, token_group, user_group
 from console.fabric.models import ChangeRequest, Fabric
 from console.live.auth import api_token_of, token_from_scope
+from console.live.expiry import access_ends_at
 from console.telemetry.services import change_progress
 from console.tenancy.models import Principal
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_REVOKED = 4403
 MAX_FRAME_BYTES = 4096
+#: waking this long after a session's or token's expiry makes sure it has ended when rechecked
+EXPIRY_GRACE_S = 0.05
 
 
 class AuthenticatedConsumer(AsyncJsonWebsocketConsumer):
-    """Refuses anonymous sockets; joins ``user.<id>`` and ``token.<id>`` for revocation."""
+    """Refuses anonymous sockets; joins ``user.<id>`` and ``token.<id>`` for revocation and
+    ``session.<digest>`` for logout, and closes itself when its session or token expires."""
 
     principal: Principal
+    _expiry_watch: asyncio.Task[None] | None = None
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -37,8 +45,20 @@ class AuthenticatedConsumer(AsyncJsonWebsocketConsumer):
             return
         self._closed_early = False
         self.control_groups = [user_group(user.pk)]
+        self.token_id = token.pk if token is not None else None
+        self.session_key: str | None = None
         if token is not None:
             self.control_groups.append(token_group(token.pk))
+        else:
+            session = self.scope.get("session")
+            self.session_key = session.session_key if session is not None else None
+            if self.session_key:
+                self.control_groups.append(session_group(self.session_key))
+        access = await database_sync_to_async(access_ends_at)(session_key=self.session_key, token_id=self.token_id)
+        if not access.valid:
+            self._closed_early = True
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
         for group in self.control_groups:
             await self.channel_layer.group_add(group, self.channel_name)
         subprotocol = None
@@ -47,8 +67,29 @@ class AuthenticatedConsumer(AsyncJsonWebsocketConsumer):
             subprotocol = "bearer." + raw
         await self.accept(subprotocol=subprotocol)
         await self.send_json({"type": "hello", "user": user.get_username(), "role": self.principal.role})
+        if access.ends_at is not None:
+            self._expiry_watch = asyncio.create_task(self._close_at_expiry(access.ends_at))
+
+    async def _close_at_expiry(self, ends_at: dt.datetime) -> None:
+        """Sleep until the session or token expires, recheck (a session may have been extended)
+        and close the socket once it has ended: at that moment, not at the next connect."""
+        while True:
+            await asyncio.sleep(max((ends_at - timezone.now()).total_seconds(), 0.0) + EXPIRY_GRACE_S)
+            access = await database_sync_to_async(access_ends_at)(session_key=self.session_key, token_id=self.token_id)
+            if not access.valid:
+                await self._end(CLOSE_UNAUTHENTICATED, "access.expired")
+                return
+            if access.ends_at is None:
+                return
+            ends_at = access.ends_at
+
+    async def _end(self, code: int, message: str) -> None:
+        await self.send_json({"type": message})
+        await self.close(code=code)
 
     async def disconnect(self, code: int) -> None:
+        if self._expiry_watch is not None:
+            self._expiry_watch.cancel()
         for group in getattr(self, "control_groups", []):
             await self.channel_layer.group_discard(group, self.channel_name)
 
@@ -87,8 +128,11 @@ class AuthenticatedConsumer(AsyncJsonWebsocketConsumer):
         )
 
     async def access_revoked(self, event: dict[str, Any]) -> None:
-        await self.send_json({"type": "access.revoked"})
-        await self.close(code=CLOSE_REVOKED)
+        await self._end(CLOSE_REVOKED, "access.revoked")
+
+    async def access_ended(self, event: dict[str, Any]) -> None:
+        """The session this socket was opened with was logged out."""
+        await self._end(CLOSE_UNAUTHENTICATED, "access.ended")
 
 
 class NotificationsConsumer(AuthenticatedConsumer):

@@ -2,7 +2,8 @@
 
 Operators and auditors see every link; a tenant sees only the host links of its own ready
 reservations, its own reservations' nodes, and its own live group's sequence number. A switch's
-port table (:func:`switch_ports`) follows the same rule: a tenant gets only its own links' rows.
+port table (:func:`switch_ports`) follows the same rule: a tenant gets only its own links' rows,
+and the live page's canvas (:func:`canvas_for`) names no host but the tenant's own.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from console.tenancy.models import Principal
 from designer.catalogue import generation_rank, width_speed
 from designer.graph import FabricGraph
 from designer.services import revision_graph
+from scheduling.models import Reservation, ReservationAllocation
 
 
 def visible_links(snapshot: dict[str, Any] | None, principal: Principal) -> set[str] | None:
@@ -65,6 +67,52 @@ def link_for(fabric_id: int, link_id: str, principal: Principal) -> dict[str, An
     if live is None and allowed is None and snap:
         raise NotFound(f"no link {link_id!r}")
     return live or {"id": link_id}
+
+
+# ---- the live page's canvas ----------------------------------------------------------------
+
+_DROP = object()
+
+
+def own_hosts(fabric_id: int, principal: Principal) -> set[str] | None:
+    """Names of the hosts the principal may see named (None: every host): a tenant's are the
+    nodes its reservations on this fabric hold."""
+    if principal.sees_all_tenants:
+        return None
+    if principal.tenant_id is None:
+        return set()
+    held = ReservationAllocation.objects.filter(
+        reservation__fabric_id=fabric_id,
+        reservation__tenant_id=principal.tenant_id,
+        reservation__status__in=Reservation.HOLDING,
+    )
+    return set(held.values_list("node__name", flat=True))
+
+
+def _scrub(value: Any, hidden: set[str]) -> Any:
+    """``value`` without a hidden name: a string naming one goes, and so does a list holding one
+    as an item (a link's ``[a, a_port, b, b_port, …]``)."""
+    if isinstance(value, str):
+        return _DROP if value in hidden else value
+    if isinstance(value, dict):
+        kept = {k: _scrub(v, hidden) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v is not _DROP}
+    if isinstance(value, list):
+        if any(isinstance(v, str) and v in hidden for v in value):
+            return _DROP
+        return [v for v in (_scrub(item, hidden) for item in value) if v is not _DROP]
+    return value
+
+
+def canvas_for(view: dict[str, Any], graph: FabricGraph, fabric_id: int, principal: Principal) -> dict[str, Any]:
+    """The designer's canvas of a fabric as the principal may see it: for a tenant, every host
+    that is not its own is unnamed (the host boxes keep their counts; a link to such a host is
+    left off its edge's list, which only serves links the tenant sees live anyway)."""
+    mine = own_hosts(fabric_id, principal)
+    if mine is None:
+        return view
+    scrubbed: dict[str, Any] = _scrub(view, set(graph.nodes) - mine)
+    return scrubbed
 
 
 # ---- one switch's port table ----------------------------------------------------------------

@@ -13,6 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from console.fabric.models import Fabric
+from console.telemetry.snapshots import canvas_for
 from console.tenancy.models import Principal
 from console.web.context import principal_for
 from designer.canvas import AUTO_DETAIL_SWITCHES, CanvasError, canvas_view, group_of
@@ -76,7 +77,7 @@ def fabric_live(request: HttpRequest, fabric_id: int) -> HttpResponse:
         "can_write": principal.is_operator and principal.can_write,
         "tenant": principal.tenant_id,
         "ws": f"/ws/live/fabric/{fabric.pk}/" if operator else f"/ws/live/tenant/{principal.tenant_id}/",
-        "canvas": view,
+        "canvas": canvas_for(view, graph, fabric.pk, principal),
         "switch": switch,
     }
     return render(request, "web/live.html", {"fabric": fabric, "init": init, "active": "live"})

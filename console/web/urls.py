@@ -7,6 +7,7 @@ from console.web import (
     fabric_views,
     live_views,
     reservation_views,
+    session_views,
     views,
 )
 
@@ -15,7 +16,7 @@ app_name = "web"
 urlpatterns = [
     path("", views.home, name="home"),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("logout/", session_views.LogoutView.as_view(), name="logout"),
     path("designer/", designer_views.designer_new, name="designer"),
     path("designer/canvas/", designer_views.designer_canvas, name="designer-canvas"),
     path("designer/import/", designer_views.designer_import, name="designer-import"),

@@ -17,6 +17,8 @@ from scheduling.services import inventory, lifecycle, quotas
 from scheduling.services.reservations import ReservationRequest, reserve
 
 ORIGIN = (b"origin", b"http://127.0.0.1:8000")
+#: the Host a browser on http://127.0.0.1:8000 sends (the Origin must be the console's own)
+HOST = (b"host", b"127.0.0.1:8000")
 SYSTEM = Actor.system("tests")
 OPERATOR = Principal(None, Role.OPERATOR, None)
 
@@ -48,7 +50,7 @@ async def connect(path: str, user=None, *, origin=ORIGIN):
     subprotocols = None
     if user is not None:
         subprotocols = [f"bearer.{await sync_to_async(token_for)(user)}"]
-    comm = WebsocketCommunicator(application, path, headers=[origin], subprotocols=subprotocols)
+    comm = WebsocketCommunicator(application, path, headers=[HOST, origin], subprotocols=subprotocols)
     connected, code = await comm.connect(timeout=5)
     return comm, connected, code
 

@@ -107,10 +107,10 @@ async def test_revoking_the_token_closes_the_live_socket(world, admin_a):
     from channels.testing import WebsocketCommunicator
 
     from console.asgi import application
-    from tests.live.helpers import ORIGIN
+    from tests.live.helpers import HOST, ORIGIN
 
     comm = WebsocketCommunicator(
-        application, f"/ws/live/tenant/{world['a'].pk}/", headers=[ORIGIN], subprotocols=[f"bearer.{plaintext}"]
+        application, f"/ws/live/tenant/{world['a'].pk}/", headers=[HOST, ORIGIN], subprotocols=[f"bearer.{plaintext}"]
     )
     assert (await comm.connect(timeout=5))[0]
     await _ready(comm)

@@ -12,6 +12,7 @@ from console.tenancy.context import Actor
 from console.tenancy.models import Principal
 
 ORIGIN = (b"origin", b"http://127.0.0.1:8000")
+HOST = (b"host", b"127.0.0.1:8000")
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 
 
@@ -25,7 +26,7 @@ def _revoke(user, token):
 
 async def _connect(subprotocols=None, headers=(ORIGIN,)):
     communicator = WebsocketCommunicator(
-        application, "/ws/notifications/", headers=list(headers), subprotocols=subprotocols
+        application, "/ws/notifications/", headers=[HOST, *headers], subprotocols=subprotocols
     )
     connected, code = await communicator.connect(timeout=5)
     return communicator, connected, code
@@ -111,3 +112,27 @@ async def test_role_change_closes_sockets_authorised_for_the_old_role(admin_a, m
 
     await sync_to_async(promote)()
     await _assert_closed_revoked(communicator)
+
+
+async def test_configured_origins_replace_the_consoles_own(member_a, settings):
+    settings.CONSOLE_ALLOWED_ORIGINS = ["https://console.example.org"]
+    _, plaintext = await sync_to_async(_issue)(member_a)
+    bearer = [f"bearer.{plaintext}"]
+    _, connected, _ = await _connect(bearer, headers=[(b"origin", b"https://console.example.org")])
+    assert connected
+    for other in (b"http://127.0.0.1:8000", b"http://console.example.org", b"https://console.example.org:8443"):
+        _, connected, _ = await _connect(bearer, headers=[(b"origin", other)])
+        assert not connected, other
+
+
+async def test_own_origin_needs_an_allowed_host(member_a):
+    """A DNS-rebound name is its own origin, but not one of ALLOWED_HOSTS."""
+    _, plaintext = await sync_to_async(_issue)(member_a)
+    communicator = WebsocketCommunicator(
+        application,
+        "/ws/notifications/",
+        headers=[(b"host", b"rebound.example:8000"), (b"origin", b"http://rebound.example:8000")],
+        subprotocols=[f"bearer.{plaintext}"],
+    )
+    connected, _ = await communicator.connect(timeout=5)
+    assert not connected

@@ -34,7 +34,9 @@ export class LiveStream {
     };
     socket.onmessage = (ev: MessageEvent<string>) => this.onMessage(JSON.parse(ev.data) as Message);
     socket.onclose = (ev: CloseEvent) => {
-      this.handlers.status(ev.code === 4403 ? "access revoked" : "reconnecting…");
+      // 4403: token or membership revoked; 4401: logged out or the session/token expired.
+      const ended = ev.code === 4403 ? "access revoked" : ev.code === 4401 ? "signed out: log in again" : null;
+      this.handlers.status(ended ?? "reconnecting…");
       if (ev.code === 4403 || ev.code === 4401) return;
       window.setTimeout(() => this.open(), this.backoff + Math.random() * 500);
       this.backoff = Math.min(this.backoff * 2, 15000);

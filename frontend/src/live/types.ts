@@ -96,5 +96,7 @@ export type Message =
       error?: string;
     }
   | { type: "access.revoked" }
+  | { type: "access.ended" }
+  | { type: "access.expired" }
   | { type: "error"; code: string; detail: string }
   | { type: "pong" };
