@@ -335,6 +335,7 @@ AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_CALLABLE = "console.web.views.login_locked_out"
 AXES_CLIENT_IP_CALLABLE = "console.tenancy.throttling.client_address"
 AXES_ENABLE_ADMIN = False
+AXES_DISABLE_ACCESS_LOG = True  # no row per successful login: the audit log is the record
 AXES_VERBOSE = False
 # DRF throttling: per client address for requests without valid credentials ("anon", also counts
 # failed bearer tokens), per user for session requests ("session"), per API token ("token").

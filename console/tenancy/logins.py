@@ -47,13 +47,16 @@ def locked_logins() -> list[LockedLogin]:
     locked: list[LockedLogin] = []
     for kind in ("username", "ip_address"):
         rows = (
+            # (no exclude(ip_address=""): the inet field turns "" into NULL and the exclude into all)
             attempts.exclude(**{f"{kind}__isnull": True})
-            .exclude(**{kind: ""})
+            .order_by()  # the model's ordering would split the groups
             .values(kind)
             .annotate(failures=Sum("failures_since_start"), last=Max("attempt_time"))
             .filter(failures__gte=settings.AXES_FAILURE_LIMIT)
         )
         for row in rows:
+            if not row[kind]:
+                continue
             last: dt.datetime = row["last"]
             locked.append(
                 LockedLogin(kind, str(row[kind]), int(row["failures"]), last, last + period if period else None)

@@ -53,7 +53,7 @@ def test_sixty_wrong_passwords_lock_the_user_until_an_operator_unlocks(make_user
     assert b'data-value="victim"' not in ops.get("/logins/locked/").content
 
 
-def test_one_address_guessing_many_usernames_is_locked(make_user, tenant_a, settings):
+def test_one_address_guessing_many_usernames_is_locked(make_user, tenant_a, operator, settings):
     settings.AXES_FAILURE_LIMIT = 3  # each failure hashes a password: keep the test short
     make_user("carol", Role.TENANT_MEMBER, tenant_a, password="right-horse-battery")
     attacker = Client(REMOTE_ADDR="198.51.100.11")
@@ -64,6 +64,12 @@ def test_one_address_guessing_many_usernames_is_locked(make_user, tenant_a, sett
     # another address is not affected
     assert _login(Client(REMOTE_ADDR="203.0.113.6"), "carol", "right-horse-battery").status_code == 302
     assert AuditEntry.objects.filter(action="login.lockout", after__ip_address="198.51.100.11").count() == 1
+    # the operators see the address (and no single username: each failed once)
+    ops = Client()
+    ops.force_login(operator)
+    page = ops.get("/logins/locked/").content.decode()
+    assert 'data-kind="ip_address" data-value="198.51.100.11"' in page
+    assert 'data-kind="username"' not in page
 
 
 def test_a_lockout_lifts_by_itself_after_the_cool_off(make_user, tenant_a, settings):
