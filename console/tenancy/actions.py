@@ -140,6 +140,25 @@ def check_password_strength(password: str, *, username: str, email: str = "") ->
         raise Invalid(f"password: {' '.join(exc.messages)}", fields={"password": list(exc.messages)}) from exc
 
 
+def change_password(actor: Actor, principal: Principal, user: AuthUser, *, new_password: str) -> None:
+    """Set a user's own new password (checked against the validators); audited without the secret."""
+    if principal.user_id != user.pk:
+        raise Forbidden("you can change your own password only")
+    check_password_strength(new_password, username=user.get_username(), email=user.email)
+    with transaction.atomic():
+        user.set_password(new_password)
+        user.save(update_fields=["password"])
+        membership = Membership.objects.filter(user_id=user.pk).first()
+        audit.record(
+            actor,
+            "member.password_change",
+            membership,
+            object_type=None if membership is not None else "auth.user",
+            object_id=None if membership is not None else user.pk,
+            object_repr=user.get_username(),
+        )
+
+
 def update_member(actor: Actor, principal: Principal, membership: Membership, *, role: str) -> Membership:
     """Change a member's role."""
     if role not in Role.values:

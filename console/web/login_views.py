@@ -1,10 +1,13 @@
 """Locked logins: the usernames and client addresses django-axes locked out, for operators (and
-auditors, read-only); operators unlock them here (``actions.unlock_login``, audited)."""
+auditors, read-only); operators unlock them here (``actions.unlock_login``, audited). And the
+signed-in user's own password change (``actions.change_password``, validated and audited)."""
 
 from __future__ import annotations
 
 from django.contrib import messages
+from django.contrib.auth import update_session_auth_hash
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import PasswordChangeForm
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
@@ -14,7 +17,7 @@ from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
 from console.tenancy.logins import cool_off, locked_logins
 from console.tenancy.models import Role
-from console.web.context import principal_for
+from console.web.context import AuthenticatedHttpRequest, principal_for
 
 
 @login_required
@@ -52,3 +55,24 @@ def unlock(request: HttpRequest) -> HttpResponse:
     else:
         messages.success(request, f"Unlocked {value}.")
     return redirect("web:locked-logins")
+
+
+@login_required
+def change_password(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """The signed-in user's own password: the old one, then a new one that passes the validators."""
+    form = PasswordChangeForm(request.user, request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            actions.change_password(
+                Actor.for_user(request.user),
+                principal_for(request),
+                request.user,
+                new_password=form.cleaned_data["new_password1"],
+            )
+        except ConsoleError as exc:
+            form.add_error(None, exc.detail)
+        else:
+            update_session_auth_hash(request, request.user)  # this session stays signed in
+            messages.success(request, "Password changed.")
+            return redirect("web:home")
+    return render(request, "web/password.html", {"form": form})

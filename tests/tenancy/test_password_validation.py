@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
+from django.test import Client
 
 from console.demo import DEMO_ACCOUNTS, DEMO_PASSWORD
 from console.tenancy.models import AuditEntry, Role
@@ -49,3 +50,30 @@ def test_the_demo_password_passes_the_validators():
     User = get_user_model()
     for account in DEMO_ACCOUNTS:
         validate_password(DEMO_PASSWORD, user=User(username=account.username))
+
+
+def test_changing_ones_password_runs_the_validators_and_is_audited(member_a):
+    client = Client()
+    client.force_login(member_a)
+    weak = client.post(
+        "/account/password/",
+        {"old_password": "pw-12345678", "new_password1": "12345678901", "new_password2": "12345678901"},
+    )
+    assert weak.status_code == 200 and "entirely numeric" in weak.content.decode()
+    member_a.refresh_from_db()
+    assert member_a.check_password("pw-12345678")
+
+    strong = client.post(
+        "/account/password/",
+        {
+            "old_password": "pw-12345678",
+            "new_password1": "plum-harbour-47-kites",
+            "new_password2": "plum-harbour-47-kites",
+        },
+    )
+    assert strong.status_code == 302
+    member_a.refresh_from_db()
+    assert member_a.check_password("plum-harbour-47-kites")
+    assert client.get("/").status_code == 200  # this session stays signed in
+    entry = AuditEntry.objects.get(action="member.password_change")
+    assert entry.actor_label == "member-a" and "plum" not in str(entry.after) + str(entry.before)
