@@ -79,7 +79,7 @@ class ApiErrorBodyMiddleware:
         ):
             status = response.status_code
             code = _API_ERROR_CODES.get(status, "server_error" if status >= 500 else "error")
-            detail = "internal error" if status >= 500 else (response.reason_phrase or "error").lower()
+            detail = "server error" if status >= 500 else (response.reason_phrase or "error").lower()
             replacement = JsonResponse({"code": code, "detail": detail, "fields": {}}, status=status)
             for header in ("Retry-After", "WWW-Authenticate", "Allow", "X-Request-ID"):
                 if header in response:
