@@ -7,7 +7,10 @@ import secrets
 
 import pytest
 from django.core.cache import caches
+from django.test import RequestFactory
 from rest_framework.test import APIClient
+
+from console.tenancy.throttling import client_address
 
 pytestmark = pytest.mark.django_db
 
@@ -88,3 +91,10 @@ def test_the_default_rates_leave_room_for_real_use(settings):
     # defaults from the environment: generous for people and scripts, not for guessing
     for scope in ("anon", "session", "token"):
         assert settings.CONSOLE_THROTTLE_RATES[scope]
+
+
+def test_behind_a_trusted_proxy_the_address_is_the_one_the_proxy_wrote(settings):
+    request = RequestFactory().get("/", REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR="6.6.6.6, 203.0.113.4")
+    assert client_address(request) == "10.0.0.2"  # no proxy trusted: the peer
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}
+    assert client_address(request) == "203.0.113.4"  # not the client-written 6.6.6.6
