@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from console.tenancy import audit
+from console.tenancy.actions import check_password_strength
 from console.tenancy.context import Actor
 from console.tenancy.models import Membership, Principal, Role, Tenant
 
@@ -49,6 +50,8 @@ def seed_tenancy(actor: Actor) -> list[str]:
         for account in DEMO_ACCOUNTS:
             if User.objects.filter(username=account.username).exists():
                 continue
+            # The demo password is public (README, `manage.py up`), but it still passes the validators.
+            check_password_strength(DEMO_PASSWORD, username=account.username)
             user = User.objects.create_user(account.username, password=DEMO_PASSWORD)
             membership = Membership.objects.create(
                 user=user,

@@ -8,6 +8,8 @@ Two ways to run, one code path:
   with web, workers and beat as separate processes.
 """
 
+import base64
+import hashlib
 import os
 from pathlib import Path
 
@@ -40,7 +42,9 @@ if not SECRET_KEY:
         raise ImproperlyConfigured("SECRET_KEY must be set when CONSOLE_ENV=production")
     SECRET_KEY = "dev-only-not-secret-" + "x" * 40
 
-DEBUG = env_bool("DEBUG", not PRODUCTION)
+# Off unless DEBUG=1 is set explicitly, in every mode (`make run` included): Django's debug pages
+# list every URL pattern and show tracebacks to whoever asks.
+DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "http://127.0.0.1:8000,http://localhost:8000")
 
@@ -64,6 +68,8 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "channels",
     "django_vite",
+    "axes",
+    "csp",
     "console.tenancy",
     "designer",
     "console.fabric",
@@ -86,6 +92,14 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # /api/ requests without credentials count against their address's "anon" rate before any
+    # permission check answers them (401s are throttled too; see console/tenancy/throttling.py).
+    "console.tenancy.middleware.AnonymousApiThrottleMiddleware",
+    # Error answers under /api/ are the JSON error body, whatever produced them (see ERRORS below).
+    "console.tenancy.middleware.ApiErrorBodyMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "console.urls"
@@ -179,9 +193,13 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # --- auth -------------------------------------------------------------------------------------
+# Every password set (member creation in console.tenancy.actions, the demo seed, Django's own
+# commands) passes all four of Django's validators.
 AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "web:login"
 LOGIN_REDIRECT_URL = "web:home"
@@ -202,7 +220,14 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "console.tenancy.api.errors.exception_handler",
+    # Rates live in CONSOLE_THROTTLE_RATES (block LOGIN AND API THROTTLING below); the classes read
+    # them at request time, so tests can override them.
+    "DEFAULT_THROTTLE_CLASSES": [
+        "console.tenancy.throttling.SessionRateThrottle",
+        "console.tenancy.throttling.TokenRateThrottle",
+    ],
     "DEFAULT_THROTTLE_RATES": {},
+    "NUM_PROXIES": int(os.environ.get("CONSOLE_TRUSTED_PROXIES", "0")),
 }
 # The browsable API's forms list related objects of every tenant: scoped (console/tenancy/api/renderers.py).
 REST_FRAMEWORK["DEFAULT_RENDERER_CLASSES"] = [
@@ -307,3 +332,67 @@ FABRIC_CHANGE_REPUBLISH_S = float(os.environ.get("FABRIC_CHANGE_REPUBLISH_S", "3
 # `fabric compare` (CLI, API, page) discovers afresh when its stored discovery is older than this
 # or OpenSM has ended a heavy sweep since (console/fabric/discovery/freshness.py).
 FABRIC_COMPARE_MAX_AGE_S = float(os.environ.get("FABRIC_COMPARE_MAX_AGE_S", "10"))
+
+# === LOGIN AND API THROTTLING (issue 14: brute force) ==========================================
+# django-axes: a username, or a client address, with this many failed logins within the cool-off
+# is locked out until the cool-off has passed or an operator unlocks it (page "Locked logins";
+# both are audited: login.lockout, login.unlock). Failures during a lockout do not extend it.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = int(os.environ.get("CONSOLE_LOGIN_FAILURE_LIMIT", "10"))
+AXES_COOLOFF_TIME = float(os.environ.get("CONSOLE_LOGIN_COOLOFF_MINUTES", "15")) / 60  # hours
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either one locks, independently
+AXES_RESET_ON_SUCCESS = True
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_LOCKOUT_CALLABLE = "console.web.views.login_locked_out"
+AXES_CLIENT_IP_CALLABLE = "console.tenancy.throttling.client_address"
+AXES_ENABLE_ADMIN = False
+AXES_DISABLE_ACCESS_LOG = True  # no row per successful login: the audit log is the record
+AXES_VERBOSE = False
+# DRF throttling: per client address for requests without valid credentials ("anon", also counts
+# failed bearer tokens), per user for session requests ("session"), per API token ("token").
+# "N/second|minute|hour|day"; an empty value switches that limit off. CONSOLE_TRUSTED_PROXIES is
+# the number of reverse proxies in front whose X-Forwarded-For entries are believed (default 0).
+CONSOLE_THROTTLE_RATES = {
+    "anon": os.environ.get("CONSOLE_THROTTLE_ANON", "300/minute"),
+    "session": os.environ.get("CONSOLE_THROTTLE_SESSION", "6000/minute"),
+    "token": os.environ.get("CONSOLE_THROTTLE_TOKEN", "6000/minute"),
+}
+# Throttle counters are shared by every web process: Redis when configured.
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "throttle": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": "throttle"}
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "throttle"}
+    ),
+}
+
+# === CONTENT SECURITY POLICY (issue 14: headers) ===============================================
+# Strict: scripts and styles only from the console's own origin, no 'unsafe-inline' anywhere. The
+# Vite bundles are files; JSON data blocks (json_script) are not executed. The one inline style
+# element allowed by hash is the one Cytoscape.js inserts ('.__________cytoscape_container
+# { position: relative; }'). /api/docs/ (Swagger UI) adds the hash of its own style block.
+CYTOSCAPE_STYLE = ".__________cytoscape_container { position: relative; }"
+CYTOSCAPE_STYLE_HASH = "'sha256-" + base64.b64encode(hashlib.sha256(CYTOSCAPE_STYLE.encode()).digest()).decode() + "'"
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", CYTOSCAPE_STYLE_HASH],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
+
+# === ERRORS (issue 14: debug pages) =============================================================
+# 400/403/404/500 are the console's own pages (console/web/templates/web/error.html), and under
+# /api/ the one JSON error body (console.urls' handlers, console.tenancy's ApiErrorBodyMiddleware).
+CSRF_FAILURE_VIEW = "console.web.views.csrf_failure"

@@ -12,5 +12,7 @@ urlpatterns = [
     path("", include("console.web.urls")),
 ]
 
+handler400 = "console.web.views.bad_request"
+handler403 = "console.web.views.forbidden"
 handler404 = "console.web.views.not_found"
 handler500 = "console.web.views.server_error"

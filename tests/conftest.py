@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.cache import caches
 from rest_framework.test import APIClient
 
 from console.tenancy import actions
@@ -51,6 +52,13 @@ def pytest_collection_modifyitems(config, items):
     """Browser tests last: Playwright's sync API keeps an event loop running in the main thread
     for the rest of the session, which asyncio-based tests (Channels consumers) cannot share."""
     items.sort(key=lambda item: item.get_closest_marker("e2e") is not None)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_anonymous_throttle():
+    """Every test's requests come from 127.0.0.1: start each with that address's "anon" budget
+    whole (its counter lives in Redis, shared across tests and with the test servers)."""
+    caches["throttle"].delete("throttle_anon_127.0.0.1")
 
 
 @pytest.fixture

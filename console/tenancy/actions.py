@@ -8,7 +8,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING
 
+from axes.utils import reset as axes_reset
 from django.contrib.auth import get_user_model
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
@@ -117,6 +120,8 @@ def create_member(
         raise Invalid("tenant roles need a tenant", fields={"tenant": ["required"]})
     if role not in TENANT_ROLES:
         tenant = None
+    if password is not None:
+        check_password_strength(password, username=username, email=email)
     try:
         with transaction.atomic():
             user = User.objects.create_user(username=username, email=email, password=password)
@@ -125,6 +130,33 @@ def create_member(
     except IntegrityError as exc:
         raise Conflict(f"user {username!r} exists") from exc
     return membership
+
+
+def check_password_strength(password: str, *, username: str, email: str = "") -> None:
+    """Django's password validators (AUTH_PASSWORD_VALIDATORS), as a refusal with the reasons."""
+    try:
+        validate_password(password, user=User(username=username, email=email))
+    except DjangoValidationError as exc:
+        raise Invalid(f"password: {' '.join(exc.messages)}", fields={"password": list(exc.messages)}) from exc
+
+
+def change_password(actor: Actor, principal: Principal, user: AuthUser, *, new_password: str) -> None:
+    """Set a user's own new password (checked against the validators); audited without the secret."""
+    if principal.user_id != user.pk:
+        raise Forbidden("you can change your own password only")
+    check_password_strength(new_password, username=user.get_username(), email=user.email)
+    with transaction.atomic():
+        user.set_password(new_password)
+        user.save(update_fields=["password"])
+        membership = Membership.objects.filter(user_id=user.pk).first()
+        audit.record(
+            actor,
+            "member.password_change",
+            membership,
+            object_type=None if membership is not None else "auth.user",
+            object_id=None if membership is not None else user.pk,
+            object_repr=user.get_username(),
+        )
 
 
 def update_member(actor: Actor, principal: Principal, membership: Membership, *, role: str) -> Membership:
@@ -232,3 +264,24 @@ def prune_expired_tokens(actor: Actor, *, older_than_days: int = 30) -> int:
             audit.record(actor, "token.prune", token, before=audit.snapshot(token))
         ApiToken.objects.filter(pk__in=[t.pk for t in stale]).delete()
     return len(stale)
+
+
+def unlock_login(actor: Actor, principal: Principal, *, username: str = "", ip_address: str = "") -> int:
+    """Lift a login lockout of a username or of a client address now (operators only); returns
+    the number of failure records cleared. Audited as ``login.unlock``."""
+    require_operator(principal)
+    if bool(username) == bool(ip_address):
+        raise Invalid("unlock either a username or a client address", fields={"username": ["one of the two"]})
+    with transaction.atomic():
+        cleared = axes_reset(username=username or None, ip=ip_address or None)
+        membership = Membership.objects.filter(user__username=username).first() if username else None
+        audit.record(
+            actor,
+            "login.unlock",
+            object_type="login",
+            object_id=(username or ip_address)[:64],
+            object_repr=username or ip_address,
+            after={"username": username or None, "ip_address": ip_address or None, "cleared": cleared},
+            tenant_id=membership.tenant_id if membership is not None else None,
+        )
+    return cleared

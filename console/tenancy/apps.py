@@ -8,4 +8,4 @@ class TenancyConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from console.tenancy import signals  # noqa: F401  (Celery correlation-id hooks only)
+        from console.tenancy import signals  # noqa: F401  (Celery correlation-id hooks, lockout audit)

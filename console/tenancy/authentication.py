@@ -11,6 +11,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
 from console.tenancy.models import TOKEN_PREFIX, ApiToken, hash_token_secret
+from console.tenancy.throttling import check_anonymous
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -50,9 +51,15 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         scheme, _, raw = header.partition(" ")
         if scheme.lower() not in {"bearer", "token"}:
             return None
-        if not raw.strip():
-            raise exceptions.AuthenticationFailed("empty API token", code="token_malformed")
-        token = resolve_token(raw.strip())
+        try:
+            if not raw.strip():
+                raise exceptions.AuthenticationFailed("empty API token", code="token_malformed")
+            token = resolve_token(raw.strip())
+        except exceptions.AuthenticationFailed:
+            # A wrong token counts against the address like a request without credentials: guessing
+            # tokens is throttled (429 + Retry-After once the "anon" rate is spent).
+            check_anonymous(request._request)
+            raise
         return token.user, token
 
     def authenticate_header(self, request: Request) -> str:

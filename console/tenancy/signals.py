@@ -1,7 +1,9 @@
-"""Celery hooks that restore the enqueuing request's correlation id inside the task."""
+"""Celery hooks that restore the enqueuing request's correlation id inside the task, and the
+audit row of a login lockout (django-axes' ``user_locked_out``)."""
 
 from typing import Any
 
+from axes.signals import user_locked_out
 from celery import signals
 
 from console.tenancy.context import (
@@ -9,8 +11,11 @@ from console.tenancy.context import (
     reset_correlation_id,
     set_correlation_id,
 )
+from console.tenancy.logins import record_lockout
 
 _tokens: dict[str, object] = {}
+
+user_locked_out.connect(record_lockout, dispatch_uid="console.tenancy.login_lockout_audit")
 
 
 @signals.task_prerun.connect

@@ -6,6 +6,7 @@ from console.web import (
     fabric_change_views,
     fabric_views,
     live_views,
+    login_views,
     reservation_views,
     session_views,
     views,
@@ -51,6 +52,9 @@ urlpatterns = [
     ),
     path("audit/", views.audit_log, name="audit"),
     path("tenants/", views.tenants, name="tenants"),
+    path("logins/locked/", login_views.locked, name="locked-logins"),
+    path("account/password/", login_views.change_password, name="password"),
+    path("logins/locked/unlock/", login_views.unlock, name="locked-logins-unlock"),
     path("tokens/", views.tokens, name="tokens"),
     path("tokens/<int:pk>/revoke/", views.revoke_token, name="token-revoke"),
 ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -9,12 +11,14 @@ from django.core.paginator import Paginator
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.template import loader
 from django.views.decorators.http import require_POST
 
 from console.tenancy import actions
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
 from console.tenancy.filtersets import AuditEntryFilter
+from console.tenancy.logins import cool_off, locked_logins
 from console.tenancy.models import ApiToken, AuditEntry, Membership, Role, Tenant
 from console.web.context import AuthenticatedHttpRequest, principal_for
 
@@ -30,17 +34,55 @@ def _wants_json(request: HttpRequest) -> bool:
     return request.path.startswith("/api/") or "application/json" in request.headers.get("Accept", "")
 
 
-def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+_ERRORS = {
+    400: ("invalid", "Bad request", "The console could not make sense of that request."),
+    403: ("permission_denied", "Forbidden", "You are not allowed to do that (or the form expired: reload and retry)."),
+    404: ("not_found", "Not found", "There is no such page, or it is not yours to see."),
+    500: ("server_error", "Server error", "Something broke on our side. It has been logged; try again shortly."),
+}
+
+
+def _error(request: HttpRequest, status: int) -> HttpResponse:
+    code, title, message = _ERRORS[status]
     if _wants_json(request):
-        return JsonResponse({"code": "not_found", "detail": "not found", "fields": {}}, status=404)
-    return render(request, "web/error.html", {"status": 404, "message": "Not found"}, status=404)
+        return JsonResponse({"code": code, "detail": title.lower(), "fields": {}}, status=status)
+    context = {"status": status, "title": title, "message": message}
+    if status == 500:
+        # No context processors, no database: the page must render whatever broke.
+        return HttpResponse(loader.get_template("web/error.html").render(context), status=500)
+    return render(request, "web/error.html", context, status=status)
+
+
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    return _error(request, 400)
+
+
+def forbidden(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    return _error(request, 403)
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    return _error(request, 403)
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    return _error(request, 404)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
-    if _wants_json(request):
-        body = {"code": "server_error", "detail": "internal error", "fields": {}}
-        return JsonResponse(body, status=500)
-    return render(request, "web/error.html", {"status": 500, "message": "Server error"}, status=500)
+    return _error(request, 500)
+
+
+def login_locked_out(
+    request: HttpRequest, original_response: HttpResponse | None = None, credentials: dict[str, Any] | None = None
+) -> HttpResponse:
+    """django-axes' answer to a locked-out login: the login page saying so, 429 + Retry-After."""
+    period = cool_off()
+    minutes = max(1, round(period.total_seconds() / 60)) if period is not None else None
+    response = render(request, "registration/login.html", {"locked_out": True, "cooloff_minutes": minutes}, status=429)
+    if period is not None:
+        response["Retry-After"] = str(int(period.total_seconds()))
+    return response
 
 
 @login_required
@@ -96,7 +138,8 @@ def tenants(request: HttpRequest) -> HttpResponse:
             messages.success(request, f"Tenant {tenant.name} created.")
             return redirect("web:tenants")
     rows = Tenant.objects.visible_to(principal)
-    return render(request, "web/tenants.html", {"rows": rows, "form": form, "active": "tenants"})
+    context = {"rows": rows, "form": form, "active": "tenants", "locked_logins": len(locked_logins())}
+    return render(request, "web/tenants.html", context)
 
 
 class TokenForm(forms.Form):
