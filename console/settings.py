@@ -182,6 +182,15 @@ LOGIN_REDIRECT_URL = "web:home"
 LOGOUT_REDIRECT_URL = "web:login"
 API_TOKEN_DEFAULT_DAYS = int(os.environ.get("API_TOKEN_DEFAULT_DAYS", "90"))
 
+# Request body limits (docs/api.md): Django's own for forms and uploads, the same byte limit for
+# JSON bodies (console.tenancy.api.parsers), and a nesting limit JSON bodies never need to exceed.
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("CONSOLE_MAX_BODY_BYTES", str(2_621_440)))
+DATA_UPLOAD_MAX_NUMBER_FIELDS = 1000
+FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
+API_JSON_MAX_DEPTH = int(os.environ.get("CONSOLE_API_JSON_MAX_DEPTH", "32"))
+# Times a client gives (reservation start/end, extensions, availability) may lie at most this far ahead.
+CONSOLE_TIME_HORIZON_DAYS = int(os.environ.get("CONSOLE_TIME_HORIZON_DAYS", "365"))
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "console.tenancy.authentication.BearerTokenAuthentication",
@@ -193,6 +202,11 @@ REST_FRAMEWORK = {
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",
+    ],
+    "DEFAULT_PARSER_CLASSES": [
+        "console.tenancy.api.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "console.tenancy.api.errors.exception_handler",
