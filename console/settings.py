@@ -190,6 +190,10 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
 API_JSON_MAX_DEPTH = int(os.environ.get("CONSOLE_API_JSON_MAX_DEPTH", "32"))
 # Times a client gives (reservation start/end, extensions, availability) may lie at most this far ahead.
 CONSOLE_TIME_HORIZON_DAYS = int(os.environ.get("CONSOLE_TIME_HORIZON_DAYS", "365"))
+# Idempotency-Key (console.tenancy.idempotency): how long a key replays its answer, and how long a
+# request waits for a concurrent one with the same key before answering 409 in progress.
+IDEMPOTENCY_KEY_TTL_HOURS = float(os.environ.get("IDEMPOTENCY_KEY_TTL_HOURS", "24"))
+IDEMPOTENCY_WAIT_S = float(os.environ.get("IDEMPOTENCY_WAIT_S", "10"))
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -280,6 +284,7 @@ LOGGING = {
 
 CELERY_BEAT_SCHEDULE = {
     "tenancy-prune-expired-tokens": {"task": "tenancy.prune_expired_tokens", "schedule": 3600.0},
+    "tenancy-prune-idempotency-keys": {"task": "tenancy.prune_idempotency_keys", "schedule": 3600.0},
     "fabric-reap-stuck-changes": {"task": "fabric.reap_stuck_changes", "schedule": 60.0},
     "scheduling-tick": {"task": "scheduling.tick", "schedule": 30.0},
     # Fallback when no `manage.py collector` process runs (skips while one heartbeats).

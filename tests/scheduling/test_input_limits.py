@@ -4,6 +4,7 @@ bodies, and times beyond the horizon (finding 2 and the year-9999 part of findin
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import pytest
 from django.test import override_settings
@@ -59,7 +60,7 @@ def test_ordinary_nesting_still_parses(api, pool):
 
 @override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=1024)
 def test_a_body_over_the_size_limit_is_413(api, pool):
-    body = '{"pool": %d, "gpus": 8, "duration_minutes": 60, "name": "%s"}' % (pool.pk, "x" * 2000)
+    body = json.dumps({"pool": pool.pk, "gpus": 8, "duration_minutes": 60, "name": "x" * 2000})
     response = post_raw(api, "/api/reservations/", body)
     assert response.status_code == 413
     assert response.json()["code"] == "too_large"

@@ -26,7 +26,8 @@ def _flatten(detail: Any) -> Any:
 
 def exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, ConsoleError):
-        return Response(exc.as_dict(), status=exc.status)
+        headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after is not None else None
+        return Response(exc.as_dict(), status=exc.status, headers=headers)
     if isinstance(exc, DjangoValidationError):
         fields = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
         exc = exceptions.ValidationError(fields)
