@@ -226,6 +226,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Every operation's error statuses with the one error body (401/403/404/429/503, 400, 409...).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "console.tenancy.api.schema.add_error_responses",
+    ],
     # Several models have a `status`; name the fabric pipeline's enums explicitly.
     "ENUM_NAME_OVERRIDES": {
         "ChangeStatusEnum": "console.fabric.models.ChangeRequest.Status",

@@ -1,8 +1,8 @@
 // Small fetch helpers shared by every page script: same-origin, CSRF-aware, one error shape. The
 // answers' types are the generated OpenAPI types (see schema.ts), given as `api<T>`'s T.
 
-/** The body of every error answer (console/tenancy/api/errors.py). Written here: the schema has no
- * component of its own for it (ReservationRefused is this plus the refused reservation). */
+/** The body of every error answer (console/tenancy/api/errors.py; the schema's `Error` component;
+ * ReservationRefused is this plus the refused reservation). */
 export interface ApiErrorBody {
   code: string;
   detail: string;
