@@ -113,3 +113,10 @@ def test_the_horizon_is_a_setting_and_extend_respects_it(api, pool):
     assert refused.status_code == 400 and refused.json()["fields"] == {"start": ["at most 30 days ahead"]}
     extend = api.post(f"/api/reservations/{ok.json()['id']}/extend/", {"end": far(40)}, format="json")
     assert extend.status_code == 400 and extend.json()["fields"] == {"end": ["at most 30 days ahead"]}
+
+
+@override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=1024)
+def test_an_oversized_form_body_is_413_in_json_too(api, pool):
+    response = api.post("/api/reservations/", {"pool": pool.pk, "gpus": 8, "name": "x" * 2000}, format="multipart")
+    assert response.status_code == 413, response.content[:200]
+    assert response.json()["code"] == "too_large"
