@@ -26,6 +26,7 @@ from console.tenancy import actions
 from console.tenancy.context import Actor
 from console.tenancy.models import Principal
 from console.wsgi import application
+from tests.scheduling.conftest import give_quota, make_fabric, make_pool
 
 # The committed snapshot (kept equal to the live schema by test_api_conventions) is loaded from
 # disk, so importing this module makes no request; calls go to the WSGI app in-process.
@@ -42,6 +43,24 @@ CHECKS = [
 #: Measured on the 2-core CI machine: the per-operation phase takes about a minute, the stateful
 #: phase about as long; each is bounded by its example count, and the test fails past its budget.
 STATEFUL_BUDGET_S = 180
+
+
+#: Set by the stateful test: a pool with a quota, so generated reservations can be placed and the
+#: sequences go on to extend, release and cancel them.
+SEEDED: dict[str, int] = {}
+
+
+@schema.hook("map_body")
+def _reserve_in_the_seeded_pool(ctx: Any, body: Any) -> Any:
+    operation = ctx.operation
+    if not SEEDED or operation is None or (operation.method.upper(), operation.path) != ("POST", "/api/reservations/"):
+        return body
+    if isinstance(body, dict):
+        body = {k: v for k, v in body.items() if k not in {"nodes", "end", "start"}}
+        body.update(pool=SEEDED["pool"], tenant=SEEDED["tenant"])
+        body["gpus"] = max(1, min(int(body.get("gpus") or 8), 16)) if isinstance(body.get("gpus"), int) else 8
+        body.setdefault("duration_minutes", 60)
+    return body
 
 
 @pytest.fixture(autouse=True)
@@ -72,8 +91,17 @@ def test_no_server_errors_and_every_answer_as_declared(case, operator_token):
     case.call_and_validate(headers={"Authorization": f"Bearer {operator_token}"}, checks=CHECKS)
 
 
+@pytest.fixture
+def seeded_pool(tenant_a):
+    pool = make_pool(make_fabric("fuzz-ft", {"topology": "fat-tree", "nodes": 8, "node_type": "DGX-H100"}), "fuzz")
+    give_quota(tenant_a, pool, 48)
+    SEEDED.update(pool=pool.pk, tenant=tenant_a.pk)
+    yield pool
+    SEEDED.clear()
+
+
 @pytest.mark.django_db
-def test_stateful_sequences_find_no_server_error_and_no_undeclared_answer(operator_token):
+def test_stateful_sequences_find_no_server_error_and_no_undeclared_answer(operator_token, seeded_pool):
     headers = {"Authorization": f"Bearer {operator_token}"}
     failures: list[str] = []
     calls: list[str] = []
@@ -115,4 +143,5 @@ def test_stateful_sequences_find_no_server_error_and_no_undeclared_answer(operat
     assert not failures, "\n\n".join(failures)
     # the sequences did follow links: an id one answer gave was used by a later call that worked
     assert len(calls) >= 100 and any("{" in call and call.endswith((" 200", " 204")) for call in calls), calls
+    assert "POST /api/reservations/ 201" in calls, sorted(set(calls))
     assert time.monotonic() - started < STATEFUL_BUDGET_S
