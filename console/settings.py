@@ -206,6 +206,19 @@ LOGIN_REDIRECT_URL = "web:home"
 LOGOUT_REDIRECT_URL = "web:login"
 API_TOKEN_DEFAULT_DAYS = int(os.environ.get("API_TOKEN_DEFAULT_DAYS", "90"))
 
+# Request body limits (docs/api.md): Django's own for forms and uploads, the same byte limit for
+# JSON bodies (console.tenancy.api.parsers), and a nesting limit JSON bodies never need to exceed.
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("CONSOLE_MAX_BODY_BYTES", str(2_621_440)))
+DATA_UPLOAD_MAX_NUMBER_FIELDS = 1000
+FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
+API_JSON_MAX_DEPTH = int(os.environ.get("CONSOLE_API_JSON_MAX_DEPTH", "32"))
+# Times a client gives (reservation start/end, extensions, availability) may lie at most this far ahead.
+CONSOLE_TIME_HORIZON_DAYS = int(os.environ.get("CONSOLE_TIME_HORIZON_DAYS", "365"))
+# Idempotency-Key (console.tenancy.idempotency): how long a key replays its answer, and how long a
+# request waits for a concurrent one with the same key before answering 409 in progress.
+IDEMPOTENCY_KEY_TTL_HOURS = float(os.environ.get("IDEMPOTENCY_KEY_TTL_HOURS", "24"))
+IDEMPOTENCY_WAIT_S = float(os.environ.get("IDEMPOTENCY_WAIT_S", "10"))
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "console.tenancy.authentication.BearerTokenAuthentication",
@@ -217,6 +230,11 @@ REST_FRAMEWORK = {
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",
+    ],
+    "DEFAULT_PARSER_CLASSES": [
+        "console.tenancy.api.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "console.tenancy.api.errors.exception_handler",
@@ -244,6 +262,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Every operation's error statuses with the one error body (401/403/404/429/503, 400, 409...).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "console.tenancy.api.schema.add_error_responses",
+    ],
     # Several models have a `status`; name the fabric pipeline's enums explicitly.
     "ENUM_NAME_OVERRIDES": {
         "ChangeStatusEnum": "console.fabric.models.ChangeRequest.Status",
@@ -302,6 +325,7 @@ LOGGING = {
 
 CELERY_BEAT_SCHEDULE = {
     "tenancy-prune-expired-tokens": {"task": "tenancy.prune_expired_tokens", "schedule": 3600.0},
+    "tenancy-prune-idempotency-keys": {"task": "tenancy.prune_idempotency_keys", "schedule": 3600.0},
     "fabric-reap-stuck-changes": {"task": "fabric.reap_stuck_changes", "schedule": 60.0},
     "scheduling-tick": {"task": "scheduling.tick", "schedule": 10.0},
     # Fallback when no `manage.py collector` process runs (skips while one heartbeats).

@@ -10,6 +10,7 @@ class ConsoleError(Exception):
 
     status = 400
     code = "invalid"
+    retry_after: int | None = None  # seconds, sent as ``Retry-After`` when set
 
     def __init__(self, detail: str, *, fields: dict[str, Any] | None = None, code: str | None = None):
         super().__init__(detail)

@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, ClassVar
 
 from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.utils import timezone
 
@@ -227,3 +228,26 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.actor_label} {self.action} {self.object_type}:{self.object_id}"
+
+
+class IdempotencyKey(models.Model):
+    """The first answer to a request sent with an ``Idempotency-Key`` header (console.tenancy.idempotency).
+
+    Written in the same transaction as the request's own changes, so a stored key always has its
+    answer and a crash leaves either both or neither. ``scope`` is the principal: one user's key
+    never answers another user's (or tenant's) request.
+    """
+
+    scope = models.CharField(max_length=64)
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64, help_text="sha256 of method, path and body")
+    status_code = models.PositiveSmallIntegerField(default=0)
+    body = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["scope", "key"], name="tenancy_idempotency_scope_key")]
+
+    def __str__(self) -> str:
+        return f"{self.scope} {self.key} → {self.status_code}"

@@ -20,6 +20,7 @@ from console.tenancy.api.base import (
     TenantScopedCreateReadViewSet,
     TenantScopedModelViewSet,
 )
+from console.tenancy.api.idempotency import idempotent
 from console.tenancy.errors import Invalid
 from console.tenancy.models import Role
 from scheduling.api.serializers import (
@@ -175,6 +176,7 @@ class ReservationViewSet(TenantScopedCreateReadViewSet):
         request=ReservationRequestSerializer,
         responses={201: ReservationSerializer, 409: ReservationRefusedSerializer},
     )
+    @idempotent
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Reserve; placed → 201, rejected (capacity, constraints, quota) → 409 with the reason."""
         serializer = ReservationRequestSerializer(data=request.data)
@@ -202,6 +204,7 @@ class ReservationViewSet(TenantScopedCreateReadViewSet):
         return Response(PreviewSerializer(body).data)
 
     @extend_schema(request=ExtendSerializer, responses={200: ReservationSerializer})
+    @idempotent
     @action(detail=True, methods=["post"])
     def extend(self, request: Request, pk: str | None = None) -> Response:
         """Move the end later if the GPUs stay free and the quota allows."""
@@ -212,6 +215,7 @@ class ReservationViewSet(TenantScopedCreateReadViewSet):
         return Response(ReservationSerializer(reservation).data)
 
     @extend_schema(request=None, responses={200: ReservationSerializer})
+    @idempotent
     @action(detail=True, methods=["post"])
     def release(self, request: Request, pk: str | None = None) -> Response:
         """End early: GPUs free now, partition removed from the fabric."""
@@ -219,6 +223,7 @@ class ReservationViewSet(TenantScopedCreateReadViewSet):
         return Response(ReservationSerializer(reservation).data)
 
     @extend_schema(request=None, responses={200: ReservationSerializer})
+    @idempotent
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         """Withdraw a reservation that is not ready yet."""

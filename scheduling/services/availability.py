@@ -8,6 +8,7 @@ from typing import Any
 from django.utils import timezone
 
 from console.tenancy.errors import Invalid
+from console.tenancy.horizon import check_within_horizon
 from scheduling.models import Pool
 from scheduling.placement import NodeState
 from scheduling.services.reservations import snapshot
@@ -25,6 +26,7 @@ def availability(
     """Per slot of ``step`` from ``start``: free GPUs, wholly free nodes and the largest wholly
     free leaf group (a GPU counts as free only if it is free for the whole slot)."""
     now = timezone.now()
+    check_within_horizon("start", start, now=now)
     start = max(start or now, now)
     if hours <= 0 or step <= dt.timedelta(0):
         raise Invalid("hours and step must be positive", fields={"hours": ["must be positive"]})

@@ -20,6 +20,7 @@ from console.fabric.services import enqueue_reconcile
 from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Forbidden, Invalid
+from console.tenancy.horizon import check_within_horizon
 from console.tenancy.models import Principal
 from scheduling.models import HCA, Quota, Reservation, ReservationAllocation
 from scheduling.services.locks import lock_nodes, quota_for_update, reservation_for_update, reservations_for_update
@@ -139,6 +140,7 @@ def extend(actor: Actor, principal: Principal, reservation: Reservation, new_end
     _check_access(principal, reservation)
     if timezone.is_naive(new_end):
         raise Invalid("end needs a time zone", fields={"end": ["give an offset or Z"]})
+    check_within_horizon("end", new_end)
     try:
         with transaction.atomic():
             # Same lock order as reserve: quota row, then nodes in primary-key order.

@@ -31,6 +31,7 @@ from console.fabric.services import allocate_pkey, enqueue_reconcile
 from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Forbidden, Invalid, NotFound
+from console.tenancy.horizon import check_within_horizon
 from console.tenancy.models import Principal, Tenant
 from scheduling.models import (
     GPU,
@@ -138,6 +139,7 @@ def window_of(request: ReservationRequest, now: dt.datetime) -> tuple[dt.datetim
     for field, value in (("start", request.start), ("end", request.end)):
         if value is not None and timezone.is_naive(value):
             raise Invalid(f"{field} needs a time zone", fields={field: ["give an offset or Z"]})
+        check_within_horizon(field, value, now=now)
     if start < now - PAST_TOLERANCE:
         raise Invalid("the window starts in the past", fields={"start": ["in the past"]})
     start = max(start, now)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, InterfaceError, OperationalError
 from django.http import Http404
@@ -13,6 +15,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from console.tenancy.api.parsers import RequestTooLarge
 from console.tenancy.errors import ConsoleError
 
 
@@ -26,7 +29,8 @@ def _flatten(detail: Any) -> Any:
 
 def exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, ConsoleError):
-        return Response(exc.as_dict(), status=exc.status)
+        headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after is not None else None
+        return Response(exc.as_dict(), status=exc.status, headers=headers)
     if isinstance(exc, DjangoValidationError):
         fields = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
         exc = exceptions.ValidationError(fields)
@@ -43,6 +47,11 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
             status=status.HTTP_503_SERVICE_UNAVAILABLE,
             headers={"Retry-After": "1"},
         )
+    # Django's own body limits (form and multipart bodies; JSON is bounded by BoundedJSONParser).
+    if isinstance(exc, RequestDataTooBig):
+        exc = RequestTooLarge(f"the request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes")
+    if isinstance(exc, TooManyFieldsSent | TooManyFilesSent):
+        exc = exceptions.ParseError(str(exc))
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     if isinstance(exc, DjangoPermissionDenied):

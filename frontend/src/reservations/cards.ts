@@ -2,7 +2,7 @@
 // details, with extend/release/cancel. The board polls the API every poll_ms for reservations
 // still on their way (requested, provisioning, ending, or placed and due) until they settle.
 
-import { api, ApiError } from "../api";
+import { api, ApiError, postOnce } from "../api";
 import { h } from "../dom";
 import type { ConnectionNode, Reservation, Urls } from "./types";
 
@@ -188,10 +188,7 @@ export class Board {
       const buttons = [...bar.querySelectorAll("button")];
       for (const b of buttons) b.disabled = true;
       try {
-        const fresh = await api<Reservation>(`${this.opts.urls.api}reservations/${r.id}/${verb}/`, {
-          method: "POST",
-          body: body === undefined ? undefined : JSON.stringify(body),
-        });
+        const fresh = await postOnce<Reservation>(`${this.opts.urls.api}reservations/${r.id}/${verb}/`, body);
         this.upsert(fresh);
         this.opts.onChange?.();
       } catch (exc) {

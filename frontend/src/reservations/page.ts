@@ -1,7 +1,7 @@
 // The self-service page: quota and usage, availability, the reservation form with a live
 // placement preview, and the reservations list that follows each one until it settles.
 
-import { api, ApiError } from "../api";
+import { api, ApiError, postOnce } from "../api";
 import { byTestId, debounce, h } from "../dom";
 import { Board } from "./cards";
 import { renderTimelines } from "./timeline";
@@ -161,10 +161,8 @@ function startForm(init: ReserveInit, form: HTMLFormElement, board: Board, refre
     }
     submit.disabled = true;
     try {
-      const created = await api<Reservation>(`${init.urls.api}reservations/`, {
-        method: "POST",
-        body: JSON.stringify(body),
-      });
+      // One key per submit: a retry after a lost answer gets the same reservation, not a second.
+      const created = await postOnce<Reservation>(`${init.urls.api}reservations/`, body);
       board.upsert(created);
       refresh();
       preview();
