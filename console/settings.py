@@ -214,6 +214,8 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
 API_JSON_MAX_DEPTH = int(os.environ.get("CONSOLE_API_JSON_MAX_DEPTH", "32"))
 # Times a client gives (reservation start/end, extensions, availability) may lie at most this far ahead.
 CONSOLE_TIME_HORIZON_DAYS = int(os.environ.get("CONSOLE_TIME_HORIZON_DAYS", "365"))
+# The design import takes a whole ibnetdiscover dump (about 1 MB per 2,000 HCAs): its own limit.
+CONSOLE_MAX_IMPORT_BYTES = int(os.environ.get("CONSOLE_MAX_IMPORT_BYTES", str(64 * 1024 * 1024)))
 # Idempotency-Key (console.tenancy.idempotency): how long a key replays its answer, and how long a
 # request waits for a concurrent one with the same key before answering 409 in progress.
 IDEMPOTENCY_KEY_TTL_HOURS = float(os.environ.get("IDEMPOTENCY_KEY_TTL_HOURS", "24"))

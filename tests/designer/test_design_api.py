@@ -243,3 +243,19 @@ def test_catalogue_override_in_lower_case_overrides_the_builtin(api):
     assert again.status_code == 201 and again.json()["id"] == created.json()["id"]
     rows = api.get("/api/catalogue/", {"kind": "switch"}).json()["results"]
     assert [(r["name"], r["data"]["list_price"]) for r in rows] == [("Q3400", 2.0)]
+
+
+def test_a_dump_larger_than_the_api_body_limit_still_imports(api, settings):
+    # a real fabric's dump is megabytes: the import has its own limit above the API's 2.5 MiB
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 100_000
+    design_id = api.post("/api/designs/", {"name": "big-src", "options": SU1}, format="json").json()["id"]
+    text = api.get(f"/api/designs/{design_id}/revisions/1/export/ibnetdiscover/").content.decode()
+    assert len(text) > 100_000
+    imported = api.post("/api/designs/import/", {"name": "big", "text": text}, format="json")
+    assert imported.status_code == 201, imported.content[:300]
+    # every other endpoint keeps the API's limit
+    refused = api.post("/api/designs/plan/", {**SU1, "padding": "x" * 100_000}, format="json")
+    assert refused.status_code == 413 and refused.json()["code"] == "too_large"
+    settings.CONSOLE_MAX_IMPORT_BYTES = 50_000
+    too_big = api.post("/api/designs/import/", {"name": "bigger", "text": text}, format="json")
+    assert too_big.status_code == 413

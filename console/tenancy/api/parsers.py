@@ -24,8 +24,11 @@ class RequestTooLarge(exceptions.APIException):
     default_code = "too_large"
 
 
-def max_body_bytes() -> int:
-    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+def max_body_bytes(view: object = None) -> int:
+    """The body limit: the setting a view (or an action, ``@action(body_limit_setting=...)``) names
+    in ``body_limit_setting``, else Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE``."""
+    own = getattr(view, "body_limit_setting", None)
+    limit = getattr(settings, own) if own else settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     return int(limit) if limit is not None else 2_621_440
 
 
@@ -55,7 +58,7 @@ class BoundedJSONParser(JSONParser):
     ) -> Any:
         context = parser_context or {}
         encoding = context.get("encoding", settings.DEFAULT_CHARSET)
-        limit = max_body_bytes()
+        limit = max_body_bytes(context.get("view"))
         request = context.get("request")
         declared = request.META.get("CONTENT_LENGTH") if request is not None else None
         if declared and str(declared).isdigit() and int(declared) > limit:
