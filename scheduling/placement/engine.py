@@ -65,13 +65,13 @@ class PlacementEngine:
         self.guards = tuple(guards)
         self.preferences = tuple(preferences)
         # Nodes every preference admits: taken first inside a leaf group, and for shares.
-        self._preferred = frozenset(
-            n.id for n in topology.nodes if all(p.admits(n, topology) for p in self.preferences)
+        self._preferred = topology.derived(
+            ("preferred", self.preferences),
+            lambda: frozenset(n.id for n in topology.nodes if all(p.admits(n, topology) for p in self.preferences)),
         )
         # Free-node windows computed during one guarded search (its passes differ only in the
         # groups they leave out); ``None`` outside such a search.
         self._windows: dict[tuple[object, ...], Window] | None = None
-        self._eligibility: dict[tuple[object, ...], Eligibility] = {}
 
     # ---------------------------------------------------------------- state passthroughs
 
@@ -200,14 +200,14 @@ class PlacementEngine:
     # ---------------------------------------------------------------- the search
 
     def eligibility(self, request: Request, min_gpus: int = 1) -> Eligibility:
-        """Node filters of ``request`` applied to the topology (cached per filter combination)."""
+        """Node filters of ``request`` applied to the topology (computed once per topology and
+        filter combination)."""
         return self._eligible(request.node_filters, min_gpus)
 
     def _eligible(self, filters: tuple[NodeFilter, ...], min_gpus: int) -> Eligibility:
-        key = (filters, min_gpus)
-        cached = self._eligibility.get(key)
-        if cached is not None:
-            return cached
+        return self.topology.derived(("eligible", filters, min_gpus), lambda: self._compute_eligible(filters, min_gpus))
+
+    def _compute_eligible(self, filters: tuple[NodeFilter, ...], min_gpus: int) -> Eligibility:
         topo = self.topology
         per_group: list[frozenset[int] | None] = []
         count = gpus = largest = node_gpus = 0
@@ -222,9 +222,7 @@ class PlacementEngine:
             gpus += sum(topo.nodes[n].gpus for n in members)
             largest = max(largest, len(members))
             node_gpus = max([node_gpus, *(topo.nodes[n].gpus for n in members)])
-        result = Eligibility(tuple(per_group), count, gpus, largest, node_gpus)
-        self._eligibility[key] = result
-        return result
+        return Eligibility(tuple(per_group), count, gpus, largest, node_gpus)
 
     def shape(self, request: Request) -> Shape | None:
         """Resolve gpus/nodes/gpus_per_node against the pool's node size; ``None`` if no node."""

@@ -20,10 +20,16 @@ Vocabulary
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TypeVar
 
 #: Inter-switch hops for rail-aligned traffic at each level of the tree.
+T = TypeVar("T")
+#: Derived values one topology keeps (node filter results per combination): plenty for the
+#: handful of combinations requests use, small enough to bound memory.
+DERIVED_CACHE_SIZE = 256
 HOPS_SAME_GROUP = 0
 HOPS_SAME_POD = 2
 HOPS_CROSS_POD = 4
@@ -84,6 +90,9 @@ class PoolTopology:
     # Derived, filled in __post_init__ so that callers never pass inconsistent copies.
     rail_aligned_nodes: frozenset[int] = field(init=False)
     pods: tuple[tuple[int, ...], ...] = field(init=False)
+    # What node filters admit depends on the topology alone (NodeFilter's contract), so it is
+    # computed once per topology, not once per engine: services build an engine per snapshot.
+    _derived: dict[object, object] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for index, node in enumerate(self.nodes):
@@ -105,6 +114,19 @@ class PoolTopology:
         pod_count = max((g.pod for g in self.groups), default=-1) + 1
         pods = tuple(tuple(g.id for g in self.groups if g.pod == p) for p in range(pod_count))
         object.__setattr__(self, "pods", pods)
+        object.__setattr__(self, "_derived", {})
+
+    def derived(self, key: object, compute: Callable[[], T]) -> T:
+        """``compute()``, once per ``key`` for this topology (a bounded cache: filters whose identity
+        carries changing state, e.g. a set of powered-off nodes, must not grow it without end)."""
+        cache = self._derived
+        if key in cache:
+            return cache[key]  # type: ignore[return-value]  # stored by the same key's compute
+        value = compute()
+        if len(cache) >= DERIVED_CACHE_SIZE:
+            cache.clear()
+        cache[key] = value
+        return value
 
     @property
     def total_gpus(self) -> int:

@@ -159,3 +159,30 @@ def test_without_registration_the_parameter_is_not_part_of_the_api(pool, tenant_
     api = client_for(admin_a)
     body = {"pool": pool.pk, "nodes": 4, "duration_minutes": 60, "node_name": "nope"}
     assert api.post("/api/reservations/preview/", body, format="json").json()["placeable"]
+
+
+def test_a_node_filter_is_evaluated_once_per_topology_not_once_per_engine():
+    # services build an engine per database snapshot over one cached topology: the filter's
+    # verdicts are the topology's, so a second engine asks it nothing (it used to ask per node)
+    calls = []
+
+    @dataclass(frozen=True, slots=True)
+    class Counting(NodeFilter):
+        def admits(self, node: TopoNode, topology: PoolTopology) -> bool:
+            calls.append(node.id)
+            return node.id % 2 == 0
+
+        def describe(self) -> str:
+            return "even nodes"
+
+    topology = rail_optimized(4, sus_per_pod=4)
+    request = Request(nodes=2, start=0.0, end=3600.0, constraints=(Counting(),))
+    first = PlacementEngine(topology).preview(request)
+    asked = len(calls)
+    second = PlacementEngine(topology).preview(request)
+    assert isinstance(first, Placement) and first == second
+    assert all(n % 2 == 0 for n in first.node_ids)
+    # once per node for each filter combination the search used (sizes, the rail preference) ...
+    assert 0 < asked <= 3 * len(topology.nodes)
+    # ... and never again for the same topology
+    assert len(calls) == asked
