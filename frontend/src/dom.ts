@@ -11,6 +11,8 @@ export function h<K extends keyof HTMLElementTagNameMap>(
   for (const [key, value] of Object.entries(attrs)) {
     if (value === undefined || value === false) continue;
     if (key === "testid") el.dataset.testid = String(value);
+    // Through the CSSOM: the Content-Security-Policy blocks style attributes, not style properties.
+    else if (key === "style") el.style.cssText = String(value);
     else el.setAttribute(key, value === true ? "" : String(value));
   }
   for (const child of children) {
