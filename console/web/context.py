@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 from django.urls import reverse
 
@@ -35,6 +36,14 @@ def principal_for(request: HttpRequest) -> Principal:
     return cached
 
 
+def refuse_readers(request: HttpRequest) -> Principal:
+    """A page's write (POST) is refused 403 to whoever may only read it (auditors, read-only)."""
+    principal = principal_for(request)
+    if not principal.can_write:
+        raise PermissionDenied("auditors have read-only access")
+    return principal
+
+
 def nav_items(principal: Principal) -> list[NavItem]:
     items = [NavItem("Overview", reverse("web:home"), "home")]
     if principal.role in (Role.OPERATOR, Role.AUDITOR):
@@ -44,7 +53,7 @@ def nav_items(principal: Principal) -> list[NavItem]:
         items.append(NavItem("Live", reverse("web:live"), "live"))
     if principal.role in (Role.OPERATOR, Role.AUDITOR):
         items.append(NavItem("Tenants", reverse("web:tenants"), "tenants"))
-    if principal.role in (Role.OPERATOR, Role.TENANT_ADMIN, Role.TENANT_MEMBER):
+    if principal.role in (Role.OPERATOR, Role.AUDITOR, Role.TENANT_ADMIN, Role.TENANT_MEMBER):
         items.append(NavItem("Reservations", reverse("web:reservations"), "reservations"))
     if principal.role in (Role.OPERATOR, Role.AUDITOR, Role.TENANT_ADMIN):
         items.append(NavItem("Audit log", reverse("web:audit"), "audit"))

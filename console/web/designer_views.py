@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
 from console.tenancy.models import Role
-from console.web.context import principal_for
+from console.web.context import principal_for, refuse_readers
 from designer.canvas import CanvasError, canvas_view
 from designer.errors import DesignerError
 from designer.exports import FORMATS
@@ -172,8 +172,8 @@ def _upload_text(request: HttpRequest, field: str) -> str | None:
 @require_POST
 def designer_import(request: HttpRequest) -> HttpResponse:
     """Import an ibnetdiscover dump (and optionally a node-name map) and show what came in."""
-    if not _reader(request):
-        raise Http404
+    _reader(request)  # 404 for who does not see the designer
+    refuse_readers(request)  # 403 for who reads it only (auditors)
     name = request.POST.get("name", "").strip()
     dump, names = _upload_text(request, "dump"), _upload_text(request, "node_name_map")
     context: dict = {"active": "designer", "name": name}

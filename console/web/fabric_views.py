@@ -21,7 +21,7 @@ from console.fabric.models import Fabric
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError, NotFound
 from console.tenancy.models import Role
-from console.web.context import principal_for
+from console.web.context import principal_for, refuse_readers
 
 READERS = {Role.OPERATOR, Role.AUDITOR}
 
@@ -67,8 +67,7 @@ def fabric_detail(request: HttpRequest, fabric_id: int) -> HttpResponse:
     can_run = _can_run(request)
     fabric = get_object_or_404(Fabric.objects.select_related("revision__design"), pk=fabric_id)
     if request.method == "POST":
-        if not can_run:
-            raise Http404
+        refuse_readers(request)  # an auditor reads the page; running discovery is 403 for them
         try:
             done = discovery.discover(fabric, actor=Actor.for_user(request.user))
         except ConsoleError as exc:

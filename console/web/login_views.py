@@ -17,7 +17,7 @@ from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
 from console.tenancy.logins import cool_off, locked_logins
 from console.tenancy.models import Role
-from console.web.context import AuthenticatedHttpRequest, principal_for
+from console.web.context import AuthenticatedHttpRequest, principal_for, refuse_readers
 
 
 @login_required
@@ -41,6 +41,7 @@ def unlock(request: HttpRequest) -> HttpResponse:
     principal = principal_for(request)
     if principal.role not in (Role.OPERATOR, Role.AUDITOR):
         raise Http404
+    refuse_readers(request)
     kind = request.POST.get("kind", "")
     value = request.POST.get("value", "")
     try:

@@ -15,6 +15,7 @@ from typing import Any
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet, Sum
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
@@ -33,15 +34,20 @@ from scheduling.services import quotas
 
 #: Who reserves: tenant users for their tenant, operators for any tenant.
 RESERVERS = {Role.OPERATOR, Role.TENANT_ADMIN, Role.TENANT_MEMBER}
-OPERATORS = {Role.OPERATOR}
+#: Who reads the reservation pages: everyone who reserves, and auditors (read-only, every tenant).
+READERS = RESERVERS | {Role.AUDITOR}
+#: Who reads the operator's views (all reservations, quotas, occupancy); only operators write.
+OPERATORS = {Role.OPERATOR, Role.AUDITOR}
 POLL_MS = 2000
 
 
 def _principal(request: HttpRequest, roles: Set[str]) -> Principal:
-    """The principal, or 404 for roles the page does not exist for."""
+    """The principal, or 404 for roles the page does not exist for; 403 for a write by a reader."""
     principal = principal_for(request)
     if principal.role not in roles:
         raise Http404
+    if request.method not in ("GET", "HEAD", "OPTIONS") and not principal.can_write:
+        raise PermissionDenied("auditors have read-only access")
     return principal
 
 
@@ -81,7 +87,7 @@ def _urls() -> dict[str, str]:
 def reservations(request: HttpRequest) -> HttpResponse:
     """Self-service: quota and usage, availability timelines, the form with live preview, and
     the reservations of the tenant (all of them for operators)."""
-    principal = _principal(request, RESERVERS)
+    principal = _principal(request, READERS)
     tenant = Tenant.objects.filter(pk=principal.tenant_id).first() if principal.tenant_id is not None else None
     tenants = (
         [{"id": t.pk, "name": t.name} for t in Tenant.objects.order_by("name")] if principal.sees_all_tenants else []
@@ -90,7 +96,8 @@ def reservations(request: HttpRequest) -> HttpResponse:
         "page": "reserve",
         "role": principal.role,
         "can_write": principal.can_write,
-        "is_operator": principal.is_operator,
+        # the tenant column and tenant names: whoever sees every tenant (operators and auditors)
+        "is_operator": principal.sees_all_tenants,
         "tenant": {"id": tenant.pk, "name": tenant.name} if tenant else None,
         "tenants": tenants,
         "pools": read_models.pool_summaries(),
@@ -112,13 +119,14 @@ def reservations(request: HttpRequest) -> HttpResponse:
 @login_required
 def reservation_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One reservation: status (live until ready), window, nodes, GPUs, partition, connection."""
-    principal = _principal(request, RESERVERS)
+    principal = _principal(request, READERS)
     reservation = _visible_reservation(principal, pk)
     init = {
         "page": "detail",
         "role": principal.role,
         "can_write": principal.can_write,
-        "is_operator": principal.is_operator,
+        # the tenant column and tenant names: whoever sees every tenant (operators and auditors)
+        "is_operator": principal.sees_all_tenants,
         "reservation": ReservationSerializer(reservation).data,
         "connection": read_models.connection_details(reservation),
         "tenant_name": reservation.tenant.name,
@@ -132,7 +140,7 @@ def reservation_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 def reservation_connection(request: HttpRequest, pk: int) -> JsonResponse:
     """Connection details of a visible reservation: nodes, GPUs and HCA port GUIDs."""
-    principal = _principal(request, RESERVERS)
+    principal = _principal(request, READERS)
     reservation = _visible_reservation(principal, pk)
     return JsonResponse({"id": reservation.pk, "nodes": read_models.connection_details(reservation)})
 

@@ -20,7 +20,7 @@ from console.tenancy.errors import ConsoleError
 from console.tenancy.filtersets import AuditEntryFilter
 from console.tenancy.logins import cool_off, locked_logins
 from console.tenancy.models import ApiToken, AuditEntry, Membership, Role, Tenant
-from console.web.context import AuthenticatedHttpRequest, principal_for
+from console.web.context import AuthenticatedHttpRequest, principal_for, refuse_readers
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
@@ -127,7 +127,7 @@ class TenantForm(forms.Form):
 @login_required
 def tenants(request: HttpRequest) -> HttpResponse:
     _require_role(request, {Role.OPERATOR, Role.AUDITOR})
-    principal = principal_for(request)
+    principal = refuse_readers(request) if request.method == "POST" else principal_for(request)
     form = TenantForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:

@@ -1,10 +1,12 @@
 import "./styles.css";
 import { csrfToken } from "./api";
+import { bindConfirmForms } from "./confirm";
 
 // Pages are server-rendered; this bundle adds small progressive enhancements and is the entry
 // point the designer, reservation and live views build on.
 document.addEventListener("DOMContentLoaded", () => {
   document.documentElement.dataset.js = "ready";
+  bindConfirmForms();
   for (const el of document.querySelectorAll<HTMLElement>("code.secret")) {
     el.title = "Click to copy";
     el.addEventListener("click", () => void navigator.clipboard?.writeText(el.textContent ?? ""));

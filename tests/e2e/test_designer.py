@@ -91,6 +91,15 @@ def test_plan_compare_save_edit_revise_diff_and_export(login, operator, live_ser
     ports = page.get_by_test_id("port-table")
     expect(ports.get_by_test_id("port-1")).to_contain_text("spare-spine[1]")
     ports.get_by_test_id("port-1").get_by_test_id("disconnect").click()
+    dialog = page.get_by_test_id("confirm-dialog")
+    expect(dialog.get_by_test_id("confirm-text")).to_have_text(
+        "The cable from spare-leaf[1] to spare-spine[1] is removed from this draft."
+    )
+    expect(dialog.get_by_test_id("confirm-undo")).to_contain_text("Undo")
+    dialog.get_by_test_id("confirm-keep").click()
+    expect(ports.get_by_test_id("port-1")).to_have_attribute("data-free", "false")
+    ports.get_by_test_id("port-1").get_by_test_id("disconnect").click()
+    page.get_by_test_id("confirm-act").click()
     expect(validation_total(page, "cables")).to_have_text("512")
     expect(ports.get_by_test_id("port-1")).to_have_attribute("data-free", "true")
 

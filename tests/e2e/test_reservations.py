@@ -161,5 +161,6 @@ def test_tenant_reserves_16_gpus_ready_on_the_lab_invisible_to_others_and_quota_
     # releasing removes the partition from the fabric: ending → released
     ready = card_named(page, "e2e-train")
     ready.get_by_test_id("res-release").click()
+    page.get_by_test_id("confirm-act").click()
     expect(ready.get_by_test_id("res-status")).to_have_text("released", timeout=FABRIC_WAIT_MS)
     expect(quota.get_by_test_id("quota-used")).to_have_text("0")

@@ -118,7 +118,19 @@ def test_tenant_extends_cancels_and_releases_from_the_cards(page, live_server, l
     # cancelling the future reservation: the card turns cancelled, without buttons
     later_card = card(page, later)
     expect(later_card.get_by_test_id("res-cancel")).to_be_visible()
+    # it asks first, saying what it does and that it cannot be undone; "Keep it" leaves it placed
     later_card.get_by_test_id("res-cancel").click()
+    dialog = page.get_by_test_id("confirm-dialog")
+    expect(dialog).to_be_visible()
+    expect(dialog.get_by_role("heading")).to_have_text("Cancel a-later?")
+    expect(dialog.get_by_test_id("confirm-text")).to_contain_text("16 GPUs is withdrawn")
+    expect(dialog.get_by_test_id("confirm-undo")).to_contain_text("cannot come back")
+    dialog.get_by_test_id("confirm-keep").click()
+    expect(dialog).to_have_count(0)
+    expect(later_card).to_have_attribute("data-status", "placed")
+    assert api_get(page, base, later)["status"] == "placed"
+    later_card.get_by_test_id("res-cancel").click()
+    page.get_by_test_id("confirm-act").click()
     expect(later_card).to_have_attribute("data-status", "cancelled")
     expect(later_card.get_by_test_id("res-status")).to_have_text("cancelled")
     expect(later_card.locator("button")).to_have_count(0)
@@ -140,7 +152,19 @@ def test_tenant_extends_cancels_and_releases_from_the_cards(page, live_server, l
     assert all(abs(a.end - new_end) < dt.timedelta(milliseconds=1) for a in running.allocations.all())
 
     # releasing the running one early: its GPUs are free now (ending until the fabric confirms)
+    # the dialog says a released reservation cannot come back; Escape keeps it
     mine.get_by_test_id("res-release").click()
+    dialog = page.get_by_test_id("confirm-dialog")
+    expect(dialog.get_by_role("heading")).to_have_text("Release a-running?")
+    expect(dialog.get_by_test_id("confirm-text")).to_contain_text("8 GPUs are freed now")
+    expect(dialog.get_by_test_id("confirm-undo")).to_contain_text("A released reservation cannot come back")
+    page.screenshot(path="/tmp/confirm-release.png")
+    page.keyboard.press("Escape")
+    expect(dialog).to_have_count(0)
+    expect(mine).to_have_attribute("data-status", "ready")
+    assert api_get(page, base, running)["status"] == "ready"
+    mine.get_by_test_id("res-release").click()
+    page.get_by_test_id("confirm-act").click()
     expect(mine).to_have_attribute("data-status", "ending")
     expect(mine.get_by_test_id("res-extend")).to_have_count(0)
     expect(mine.get_by_test_id("res-release")).to_have_count(0)
@@ -181,6 +205,7 @@ def test_cancel_and_extend_from_the_detail_page_and_errors_for_bad_input(page, l
     theirs = page.get_by_test_id("reservation-detail").get_by_test_id("reservation")
     expect(theirs.get_by_test_id("res-status")).to_have_text("placed")
     theirs.get_by_test_id("res-cancel").click()
+    page.get_by_test_id("confirm-act").click()
     expect(theirs.get_by_test_id("res-status")).to_have_text("cancelled")
     assert api_get(page, base, later)["status"] == "cancelled"
 

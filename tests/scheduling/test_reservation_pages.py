@@ -75,10 +75,14 @@ def test_operator_reserves_for_any_tenant_and_sees_operator_tabs(client, operato
         assert f'data-tab="{key}"'.encode() in response.content
 
 
-def test_auditor_and_users_without_role_get_404(client, auditor, django_user_model):
+def test_auditor_reads_every_reservation_page_and_users_without_role_get_404(
+    client, auditor, django_user_model, tenant_a, tenant_b
+):
     logged_in(client, auditor)
     for name in ("web:reservations", "web:reservations-all", "web:reservation-quotas", "web:reservation-occupancy"):
-        assert client.get(reverse(name)).status_code == 404, name
+        assert client.get(reverse(name)).status_code == 200, name
+    init = page_init(client.get(reverse("web:reservations")))
+    assert init["can_write"] is False and [t["name"] for t in init["tenants"]] == ["Tenant A", "Tenant B"]
     nobody = django_user_model.objects.create_user("nobody", password="pw-12345678")
     assert logged_in(client, nobody).get(reverse("web:reservations")).status_code == 404
 

@@ -98,7 +98,7 @@ def test_only_operators_unlock(make_user, tenant_a, auditor, settings):
     viewer.force_login(auditor)
     page = viewer.get("/logins/locked/")
     assert b'data-value="erin"' in page.content and b'data-testid="unlock"' not in page.content
-    viewer.post("/logins/locked/unlock/", {"kind": "username", "value": "erin"})
+    assert viewer.post("/logins/locked/unlock/", {"kind": "username", "value": "erin"}).status_code == 403
     assert _login(client, "erin", "right-horse-battery").status_code == 429
     assert not AuditEntry.objects.filter(action="login.unlock").exists()
 

@@ -2,6 +2,7 @@
 // validation, undo/redo, save as revision, diff and exports.
 
 import { api, ApiError } from "../api";
+import { confirmAction } from "../confirm";
 import { byTestId, debounce, fmt, h, maybeTestId } from "../dom";
 import { FabricCanvas, type Picked } from "./canvas";
 import { compress, describe, EditError, GraphEditor } from "./edits";
@@ -100,12 +101,25 @@ export function startCanvasPage(init: PageInit): void {
             h("td", { class: "num" }, p.length_m ?? ""),
             h("td", {}, !editor ? null : p.free
               ? button(armed ? "Connect here" : "Connect from", "port-connect", () => armPort(sw, p.port))
-              : button("Disconnect", "disconnect", () => edit(() => editor!.disconnect(sw, p.port)), "danger")))))));
+              : button("Disconnect", "disconnect", () => unplug(sw, p.port, `${p.peer}[${p.peer_port}]`), "danger")))))));
   }
 
   // ---- inspector --------------------------------------------------------------------------
   function row(label: string, value: unknown, testid?: string): HTMLElement[] {
     return [h("dt", {}, label), h("dd", { testid }, value === null || value === undefined || value === "" ? "–" : String(value))];
+  }
+
+  // Destructive edits ask first; Undo brings them back until a revision is saved.
+  function confirmEdit(what: { title: string; message: string; action: string }, change: () => unknown): void {
+    const undo = "Undo (Ctrl+Z) brings it back until you save a revision; saved revisions stay in the history.";
+    void confirmAction({ ...what, undo }).then((ok) => {
+      if (ok) edit(change);
+    });
+  }
+
+  function unplug(device: string, port: number, peer: string): void {
+    const message = `The cable from ${device}[${port}] to ${peer} is removed from this draft.`;
+    confirmEdit({ title: `Disconnect ${device}[${port}]?`, message, action: "Disconnect" }, () => editor!.disconnect(device, port));
   }
 
   function button(label: string, testid: string, onClick: () => void, cls?: string): HTMLButtonElement {
@@ -128,7 +142,7 @@ export function startCanvasPage(init: PageInit): void {
       h("tbody", {}, ...links.map(([a, ap, b, bp, cable, length]) =>
         h("tr", { testid: "link-row" }, h("td", {}, `${a}[${ap}]`), h("td", {}, `${b}[${bp}]`),
           h("td", {}, editor ? cableSelect(cable, a, ap) : cable), h("td", { class: "num" }, fmt(length)),
-          h("td", {}, editor ? button("Disconnect", "disconnect", () => edit(() => editor!.disconnect(a, ap)), "danger") : null)))));
+          h("td", {}, editor ? button("Disconnect", "disconnect", () => unplug(a, ap, `${b}[${bp}]`), "danger") : null)))));
   }
 
   function inspect(item: Picked): void {
@@ -148,7 +162,11 @@ export function startCanvasPage(init: PageInit): void {
       const actions = h("div", { class: "toolbar" }, button("Show ports", "open-switch", () => void load("switch", n.id)));
       if (editor) {
         if (free.length) actions.append(button("Connect from here", "connect-from", () => armPort(n.id, free[0])));
-        actions.append(button("Remove switch", "remove-switch", () => edit(() => editor!.removeSwitch(n.id)), "danger"));
+        actions.append(button("Remove switch", "remove-switch", () => confirmEdit({
+          title: `Remove ${n.id}?`,
+          message: `${n.id} and its ${n.ports_used} cabled ports leave this draft; the switches it connects lose those links.`,
+          action: "Remove switch",
+        }, () => editor!.removeSwitch(n.id)), "danger"));
       }
       parts.push(actions);
     } else if (n.kind === "port") {
@@ -159,7 +177,7 @@ export function startCanvasPage(init: PageInit): void {
         ...row("Peer", d.peer ? `${d.peer}[${d.peer_port}]` : ""), ...row("Tier", d.tier), ...row("Cable", d.cable), ...row("Length", d.length_m === null ? "" : `${d.length_m} m`)));
       if (editor && d.free) parts.push(h("div", { class: "toolbar" }, button("Connect from this port", "connect-from", () => armPort(sw, port))));
       if (editor && !d.free) {
-        parts.push(h("div", { class: "toolbar" }, cableSelect(String(d.cable), sw, port), button("Disconnect", "disconnect", () => edit(() => editor!.disconnect(sw, port)), "danger")));
+        parts.push(h("div", { class: "toolbar" }, cableSelect(String(d.cable), sw, port), button("Disconnect", "disconnect", () => unplug(sw, port, `${String(d.peer)}[${String(d.peer_port)}]`), "danger")));
       }
     } else if (n.kind === "group") {
       parts.push(h("dl", { class: "props" }, ...row("Switches", d.switches), ...row("Hosts", d.hosts), ...row("Ports used", `${fmt(n.ports_used)} / ${fmt(n.ports_total)}`)),

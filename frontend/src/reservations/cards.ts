@@ -4,6 +4,7 @@
 
 import { api, ApiError, postOnce } from "../api";
 import { h } from "../dom";
+import { confirmAction } from "../confirm";
 import type { ConnectionNode, Reservation, Urls } from "./types";
 
 const SETTLED = new Set(["ready", "rejected", "released", "cancelled", "preempted"]);
@@ -208,12 +209,22 @@ export class Board {
     }
     if (CAN_RELEASE.has(r.status)) {
       const button = h("button", { type: "button", class: "danger", testid: "res-release" }, "Release");
-      button.addEventListener("click", () => void run("release"));
+      button.addEventListener("click", () => void confirmAction({
+        title: `Release ${r.name}?`,
+        message: `Its ${r.gpus} GPUs are freed now and its partition is removed from the fabric: its jobs lose the network.`,
+        undo: "A released reservation cannot come back: to use these GPUs again you reserve again, and they may be taken by then.",
+        action: "Release",
+      }).then((ok) => (ok ? run("release") : undefined)));
       bar.append(button);
     }
     if (CAN_CANCEL.has(r.status)) {
       const button = h("button", { type: "button", class: "danger", testid: "res-cancel" }, "Cancel");
-      button.addEventListener("click", () => void run("cancel"));
+      button.addEventListener("click", () => void confirmAction({
+        title: `Cancel ${r.name}?`,
+        message: `The request for ${r.gpus} GPUs is withdrawn: nothing is provisioned and its place is given up.`,
+        undo: "A cancelled reservation cannot come back: you would reserve again.",
+        action: "Cancel reservation",
+      }).then((ok) => (ok ? run("cancel") : undefined)));
       bar.append(button);
     }
     if (!bar.childElementCount) return null;
