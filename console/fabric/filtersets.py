@@ -14,6 +14,10 @@ from django.db.models import QuerySet
 from console.fabric.models import ChangeRequest
 
 
+def _yes_no_any() -> forms.Select:
+    return forms.Select(choices=[("", "any"), ("true", "yes"), ("false", "no")])
+
+
 class ChangeRequestFilterSet(django_filters.FilterSet):
     """Change requests by status (one or several), dry run, OpenSM restart and partition name;
     ordered by request or finish time (newest first unless asked otherwise)."""
@@ -21,9 +25,12 @@ class ChangeRequestFilterSet(django_filters.FilterSet):
     status = django_filters.MultipleChoiceFilter(
         choices=ChangeRequest.Status.choices, widget=forms.CheckboxSelectMultiple, label="Status"
     )
-    dry_run = django_filters.BooleanFilter()
+    dry_run = django_filters.BooleanFilter(widget=_yes_no_any(), label="Dry run")
     opensm_restarted = django_filters.BooleanFilter(
-        method="filter_restarted", label="Restarted OpenSM", help_text="the push restarted OpenSM"
+        method="filter_restarted",
+        label="Restarted OpenSM",
+        help_text="the push restarted OpenSM",
+        widget=_yes_no_any(),
     )
     partition = django_filters.CharFilter(
         method="filter_partition",
