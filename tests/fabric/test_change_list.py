@@ -182,3 +182,27 @@ def test_a_reservation_links_to_the_change_that_carried_its_partition(client, op
     # every change carrying it: the list filtered by the partition's name
     changes_link = re.search(r'href="([^"]+)" data-testid="reservation-changes-link"', body).group(1)
     assert listed(client.get(changes_link.replace("&amp;", "&"))) == [later.pk, carried.pk, carried_failed.pk]
+
+
+def test_changes_finished_before_the_flag_are_backfilled_from_their_step_log(fabric):
+    from importlib import import_module
+
+    from django.apps import apps
+
+    from console.fabric.models import ChangeStep
+
+    backfill = import_module("console.fabric.migrations.0004_backfill_opensm_restarted").backfill
+    # given two changes finished by an older pipeline: one restarted OpenSM (its QoS step says so)
+    old_restart, old_reload = new_change(fabric), new_change(fabric)
+    for change, log in (
+        (old_restart, "restarting OpenSM: non-reloadable options changed: qos_policy_file"),
+        (old_reload, "SIGHUP sent"),
+    ):
+        ChangeRequest.objects.filter(pk=change.pk).update(status=Status.APPLIED, outcome={"result": "verified"})
+        ChangeStep.objects.create(change=change, seq=9, name="qos", status="ok", log=log)
+    # when the migration runs
+    backfill(apps, None)
+    # then the restart is flagged and the reload is not; an unfinished change is left alone
+    assert ChangeRequest.objects.get(pk=old_restart.pk).opensm_restarted
+    assert ChangeRequest.objects.get(pk=old_reload.pk).outcome["opensm_restarted"] is False
+    assert "opensm_restarted" not in ChangeRequest.objects.get(pk=new_change(fabric).pk).outcome
