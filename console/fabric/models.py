@@ -163,6 +163,12 @@ class ChangeRequest(models.Model):
     def is_terminal(self) -> bool:
         return self.status in self.TERMINAL
 
+    @property
+    def opensm_restarted(self) -> bool:
+        """True when the push restarted OpenSM (not a SIGHUP): every SA client lost its state.
+        The pipeline records it in the outcome when the change finishes."""
+        return bool((self.outcome or {}).get("opensm_restarted"))
+
 
 class ChangeStep(models.Model):
     """One step of a change on one target (render, lint, swap, reload, verify, rollback…)."""

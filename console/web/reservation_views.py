@@ -21,6 +21,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
+from console.fabric.filtersets import carrying_change
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
 from console.tenancy.models import Principal, Role, Tenant
@@ -134,7 +135,20 @@ def reservation_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "urls": _urls(),
         "poll_ms": POLL_MS,
     }
-    return _page(request, "web/reservations_detail.html", principal, "reserve", init=init, reservation=reservation)
+    # Operators (and auditors) see the change request that carried the partition onto the fabric.
+    carrying = (
+        carrying_change(reservation.fabric_id, reservation.partition_name) if principal.sees_all_tenants else None
+    )
+    return _page(
+        request,
+        "web/reservations_detail.html",
+        principal,
+        "reserve",
+        init=init,
+        reservation=reservation,
+        carrying=carrying,
+        show_changes=principal.sees_all_tenants,
+    )
 
 
 @login_required

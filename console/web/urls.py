@@ -31,6 +31,7 @@ urlpatterns = [
     path("fabrics/<int:fabric_id>/", fabric_views.fabric_detail, name="fabric"),
     path("fabrics/<int:fabric_id>/live/", live_views.fabric_live, name="fabric-live"),
     path("live/", live_views.live_home, name="live"),
+    path("fabrics/<int:fabric_id>/changes/", fabric_change_views.fabric_changes, name="fabric-changes"),
     path(
         "fabrics/<int:fabric_id>/changes/<int:change_id>/",
         fabric_change_views.fabric_change,

@@ -76,6 +76,7 @@ def test_reservation_partition_is_pushed_verified_and_isolating(lab_fabric, monk
     elapsed = time.monotonic() - started
     # then it is verified on the wire, step by step
     assert change.status == Status.APPLIED, (change.error, change.outcome)
+    assert change.outcome["opensm_restarted"] is False  # a partition push is a SIGHUP, never a restart
     steps = list(change.steps.values_list("name", "status"))
     assert steps == [
         ("plan", "ok"),
@@ -211,6 +212,7 @@ def test_qos_class_restarts_opensm_and_paths_carry_the_sl(lab_fabric):
     assert change.status == Status.APPLIED, (change.error, list(change.steps.values()))
     qos = change.steps.get(name="qos")
     assert "non-reloadable options changed: qos_policy_file" in qos.log
+    assert change.opensm_restarted and change.outcome["opensm_restarted"] is True
     assert change.steps.get(name="verify-qos").status == "ok"
     from console.fabric.lab.manager import Lab
 

@@ -129,6 +129,7 @@ LISTS: dict[str, Callable[[World], str]] = {
     "page tenants": lambda w: reverse("web:tenants"),
     "page tokens": lambda w: reverse("web:tokens"),
     "page fabrics": lambda w: reverse("web:fabrics"),
+    "page changes": lambda w: reverse("web:fabric-changes", args=[w.fabric.pk]),
     "page home": lambda w: reverse("web:home"),
     "page designer": lambda w: reverse("web:designer"),
     "page live": lambda w: reverse("web:live"),

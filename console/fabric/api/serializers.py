@@ -123,6 +123,7 @@ class ChangeSerializer(serializers.ModelSerializer):
     attempts = serializers.IntegerField(read_only=True)
     progress = serializers.SerializerMethodField()
     is_terminal = serializers.BooleanField(read_only=True)
+    opensm_restarted = serializers.BooleanField(read_only=True, help_text="the push restarted OpenSM")
 
     class Meta:
         model = ChangeRequest
@@ -143,6 +144,7 @@ class ChangeSerializer(serializers.ModelSerializer):
             "desired",
             "attempts",
             "outcome",
+            "opensm_restarted",
             "error",
             "created_at",
             "started_at",
@@ -178,6 +180,7 @@ class ChangeListSerializer(ChangeSerializer):
             "reason",
             "requested_by_label",
             "attempts",
+            "opensm_restarted",
             "error",
             "created_at",
             "finished_at",

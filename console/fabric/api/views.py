@@ -12,6 +12,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
+from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -28,6 +29,7 @@ from console.fabric.api.serializers import (
     PartitionSerializer,
     PortAdminSerializer,
 )
+from console.fabric.filtersets import ChangeRequestFilterSet
 from console.fabric.models import ChangeRequest, Fabric, FabricPartition, PortAdminState
 from console.tenancy.api.base import GlobalResourceMixin
 from console.tenancy.errors import Invalid
@@ -208,7 +210,9 @@ class FabricChangeViewSet(
     """Change requests of a fabric: create (or dry-run), approve, cancel; steps and progress."""
 
     queryset = ChangeRequest.objects.all()
-    filterset_fields = ["status", "dry_run"]
+    # The filterset orders too (``?ordering=-created_at``), as the console's list page does.
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = ChangeRequestFilterSet
 
     def get_queryset(self) -> QuerySet[ChangeRequest]:
         return ChangeRequest.objects.filter(fabric=self.fabric()).prefetch_related("steps")

@@ -232,6 +232,7 @@ def finalize(change_id: int, worker_id: str, first_seq: int, result: PushResult)
             "mismatches": result.mismatches[:50],
             "problems": [str(p) for p in result.problems[:50]],
             "attempt": change.attempts,
+            "opensm_restarted": result.opensm_restarted,
         }
         change.error = "; ".join(change.outcome["mismatches"] or change.outcome["problems"])[:4000]
         change.finished_at = timezone.now()

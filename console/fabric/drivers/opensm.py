@@ -323,6 +323,7 @@ class OpenSmDriver:
                 "restarting OpenSM: non-reloadable options changed: " + ", ".join(change.restart_required_by)
             )
             self.host.restart()
+            step.restarted_opensm = True
         elif swap.changed:
             step.log.append("SIGHUP sent (QoS policy and reloadable options)")
             self.host.reload()
@@ -381,6 +382,8 @@ class OpenSmDriver:
         rollback.log.append(f"restored {', '.join(restored) or 'nothing'}")
         if OPENSM_CONF in restored:
             self.host.restart()
+            rollback.restarted_opensm = True
+            rollback.log.append("restarted OpenSM to load the restored opensm.conf")
         elif restored:
             self.host.reload()
         rollback.status = "ok"

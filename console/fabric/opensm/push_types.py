@@ -59,6 +59,8 @@ class PushStep:
     status: str = "pending"  # pending | ok | failed | skipped
     log: list[str] = field(default_factory=list)
     duration_s: float = 0.0
+    # A restart drops every SA client's state (unlike a SIGHUP): the console flags it loudly.
+    restarted_opensm: bool = False
 
 
 @dataclass
@@ -77,6 +79,11 @@ class PushResult:
     def ok(self) -> bool:
         """True when the desired partitions are live and verified."""
         return self.outcome in ("verified", "unchanged")
+
+    @property
+    def opensm_restarted(self) -> bool:
+        """True when a step restarted OpenSM (a non-reloadable option changed, or its rollback)."""
+        return any(s.restarted_opensm for s in self.steps)
 
     def step(self, name: str) -> PushStep:
         """The step called ``name``."""

@@ -391,7 +391,8 @@ class LivePage {
     }
     const done = steps.filter((s) => s.status === "ok" || s.status === "skipped").length;
     const pct = steps.length ? Math.round((100 * done) / steps.length) : 0;
-    row.replaceChildren(h("div", {}, `change ${id} · ${status} · ${steps.at(-1)?.name ?? ""}`),
+    const link = h("a", { href: `/fabrics/${this.init.fabric}/changes/${id}/`, testid: "change-link" }, `change ${id}`);
+    row.replaceChildren(h("div", {}, link, ` · ${status} · ${steps.at(-1)?.name ?? ""}`),
       h("progress", { max: 100, value: ["applied", "unchanged", "previewed"].includes(status) ? 100 : pct, "data-status": status }));
   }
 }
