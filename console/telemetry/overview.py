@@ -122,10 +122,12 @@ def _gpus(now: Any) -> tuple[dict[str, int], list[dict[str, Any]]]:
 
 
 def _reservation_counts(queryset: Any) -> dict[str, int]:
+    # A push that failed leaves its error on the reservations that waited for it (and they wait on).
+    pushed = Q(fabric_error="")
     return queryset.aggregate(
-        provisioning=Count("id", filter=Q(status=Status.PROVISIONING)),
+        provisioning=Count("id", filter=Q(status=Status.PROVISIONING) & pushed),
         ready=Count("id", filter=Q(status=Status.READY)),
-        failed=Count("id", filter=Q(status__in=Reservation.HOLDING) & ~Q(fabric_error="")),
+        failed=Count("id", filter=Q(status__in=(Status.PROVISIONING, Status.ENDING)) & ~pushed),
     )
 
 

@@ -5,6 +5,7 @@ tenants' ready reservations and a failed GPU. A tenant's version names nothing o
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 
 import pytest
@@ -13,8 +14,12 @@ from django.utils import timezone
 from console.fabric.models import ChangeRequest, DiscoveryRun
 from console.telemetry import store
 from console.telemetry.models import FabricEvent
+from console.tenancy.models import Principal, Role
 from scheduling.models import GPU, Reservation
+from scheduling.services import lifecycle
+from scheduling.services.reservations import ReservationRequest, reserve
 from tests.live.fabric_fixtures import statuses
+from tests.live.helpers import SYSTEM
 
 pytestmark = pytest.mark.django_db
 
@@ -130,3 +135,21 @@ def test_tenant_b_sees_the_events_touching_it(dashboard, admin_b, client):
     html = client.get("/").content.decode()
     assert f"link_down {dashboard['down']}" in html  # open, touching B
     assert "x/2" not in html  # resolved
+
+
+def test_a_failed_push_moves_a_reservation_from_provisioning_to_failed(dashboard, operator, admin_a, admin_b, client):
+    fabric, tenant = dashboard["fabric"], dashboard["a"]
+    principal = Principal(None, Role.TENANT_ADMIN, tenant.pk)
+    pool = fabric.pools.get()
+    waiting = reserve(SYSTEM, principal, ReservationRequest(pool_id=pool.pk, nodes=1, duration=dt.timedelta(hours=1)))
+    assert waiting.status == Reservation.Status.PROVISIONING
+    client.force_login(operator)
+    assert client.get("/api/overview/").json()["reservations"] == {"provisioning": 1, "ready": 2, "failed": 0}
+    # when the change carrying its partition fails
+    lifecycle.fabric_failed(fabric.pk, 7, "boom")
+    # then it counts as failed, for the operator and for its tenant, and not for the other tenant
+    assert client.get("/api/overview/").json()["reservations"] == {"provisioning": 0, "ready": 2, "failed": 1}
+    client.force_login(admin_a)
+    assert client.get("/api/overview/").json()["reservations"] == {"provisioning": 0, "ready": 1, "failed": 1}
+    client.force_login(admin_b)
+    assert client.get("/api/overview/").json()["reservations"] == {"provisioning": 0, "ready": 1, "failed": 0}

@@ -135,7 +135,7 @@ class OverviewGpusSerializer(serializers.Serializer):
 class OverviewReservationsSerializer(serializers.Serializer):
     provisioning = serializers.IntegerField()
     ready = serializers.IntegerField()
-    failed = serializers.IntegerField(help_text="holding reservations whose partition push failed")
+    failed = serializers.IntegerField(help_text="reservations provisioning or ending whose partition push failed")
 
 
 class OverviewChangesSerializer(serializers.Serializer):
