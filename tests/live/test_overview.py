@@ -153,3 +153,11 @@ def test_a_failed_push_moves_a_reservation_from_provisioning_to_failed(dashboard
     assert client.get("/api/overview/").json()["reservations"] == {"provisioning": 0, "ready": 1, "failed": 1}
     client.force_login(admin_b)
     assert client.get("/api/overview/").json()["reservations"] == {"provisioning": 0, "ready": 1, "failed": 0}
+
+
+def test_the_auditor_reads_the_operators_figures(dashboard, operator, auditor, client):
+    client.force_login(operator)
+    seen_by_operator = client.get("/api/overview/").json()
+    client.force_login(auditor)
+    assert client.get("/api/overview/").json() == seen_by_operator
+    assert f'data-testid="dash-fabric-{dashboard["fabric"].pk}"' in client.get("/").content.decode()
