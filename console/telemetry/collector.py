@@ -121,6 +121,7 @@ class FabricCollector:
         self.failures_since = timezone.now() - dt.timedelta(minutes=10)
         self.last_statuses: dict[str, LinkStatus] = {}
         self.chunk_at: dict[int, float] = {}  # chunk → when it was last read (its rates' dt)
+        self.sm: dict[str, Any] = {}  # the last slow check's SM and routing state (the dashboard's)
 
     # -- setup -------------------------------------------------------------------------------
 
@@ -290,10 +291,16 @@ class FabricCollector:
             if self.routing_mark not in (-1, passes) and self.options.lab_traffic:
                 self._refresh_routes()
             self.routing_mark = passes
+            self.sm = {"configured": routing.configured, "in_use": routing.in_use, "at": time.time()}
             try:
-                state = self.lab.diags(timeout=3).sminfo().state
+                info = self.lab.diags(timeout=3).sminfo()
+                state = info.state
+                self.sm.update(
+                    priority=info.priority, lid=info.lid, guid=f"0x{info.guid:016x}", activity=info.activity_count
+                )
             except DiagError:
                 state = "NO ANSWER"
+            self.sm["state"] = state
             out += self.alarms.sm_state(state)
         failures, hits = services.push_failure_transitions(self.fabric.pk, self.failures_since)
         affected.update(hits)
@@ -303,7 +310,7 @@ class FabricCollector:
         return self.publisher.publish(statuses, wall, only)
 
     def _snapshot(self, statuses: dict[str, LinkStatus], wall: float, cycle: float) -> None:
-        self.publisher.snapshot(statuses, wall, cycle, self.lm)
+        self.publisher.snapshot(statuses, wall, cycle, self.lm, sm=self.sm)
 
     # -- the loop ----------------------------------------------------------------------------
 

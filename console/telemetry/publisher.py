@@ -121,7 +121,9 @@ class LivePublisher:
                 messages.append((change_group(change_id), msg))
         publish_many(messages)
 
-    def snapshot(self, statuses: dict[str, LinkStatus], wall: float, cycle: float, lm: LinkMap) -> None:
+    def snapshot(
+        self, statuses: dict[str, LinkStatus], wall: float, cycle: float, lm: LinkMap, *, sm: dict | None = None
+    ) -> None:
         """Leave this sweep's state where the web processes answer resyncs from."""
         jobs = self.workload.jobs
         tenants = {
@@ -150,5 +152,6 @@ class LivePublisher:
                 "links": {k: v.as_dict() for k, v in statuses.items()},
                 "tenants": tenants,
                 "summary": services.summarise(statuses.values()),
+                "sm": sm or {},
             },
         )

@@ -14,6 +14,7 @@ from django.shortcuts import redirect, render
 from django.template import loader
 from django.views.decorators.http import require_POST
 
+from console.telemetry.overview import overview_for
 from console.tenancy import actions
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
@@ -89,6 +90,7 @@ def login_locked_out(
 def home(request: HttpRequest) -> HttpResponse:
     principal = principal_for(request)
     context = {
+        "overview": overview_for(principal),
         "tenant": Tenant.objects.filter(pk=principal.tenant_id).first() if principal.tenant_id is not None else None,
         "tenants": Tenant.objects.visible_to(principal).count(),
         "members": Membership.objects.visible_to(principal).count(),

@@ -1,6 +1,7 @@
 import "./styles.css";
 import { csrfToken } from "./api";
 import { bindConfirmForms } from "./confirm";
+import { pollDashboard } from "./dashboard";
 
 // Pages are server-rendered; this bundle adds small progressive enhancements and is the entry
 // point the designer, reservation and live views build on.
@@ -11,5 +12,7 @@ document.addEventListener("DOMContentLoaded", () => {
     el.title = "Click to copy";
     el.addEventListener("click", () => void navigator.clipboard?.writeText(el.textContent ?? ""));
   }
+  const dashboard = document.getElementById("dashboard");
+  if (dashboard) pollDashboard(dashboard);
   if (!csrfToken()) return;
 });

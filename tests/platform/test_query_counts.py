@@ -120,6 +120,7 @@ LISTS: dict[str, Callable[[World], str]] = {
     "api ports": _api("/api/fabrics/{fabric}/ports/"),
     "api changes": _api("/api/fabrics/{fabric}/changes/"),
     "api events": _api("/api/telemetry/events/"),
+    "api overview": _api("/api/overview/"),
     # pages
     "page reserve": lambda w: reverse("web:reservations"),
     "page all reservations": lambda w: reverse("web:reservations-all"),
@@ -166,6 +167,8 @@ TENANT_LISTS = [
     "api members",
     "api audit",
     "api events",
+    "api overview",
+    "page home",
     "page reserve",
     "page live",
 ]

@@ -113,3 +113,41 @@ class SwitchPortsSerializer(serializers.Serializer):
     at = serializers.FloatField(allow_null=True)
     collector = serializers.CharField(help_text="running or stopped")
     ports = SwitchPortSerializer(many=True)
+
+
+class OverviewFabricSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    sm_state = serializers.CharField(help_text="the master SM's state at the last check (MASTER, …) or unknown")
+    links_down = serializers.IntegerField(help_text="links down in the live snapshot")
+    links_degraded = serializers.IntegerField(help_text="links below their designed width or speed (last discovery)")
+    alarms_open = serializers.IntegerField(help_text="unresolved events")
+    drift = serializers.IntegerField(help_text="missing, extra, miswired and mismatched links (last discovery)")
+
+
+class OverviewGpusSerializer(serializers.Serializer):
+    total = serializers.IntegerField()
+    allocated = serializers.IntegerField()
+    free = serializers.IntegerField()
+    down = serializers.IntegerField()
+
+
+class OverviewReservationsSerializer(serializers.Serializer):
+    provisioning = serializers.IntegerField()
+    ready = serializers.IntegerField()
+    failed = serializers.IntegerField(help_text="reservations provisioning or ending whose partition push failed")
+
+
+class OverviewChangesSerializer(serializers.Serializer):
+    pending = serializers.IntegerField()
+    failed = serializers.IntegerField()
+
+
+class OverviewSerializer(serializers.Serializer):
+    """The dashboard's figures. A tenant gets an empty ``fabrics`` list, its quota as ``gpus``,
+    its own reservations, and its reservations' pending pushes and push failures as ``changes``."""
+
+    fabrics = OverviewFabricSerializer(many=True)
+    gpus = OverviewGpusSerializer()
+    reservations = OverviewReservationsSerializer()
+    changes = OverviewChangesSerializer()

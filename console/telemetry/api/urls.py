@@ -7,6 +7,7 @@ router = DefaultRouter()
 router.register("telemetry/events", views.FabricEventViewSet, basename="fabric-event")
 
 urlpatterns = [
+    path("overview/", views.OverviewView.as_view(), name="overview"),
     path("telemetry/fabrics/<int:fabric_id>/snapshot/", views.LiveSnapshotView.as_view(), name="telemetry-snapshot"),
     path("telemetry/fabrics/<int:fabric_id>/history/", views.HistoryView.as_view(), name="telemetry-history"),
     path(

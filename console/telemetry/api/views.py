@@ -20,9 +20,10 @@ from rest_framework.views import APIView
 
 from console.fabric.models import Fabric
 from console.telemetry import services, store
-from console.telemetry.api.serializers import FabricEventSerializer, SwitchPortsSerializer
+from console.telemetry.api.serializers import FabricEventSerializer, OverviewSerializer, SwitchPortsSerializer
 from console.telemetry.metrics import metrics_allowed, metrics_text
 from console.telemetry.models import FabricEvent
+from console.telemetry.overview import overview_for
 from console.telemetry.snapshots import link_for, snapshot_for, switch_ports, visible_links
 from console.tenancy.api.base import PrincipalMixin, TenantScopedReadOnlyViewSet
 from console.tenancy.errors import Invalid, NotFound
@@ -63,6 +64,15 @@ class LiveSnapshotView(PrincipalMixin, APIView):
     def get(self, request: Request, fabric_id: int) -> Response:
         _fabric(fabric_id)
         return Response(snapshot_for(fabric_id, self.principal))
+
+
+class OverviewView(PrincipalMixin, APIView):
+    """The dashboard's figures: fabrics' health, GPUs, reservations, change requests (a tenant's
+    own version for tenants)."""
+
+    @extend_schema(responses=OverviewSerializer)
+    def get(self, request: Request) -> Response:
+        return Response(OverviewSerializer(overview_for(self.principal)).data)
 
 
 class LinkDetailView(PrincipalMixin, APIView):

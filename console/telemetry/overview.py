@@ -1,0 +1,215 @@
+"""The dashboard's figures (the operator's ``/`` and ``GET /api/overview/``), computed in a fixed
+number of queries whatever the number of fabrics, pools or reservations.
+
+Operators and auditors get every fabric's health (SM state from the collector's last slow
+check, links down from the live snapshot, links below their designed rate and drift from the
+last discovery, open alarms by severity), GPUs, reservations and change requests. A tenant gets
+its own version: no fabric list (a fabric-wide figure would tell it about other tenants), its
+quota use for ``gpus``, its own reservations, and its own change figures (its reservations waiting
+on a push, open push failures touching it).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from typing import Any
+
+from django.db.models import Count, Exists, OuterRef, Q, Sum
+from django.utils import timezone
+
+from console.fabric.models import ChangeRequest, DiscoveryRun, Fabric
+from console.telemetry import store
+from console.telemetry.models import FabricEvent
+from console.tenancy.models import Principal
+from scheduling.models import GPU, Node, Quota, Reservation, ReservationAllocation
+
+Status = Reservation.Status
+PENDING_CHANGES = (
+    ChangeRequest.Status.PENDING_APPROVAL,
+    ChangeRequest.Status.QUEUED,
+    ChangeRequest.Status.APPLYING,
+    ChangeRequest.Status.VERIFYING,
+)
+FAILED_CHANGES = (ChangeRequest.Status.FAILED, ChangeRequest.Status.ROLLED_BACK)
+_BAD_GPU = Q(health=GPU.Health.FAILED) | Q(node__state__in=[Node.State.DOWN, Node.State.OFF])
+
+
+def _sm_state(sm: dict[str, Any], alive: bool) -> str:
+    if not alive:
+        return "unknown"  # no collector: nothing current to say
+    return str(sm.get("state") or "unknown")
+
+
+def _fabric_rows(events: dict[int, Counter[str]], changes: dict[int, dict[str, int]]) -> list[dict[str, Any]]:
+    fabrics = list(Fabric.objects.order_by("name").values("id", "name"))
+    latest = {
+        run.fabric_id: run
+        for run in DiscoveryRun.objects.order_by("fabric_id", "-created_at", "-id")
+        .distinct("fabric_id")
+        .only("fabric_id", "created_at", "compare")
+    }
+    rows = []
+    for fabric in fabrics:
+        fid = fabric["id"]
+        snap = store.load_snapshot(fid) or {}
+        alive = store.alive(fid)
+        sm = snap.get("sm") or {}
+        links = snap.get("links") or {}
+        down = sorted(lid for lid, st in links.items() if not st.get("up", True)) if alive else []
+        run = latest.get(fid)
+        compare = (run.compare or {}) if run is not None else {}
+        mismatches = compare.get("mismatches") or []
+        degraded = [m for m in mismatches if m.get("kind") == "rate"]
+        drift = sum(len(compare.get(k) or []) for k in ("missing", "extra", "miswired", "mismatches"))
+        severities = events.get(fid, Counter())
+        rows.append(
+            {
+                "id": fid,
+                "name": fabric["name"],
+                "sm_state": _sm_state(sm, alive),
+                "links_down": len(down),
+                "links_degraded": len(degraded),
+                "alarms_open": sum(severities.values()),
+                "drift": drift,
+                # page-only detail (the API serializer keeps the documented keys)
+                "sm": sm if alive else {},
+                "sm_checked_at": dt.datetime.fromtimestamp(sm["at"], dt.UTC) if alive and sm.get("at") else None,
+                "collector": "running" if alive else "stopped",
+                "down_links": [{"id": lid, "switch": lid.rsplit("/", 1)[0]} for lid in down[:5]],
+                "changes": changes.get(fid, {"pending": 0, "failed": 0}),
+                "alarms_by_severity": {s: severities.get(s, 0) for s in FabricEvent.Severity.values},
+                "discovered_at": run.created_at if run is not None else None,
+            }
+        )
+    return rows
+
+
+def _gpus(now: Any) -> tuple[dict[str, int], list[dict[str, Any]]]:
+    busy = Exists(
+        ReservationAllocation.objects.filter(
+            gpu=OuterRef("pk"), start__lte=now, end__gt=now, reservation__status__in=Reservation.HOLDING
+        )
+    )
+    counts = {
+        "total": Count("id", distinct=True),
+        "allocated": Count("id", filter=Q(busy=True), distinct=True),
+        "down": Count("id", filter=Q(busy=False) & _BAD_GPU, distinct=True),
+    }
+    gpus = GPU.objects.annotate(busy=busy)
+    overall = gpus.aggregate(**counts)
+    per_pool = list(
+        gpus.filter(node__pools__isnull=False)
+        .values("node__pools__id", "node__pools__name", "node__fabric__name")
+        .annotate(**counts)
+        .order_by("node__fabric__name", "node__pools__name")
+    )
+    totals = {k: int(overall[k] or 0) for k in ("total", "allocated", "down")}
+    totals["free"] = max(0, totals["total"] - totals["allocated"] - totals["down"])
+    pools = [
+        {
+            "id": row["node__pools__id"],
+            "name": row["node__pools__name"],
+            "fabric": row["node__fabric__name"],
+            "total": row["total"],
+            "allocated": row["allocated"],
+            "down": row["down"],
+            "free": max(0, row["total"] - row["allocated"] - row["down"]),
+        }
+        for row in per_pool
+    ]
+    return {k: totals[k] for k in ("total", "allocated", "free", "down")}, pools
+
+
+def _reservation_counts(queryset: Any) -> dict[str, int]:
+    # A push that failed leaves its error on the reservations that waited for it (and they wait on).
+    pushed = Q(fabric_error="")
+    return queryset.aggregate(
+        provisioning=Count("id", filter=Q(status=Status.PROVISIONING) & pushed),
+        ready=Count("id", filter=Q(status=Status.READY)),
+        failed=Count("id", filter=Q(status__in=(Status.PROVISIONING, Status.ENDING)) & ~pushed),
+    )
+
+
+def overview_for(principal: Principal) -> dict[str, Any]:
+    """The dashboard's figures as ``principal`` may see them (the API's keys plus page detail
+    under ``detail``)."""
+    now = timezone.now()
+    if principal.sees_all_tenants:
+        events: dict[int, Counter[str]] = {}
+        rows = FabricEvent.objects.unresolved().values_list("fabric_id", "severity").annotate(n=Count("id")).order_by()
+        for fabric_id, severity, n in rows:
+            events.setdefault(fabric_id, Counter())[severity] = n
+        per_fabric = {
+            row["fabric_id"]: {"pending": row["pending"], "failed": row["failed"]}
+            for row in ChangeRequest.objects.values("fabric_id")
+            .annotate(
+                pending=Count("id", filter=Q(status__in=PENDING_CHANGES)),
+                failed=Count("id", filter=Q(status__in=FAILED_CHANGES)),
+            )
+            .order_by()
+        }
+        fabrics = _fabric_rows(events, per_fabric)
+        gpus, pools = _gpus(now)
+        changes = {k: sum(c[k] for c in per_fabric.values()) for k in ("pending", "failed")}
+        return {
+            "fabrics": fabrics,
+            "gpus": gpus,
+            "reservations": _reservation_counts(Reservation.objects.all()),
+            "changes": changes,
+            "detail": {"pools": pools, "quotas": [], "events": []},
+        }
+    return _tenant_overview(principal, now)
+
+
+def _tenant_overview(principal: Principal, now: Any) -> dict[str, Any]:
+    tenant_id = principal.tenant_id or 0
+    mine = Reservation.objects.filter(tenant_id=tenant_id)
+    held = ReservationAllocation.objects.filter(
+        reservation__tenant_id=tenant_id,
+        reservation__status__in=Reservation.HOLDING,
+        start__lte=now,
+        end__gt=now,
+    ).aggregate(
+        allocated=Count("gpu", distinct=True),
+        down=Count("gpu", filter=Q(gpu__health=GPU.Health.FAILED), distinct=True),
+    )
+    quotas = list(
+        Quota.objects.filter(tenant_id=tenant_id)
+        .select_related("pool", "pool__fabric")
+        .annotate(
+            used=Sum(
+                "pool__reservations__gpus",
+                filter=Q(
+                    pool__reservations__tenant_id=tenant_id,
+                    pool__reservations__status__in=Reservation.HOLDING,
+                ),
+            )
+        )
+        .order_by("pool__name")
+    )
+    limit = sum(q.limit_gpus for q in quotas)
+    allocated, down = int(held["allocated"] or 0), int(held["down"] or 0)
+    events = list(
+        FabricEvent.objects.filter(tenants=tenant_id)
+        .unresolved()
+        .only("id", "kind", "severity", "status", "message", "opened_at")[:10]
+    )
+    counts = _reservation_counts(mine)
+    return {
+        "fabrics": [],
+        "gpus": {"total": limit, "allocated": allocated, "free": max(0, limit - allocated), "down": down},
+        "reservations": counts,
+        "changes": {
+            "pending": counts["provisioning"],  # each waits on its partition's push
+            "failed": sum(1 for e in events if e.kind == FabricEvent.Kind.PUSH_FAILED),
+        },
+        "detail": {
+            "pools": [],
+            "quotas": [
+                {"pool": q.pool.name, "limit": q.limit_gpus, "guaranteed": q.guaranteed_gpus, "used": int(q.used or 0)}
+                for q in quotas
+            ],
+            "events": events,
+        },
+    }
