@@ -140,3 +140,18 @@ def test_reservation_start_is_typed_as_24_hour_utc(login, admin_a, su1_pool):
     card = page.get_by_test_id("reservation").filter(has_text="e2e-at-1745")
     expect(card).to_contain_text(start.strftime("%Y-%m-%d 17:45 UTC"))
     assert Reservation.objects.get(name="e2e-at-1745").start == start
+
+
+def test_api_docs_sit_inside_the_console_frame(login, operator):
+    page = login("op")
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.get_by_test_id("nav").get_by_role("link", name="API docs").click()
+    expect(page.locator(".swagger-ui .info")).to_contain_text("InfiniBand console API")
+    nav = page.get_by_test_id("nav")
+    expect(nav.get_by_role("link", name="Designer")).to_be_visible()
+    expect(nav.locator("a[aria-current=page]")).to_have_text("API docs")
+    expect(page.get_by_test_id("whoami")).to_have_text("op")
+    expect(page.locator(".opblock").first).to_be_visible()
+    page.screenshot(path="/tmp/i15-forms-api-docs.png")
+    assert not errors, errors
