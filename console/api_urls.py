@@ -1,14 +1,12 @@
 """The REST API root: every app's router under /api/."""
 
-import base64
-import hashlib
-import re
-from pathlib import Path
+from typing import Any
 
-import drf_spectacular
-from csp.decorators import csp_update
 from django.urls import include, path
+from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from rest_framework.request import Request
+from rest_framework.response import Response
 from rest_framework.routers import DefaultRouter
 
 from console.fabric.api import discovery_urls
@@ -30,19 +28,22 @@ for app_router in (
     router.registry.extend(app_router.registry)
 
 
-def _swagger_style_hash() -> str:
-    """The CSP hash of the one inline style block of drf-spectacular's Swagger UI page, read from
-    the installed template, so /api/docs/ needs no 'unsafe-inline' (its script is a file: the
-    split view serves it under ?script)."""
-    template = Path(drf_spectacular.__file__).parent / "templates" / "drf_spectacular" / "swagger_ui.html"
-    match = re.search(r"<style>(.*?)</style>", template.read_text(), re.S)
-    body = match.group(1) if match else ""
-    return "'sha256-" + base64.b64encode(hashlib.sha256(body.encode()).digest()).decode() + "'"
+class ConsoleSwaggerView(SpectacularSwaggerSplitView):
+    """Swagger UI inside the console's frame (navigation, who is logged in). Its init script is a
+    file (the split view serves it under ?script) and it needs no inline style, so the strict CSP
+    holds without exceptions."""
+
+    template_name = "web/api_docs.html"
+
+    @extend_schema(exclude=True)
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        response = super().get(request, *args, **kwargs)
+        if isinstance(response.data, dict):
+            response.data["active"] = "api-docs"
+        return response
 
 
-swagger_view = csp_update({"style-src": [_swagger_style_hash()]})(
-    SpectacularSwaggerSplitView.as_view(url_name="schema")
-)
+swagger_view = ConsoleSwaggerView.as_view(url_name="schema")
 
 urlpatterns = [
     path("me/", MeView.as_view(), name="me"),

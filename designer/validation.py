@@ -437,9 +437,12 @@ def _check_ibsim(graph: FabricGraph, ports_of: dict[str, int], limits: IbsimLimi
             "warning",
             "ibsim-limit",
             "fabric",
-            f"{nodes:,} IB nodes, {len(graph.switches):,} switches, {ports:,} ports exceed "
-            f"ibsim's defaults ({limits.nodes:,}/{limits.switches}/{limits.ports:,}): start "
-            f"it with {' '.join(over)}",
+            # ibsim counts every HCA as its own IB node, so a design of 256 servers with 8 HCAs each is
+            # 2,048 + switches "nodes" to it: say so, or the figure reads as a contradiction of the node count.
+            f"lab simulator only: ibsim would simulate {nodes:,} IB nodes ({len(cas):,} HCAs in "
+            f"{len(graph.nodes):,} servers + {len(graph.switches):,} switches), {len(graph.switches):,} switches "
+            f"and {ports:,} ports, above its defaults (-N {limits.nodes:,}, -S {limits.switches}, "
+            f"-P {limits.ports:,}): start it with {' '.join(over)}",
         )
     endpoints = graph.endpoints()
     if endpoints > limits.lab_endpoints:

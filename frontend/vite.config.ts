@@ -14,6 +14,7 @@ export default defineConfig({
         designer: "src/designer/main.ts",
         reservations: "src/reservations/main.ts",
         live: "src/live/main.ts",
+        apidocs: "src/apidocs.ts",
         fabric_change: "src/fabric_change.ts",
       },
     },

@@ -20,6 +20,26 @@ function tierTable(title: string, key: string, counts: Record<string, number>): 
   );
 }
 
+// Findings about the lab tooling (ibsim's limits, the lab's size), not about the design itself.
+const TOOLING_CODES = new Set(["ibsim-limit", "lab-size"]);
+
+function issueItems(items: Issue[], testid: string): HTMLElement {
+  return h(
+    "ul",
+    { class: "issues", testid },
+    ...items.map((i) =>
+      h(
+        "li",
+        { class: `issue issue-${i.severity}`, testid: "issue", "data-severity": i.severity, "data-code": i.code },
+        h("span", { class: "sev" }, i.severity),
+        i.element ? h("code", {}, i.element) : null,
+        " ",
+        i.message,
+      ),
+    ),
+  );
+}
+
 export function issueList(issues: Issue[], errors: string[], warnings: string[]): HTMLElement {
   const items: Issue[] = issues.length
     ? issues
@@ -27,20 +47,24 @@ export function issueList(issues: Issue[], errors: string[], warnings: string[])
         ...errors.map((message) => ({ severity: "error", code: "", element: "", message })),
         ...warnings.map((message) => ({ severity: "warning", code: "", element: "", message })),
       ];
-  if (!items.length) return h("p", { class: "ok", testid: "issues-none" }, "No problems found.");
+  const design = items.filter((i) => !TOOLING_CODES.has(i.code));
+  const tooling = items.filter((i) => TOOLING_CODES.has(i.code));
   return h(
-    "ul",
-    { class: "issues", testid: "issues" },
-    ...items.map((i) =>
-      h(
-        "li",
-        { class: `issue issue-${i.severity}`, testid: "issue", "data-severity": i.severity },
-        h("span", { class: "sev" }, i.severity),
-        i.element ? h("code", {}, i.element) : null,
-        " ",
-        i.message,
-      ),
-    ),
+    "div",
+    { class: "findings" },
+    h("h3", { class: "findings-title" }, "Design findings"),
+    design.length
+      ? issueItems(design, "issues")
+      : h("p", { class: "ok", testid: "issues-none" }, "No problems found in the design."),
+    tooling.length
+      ? h(
+          "div",
+          { class: "tooling-notes", testid: "tooling-notes" },
+          h("h3", { class: "findings-title" }, "Lab tooling notes"),
+          h("p", { class: "muted" }, "About the simulator used to test a design, not about the design."),
+          issueItems(tooling, "tooling-issues"),
+        )
+      : null,
   );
 }
 
@@ -58,6 +82,8 @@ export function renderSummary(target: HTMLElement, s: Summary): void {
   ];
   const errors = s.errors ?? [];
   const warnings = s.warnings ?? [];
+  const notes = (s.issues ?? []).filter((i) => TOOLING_CODES.has(i.code)).length;
+  const designWarnings = warnings.length - notes;
   target.replaceChildren(
     h(
       "p",
@@ -65,7 +91,8 @@ export function renderSummary(target: HTMLElement, s: Summary): void {
       errors.length
         ? `${errors.length} error${errors.length === 1 ? "" : "s"}`
         : `${s.topology}: buildable`,
-      warnings.length ? ` · ${warnings.length} warning${warnings.length === 1 ? "" : "s"}` : "",
+      designWarnings > 0 ? ` · ${designWarnings} warning${designWarnings === 1 ? "" : "s"}` : "",
+      notes ? ` · ${notes} lab tooling note${notes === 1 ? "" : "s"}` : "",
     ),
     h("div", { class: "tier-tables" }, tierTable("Switches", "switches", s.switches ?? {}), tierTable("Cables", "cables", s.cables ?? {})),
     h(

@@ -92,7 +92,7 @@ export function startCanvasPage(init: PageInit): void {
     byTestId("port-table-title").textContent = `Ports of ${sw}`;
     document.getElementById("port-table")!.replaceChildren(
       h("table", { class: "grid compact", testid: "port-table" },
-        h("thead", {}, h("tr", {}, ...["Port", "Cage", "Peer", "Tier", "Cable", "m", ""].map((c) => h("th", {}, c)))),
+        h("thead", {}, h("tr", {}, ...["Port", "Cage", "Peer", "Tier", "Cable", "Length (m)", ""].map((c) => h("th", {}, c)))),
         h("tbody", {}, ...view.ports.map((p) =>
           h("tr", { class: p.free ? "free" : undefined, testid: `port-${p.port}`, "data-free": p.free ? "true" : "false" },
             h("td", { class: "num" }, p.port), h("td", { class: "num" }, p.cage),
@@ -138,7 +138,7 @@ export function startCanvasPage(init: PageInit): void {
 
   function linkRows(links: EdgeLink[]): HTMLElement {
     return h("table", { class: "grid compact", testid: "link-table" },
-      h("thead", {}, h("tr", {}, h("th", {}, "From"), h("th", {}, "To"), h("th", {}, "Cable"), h("th", {}, "m"), h("th", {}, ""))),
+      h("thead", {}, h("tr", {}, h("th", {}, "From"), h("th", {}, "To"), h("th", {}, "Cable"), h("th", {}, "Length (m)"), h("th", {}, ""))),
       h("tbody", {}, ...links.map(([a, ap, b, bp, cable, length]) =>
         h("tr", { testid: "link-row" }, h("td", {}, `${a}[${ap}]`), h("td", {}, `${b}[${bp}]`),
           h("td", {}, editor ? cableSelect(cable, a, ap) : cable), h("td", { class: "num" }, fmt(length)),

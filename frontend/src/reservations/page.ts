@@ -100,11 +100,24 @@ export function requestOf(form: HTMLFormElement, init: ReserveInit): Constrained
   const windowed = (form.querySelector<HTMLInputElement>("input[name=when]:checked")?.value ?? "now") === "window";
   if (windowed) {
     const start = value("start");
-    if (!start) return "Pick the window's start.";
-    body.start = new Date(start).toISOString();
+    if (!start) return "Type the window's start (UTC, 24-hour: YYYY-MM-DD HH:MM).";
+    const utc = parseUtc(start);
+    if (!utc) return `"${start}" is not a UTC time: write YYYY-MM-DD HH:MM (24-hour).`;
+    body.start = utc;
   }
   if (init.is_operator) body.tenant = Number(value("tenant"));
   return body;
+}
+
+/** "2026-12-02 14:30" (or with a T, seconds, a trailing Z or "UTC") read as UTC; ISO 8601 string or null. */
+export function parseUtc(text: string): string | null {
+  const m = /^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::(\d{2}))?\s*(?:Z|UTC)?$/i.exec(text.trim());
+  if (!m) return null;
+  const [y, mo, d, hh, mi, ss] = m.slice(1).map((part) => Number(part ?? 0));
+  if (mo < 1 || mo > 12 || d < 1 || d > 31 || hh > 23 || mi > 59 || ss > 59) return null;
+  const when = new Date(Date.UTC(y, mo - 1, d, hh, mi, ss));
+  if (when.getUTCDate() !== d) return null;
+  return when.toISOString();
 }
 
 function startForm(init: ReserveInit, form: HTMLFormElement, board: Board, refresh: () => void): void {

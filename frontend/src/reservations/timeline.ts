@@ -9,7 +9,7 @@ const STEP_MINUTES = 180;
 
 function label(iso: string): string {
   const d = new Date(iso);
-  return `${d.toISOString().slice(5, 10)} ${d.toISOString().slice(11, 16)}`;
+  return `${d.toISOString().slice(5, 10)} ${d.toISOString().slice(11, 16)} UTC`;
 }
 
 export async function renderTimelines(root: HTMLElement, apiBase: string, pools: PoolInfo[]): Promise<void> {
