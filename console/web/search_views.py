@@ -1,0 +1,18 @@
+"""The search page: ``/search/?q=`` over what the search service finds for this user."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse
+from django.shortcuts import render
+
+from console.telemetry.search import search
+from console.web.context import AuthenticatedHttpRequest, principal_for
+
+
+@login_required
+def search_page(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """Results by kind, each a link; the same results as ``GET /api/search/?q=``."""
+    q = request.GET.get("q", "").strip()
+    results = search(principal_for(request), q) if q else []
+    return render(request, "web/search.html", {"q": q, "results": results, "active": "search"})
