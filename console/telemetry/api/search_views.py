@@ -21,6 +21,7 @@ _HIT = inline_serializer(
         "url": serializers.CharField(),
         "fields": serializers.DictField(),
     },
+    many=True,
 )
 
 
