@@ -81,6 +81,9 @@ class _Search:
             self._fabrics = list(Fabric.objects.order_by("pk"))
         return self._fabrics
 
+    def fabric_name(self, fabric_id: int) -> str:
+        return next((f.name for f in self.fabrics() if f.pk == fabric_id), str(fabric_id))
+
     def own_nodes(self) -> dict[int, int]:
         """The nodes a tenant's live reservations hold now (node id → reservation id)."""
         if self._own_nodes is None:
@@ -98,7 +101,7 @@ class _Search:
             url = reverse("web:fabric", args=[node.fabric_id])
         else:
             url = reverse("web:reservation", args=[self.own_nodes()[node.pk]])
-        fields = {"fabric": node.fabric_id, "state": node.state, "gpus": node.gpus, **extra}
+        fields = {"fabric": self.fabric_name(node.fabric_id), "state": node.state, "gpus": node.gpus, **extra}
         return Hit("node", node.name, url, fields)
 
     # ---- lookups --------------------------------------------------------------------------
@@ -125,8 +128,12 @@ class _Search:
             for fabric in self.fabrics():
                 for name, sw in _graph(fabric.revision_id).switches.items():
                     if text.lower() in name.lower():
-                        fields = {"fabric": fabric.pk, "tier": sw.tier, "model": sw.model}
-                        self.add(Hit("switch", name, _live_url(fabric.pk, name), fields))
+                        sw_fields: dict[str, Any] = {
+                            "fabric": self.fabric_name(fabric.pk),
+                            "tier": sw.tier,
+                            "model": sw.model,
+                        }
+                        self.add(Hit("switch", name, _live_url(fabric.pk, name), sw_fields))
         nodes = Node.objects.filter(name__icontains=text)
         if not self.all:
             nodes = nodes.filter(pk__in=list(self.own_nodes()))
@@ -141,7 +148,7 @@ class _Search:
         if self.all:
             for design in Design.objects.filter(name__icontains=text).order_by("name")[: self.limit]:
                 url = reverse("web:designer-design", args=[design.pk])
-                fields = {"topology": design.topology, "revision": design.latest_revision}
+                fields: dict[str, Any] = {"topology": design.topology, "revision": design.latest_revision}
                 self.add(Hit("design", design.name, url, fields))
             for fabric in self.fabrics():
                 if text.lower() in fabric.name.lower():
@@ -153,7 +160,7 @@ class _Search:
                 self.add(Hit("tenant", tenant.name, reverse("web:tenants"), {"slug": tenant.slug}))
 
     def reservation_hit(self, res: Reservation) -> Hit:
-        fields: dict[str, Any] = {"status": res.status, "gpus": res.requested_gpus, "fabric": res.fabric_id}
+        fields: dict[str, Any] = {"status": res.status, "gpus": res.gpus, "fabric": self.fabric_name(res.fabric_id)}
         if self.all:
             fields["tenant"] = res.tenant.name
         label = res.name or f"reservation {res.pk}"
@@ -231,9 +238,9 @@ class _Search:
         name = str(row.get("name", ""))
         if row.get("kind") == "switch":
             url = _live_url(fabric_id, name)
-            fields = {"fabric": fabric_id, "guid": row.get("guid"), "lid": row.get("lid")}
+            fields = {"fabric": self.fabric_name(fabric_id), "guid": row.get("guid"), "lid": row.get("lid")}
             return Hit("switch", name, url, {**fields, **extra})
-        fields = {"fabric": fabric_id, "guid": row.get("guid"), "lids": row.get("lids")}
+        fields = {"fabric": self.fabric_name(fabric_id), "guid": row.get("guid"), "lids": row.get("lids")}
         return Hit("node", name, reverse("web:fabric", args=[fabric_id]), {**fields, **extra})
 
     def by_pkey(self, pkey: int) -> None:
@@ -241,13 +248,16 @@ class _Search:
         for res in mine.filter(pkey__in=[pkey, pkey | 0x8000]).order_by("-pk")[: self.limit]:
             hit = self.reservation_hit(res)
             self.add(Hit(hit.kind, hit.label, hit.url, {"pkey": f"{pkey:#06x}", **hit.fields}))
+        parts = list(FabricPartition.objects.filter(pkey__in=[pkey, pkey | 0x8000]).order_by("fabric_id", "name"))
         own = None
-        if not self.all:
+        if not self.all and parts:
             own = {r.partition_name: r.pk for r in Reservation.objects.visible_to(self.principal).only("pk")}
-        for part in FabricPartition.objects.order_by("fabric_id", "name"):
-            if part.pkey & 0x7FFF != pkey:
-                continue
-            fields = {"pkey": f"{part.pkey & 0x7FFF:#06x}", "fabric": part.fabric_id, "source": part.source}
+        for part in parts:
+            fields = {
+                "pkey": f"{part.pkey & 0x7FFF:#06x}",
+                "fabric": self.fabric_name(part.fabric_id),
+                "source": part.source,
+            }
             if own is None:
                 self.add(Hit("partition", part.name, reverse("web:fabric", args=[part.fabric_id]), fields))
             elif part.name in own:
@@ -264,7 +274,14 @@ class _Search:
             else:
                 far, far_port = (link.b, link.b_port) if link.a == switch else (link.a, link.a_port)
                 peer = {"peer": f"{far}[{far_port}]", "tier": link.tier, "cable": link.cable}
-            self.add(Hit("cable", f"{switch}[{port}]", _live_url(fabric.pk, switch), {"fabric": fabric.pk, **peer}))
+            self.add(
+                Hit(
+                    "cable",
+                    f"{switch}[{port}]",
+                    _live_url(fabric.pk, switch),
+                    {"fabric": self.fabric_name(fabric.pk), **peer},
+                )
+            )
 
 
 def search(principal: Principal, raw: str, *, limit: int = LIMIT) -> list[dict[str, Any]]:

@@ -15,4 +15,6 @@ def search_page(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Results by kind, each a link; the same results as ``GET /api/search/?q=``."""
     q = request.GET.get("q", "").strip()
     results = search(principal_for(request), q) if q else []
+    for hit in results:  # the page words its facts ("port guid", not "port_guid"); the API keeps the keys
+        hit["facts"] = [(k.replace("_", " "), v) for k, v in hit["fields"].items() if v not in (None, "", {}, [])]
     return render(request, "web/search.html", {"q": q, "results": results, "active": "search"})
