@@ -54,8 +54,10 @@ def test_the_operator_finds_them_and_the_other_tenant_does_not(targets, operator
         results = page.get_by_test_id("search-results")
         expect(results.get_by_role("link", name=label)).to_be_visible()
         expect(page.get_by_test_id("nav-search")).to_have_value(q)
-    ask(page, next(iter(targets["queries"])))
     page.set_viewport_size({"width": 1600, "height": 1000})
+    ask(page, "r1")  # switches, nodes and the reservation's tenant side by side
+    page.screenshot(path="/tmp/search-operator-names.png", full_page=False)
+    ask(page, next(iter(targets["queries"])))
     page.screenshot(path="/tmp/search-operator.png", full_page=True)
     results = page.get_by_test_id("search-results")
     results.get_by_role("link", name=targets["node"]).click()
