@@ -8,6 +8,7 @@ from console.web import (
     live_views,
     login_views,
     reservation_views,
+    search_views,
     session_views,
     views,
 )
@@ -51,6 +52,7 @@ urlpatterns = [
         reservation_views.reservation_connection,
         name="reservation-connection",
     ),
+    path("search/", search_views.search_page, name="search"),
     path("audit/", views.audit_log, name="audit"),
     path("tenants/", views.tenants, name="tenants"),
     path("logins/locked/", login_views.locked, name="locked-logins"),

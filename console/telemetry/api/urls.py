@@ -1,13 +1,14 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from console.telemetry.api import views
+from console.telemetry.api import search_views, views
 
 router = DefaultRouter()
 router.register("telemetry/events", views.FabricEventViewSet, basename="fabric-event")
 
 urlpatterns = [
     path("overview/", views.OverviewView.as_view(), name="overview"),
+    path("search/", search_views.SearchView.as_view(), name="search"),
     path("telemetry/fabrics/<int:fabric_id>/snapshot/", views.LiveSnapshotView.as_view(), name="telemetry-snapshot"),
     path("telemetry/fabrics/<int:fabric_id>/history/", views.HistoryView.as_view(), name="telemetry-history"),
     path(
