@@ -15,7 +15,7 @@ import datetime as dt
 from collections import Counter
 from typing import Any
 
-from django.db.models import Count, Exists, OuterRef, Q, Sum
+from django.db.models import Count, Exists, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
 from console.fabric.models import ChangeRequest, DiscoveryRun, Fabric
@@ -43,11 +43,12 @@ def _sm_state(sm: dict[str, Any], alive: bool) -> str:
 
 def _fabric_rows(events: dict[int, Counter[str]], changes: dict[int, dict[str, int]]) -> list[dict[str, Any]]:
     fabrics = list(Fabric.objects.order_by("name").values("id", "name"))
+    # The newest run of each fabric in one query, on PostgreSQL and SQLite alike (no DISTINCT ON).
+    newest = DiscoveryRun.objects.filter(fabric=OuterRef("pk")).order_by("-created_at", "-id").values("pk")[:1]
+    latest_ids = Fabric.objects.annotate(run=Subquery(newest)).values("run")
     latest = {
         run.fabric_id: run
-        for run in DiscoveryRun.objects.order_by("fabric_id", "-created_at", "-id")
-        .distinct("fabric_id")
-        .only("fabric_id", "created_at", "compare")
+        for run in DiscoveryRun.objects.filter(pk__in=latest_ids).only("fabric_id", "created_at", "compare")
     }
     rows = []
     for fabric in fabrics:

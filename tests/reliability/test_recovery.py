@@ -71,7 +71,8 @@ def test_a_push_killed_mid_change_resumes_within_30_s_of_the_worker_restarting(s
     pool.fabric.save(update_fields=["config"])
     stack.start("worker")
     reservation = book(pool.pool, tenant_a)
-    broker = Celery(broker=stack.redis.url)
+    # not the thread's current app: the console's services publish through celery.current_app
+    broker = Celery(broker=stack.redis.url, set_as_current=False)
     broker.send_task("fabric.reconcile", kwargs={"fabric_id": pool.fabric.pk}, queue="console")
     wait_for(
         lambda: ChangeStep.objects.filter(change__fabric=pool.fabric, name="reload", status="running").exists(),
