@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from designer.builtin_catalogue import DEFAULT_CATALOGUE
 from designer.exports import export
 from designer.imports import import_fabric
 from designer.plan import plan
+from tests.ibnetdiscover_rewrites import with_aggregation_nodes
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET_S = 1.0
@@ -47,19 +47,7 @@ def make_dump() -> str:
             f"sysimgguid=0x{chassis:x}\nswitchguid=0x{chassis:x}({sw.guid:x})",
         )
         text = text.replace(f'"MF0;{sw.name}:MQM8700/U1"', f'"MF0;dir1:MCS8500/S{i + 1:02d}/U1"')
-    blocks, extra = [], []
-    for i, block in enumerate(text.split("\n\n")):
-        m = re.search(r'^Switch\t(\d+) "(S-[0-9a-f]+)"\t\t# "([^"]+)"', block, re.M)
-        if m:
-            port, an = int(m.group(1)) + 1, f"{0x0002C9BB00000000 + i:016x}"
-            block = block.replace(f"Switch\t{m.group(1)} ", f"Switch\t{port} ", 1)
-            block += f'\n[{port}]\t"H-{an}"[1]({an[-13:]})\t\t# "Mellanox Technologies Aggregation Node" lid 9 4xHDR'
-            extra.append(
-                f'caguid=0x{an}\nCa\t1 "H-{an}"\t\t# "Mellanox Technologies Aggregation Node"\n'
-                f'[1]({an[-13:]})\t"{m.group(2)}"[{port}]\t\t# lid 9 lmc 0 "{m.group(3)}" lid 9 4xHDR'
-            )
-        blocks.append(block)
-    return "\n\n".join(blocks + extra) + "\n"
+    return with_aggregation_nodes(text, lid=9)[0]
 
 
 def child_peak_mb(path: str) -> float:

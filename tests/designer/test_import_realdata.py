@@ -20,6 +20,7 @@ from designer.imports import import_fabric, parse_ibnetdiscover, summarise
 from designer.imports.namemap import NodeNameMapError
 from designer.plan import plan
 from designer.validation import validate
+from tests.ibnetdiscover_rewrites import with_aggregation_nodes
 
 REAL = Path(__file__).resolve().parents[2] / ".." / ".." / "shared" / "realdata" / "ibnetdiscover"
 if not REAL.is_dir():
@@ -294,23 +295,6 @@ def test_grouped_chassis_without_nvidia_names_takes_roles_from_slot_lines(catalo
     assert chassis["asics"] == 3 and len(chassis["line"]) == 2 and len(chassis["spine"]) == 1
     assert Counter(s.tier for s in result.graph.switches.values()) == {"leaf": 2, "spine": 1}
     assert counts_of(result) == {k: v for k, v in reading(text).items() if k in counts_of(result)}
-
-
-def with_aggregation_nodes(text: str) -> tuple[str, int]:
-    """Give every switch the extra port and "Mellanox Technologies Aggregation Node" CA of SHARP."""
-    blocks, extra = [], []
-    for i, block in enumerate(text.split("\n\n")):
-        m = re.search(r'^Switch\t(\d+) "(S-[0-9a-f]+)"\t\t# "([^"]+)"', block, re.M)
-        if m:
-            port, an = int(m.group(1)) + 1, f"{0x0002C9BB00000000 + i:016x}"
-            block = block.replace(f"Switch\t{m.group(1)} ", f"Switch\t{port} ", 1)
-            block += f'\n[{port}]\t"H-{an}"[1]({an[-13:]})\t\t# "Mellanox Technologies Aggregation Node" lid 0 4xHDR'
-            extra.append(
-                f'caguid=0x{an}\nCa\t1 "H-{an}"\t\t# "Mellanox Technologies Aggregation Node"\n'
-                f'[1]({an[-13:]})\t"{m.group(2)}"[{port}]\t\t# lid 0 lmc 0 "{m.group(3)}" lid 0 4xHDR'
-            )
-        blocks.append(block)
-    return "\n\n".join(blocks + extra) + "\n", len(extra)
 
 
 def test_aggregation_nodes_are_not_hosts_and_keep_three_levels(three_level, catalogue):

@@ -29,6 +29,7 @@ from designer.services import import_ibnetdiscover, revision_graph
 from tests.fabric import lab_fixtures
 from tests.fabric.conftest import requires_lab
 from tests.fabric.lab_fixtures import ACTOR, routing_passes, wait_for_new_routing_pass
+from tests.ibnetdiscover_rewrites import with_aggregation_nodes as add_aggregation_nodes
 
 REAL = Path(__file__).resolve().parents[2].parent / "shared" / "realdata" / "ibnetdiscover"
 if not REAL.is_dir():
@@ -59,19 +60,7 @@ def director_form(text: str, graph) -> str:
 
 def with_aggregation_nodes(text: str) -> str:
     """Every switch gets SHARP's extra port with its "Mellanox Technologies Aggregation Node" CA."""
-    blocks, extra = [], []
-    for i, block in enumerate(text.split("\n\n")):
-        m = re.search(r'^Switch\t(\d+) "(S-[0-9a-f]+)"\t\t# "([^"]+)"', block, re.M)
-        if m:
-            port, an = int(m.group(1)) + 1, f"{0x0002C9BB00000000 + i:016x}"
-            block = block.replace(f"Switch\t{m.group(1)} ", f"Switch\t{port} ", 1)
-            block += f'\n[{port}]\t"H-{an}"[1]({an})\t\t# "Mellanox Technologies Aggregation Node" lid 0 4xHDR'
-            extra.append(
-                f'caguid=0x{an}\nCa\t1 "H-{an}"\t\t# "Mellanox Technologies Aggregation Node"\n'
-                f'[1]({an})\t"{m.group(2)}"[{port}]\t\t# lid 0 lmc 0 "{m.group(3)}" lid 0 4xHDR'
-            )
-        blocks.append(block)
-    return "\n\n".join(blocks + extra) + "\n"
+    return add_aggregation_nodes(text, short_port_guids=False)[0]
 
 
 def without_cable(text: str, node_id: str, port: int) -> str:
