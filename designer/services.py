@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from django.core.cache import cache
 from django.db import IntegrityError, transaction
+from django.db.models import Count, Max
 
 from console.tenancy import audit
 from console.tenancy.context import Actor
@@ -221,6 +223,31 @@ def delete_design(actor: Actor, principal: Principal, design: Design) -> None:
 
 def revision_graph(revision: DesignRevision) -> FabricGraph:
     return graph_from_dict(revision.graph, load_catalogue())
+
+
+#: Seconds a computed canvas view stays cached (revisions are immutable; a catalogue change
+#: changes the key).
+CANVAS_CACHE_SECONDS = 3600
+
+
+def revision_canvas(revision_id: int, level: str, focus: str | None, diff_from_id: int | None = None) -> dict:
+    """The canvas view of a saved revision (designer.canvas.canvas_view), cached per level and focus.
+
+    A revision never changes, so its views are computed once: the 16,384-GPU graph takes seconds
+    to load and index, its fabric level is a few kilobytes. The key holds the catalogue's state
+    (overrides change port counts); the graph is loaded from the database only on a miss.
+    """
+    from designer.canvas import canvas_view
+
+    stamp = CatalogueEntry.objects.aggregate(n=Count("id"), at=Max("updated_at"))
+    key = f"designer:canvas:{revision_id}:{diff_from_id}:{level}:{focus}:{stamp['n']}:{stamp['at']}"
+    view = cache.get(key)
+    if view is None:
+        graph = revision_graph(DesignRevision.objects.get(pk=revision_id))
+        old = revision_graph(DesignRevision.objects.get(pk=diff_from_id)) if diff_from_id else None
+        view = canvas_view(graph, level, focus, diff_from=old)
+        cache.set(key, view, CANVAS_CACHE_SECONDS)
+    return view
 
 
 def diff_revisions(a: DesignRevision, b: DesignRevision) -> dict[str, Any]:

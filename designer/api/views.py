@@ -192,20 +192,24 @@ class DesignViewSet(
         parameters=[
             OpenApiParameter("level", str, enum=["auto", "fabric", "pod", "switch"]),
             OpenApiParameter("focus", str),
+            OpenApiParameter("diff_from", int, description="draw what changed from this revision"),
         ],
         responses={200: OpenApiTypes.OBJECT},
     )
     @action(detail=True, methods=["get"], url_path=REVISION + "/canvas")
     def canvas(self, request: Request, pk: str | None = None, number: str = "") -> Response:
-        """Server-computed positions for the topology canvas, at a level of detail."""
-        from designer.canvas import canvas_view
-
+        """Server-computed positions for the topology canvas, at a level of detail (or a diff drawn)."""
         level = request.query_params.get("level", "auto")
         if level not in ("auto", "fabric", "pod", "switch"):
             raise Invalid("level must be auto, fabric, pod or switch", fields={"level": [level]})
-        graph = services.revision_graph(self._revision(number))
+        other = request.query_params.get("diff_from") or ""
+        if other and not other.isdigit():
+            raise Invalid("diff_from must be a revision number", fields={"diff_from": [other]})
+        revision = self._revision(number, with_graph=False)
+        old = self._revision(other, with_graph=False).pk if other else None
         try:
-            view = canvas_view(graph, level, request.query_params.get("focus") or None)
+            focus = request.query_params.get("focus") or None
+            view = services.revision_canvas(revision.pk, level, focus, old)
         except (KeyError, ValueError) as exc:
             raise Invalid(f"cannot show that: {exc}", fields={"focus": [str(exc)]}) from None
         return Response(view)

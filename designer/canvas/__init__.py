@@ -12,11 +12,20 @@ layout. Three levels:
 - ``switch`` (focus = a switch name): its ports as a faceplate with the peer on every port.
 
 ``auto`` shows every switch (hosts collapsed) when the design has at most
-``AUTO_DETAIL_SWITCHES`` switches and the fabric overview otherwise.
+``AUTO_DETAIL_SWITCHES`` switches and that level's labels are readable when it is fitted to the
+canvas (at least ``MIN_LABEL_PX`` on screen), and the fabric overview otherwise. Every switch at
+once (``pod`` without a focus) is refused above ``AUTO_DETAIL_SWITCHES``: drill into a group
+instead. Below it a level too big to fit with readable labels is zoomed to readable labels by the
+browser (frontend/src/designer/canvas.ts), the rest a pan away.
+
+``diff_from`` (another graph, the older revision) draws what changed from it: see
+designer.canvas.diff.
 """
 
 from __future__ import annotations
 
+from designer.canvas.diff import union_with_marks
+from designer.canvas.elements import MIN_LABEL_PX, readable
 from designer.canvas.fabric import fabric_level
 from designer.canvas.faceplate import faceplate
 from designer.canvas.groups import CanvasIndex, group_label, group_of
@@ -24,7 +33,7 @@ from designer.canvas.pod import pod_level
 from designer.errors import DesignerError
 from designer.graph import FabricGraph
 
-__all__ = ["AUTO_DETAIL_SWITCHES", "LEVELS", "CanvasError", "canvas_view", "group_of"]
+__all__ = ["AUTO_DETAIL_SWITCHES", "LEVELS", "MIN_LABEL_PX", "CanvasError", "canvas_view", "group_of"]
 
 LEVELS = ("auto", "fabric", "pod", "switch")
 AUTO_DETAIL_SWITCHES = 200
@@ -47,20 +56,34 @@ def _crumbs(idx: CanvasIndex, level: str, focus: str | None) -> list[dict]:
     return crumbs
 
 
-def canvas_view(graph: FabricGraph, level: str = "auto", focus: str | None = None) -> dict:
+def canvas_view(
+    graph: FabricGraph, level: str = "auto", focus: str | None = None, diff_from: FabricGraph | None = None
+) -> dict:
     """Positions and bundled edges of one level of detail of a graph (see the module doc)."""
     if level not in LEVELS:
         raise CanvasError(f"unknown level {level!r}: choose {', '.join(LEVELS)}")
     focus = focus or None
+    legend = None
+    if diff_from is not None:
+        graph, switch_status, link_status, legend = union_with_marks(diff_from, graph)
     idx = CanvasIndex(graph)
+    if diff_from is not None:
+        idx.switch_status, idx.link_status = switch_status, link_status
+    body: dict | None = None
     if level == "auto":
         if focus and focus in graph.switches:
             level = "switch"
         elif focus:
             level = "pod"
+        elif len(graph.switches) <= AUTO_DETAIL_SWITCHES:
+            body = pod_level(idx, None)
+            level = "pod" if readable(body["nodes"]) else "fabric"
+            body = body if level == "pod" else None
         else:
-            level = "pod" if len(graph.switches) <= AUTO_DETAIL_SWITCHES else "fabric"
-    if level == "switch":
+            level = "fabric"
+    if body is not None:
+        pass
+    elif level == "switch":
         if focus not in graph.switches:
             shown = ", ".join(list(graph.switches)[:5])
             raise CanvasError(f"switch level needs a switch name as focus, got {focus!r} (e.g. {shown})")
@@ -68,11 +91,15 @@ def canvas_view(graph: FabricGraph, level: str = "auto", focus: str | None = Non
     elif level == "pod":
         if focus is not None and focus not in idx.members:
             raise CanvasError(f"unknown group {focus!r}: choose {', '.join(idx.groups)}")
+        if focus is None and len(graph.switches) > AUTO_DETAIL_SWITCHES:
+            raise CanvasError(
+                f"{len(graph.switches)} switches are too many to show at once: choose a group, {_some(idx)}"
+            )
         body = pod_level(idx, focus)
     else:
         focus = None
         body = fabric_level(idx)
-    return {
+    out = {
         "level": level,
         "focus": focus,
         "topology": graph.topology,
@@ -87,3 +114,10 @@ def canvas_view(graph: FabricGraph, level: str = "auto", focus: str | None = Non
             "links": len(graph.links),
         },
     }
+    if legend is not None:
+        out["diff"] = legend
+    return out
+
+
+def _some(idx: CanvasIndex) -> str:
+    return ", ".join(idx.groups[:4]) + (" …" if len(idx.groups) > 4 else "")

@@ -1,13 +1,18 @@
 """Fabric level: one box per pod, scalable unit or torus plane, links bundled between boxes with their count.
 
-The global spine or core tier is a box of its own above the groups.
+The global spine or core tier is a box of its own; when every group hangs off it (an SU or pod
+fabric) it stands in the middle and the groups around it on the border of a grid shaped like the
+canvas (16 pods: 6 x 4), so the picture fills the canvas with readable labels instead of a strip.
+Otherwise the groups fill rows under the tier boxes.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
+from typing import Any
 
-from designer.canvas.elements import DX, DY, bundle, bundled_edges
+from designer.canvas.elements import DY, bundle, bundled_edges, grid
 from designer.canvas.groups import CanvasIndex, count_label, group_label, is_tier_group, tier_rank
 
 
@@ -31,18 +36,50 @@ def fabric_level(idx: CanvasIndex) -> dict:
         if ga == gb:
             internal[ga] += 1
         else:
-            bundle(bundles, ga, gb, lk)
+            bundle(bundles, ga, gb, lk, idx.status(lk))
     local = [g for g in idx.groups if not is_tier_group(g)]
     tiers = [g for g in idx.groups if is_tier_group(g)]
-    bottom = max((tier_rank(switches[m].tier) for g in local for m in idx.members[g]), default=2)
-    width = max(len(local), 1) * DX * 2.5
     nodes = []
-    for i, g in enumerate(local):
-        nodes.append(_group_node(idx, g, (i + 0.5) * DX * 2.5, bottom * DY, hosts_of, internal))
+    if tiers and len(local) > RING_FROM:
+        # A star: the tier every group connects to in the middle, the groups around it.
+        cells, cols, rows = ring(len(local))
+        for g, (c, r) in zip(local, cells, strict=True):
+            nodes.append(_group_node(idx, g, c * BOX_DX, r * BOX_DY, hosts_of, internal))
+        mid_x, mid_y = (cols - 1) * BOX_DX / 2, (rows - 1) * BOX_DY / 2
+        for i, g in enumerate(tiers):
+            y = mid_y + (i - (len(tiers) - 1) / 2) * BOX_DY * 0.8
+            nodes.append(_group_node(idx, g, mid_x, y, hosts_of, internal))
+        return {"nodes": nodes, "edges": bundled_edges(bundles, with_links=False)}
+    bottom = max((tier_rank(switches[m].tier) for g in local for m in idx.members[g]), default=2)
+    cells = grid(len(local), max(3, math.ceil(math.sqrt(len(local) * 1.5))))
+    width = max((c for c, _ in cells), default=0) * BOX_DX
+    for g, (c, r) in zip(local, cells, strict=True):
+        nodes.append(_group_node(idx, g, c * BOX_DX, bottom * DY + r * BOX_DY, hosts_of, internal))
     for g in tiers:
         rank = tier_rank(g.partition("-")[2])
         nodes.append(_group_node(idx, g, width / 2, min(rank, bottom - 1) * DY, hosts_of, internal))
     return {"nodes": nodes, "edges": bundled_edges(bundles, with_links=False)}
+
+
+RING_FROM = 5  # more groups than this stand around their spine or core tier
+BOX_DX = 230.0  # a group box is 200 canvas px wide
+BOX_DY = 150.0
+
+
+def ring(n: int) -> tuple[list[tuple[int, int]], int, int]:
+    """(column, row) of n cells clockwise round the border of a grid about 1.5 times wider than tall
+    (8 groups: 3 x 3, 16: 5 x 5), and the grid's columns and rows."""
+    rows = 3
+    while True:
+        cols = max(3, math.ceil((n + 4 - 2 * rows) / 2))
+        if cols <= 1.3 * rows:
+            break
+        rows += 1
+    border = [(c, 0) for c in range(cols)]
+    border += [(cols - 1, r) for r in range(1, rows)]
+    border += [(c, rows - 1) for c in range(cols - 2, -1, -1)]
+    border += [(0, r) for r in range(rows - 2, 0, -1)]
+    return border[:n], cols, rows
 
 
 def _group_node(idx: CanvasIndex, g: str, x: float, y: float, hosts_of: dict, internal: Counter) -> dict:
@@ -53,7 +90,7 @@ def _group_node(idx: CanvasIndex, g: str, x: float, y: float, hosts_of: dict, in
     if hosts:
         parts.append(f"{hosts} nodes")
     label = group_label(g, idx.graph.topology)
-    return {
+    node: dict[str, Any] = {
         "id": g,
         "label": f"{label}\n{' · '.join(parts)}",
         "kind": "group",
@@ -70,3 +107,8 @@ def _group_node(idx: CanvasIndex, g: str, x: float, y: float, hosts_of: dict, in
             "internal_links": internal.get(g, 0),
         },
     }
+    changed = idx.group_status(g)
+    if changed:
+        node["diff"] = "changed"
+        node["data"]["diff_counts"] = changed
+    return node

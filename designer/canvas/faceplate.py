@@ -1,15 +1,17 @@
 """Switch level: one switch's ports as a faceplate (cages in columns) with the peer on every port.
 
-Peers in a higher tier are drawn above the faceplate, the rest (lower tiers, hosts) below it.
+Peers in a higher tier are drawn above the faceplate, the rest (lower tiers, hosts) below it, in
+rows as wide as the faceplate so their names stay readable when the level is fitted.
 """
 
 from __future__ import annotations
 
-from designer.canvas.elements import DX, DY, HOST, switch_node
+from designer.canvas.elements import DX, DY, HOST, grid, switch_node
 from designer.canvas.groups import CanvasIndex, tier_rank
 
-PORT_DX = 34.0
-PORT_DY = 34.0
+PORT_DX = 40.0
+PORT_DY = 40.0
+PEER_DY = 62.0  # between rows of peers
 
 
 def faceplate(idx: CanvasIndex, name: str) -> dict:
@@ -82,11 +84,15 @@ def faceplate(idx: CanvasIndex, name: str) -> dict:
     nodes.insert(0, node)
     above = [p for p in peers if p in graph.switches and tier_rank(graph.switches[p].tier) < rank]
     below = [p for p in peers if p not in above]
-    for names, y in ((above, -DY), (below, (per_cage - 1) * PORT_DY + DY)):
-        step = max(DX, width / max(len(names), 1)) if names else DX
-        start = (width - step * (len(names) - 1)) / 2
-        for i, peer in enumerate(names):
-            x = start + i * step
+    per_row = max(4, int(width // DX))
+    above_rows = -(-len(above) // per_row)
+    for names, y0 in ((above, -DY - (above_rows - 1) * PEER_DY), (below, (per_cage - 1) * PORT_DY + DY)):
+        cells = grid(len(names), per_row)
+        cols = max((c for c, _ in cells), default=0) + 1
+        step = max(DX, width / cols)
+        start = (width - step * (cols - 1)) / 2
+        for peer, (c, r) in zip(names, cells, strict=True):
+            x, y = start + c * step, y0 + r * PEER_DY
             if peer in graph.switches:
                 nodes.append(switch_node(idx, peer, x, y, None))
             else:

@@ -85,6 +85,22 @@ class CanvasIndex:
                 self.hosts[lk.a].append(lk)
         self.groups = sorted(self.members, key=_group_sort_key)
         self.ports_total: dict[str, int] = {}
+        # A revision diff drawn on the canvas (designer.canvas.diff): status per switch and link key.
+        self.switch_status: dict[str, str] = {}
+        self.link_status: dict[tuple, str] = {}
+
+    def status(self, lk: Link) -> str | None:
+        """The link's part in the diff drawn, if any."""
+        return self.link_status.get(lk.key()) if self.link_status else None
+
+    def group_status(self, group: str) -> dict[str, int]:
+        """Switches of a group added, removed or changed in the diff drawn."""
+        out: Counter[str] = Counter()
+        if self.switch_status:
+            for m in self.members[group]:
+                if m in self.switch_status:
+                    out[self.switch_status[m]] += 1
+        return dict(out)
 
     def total(self, device: str) -> int:
         """Ports of a device (cached: the graph works it out from the catalogue)."""

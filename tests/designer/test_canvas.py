@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from designer.canvas import AUTO_DETAIL_SWITCHES, CanvasError, canvas_view
+from designer.canvas import AUTO_DETAIL_SWITCHES, MIN_LABEL_PX, CanvasError, canvas_view
+from designer.canvas.elements import label_px_at_fit
 from designer.plan import plan
 
 ONE_SU = {"topology": "rail-optimized", "gpus": 256, "switch": "QM9700", "node_type": "DGX-H100"}
@@ -64,7 +65,11 @@ def test_fabric_level_bundles_links_between_scalable_units_and_spine_tier(eight_
     assert "8 leaves · 32 nodes" in groups["su-3"]["label"]
     edges = {(e["source"], e["target"]): e["count"] for e in view["edges"]}
     assert edges[("su-1", "tier-spine")] == 256  # 8 leaves x 32 uplinks
-    assert groups["tier-spine"]["y"] < groups["su-1"]["y"]
+    # the spine tier in the middle, the 8 SUs round it (a 3 x 3 grid's border)
+    sus = [groups[f"su-{i}"] for i in range(1, 9)]
+    spine = groups["tier-spine"]
+    assert min(n["x"] for n in sus) < spine["x"] < max(n["x"] for n in sus)
+    assert min(n["y"] for n in sus) < spine["y"] < max(n["y"] for n in sus)
 
 
 def test_drilling_into_a_scalable_unit_collapses_the_others(eight_su):
@@ -138,3 +143,78 @@ def test_other_topologies_draw_every_switch_once(options):
     assert sorted(n["id"] for n in by_kind(view, "switch")) == sorted(graph.switches)
     positions = {(n["x"], n["y"]) for n in by_kind(view, "switch")}
     assert len(positions) == len(graph.switches)  # no two switches on top of each other
+
+
+# --- readable at any size (issue 15) ---------------------------------------------------------
+
+
+def test_auto_opens_the_fabric_level_when_every_switch_would_be_unreadable(eight_su, one_su):
+    # 96 switches fit under AUTO_DETAIL_SWITCHES but not on a canvas with 10-px labels
+    assert len(eight_su.switches) <= AUTO_DETAIL_SWITCHES
+    assert canvas_view(eight_su)["level"] == "fabric"
+    assert canvas_view(one_su)["level"] == "pod"
+
+
+@pytest.mark.parametrize(
+    "level_focus", [("fabric", None), ("pod", "su-2"), ("switch", "su02-leaf-r3"), ("switch", "spine-07")]
+)
+def test_levels_of_2048_gpus_are_readable_when_fitted(eight_su, level_focus):
+    view = canvas_view(eight_su, *level_focus)
+    assert label_px_at_fit(view["nodes"]) >= MIN_LABEL_PX
+
+
+@pytest.mark.parametrize(
+    "level_focus", [("fabric", None), ("pod", "pod-9"), ("switch", "pod09-spine-05"), ("switch", "su40-leaf-r2")]
+)
+def test_levels_of_16384_gpus_are_readable_when_fitted(big, level_focus):
+    view = canvas_view(big, *level_focus)
+    assert view["level"] == level_focus[0]
+    assert label_px_at_fit(view["nodes"]) >= MIN_LABEL_PX
+
+
+def test_fabric_level_of_16_pods_fills_the_canvas_not_a_strip(big):
+    view = canvas_view(big, "fabric")
+    pods = [n for n in view["nodes"] if n["id"].startswith("pod-")]
+    assert len({n["y"] for n in pods}) == 5 and len({n["x"] for n in pods}) == 5  # round a 5 x 5 grid
+    assert len({(n["x"], n["y"]) for n in pods}) == 16
+    xs = [n["x"] for n in view["nodes"]]
+    ys = [n["y"] for n in view["nodes"]]
+    assert 1 < (max(xs) - min(xs)) / (max(ys) - min(ys)) < 3  # about the canvas's shape
+
+
+def test_every_switch_at_once_is_refused_above_the_detail_limit(big):
+    with pytest.raises(CanvasError, match="1280 switches are too many to show at once: choose a group, pod-1"):
+        canvas_view(big, "pod")
+
+
+def test_a_focused_group_wraps_its_tiers_into_rows(big):
+    view = canvas_view(big, "pod", "pod-3")
+    leaves = [n for n in by_kind(view, "switch") if n["tier"] == "leaf"]
+    assert len(leaves) == 32 and len({n["y"] for n in leaves}) == 4
+
+
+def test_a_diff_is_drawn_on_the_union_of_both_revisions(one_su):
+    new = one_su.copy()
+    new.add_switch("spare-spine", "QM9700", "spine")
+    new.disconnect("su01-leaf-r1", 64)
+    new.connect("su01-leaf-r1", 64, "spare-spine", 1)
+    view = canvas_view(new, "pod", diff_from=one_su)
+    marks = {n["id"]: n.get("diff") for n in view["nodes"]}
+    assert marks["spare-spine"] == "added"
+    assert marks["su01-leaf-r2"] is None
+    edges = {(e["source"], e["target"]): e.get("diff") for e in view["edges"]}
+    assert edges[("spare-spine", "su01-leaf-r1")] == "added"
+    # the unplugged uplink was one of the 8 cables of a leaf-spine bundle: that bundle is changed
+    touched = [
+        e for e in view["edges"] if e.get("diff") and e["source"] != "spare-spine" and e["target"] != "spare-spine"
+    ]
+    assert len(touched) == 1 and touched[0]["diff"] == "changed"
+    assert touched[0]["diff_counts"] == {"removed": 1} and touched[0]["count"] == 8
+    assert view["diff"]["switches"] == {"added": 1, "removed": 0, "changed": 0}
+    assert view["diff"]["cables"]["added"] == 1 and view["diff"]["cables"]["removed"] == 1
+    # a switch removed in the newer revision is still drawn, marked removed
+    back = canvas_view(one_su, "pod", diff_from=new)
+    assert {n["id"]: n.get("diff") for n in back["nodes"]}["spare-spine"] == "removed"
+    # at fabric level the group holding it is marked changed
+    fabric = canvas_view(new, "fabric", diff_from=one_su)
+    assert any(n.get("diff") == "changed" for n in fabric["nodes"])

@@ -4,7 +4,8 @@
 import { api, ApiError } from "../api";
 import { confirmAction } from "../confirm";
 import { byTestId, debounce, fmt, h, maybeTestId } from "../dom";
-import { FabricCanvas, type Picked } from "./canvas";
+import { FabricCanvas, type LabelSize, type Picked } from "./canvas";
+import { renderDiffLegend } from "./diffview";
 import { compress, describe, EditError, GraphEditor } from "./edits";
 import { renderSummary } from "./metrics";
 import { explain } from "./planner";
@@ -21,6 +22,10 @@ export function startCanvasPage(init: PageInit): void {
   let editor: GraphEditor | null = null;
   let armed: { device: string; port: number } | null = null;
   let loadSeq = 0;
+  // A revision diff drawn on the canvas: the newer revision with what changed from the older one.
+  let diffPair: { from: number; to: number } | null = null;
+  const legend = h("div", { class: "diff-legend", testid: "diff-legend", role: "note", hidden: true });
+  byTestId("canvas").after(legend);
 
   const canvas = new FabricCanvas(byTestId("canvas"), {
     pick: (item) => inspect(item),
@@ -33,6 +38,11 @@ export function startCanvasPage(init: PageInit): void {
 
   // ---- loading a level --------------------------------------------------------------------
   async function fetchView(lv: string, fc: string | null): Promise<CanvasView> {
+    if (diffPair) {
+      const query = new URLSearchParams({ level: lv, diff_from: String(diffPair.from) });
+      if (fc) query.set("focus", fc);
+      return api<CanvasView>(`/api/designs/${design.id}/revisions/${diffPair.to}/canvas/?${query}`);
+    }
     if (editor && editor.editCount > 0) {
       return api<CanvasView>(init.canvas_url!, { method: "POST", body: JSON.stringify({ graph: editor.graph, level: lv, focus: fc }) });
     }
@@ -52,6 +62,9 @@ export function startCanvasPage(init: PageInit): void {
       canvas.render(view, keepViewport);
       crumbs(view);
       portTable(view);
+      if (diffPair) renderDiffLegend(legend, view, diffPair.from, diffPair.to, () => ((diffPair = null), void load(level, focus)));
+      else renderDiffLegend(legend, null, 0, 0, () => undefined);
+      document.body.dataset.diff = diffPair ? `${diffPair.from}-${diffPair.to}` : "";
       if (armed) canvas.arm(`port:${armed.device}:${armed.port}`);
       document.body.dataset.level = view.level;
       if (!document.body.dataset.readyMs) {
@@ -359,10 +372,25 @@ export function startCanvasPage(init: PageInit): void {
     try {
       const diff = await api<RevisionDiff>(`/api/designs/${design.id}/revisions/${from}/diff/${to}/`);
       renderDiff(target, diff, from, to);
+      diffPair = { from, to };
+      void load(level, focus);
     } catch (err) {
       target.replaceChildren(h("p", { class: "error" }, err instanceof ApiError ? explain(err) : String(err)));
     }
   });
+
+  // For the browser tests and whoever debugs a canvas: every label's size on screen.
+  (window as Window & { ibcCanvas?: unknown }).ibcCanvas = {
+    labels: (): LabelSize[] => canvas.labelSizes(),
+    zoom: (): number => canvas.cy.zoom(),
+    colour: (id: string): string => String(canvas.cy.getElementById(id).style("background-color")),
+    lineColour: (id: string): string => String(canvas.cy.getElementById(id).style("line-color")),
+    extent: (): { w: number; h: number } => {
+      const box = canvas.cy.elements().renderedBoundingBox({});
+      return { w: box.w, h: box.h };
+    },
+    at: (id: string): { x: number; y: number } => canvas.cy.getElementById(id).renderedPosition(),
+  };
 
   // The canvas first: the graph for editing and the saved summary load once it is on screen.
   void load("auto", null).then(() => {

@@ -121,7 +121,11 @@ export interface CanvasNode {
   ports_used: number;
   ports_total: number;
   data: Record<string, unknown>;
+  diff?: DiffStatus;
 }
+
+export type DiffStatus = "added" | "removed" | "changed";
+export type DiffCounts = Record<DiffStatus, number>;
 
 export type EdgeLink = [string, number, string, number, string, number];
 
@@ -133,6 +137,8 @@ export interface CanvasEdge {
   tier: string;
   cable: string;
   links?: EdgeLink[];
+  diff?: DiffStatus;
+  diff_counts?: Partial<DiffCounts>;
 }
 
 export interface Crumb {
@@ -161,6 +167,7 @@ export interface CanvasView {
   breadcrumbs: Crumb[];
   ports?: PortRow[];
   counts: { switches: number; nodes: number; links: number };
+  diff?: { switches: DiffCounts; cables: DiffCounts };
 }
 
 export interface DiffSide {
