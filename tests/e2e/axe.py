@@ -45,7 +45,8 @@ def describe(where: str, found: list[dict[str, Any]]) -> str:
     for v in found:
         lines.append(f"{where}: [{v['impact']}] {v['id']}: {v['help']}")
         for node in v["nodes"][:8]:
-            lines.append(f"    {node['target']}  {node['summary'].splitlines()[-1] if node['summary'] else ''}")
+            reasons = node["summary"].splitlines()[1:2]  # after "Fix any/all of the following:", the first
+            lines.append(f"    {node['target']}  {reasons[0].strip() if reasons else ''}")
         if len(v["nodes"]) > 8:
             lines.append(f"    … and {len(v['nodes']) - 8} more")
     return "\n".join(lines)
