@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: run setup test test-full test-smoke lint format bench openapi migrations-check clean
+.PHONY: run setup test test-full test-smoke lint format bench screenshots openapi migrations-check clean
 
 run:            ## set up everything, seed the demo and start the console on :8000
 	@scripts/bootstrap.sh
@@ -31,6 +31,10 @@ format:
 bench:          ## benchmarks (not part of `make test`); each prints one JSON line
 	@scripts/bootstrap.sh --test
 	@scripts/bench.sh
+
+screenshots:    ## 1600×1000 Chromium screenshots of every page per demo account into docs/screenshots/ (not in `make test`)
+	@scripts/bootstrap.sh --test
+	@$(PY) scripts/screenshots.py
 
 openapi:        ## regenerate the committed OpenAPI snapshot
 	$(PY) manage.py spectacular --file docs/openapi.yaml --validate

@@ -264,6 +264,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # No deep links: Swagger UI puts each one (an <a href>) inside the operation's toggle button,
+    # a link nested in a button that keyboards and screen readers cannot tell apart (axe:
+    # nested-interactive).
+    "SWAGGER_UI_SETTINGS": {"deepLinking": False},
     # Every operation's error statuses with the one error body (401/403/404/429/503, 400, 409...).
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

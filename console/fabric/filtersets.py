@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import django_filters
 from django import forms
+from django.db import connection
 from django.db.models import QuerySet
 
 from console.fabric.models import ChangeRequest
@@ -63,8 +64,16 @@ def carrying_change(fabric_id: int, partition_name: str) -> ChangeRequest | None
     desired state names it; failing that, the latest one naming it (still pending, or failed:
     the operator sees why). Partition names are unique for all time (``res-<id>``), so the name
     alone ties a change to a reservation — a P_Key is reused once released. Two queries at most."""
-    carrying = ChangeRequest.objects.filter(
-        fabric_id=fabric_id, dry_run=False, desired__partitions__contains=[{"name": partition_name}]
-    ).only("id", "status", "created_at", "fabric_id")
+    carrying = ChangeRequest.objects.filter(fabric_id=fabric_id, dry_run=False)
+    if connection.features.supports_json_field_contains:
+        carrying = carrying.filter(desired__partitions__contains=[{"name": partition_name}])
+    else:  # SQLite (the embedded mode of `make run`) has no JSON containment: the same match in Python
+        named = [
+            pk
+            for pk, desired in carrying.values_list("id", "desired")
+            if any(p.get("name") == partition_name for p in (desired or {}).get("partitions", []))
+        ]
+        carrying = carrying.filter(id__in=named)
+    carrying = carrying.only("id", "status", "created_at", "fabric_id")
     applied = carrying.filter(status=ChangeRequest.Status.APPLIED).order_by("created_at", "id").first()
     return applied or carrying.order_by("-created_at", "-id").first()

@@ -2,6 +2,8 @@
 // Script tags are not written into the template (the strict CSP rule: scripts come from bundles); the
 // URLs arrive as data attributes and each file runs before the next is fetched.
 
+import "./apidocs.css";
+
 function load(src: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const script = document.createElement("script");

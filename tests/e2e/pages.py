@@ -1,0 +1,114 @@
+"""Every HTML page of the console, and who sees it: the one list the accessibility test
+(tests/e2e/test_accessibility.py) and the reviewers' screenshots (scripts/screenshots.py) walk.
+
+A page's path has ``{holes}`` filled from the ids of the world the walk runs in (a test's fixtures
+or the demo seed): ``fabric``, ``design``, ``revision``, ``reservation`` (one the tenant owns),
+``change`` and ``q`` (a search). test_accessibility.py fails when a URL pattern of an HTML page is
+in neither ``PAGES`` nor ``NOT_PAGES``, and when a role gets 200 from a page not listed for it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+ANONYMOUS, OPERATOR, TENANT_ADMIN, TENANT_MEMBER, AUDITOR = "anonymous", "operator", "admin", "member", "auditor"
+ROLES = (ANONYMOUS, OPERATOR, TENANT_ADMIN, TENANT_MEMBER, AUDITOR)
+SIGNED_IN = frozenset({OPERATOR, TENANT_ADMIN, TENANT_MEMBER, AUDITOR})
+READERS = frozenset({OPERATOR, AUDITOR})  # who sees every tenant
+
+
+@dataclass(frozen=True)
+class Page:
+    slug: str  # a file name: docs/screenshots/<account>/<slug>.png
+    route: str  # the URL pattern, as tests/isolation.py's url_routes() spells it
+    roles: frozenset[str]
+    path: str = ""  # the URL to open, ``route`` when empty; ``{holes}`` filled by ``url()``
+    ready: str = "main"  # a CSS selector present once the page has drawn itself
+    status: int = 200
+    action: str = ""  # a page reached by a form: "import" submits the designer's import form
+
+    def url(self, ids: dict[str, object]) -> str:
+        return (self.path or self.route).format(**ids)
+
+
+_CANVAS = "body[data-canvas=ready]"
+PAGES: tuple[Page, ...] = (
+    Page("login", "/login/", frozenset({ANONYMOUS}), ready="form"),
+    Page("not-found", "", frozenset(ROLES), path="/no-such-page/", status=404, ready="[data-testid=error-page]"),
+    Page("home", "/", SIGNED_IN),
+    Page("search", "/search/", SIGNED_IN, path="/search/?q={q}"),
+    Page("fabrics", "/fabrics/", READERS),
+    Page("fabric", "/fabrics/{fabric_id}/", READERS, path="/fabrics/{fabric}/?discover=false"),
+    Page("fabric-changes", "/fabrics/{fabric_id}/changes/", READERS, path="/fabrics/{fabric}/changes/"),
+    Page(
+        "fabric-change",
+        "/fabrics/{fabric_id}/changes/{change_id}/",
+        READERS,
+        path="/fabrics/{fabric}/changes/{change}/",
+    ),
+    Page("live-home", "/live/", SIGNED_IN),
+    Page("live", "/fabrics/{fabric_id}/live/", SIGNED_IN, path="/fabrics/{fabric}/live/", ready="[data-testid=nav]"),
+    Page("designer", "/designer/", READERS, ready="[data-testid=preview]"),
+    Page("designer-canvas", "/designer/{design_id}/", READERS, path="/designer/{design}/", ready=_CANVAS),
+    Page(
+        "designer-revision",
+        "/designer/{design_id}/r/{revision}/",
+        READERS,
+        path="/designer/{design}/r/{revision}/",
+        ready=_CANVAS,
+    ),
+    Page("designer-import", "/designer/import/", frozenset({OPERATOR}), action="import"),
+    Page("reservations", "/reservations/", SIGNED_IN),
+    Page("reservation", "/reservations/{pk}/", SIGNED_IN, path="/reservations/{reservation}/"),
+    Page("reservations-all", "/reservations/all/", READERS),
+    Page("reservations-quotas", "/reservations/quotas/", READERS),
+    Page("reservations-occupancy", "/reservations/occupancy/", READERS),
+    Page("audit", "/audit/", frozenset({OPERATOR, AUDITOR, TENANT_ADMIN})),
+    Page("tenants", "/tenants/", READERS),
+    Page("locked-logins", "/logins/locked/", READERS),
+    Page("tokens", "/tokens/", SIGNED_IN),
+    Page("password", "/account/password/", SIGNED_IN),
+    Page("api-docs", "/api/docs/", frozenset(ROLES), ready=".swagger-ui .information-container"),
+)
+
+#: URL patterns that are not pages a person opens, and why.
+NOT_PAGES: dict[str, str] = {
+    "/logout/": "POST only; redirects to the login page",
+    "/logins/locked/unlock/": "POST only; redirects to the locked-logins page",
+    "/tokens/{pk}/revoke/": "POST only; redirects to the tokens page",
+    "/designer/canvas/": "POST only; answers JSON (the canvas of an unsaved design)",
+    "/reservations/{pk}/connection/": "JSON for the reservation page's script",
+    "/healthz": "JSON for load balancers",
+    "/metrics": "Prometheus text",
+}
+#: The REST API answers JSON (DRF's browsable view of it is not a console page); its docs page is.
+API_PREFIX = "/api/"
+
+
+def pages_for(role: str) -> list[Page]:
+    return [page for page in PAGES if role in page.roles]
+
+
+def open_page(browser: Any, base: str, page: Page, ids: dict[str, object]) -> int:
+    """Open ``page`` in the Playwright page ``browser`` (signed in already, or not) and wait until
+    it has drawn itself; the HTTP status it answered."""
+    if page.action == "import":
+        design, revision = ids.get("import_design", ids["design"]), ids.get("import_revision", ids["revision"])
+        export = f"{base}/api/designs/{design}/revisions/{revision}/export/ibnetdiscover/"
+        dump = browser.request.get(export)
+        assert dump.ok, (export, dump.status)
+        browser.goto(f"{base}/designer/#import")
+        browser.get_by_test_id("import-name").fill(f"imported-{uuid.uuid4().hex[:6]}")
+        browser.get_by_test_id("import-dump").set_input_files(
+            {"name": "fabric.ibnetdiscover", "mimeType": "text/plain", "buffer": dump.body()}
+        )
+        with browser.expect_navigation() as navigation:
+            browser.get_by_test_id("import-submit").click()
+        response = navigation.value
+    else:
+        response = browser.goto(base + page.url(ids))
+    browser.locator(page.ready).first.wait_for(state="attached")
+    browser.wait_for_load_state("load")
+    return response.status if response is not None else 0
