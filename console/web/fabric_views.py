@@ -97,6 +97,8 @@ def _compare(request: HttpRequest, fabric: Fabric, refresh: bool) -> tuple[dict[
     try:
         return discovery.compare(fabric, refresh=refresh, actor=Actor.for_user(request.user)), ""
     except ConsoleError as exc:
+        if isinstance(exc, NotFound) and not refresh:  # nothing stored, no sweep asked: "No discovery yet"
+            return None, ""
         error = exc.detail
     try:
         return discovery.compare(fabric, refresh=False), error

@@ -150,6 +150,9 @@ def test_the_fabric_page_and_the_change_page_link_to_the_list(client, operator, 
     assert f'href="{target}" data-testid="fabric-changes-link"' in fabric_page
     change_page = client.get(reverse("web:fabric-change", args=[fabric.pk, rows["failed"].pk])).content.decode()
     assert f'href="{target}" data-testid="all-changes-link"' in change_page
+    # never discovered and no sweep asked for: a plain statement, not a red error in CLI words
+    assert "No discovery yet." in fabric_page
+    assert 'data-testid="compare-error"' not in fabric_page
 
 
 def test_the_live_page_links_operators_to_the_list(client, operator, admin_a, fabric):

@@ -223,14 +223,14 @@ def compare(
         return freshness.stamp(compare_run(fabric, stored), before, discovered_now=False, note=note)
     if not refresh:
         if stored is None:
-            raise NotFound(f"no discovery of {fabric.name} yet: discover it first (or compare without --no-discover)")
+            raise NotFound(f"no discovery of {fabric.name} yet: run a discovery first")
         note = f"reused as asked, may be out of date: {before.why()}"
         return freshness.stamp(compare_run(fabric, stored), before, discovered_now=False, note=note)
     try:
         run = discover(fabric, actor=actor or Actor.system("fabric-compare"))
     except ConsoleError as exc:
         if stored is not None:  # say what can still be compared, never fall back silently
-            exc.detail = f"{exc.detail} (the stored discovery can be compared as is: {before.why()}; --no-discover)"
+            exc.detail = f"{exc.detail} (the stored discovery can still be compared as it is: {before.why()})"
             exc.args = (exc.detail,)
         raise
     note = f"discovered now: {before.why()}"

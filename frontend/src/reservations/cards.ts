@@ -142,8 +142,9 @@ export class Board {
       ),
       p.leaf_groups?.length
         ? h("p", { class: "muted small", testid: "res-placement" },
-            `leaf groups ${p.leaf_groups.join(", ")} · leaves ${p.leaves?.length ?? 0} · ` +
-            `max ${p.max_switch_hops ?? 0} switch hops${p.rail_aligned ? " · rail-aligned" : ""}`)
+            `leaf groups ${p.leaf_groups.join(", ")} · leaves ${p.leaves?.length ?? 0}` +
+            (p.max_switch_hops ? ` · at most ${p.max_switch_hops} switch hops between nodes` : "") +
+            (p.rail_aligned ? " · rail-aligned" : ""))
         : null,
       r.reason ? h("p", { class: r.status === "rejected" ? "error" : "muted", testid: "res-reason" }, r.reason) : null,
       r.fabric_error ? h("p", { class: "error", testid: "res-fabric-error" }, r.fabric_error) : null,
