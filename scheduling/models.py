@@ -104,6 +104,10 @@ class Pool(models.Model):
     nodes = models.ManyToManyField(Node, related_name="pools", blank=True)
     # Bumped on every membership change: cached topologies are keyed by it.
     version = models.PositiveIntegerField(default=1)
+    # Patience of queued requests that do not give their own max_wait (None: no patience).
+    default_max_wait = models.DurationField(
+        null=True, blank=True, help_text="how long a queued request waits for a packed placement"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -178,11 +182,14 @@ class Reservation(TenantOwnedModel):
     """A gang of GPUs for a tenant over ``[start, end)``, with its own partition on the fabric.
 
     requested → placed → provisioning → ready → ending → released; or rejected (``reason``),
-    preempted (borrowed capacity reclaimed, ``reason`` is the notice) or cancelled.
+    preempted (borrowed capacity reclaimed, ``reason`` is the notice) or cancelled. An ``asap``
+    request that does not fit now is ``queued`` (``estimated_start``, ``queue_position``) until a
+    queue pass places it (→ provisioning) or it is cancelled.
     """
 
     class Status(models.TextChoices):
         REQUESTED = "requested"
+        QUEUED = "queued"
         PLACED = "placed"
         PROVISIONING = "provisioning"
         READY = "ready"
@@ -232,6 +239,12 @@ class Reservation(TenantOwnedModel):
     updated_at = models.DateTimeField(auto_now=True)
     ready_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
+    # The queue (asap requests): when it was queued, how long it waits for a packed placement,
+    # and what the last queue pass estimated.
+    queued_at = models.DateTimeField(null=True, blank=True)
+    max_wait = models.DurationField(null=True, blank=True)
+    estimated_start = models.DateTimeField(null=True, blank=True)
+    queue_position = models.PositiveIntegerField(null=True, blank=True)
 
     objects: ClassVar[models.Manager[Reservation]] = ReservationQuerySet.as_manager()
 

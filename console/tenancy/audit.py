@@ -20,6 +20,8 @@ class AuditOutsideTransaction(RuntimeError):
 def _json_safe(value: Any) -> Any:
     if isinstance(value, dt.datetime | dt.date | dt.time):
         return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()  # durations (a reservation's max_wait) as seconds
     if isinstance(value, decimal.Decimal | uuid.UUID):
         return str(value)
     if isinstance(value, bytes):

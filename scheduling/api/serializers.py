@@ -17,6 +17,13 @@ from scheduling.placement.registry import Param, params
 from scheduling.services import quotas
 from scheduling.services.reservations import MAX_SIZE, ReservationRequest
 
+MAX_WAIT_MINUTES = 90 * 24 * 60
+
+
+def minutes(value: dt.timedelta | None) -> int | None:
+    """A duration as whole minutes, the API's duration unit (``duration_minutes``)."""
+    return None if value is None else int(value.total_seconds() // 60)
+
 
 class PoolSerializer(serializers.ModelSerializer):
     """A pool; on create, its nodes are chosen by ``kind`` (GPU model, SUs or node names)."""
@@ -27,6 +34,13 @@ class PoolSerializer(serializers.ModelSerializer):
     gpu_model = serializers.CharField(write_only=True, required=False, allow_blank=True)
     sus = serializers.ListField(child=serializers.IntegerField(min_value=0), write_only=True, required=False)
     node_names = serializers.ListField(child=serializers.CharField(max_length=64), write_only=True, required=False)
+    default_max_wait_minutes = serializers.IntegerField(
+        min_value=0,
+        max_value=MAX_WAIT_MINUTES,
+        required=False,
+        allow_null=True,
+        help_text="patience of queued requests that give no max_wait_minutes (null: none)",
+    )
 
     class Meta:
         model = Pool
@@ -41,9 +55,15 @@ class PoolSerializer(serializers.ModelSerializer):
             "gpu_model",
             "sus",
             "node_names",
+            "default_max_wait_minutes",
             "created_at",
         ]
         read_only_fields = ["created_at"]
+
+    def to_representation(self, instance: Pool) -> dict[str, Any]:
+        body = super().to_representation(instance)
+        body["default_max_wait_minutes"] = minutes(instance.default_max_wait)
+        return body
 
     def get_node_count(self, pool: Pool) -> int:
         counted = getattr(pool, "annotated_node_count", None)  # PoolViewSet's queryset counts in SQL
@@ -79,6 +99,7 @@ class QuotaUsageSerializer(serializers.Serializer):
     borrowed_gpus = serializers.IntegerField()
     peak_future_gpus = serializers.IntegerField()
     headroom_gpus = serializers.IntegerField()
+    queued_gpus = serializers.IntegerField(help_text="GPUs of queued requests: apart from used and headroom")
 
 
 class QuotaListSerializer(serializers.ListSerializer):
@@ -126,6 +147,7 @@ class ReservationSerializer(serializers.ModelSerializer):
     tenant: serializers.PrimaryKeyRelatedField[Tenant] = serializers.PrimaryKeyRelatedField(read_only=True)
     pkey_hex = serializers.SerializerMethodField()
     partition = serializers.CharField(source="partition_name", read_only=True)
+    max_wait_minutes = serializers.SerializerMethodField()
 
     class Meta:
         model = Reservation
@@ -157,8 +179,16 @@ class ReservationSerializer(serializers.ModelSerializer):
             "created_at",
             "ready_at",
             "ended_at",
+            "queued_at",
+            "estimated_start",
+            "queue_position",
+            "max_wait_minutes",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_max_wait_minutes(self, reservation: Reservation) -> int | None:
+        return minutes(reservation.max_wait)
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_pkey_hex(self, reservation: Reservation) -> str | None:
@@ -186,6 +216,19 @@ def constraint_field(param: Param) -> serializers.Field:
     )
 
 
+ASAP = "asap"
+
+
+@extend_schema_field({"oneOf": [{"type": "string", "format": "date-time"}, {"type": "string", "enum": [ASAP]}]})
+class StartField(serializers.DateTimeField):
+    """A start time, or ``"asap"``."""
+
+    def to_internal_value(self, value: Any) -> Any:
+        if value == ASAP:
+            return ASAP
+        return super().to_internal_value(value)
+
+
 class ReservationRequestSerializer(serializers.Serializer):
     """A reservation request: size (gpus or nodes), window and constraints."""
 
@@ -196,9 +239,20 @@ class ReservationRequestSerializer(serializers.Serializer):
     pool = serializers.PrimaryKeyRelatedField(queryset=Pool.objects.all())
     gpus = serializers.IntegerField(min_value=1, max_value=MAX_SIZE, required=False)
     nodes = serializers.IntegerField(min_value=1, max_value=MAX_SIZE, required=False)
-    start = serializers.DateTimeField(required=False, allow_null=True, help_text="default: now")
+    start = StartField(
+        required=False,
+        allow_null=True,
+        help_text='default: now; "asap": placed now if it fits, else queued (needs duration_minutes)',
+    )
     end = serializers.DateTimeField(required=False, allow_null=True)
     duration_minutes = serializers.IntegerField(min_value=1, max_value=90 * 24 * 60, required=False)
+    max_wait_minutes = serializers.IntegerField(
+        min_value=0,
+        max_value=MAX_WAIT_MINUTES,
+        required=False,
+        allow_null=True,
+        help_text="asap only: minutes to wait for a packed placement before a wider one (default: the pool's)",
+    )
     priority_class = serializers.ChoiceField(PriorityClass.choices, default=PriorityClass.TRAINING)
     name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
 
@@ -219,7 +273,12 @@ class ReservationRequestSerializer(serializers.Serializer):
         if attrs.get("end") is not None and "duration_minutes" in attrs:
             raise serializers.ValidationError({"end": ["give end or duration_minutes, not both"]})
         start, end = attrs.get("start"), attrs.get("end")
-        if start is not None and end is not None and end <= start:
+        if start == ASAP:
+            if end is not None:
+                raise serializers.ValidationError({"start": ["asap takes duration_minutes, not end"]})
+        elif attrs.get("max_wait_minutes") is not None:
+            raise serializers.ValidationError({"max_wait_minutes": ["only with start asap"]})
+        elif start is not None and end is not None and end <= start:
             raise serializers.ValidationError({"end": ["must be after start"]})
         return attrs
 
@@ -227,11 +286,15 @@ class ReservationRequestSerializer(serializers.Serializer):
         data = self.validated_data
         minutes = data.get("duration_minutes")
         tenant = data.get("tenant")
+        asap = data.get("start") == ASAP
+        wait = data.get("max_wait_minutes")
         return ReservationRequest(
             pool_id=data["pool"].pk,
             gpus=data.get("gpus"),
             nodes=data.get("nodes"),
-            start=data.get("start"),
+            start=None if asap else data.get("start"),
+            asap=asap,
+            max_wait=dt.timedelta(minutes=wait) if wait is not None else None,
             end=data.get("end"),
             duration=dt.timedelta(minutes=minutes) if minutes else None,
             priority_class=data["priority_class"],

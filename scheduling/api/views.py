@@ -32,10 +32,11 @@ from scheduling.api.serializers import (
     ReservationRefusedSerializer,
     ReservationRequestSerializer,
     ReservationSerializer,
+    minutes,
 )
 from scheduling.filtersets import ReservationFilterSet
 from scheduling.models import Pool, Quota, Reservation
-from scheduling.services import inventory, lifecycle, quotas, reservations
+from scheduling.services import inventory, lifecycle, queue, quotas, reservations
 from scheduling.services.availability import availability
 
 OPERATORS = frozenset({Role.OPERATOR})
@@ -46,11 +47,12 @@ class PoolViewSet(
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
     mixins.CreateModelMixin,
+    mixins.UpdateModelMixin,
     mixins.DestroyModelMixin,
     viewsets.GenericViewSet,
 ):
     """GPU pools of the managed fabrics. Everyone with a role reads (tenants reserve in them);
-    operators create and delete."""
+    operators create, delete, and change the default patience (``default_max_wait_minutes``)."""
 
     global_reason = "pools group the operator's nodes; tenants hold quotas in them, not pools"
     write_roles = OPERATORS
@@ -82,7 +84,20 @@ class PoolViewSet(
             kind=data.get("kind", Pool.Kind.MANUAL),
             nodes=nodes,
             description=data.get("description", ""),
+            default_max_wait=_minutes(data.get("default_max_wait_minutes")),
         )
+
+    def perform_update(self, serializer: BaseSerializer[Pool]) -> None:
+        pool = serializer.instance
+        assert pool is not None  # an update always has its object
+        data = serializer.validated_data
+        changed = {k for k, v in data.items() if k != "default_max_wait_minutes" and getattr(pool, k, None) != v}
+        if changed:
+            raise Invalid(
+                "only default_max_wait_minutes can be changed", fields={k: ["read-only"] for k in sorted(changed)}
+            )
+        value = data.get("default_max_wait_minutes", minutes(pool.default_max_wait))
+        serializer.instance = inventory.set_default_max_wait(self.actor, self.principal, pool, _minutes(value))
 
     def perform_destroy(self, instance: Pool) -> None:
         inventory.delete_pool(self.actor, self.principal, instance)
@@ -108,6 +123,10 @@ class PoolViewSet(
             step=dt.timedelta(minutes=data["step_minutes"]),
         )
         return Response(AvailabilitySerializer(body).data)
+
+
+def _minutes(value: int | None) -> dt.timedelta | None:
+    return None if value is None else dt.timedelta(minutes=value)
 
 
 class _AvailabilityParams(serializers.Serializer):
@@ -174,14 +193,18 @@ class ReservationViewSet(TenantScopedCreateReadViewSet):
 
     @extend_schema(
         request=ReservationRequestSerializer,
-        responses={201: ReservationSerializer, 409: ReservationRefusedSerializer},
+        responses={201: ReservationSerializer, 202: ReservationSerializer, 409: ReservationRefusedSerializer},
     )
     @idempotent
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        """Reserve; placed → 201, rejected (capacity, constraints, quota) → 409 with the reason."""
+        """Reserve; placed → 201, queued (``start: "asap"`` that does not fit now) → 202 with
+        ``estimated_start`` and ``queue_position``, rejected (capacity, constraints, quota) → 409
+        with the reason."""
         serializer = ReservationRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        reservation = reservations.reserve(self.actor, self.principal, serializer.to_request())
+        wanted = serializer.to_request()
+        reserve = queue.reserve_asap if wanted.asap else reservations.reserve
+        reservation = reserve(self.actor, self.principal, wanted)
         body = ReservationSerializer(reservation).data
         if reservation.status == Reservation.Status.REJECTED:
             refused: dict[str, Any] = {
@@ -191,6 +214,8 @@ class ReservationViewSet(TenantScopedCreateReadViewSet):
                 "reservation": body,
             }
             return Response(refused, status=status.HTTP_409_CONFLICT)
+        if reservation.status == Reservation.Status.QUEUED:
+            return Response(body, status=status.HTTP_202_ACCEPTED)
         return Response(body, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=ReservationRequestSerializer, responses={200: PreviewSerializer})
@@ -226,6 +251,6 @@ class ReservationViewSet(TenantScopedCreateReadViewSet):
     @idempotent
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
-        """Withdraw a reservation that is not ready yet."""
+        """Withdraw a reservation that is not ready yet, or a queued request."""
         reservation = lifecycle.cancel(self.actor, self.principal, self.get_object())
         return Response(ReservationSerializer(reservation).data)

@@ -1,6 +1,7 @@
 """Trace replay in simulated time through the real placement engine.
 
-Queueing is FIFO with EASY backfill: at every arrival or completion the queue is scanned in
+Queueing is FIFO with EASY backfill, the console's own queue pass
+(:func:`scheduling.placement.queue.queue_pass`): at every arrival or completion the queue is scanned in
 order; a job that fits now starts now; the first job that does not fit (the head) gets a
 reservation at its earliest window, booked in the engine as a future booking; later jobs then
 start only if they fit now *around* that reservation (the engine refuses anything that would
@@ -29,13 +30,13 @@ Metrics (the public contract of :func:`replay`):
 from __future__ import annotations
 
 import math
-import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduling.placement import Owner, Placement, PlacementEngine, Policy, PoolTopology, Request
+from scheduling.placement import Owner, PlacementEngine, Policy, PoolTopology, Request
+from scheduling.placement.queue import PassMetrics, QueuedJob, queue_pass
 
 from .traces import TraceJob
 
@@ -66,6 +67,9 @@ class ReplayOptions:
     backfill_depth: int = 256
     #: Replay only the first N jobs (by arrival) when set.
     max_jobs: int | None = None
+    #: Patience: seconds a multi-node job waits for a packed placement (one leaf group, else one
+    #: pod) before it accepts a wider one; 0 takes the best placement available at once.
+    max_wait_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +192,8 @@ class _Simulation:
         start = self.jobs[0].arrival_s if self.jobs else 0.0
         self.engine = PlacementEngine(topology, now=start, policy=policy)
         self.result = ReplayResult(policy, topology.total_gpus, len(self.jobs))
-        self.queue: deque[tuple[int, TraceJob]] = deque()
+        self.queue: deque[tuple[QueuedJob, TraceJob]] = deque()
+        self.metrics = PassMetrics(self.result.decision_ms, self.result.fragmentation)
         self.reserved_start: float | None = None
         self._owner = Owner(tenant="replay")
 
@@ -200,7 +205,7 @@ class _Simulation:
         while index < len(jobs) or self.queue:
             next_arrival = jobs[index].arrival_s if index < len(jobs) else math.inf
             next_event = state.next_event_time()
-            t = min(next_arrival, next_event if next_event is not None else math.inf)
+            t = min(next_arrival, next_event if next_event is not None else math.inf, self._next_deadline())
             if math.isinf(t):
                 break  # queue left with jobs that can never fit (cannot happen after pre-check)
             engine.advance(max(t, state.now))
@@ -212,6 +217,14 @@ class _Simulation:
             self._schedule()
         return self.result
 
+    def _next_deadline(self) -> float:
+        # A queued job's patience running out is an event too: it may now take a wider placement.
+        if self.options.max_wait_s <= 0:
+            return math.inf
+        now = self.engine.now
+        ends = (q.submitted + q.max_wait for q, _ in self.queue)
+        return min((t for t in ends if t > now), default=math.inf)
+
     def _request(self, job: TraceJob, start: float) -> Request:
         duration = max(job.duration_s, MIN_DURATION_S)
         return Request(
@@ -220,6 +233,7 @@ class _Simulation:
             start=start,
             end=start + duration,
             constraints=job.constraints,
+            owner=self._owner,
         )
 
     def _admit(self, index: int, job: TraceJob) -> None:
@@ -229,39 +243,29 @@ class _Simulation:
         if shape is None or shape.nodes > engine.eligibility(request, shape.gpus_per_node).nodes:
             self.result.skipped_too_large.append(job.job_id)
             return
-        self.queue.append((index, job))
+        duration = max(job.duration_s, MIN_DURATION_S)
+        queued = QueuedJob(f"job-{index}", request, duration, job.arrival_s, self.options.max_wait_s, job.gpus)
+        self.queue.append((queued, job))
 
     def _schedule(self) -> None:
-        engine = self.engine
-        state = engine.state
-        now = state.now
-        examined = 0
-        for item in list(self.queue):
-            if examined >= self.options.backfill_depth:
-                break
-            examined += 1
-            _, job = item
-            is_head = item is self.queue[0]
-            request = self._request(job, now)
-            placed: Placement | None = None
-            if job.gpus <= state.free_gpus_now():
-                # Cheap capacity check first: attempts that cannot possibly fit are not decisions.
-                self.result.fragmentation.append(engine.fragmentation())
-                began = time.perf_counter()
-                outcome = engine.search(request, now, request.end, explain=False)
-                self.result.decision_ms.append((time.perf_counter() - began) * 1000)
-                if isinstance(outcome, Placement):
-                    placed = outcome
-            if placed is None and is_head and self.reserved_start is None:
-                began = time.perf_counter()
-                placed = engine.earliest_window(request, after=now)
-                self.result.decision_ms.append((time.perf_counter() - began) * 1000)
-                if placed is not None and placed.start > now:
-                    self.reserved_start = placed.start
+        # The console's queue pass (scheduling.placement.queue), with EASY backfill: at most one
+        # reservation, for the head, held until it starts.
+        items = list(self.queue)[: self.options.backfill_depth]
+        decisions = queue_pass(
+            self.engine,
+            [queued for queued, _ in items],
+            reservations=1 if self.reserved_start is None else 0,
+            metrics=self.metrics,
+        )
+        done = set()
+        for decision in decisions:
+            placed = decision.placement
             if placed is None:
                 continue
-            engine.book(f"job-{item[0]}", placed, self._owner)
-            self.queue.remove(item)
+            if decision.estimated_start is not None:
+                self.reserved_start = placed.start
+            done.add(decision.job.key)
+            job = items[decision.position - 1][1]
             self.result.records.append(
                 JobRecord(
                     job=job,
@@ -274,3 +278,5 @@ class _Simulation:
                     rail_aligned=placed.rail_aligned,
                 )
             )
+        if done:
+            self.queue = deque(item for item in self.queue if item[0].key not in done)

@@ -5,6 +5,7 @@ Every mutation is one function (permission check, change, audit row in one trans
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from console.tenancy.permissions import require_operator
 from designer.services import revision_graph
 from scheduling.models import GPU, HCA, Node, Pool
 from scheduling.services.locks import node_for_update, pool_for_update
+from scheduling.services.publish import enqueue_queue_pass
 from scheduling.services.topology import specs_from_graph
 
 #: Memory of the GPU models the catalogue knows (GB); unknown models record 0.
@@ -162,6 +164,9 @@ def set_node_state(actor: Actor, principal: Principal, node: Node, state: str) -
         node.state = state
         node.save(update_fields=["state"])
         audit.record(actor, "node.state", node, before=before, after=audit.snapshot(node))
+        if state == Node.State.AVAILABLE and before["state"] != state:
+            # Back in service: the queues of its pools may move.
+            enqueue_queue_pass(Pool.nodes.through.objects.filter(node_id=node.pk).values_list("pool_id", flat=True))
     return node
 
 
@@ -198,18 +203,37 @@ def create_pool(
     kind: str = Pool.Kind.MANUAL,
     nodes: list[Node],
     description: str = "",
+    default_max_wait: dt.timedelta | None = None,
 ) -> Pool:
-    """Create a pool of ``nodes`` (operators only)."""
+    """Create a pool of ``nodes`` (operators only); ``default_max_wait``: the patience of its
+    queued requests that give none."""
     require_operator(principal, to="manage inventory, pools and quotas")
     if any(n.fabric_id != fabric.pk for n in nodes):
         raise Invalid("every node of a pool must belong to its fabric")
     try:
         with transaction.atomic():
-            pool = Pool.objects.create(fabric=fabric, name=name, kind=kind, description=description)
+            pool = Pool.objects.create(
+                fabric=fabric, name=name, kind=kind, description=description, default_max_wait=default_max_wait
+            )
             pool.nodes.set(nodes)
             audit.record(actor, "pool.create", pool, after={**audit.snapshot(pool), "nodes": len(nodes)})
     except IntegrityError as exc:
         raise Conflict(f"fabric {fabric} already has a pool named {name!r}") from exc
+    return pool
+
+
+def set_default_max_wait(actor: Actor, principal: Principal, pool: Pool, value: dt.timedelta | None) -> Pool:
+    """Set the patience of a pool's queued requests that give no ``max_wait`` (operators only;
+    requests already queued keep theirs)."""
+    require_operator(principal, to="manage inventory, pools and quotas")
+    if value is not None and value < dt.timedelta(0):
+        raise Invalid("max_wait cannot be negative", fields={"default_max_wait_minutes": ["negative"]})
+    with transaction.atomic():
+        pool = pool_for_update(pool.pk)
+        before = audit.snapshot(pool)
+        pool.default_max_wait = value
+        pool.save(update_fields=["default_max_wait"])
+        audit.record(actor, "pool.patience", pool, before=before, after=audit.snapshot(pool))
     return pool
 
 

@@ -24,11 +24,13 @@ from console.tenancy.horizon import check_within_horizon
 from console.tenancy.models import Principal
 from scheduling.models import HCA, Quota, Reservation, ReservationAllocation
 from scheduling.services.locks import lock_nodes, quota_for_update, reservation_for_update, reservations_for_update
+from scheduling.services.publish import enqueue_queue_pass
 from scheduling.services.quotas import usage
 
 S = Reservation.Status
 TRANSITIONS: dict[str, frozenset[str]] = {
-    S.REQUESTED: frozenset({S.PLACED, S.PROVISIONING, S.REJECTED}),
+    S.REQUESTED: frozenset({S.PLACED, S.PROVISIONING, S.REJECTED, S.QUEUED}),
+    S.QUEUED: frozenset({S.PLACED, S.PROVISIONING, S.CANCELLED}),
     S.PLACED: frozenset({S.PROVISIONING, S.ENDING, S.CANCELLED, S.PREEMPTED}),
     S.PROVISIONING: frozenset({S.READY, S.ENDING, S.CANCELLED, S.PREEMPTED}),
     S.READY: frozenset({S.ENDING, S.PREEMPTED}),
@@ -96,6 +98,19 @@ def _wind_down(
     reservation.save()
     audit.record(actor, action, reservation, before=before, after=audit.snapshot(reservation))
     enqueue_reconcile(reservation.fabric_id)
+    enqueue_queue_pass(reservation.pool_id)  # capacity freed: the pool's queue may move
+
+
+def _cancel_queued(actor: Actor, reservation: Reservation) -> None:
+    # Held nothing: no allocations to free, no partition to remove; the positions behind it move.
+    before = audit.snapshot(reservation)
+    transition(reservation, S.CANCELLED)
+    reservation.ended_at = timezone.now()
+    reservation.estimated_start = None
+    reservation.queue_position = None
+    reservation.save()
+    audit.record(actor, "reservation.cancel", reservation, before=before, after=audit.snapshot(reservation))
+    enqueue_queue_pass(reservation.pool_id)
 
 
 def release(actor: Actor, principal: Principal, reservation: Reservation) -> Reservation:
@@ -106,7 +121,9 @@ def release(actor: Actor, principal: Principal, reservation: Reservation) -> Res
     _check_access(principal, reservation)
     with transaction.atomic():
         reservation = reservation_for_update(reservation.pk)
-        if reservation.status == S.PLACED and reservation.start > timezone.now():
+        if reservation.status == S.QUEUED:
+            _cancel_queued(actor, reservation)
+        elif reservation.status == S.PLACED and reservation.start > timezone.now():
             _wind_down(actor, reservation, S.CANCELLED, "reservation.cancel")
         else:
             _wind_down(actor, reservation, S.ENDING, "reservation.release")
@@ -114,10 +131,13 @@ def release(actor: Actor, principal: Principal, reservation: Reservation) -> Res
 
 
 def cancel(actor: Actor, principal: Principal, reservation: Reservation) -> Reservation:
-    """Withdraw a reservation that is not ready yet (a ready one is released)."""
+    """Withdraw a reservation that is not ready yet, or a queued request (a ready one is released)."""
     _check_access(principal, reservation)
     with transaction.atomic():
         reservation = reservation_for_update(reservation.pk)
+        if reservation.status == S.QUEUED:
+            _cancel_queued(actor, reservation)
+            return reservation
         _wind_down(actor, reservation, S.CANCELLED, "reservation.cancel")
     return reservation
 
@@ -211,6 +231,7 @@ def tick(now: dt.datetime | None = None) -> dict[str, int]:
             reservation.save()
             audit.record(actor, "reservation.expire", reservation, before=before, after=audit.snapshot(reservation))
             enqueue_reconcile(reservation.fabric_id)
+            enqueue_queue_pass(reservation.pool_id)
             counts["expired"] += 1
         starting = reservations_for_update(
             Reservation.objects.filter(status=S.PLACED, start__lte=now, end__gt=now), skip_locked=True

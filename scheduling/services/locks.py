@@ -2,7 +2,8 @@
 
 Writers that lock a quota and nodes take the tenant's quota row first, then the node rows (reserve
 and extend both do); several rows of one kind are always locked in primary-key order, so two
-writers never wait on each other in opposite orders. Services lock through this module (Saleor's
+writers never wait on each other in opposite orders. The queue pass locks all the pool's quota
+rows, then its nodes, then the queued reservations; cancelling a queued request locks only its row. Services lock through this module (Saleor's
 ``lock_objects`` pattern) instead of importing each other to reuse a lock.
 """
 
@@ -18,6 +19,12 @@ from scheduling.models import Node, Pool, Quota, Reservation
 def quota_for_update(*, tenant_id: int, pool_id: int) -> Quota | None:
     """Lock and return the tenant's quota row in the pool (None when it has no quota there)."""
     return Quota.objects.select_for_update().filter(tenant_id=tenant_id, pool_id=pool_id).first()
+
+
+def pool_quotas_for_update(pool_id: int) -> list[Quota]:
+    """Lock every quota row of a pool, in primary-key order (the queue pass, which may place for
+    any of the pool's tenants; it then locks nodes, like reserve)."""
+    return list(Quota.objects.filter(pool_id=pool_id).order_by("pk").select_for_update())
 
 
 def quota_by_pk_for_update(pk: int) -> Quota:

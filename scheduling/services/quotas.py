@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -41,9 +42,10 @@ def service_level(fabric_id: int, priority_class: str) -> int:
     return int(defaults[priority_class])
 
 
-def peak_usage(windows: Iterable[tuple[dt.datetime, dt.datetime, int]]) -> int:
-    """Most GPUs held at once by half-open ``(start, end, gpus)`` windows."""
-    events: list[tuple[dt.datetime, int]] = []
+def peak_usage(windows: Iterable[tuple[Any, Any, int]]) -> int:
+    """Most GPUs held at once by half-open ``(start, end, gpus)`` windows (datetimes, or epoch
+    seconds: any ordered times)."""
+    events: list[tuple[Any, int]] = []
     for start, end, gpus in windows:
         events.append((start, gpus))
         events.append((end, -gpus))
@@ -76,7 +78,8 @@ def usage(
 
 
 def quota_usage(quota: Quota, *, now: dt.datetime | None = None) -> dict[str, int]:
-    """Guarantee, limit, GPUs used now (and borrowed), the future peak and the headroom now."""
+    """Guarantee, limit, GPUs used now (and borrowed), the future peak, the headroom now and the
+    GPUs of queued requests (apart: they hold nothing yet)."""
     return quota_usages([quota], now=now)[quota.pk]
 
 
@@ -86,7 +89,20 @@ def quota_usages(quota_rows: Iterable[Quota], *, now: dt.datetime | None = None)
     second = now + dt.timedelta(seconds=1)
     quota_rows = list(quota_rows)
     windows: dict[tuple[int, int], list[tuple[dt.datetime, dt.datetime, int, bool]]] = {}
+    queued: dict[tuple[int, int], int] = {}
     if quota_rows:
+        waiting = Reservation.objects.filter(
+            status=Reservation.Status.QUEUED,
+            tenant_id__in={q.tenant_id for q in quota_rows},
+            pool_id__in={q.pool_id for q in quota_rows},
+        )
+        for tenant_id, pool_id, total in (
+            waiting.order_by()
+            .values("tenant_id", "pool_id")
+            .annotate(total=Sum("gpus"))
+            .values_list("tenant_id", "pool_id", "total")
+        ):
+            queued[(tenant_id, pool_id)] = total or 0
         live = Reservation.objects.live().filter(
             tenant_id__in={q.tenant_id for q in quota_rows}, pool_id__in={q.pool_id for q in quota_rows}, end__gt=now
         )
@@ -108,6 +124,8 @@ def quota_usages(quota_rows: Iterable[Quota], *, now: dt.datetime | None = None)
             "borrowed_gpus": peak_usage((s, e, g) for s, e, g, b in this_second if b),
             "peak_future_gpus": peak_usage((max(s, now), e, g) for s, e, g, _ in held),
             "headroom_gpus": max(0, quota.limit_gpus - used_now),
+            # Queued requests hold nothing: they are counted apart, not in use or headroom.
+            "queued_gpus": queued.get((quota.tenant_id, quota.pool_id), 0),
         }
     return result
 

@@ -19,7 +19,7 @@ import dataclasses
 import datetime as dt
 import logging
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -27,7 +27,6 @@ from django.db import IntegrityError, OperationalError, transaction
 from django.db.models import F, Max, Min, Sum, Value
 from django.utils import timezone
 
-from console.fabric.services import allocate_pkey, enqueue_reconcile
 from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Forbidden, Invalid, NotFound
@@ -52,10 +51,12 @@ from scheduling.placement import (
     ShapedGuarantees,
     reclaim_plan,
 )
+from scheduling.placement.queue import packed_limit
 from scheduling.placement.registry import ConstraintError, build_constraints
+from scheduling.services.grant import grant
 from scheduling.services.lifecycle import preempt
 from scheduling.services.locks import lock_nodes, quota_for_update
-from scheduling.services.quotas import service_level, usage
+from scheduling.services.quotas import usage
 from scheduling.services.topology import NamedTopology, pool_topology
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,17 @@ class ReservationRequest:
     constraints: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     name: str = ""
     tenant_id: int | None = None
+    #: ``start: "asap"``: queued when it does not fit now (:mod:`.queue`); needs ``duration``.
+    asap: bool = False
+    #: Patience of an asap request (default: the pool's ``default_max_wait``).
+    max_wait: dt.timedelta | None = None
+    #: Only a packed placement (:func:`scheduling.placement.queue.packed_limit`) is acceptable.
+    packed: bool = False
+
+
+#: Called inside the reserve transaction with a request that could not be placed; returns True
+#: when it recorded the reservation otherwise (queued) instead of rejected.
+Unplaced = Callable[[Reservation, "Snapshot", "Decision", ReservationRequest], bool]
 
 
 @dataclass
@@ -135,6 +147,10 @@ class Decision:
 
 def window_of(request: ReservationRequest, now: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
     """The request's half-open window, or a 400 naming the field."""
+    if request.asap and (request.start is not None or request.end is not None or request.duration is None):
+        raise Invalid("start asap takes a duration, not start or end", fields={"start": ["asap needs a duration"]})
+    if request.max_wait is not None and not request.asap:
+        raise Invalid("max_wait applies to asap requests", fields={"max_wait_minutes": ["only with start asap"]})
     start = request.start or now
     for field, value in (("start", request.start), ("end", request.end)):
         if value is not None and timezone.is_naive(value):
@@ -302,6 +318,9 @@ def decide(snap: Snapshot, request: ReservationRequest, tenant: Tenant, pool: Po
     borrowed = held + gpus > quota.guaranteed_gpus
     owner = Owner(str(tenant.pk), borrowed, priority_rank(request.priority_class))
     wanted = replace(wanted, owner=owner)
+    limit = packed_limit(engine, wanted) if request.packed else None
+    if limit is not None:
+        wanted = replace(wanted, constraints=(*wanted.constraints, limit))
     result = engine.preview(wanted, explain=True)
     if isinstance(result, Rejection) and not borrowed:
         # Within its guarantee the tenant may take back capacity others borrowed.
@@ -363,8 +382,11 @@ def preview(principal: Principal, request: ReservationRequest) -> dict[str, Any]
 # ---------------------------------------------------------------- reserve
 
 
-def reserve(actor: Actor, principal: Principal, request: ReservationRequest) -> Reservation:
-    """Place and record a reservation (status placed/provisioning) or a rejected one.
+def reserve(
+    actor: Actor, principal: Principal, request: ReservationRequest, *, unplaced: Unplaced | None = None
+) -> Reservation:
+    """Place and record a reservation (status placed/provisioning) or a rejected one
+    (``unplaced`` may record it otherwise: the queue).
 
     Losers of a race that cannot be retried into a decision get :class:`Conflict` (409).
     """
@@ -375,7 +397,7 @@ def reserve(actor: Actor, principal: Principal, request: ReservationRequest) -> 
     window_of(request, timezone.now())  # a 400 before any lock is taken
     for _attempt in range(MAX_ATTEMPTS):
         try:
-            return _reserve_once(actor, principal, tenant, pool, request)
+            return _reserve_once(actor, principal, tenant, pool, request, unplaced)
         except IntegrityError as exc:
             log.info("reservation retry after constraint violation: %s", exc)
         except OperationalError as exc:
@@ -391,7 +413,12 @@ def _retryable(exc: OperationalError) -> bool:
 
 
 def _reserve_once(
-    actor: Actor, principal: Principal, tenant: Tenant, pool: Pool, request: ReservationRequest
+    actor: Actor,
+    principal: Principal,
+    tenant: Tenant,
+    pool: Pool,
+    request: ReservationRequest,
+    unplaced: Unplaced | None,
 ) -> Reservation:
     with transaction.atomic():
         quota = quota_for_update(tenant_id=tenant.pk, pool_id=pool.pk)
@@ -413,6 +440,8 @@ def _reserve_once(
             **constraint_columns(request.constraints),
         )
         if not isinstance(decision.result, Placement):
+            if unplaced is not None and unplaced(reservation, snap, decision, request):
+                return reservation
             reservation.status = Reservation.Status.REJECTED
             reservation.reason = decision.result.message
             reservation.explanation = explanation(decision)
@@ -422,45 +451,14 @@ def _reserve_once(
         placement = decision.result
         for victim in placement.preempts:
             preempt(actor, int(victim[1:]), now=snap.now)
-        pkey = allocate_pkey(pool.fabric, held=live_pkeys(pool.fabric_id))
-        if pkey is None:
-            raise Conflict(
-                f"fabric {pool.fabric} has no free P_Key in 0x{pool.fabric.pkey_min:04x}..0x{pool.fabric.pkey_max:04x}",
-                code="no_pkey",
-            )
-        now_window = decision.start <= snap.now
-        reservation.status = Reservation.Status.PROVISIONING if now_window else Reservation.Status.PLACED
-        reservation.gpus = placement.gpus
         reservation.borrowed = decision.borrowed
-        reservation.pkey = pkey
-        reservation.pkey_live = True
-        reservation.sl = service_level(pool.fabric_id, request.priority_class)
-        reservation.placement = snap.named.describe(placement)
-        reservation.save()
-        named = snap.named
-        ReservationAllocation.objects.bulk_create(
-            [
-                ReservationAllocation(
-                    reservation=reservation,
-                    node_id=named.node_pks[node],
-                    gpu_id=named.gpu_pks[(node, index)],
-                    start=decision.start,
-                    end=decision.end,
-                )
-                for node, indices in zip(placement.node_ids, placement.gpu_indices, strict=True)
-                for index in indices
-            ],
-            batch_size=2000,
+        grant(
+            actor,
+            reservation,
+            snap.named,
+            placement,
+            now=snap.now,
+            action="reservation.create",
+            window=(decision.start, decision.end),
         )
-        audit.record(actor, "reservation.create", reservation, after=audit.snapshot(reservation))
-        enqueue_reconcile(pool.fabric_id)
     return reservation
-
-
-def live_pkeys(fabric_id: int) -> set[int]:
-    """P_Keys of the fabric's reservations that may still be on the wire (``pkey_live``).
-
-    Uniqueness among live reservations is a database constraint; a concurrent pick of the same
-    key fails on insert and :func:`reserve` retries.
-    """
-    return set(Reservation.objects.filter(fabric_id=fabric_id, pkey_live=True).values_list("pkey", flat=True))

@@ -1,6 +1,7 @@
 // Reservation cards: status, size, partition (P_Key, SL), window, placement and connection
 // details, with extend/release/cancel. The board polls the API every poll_ms for reservations
-// still on their way (requested, provisioning, ending, or placed and due) until they settle.
+// still on their way (requested, queued, provisioning, ending, or placed and due) until they settle.
+// A queued request shows its position and estimated start instead of a window and partition.
 
 import { api, ApiError, postOnce } from "../api";
 import { h } from "../dom";
@@ -8,7 +9,7 @@ import { confirmAction } from "../confirm";
 import type { ConnectionNode, Reservation, Urls } from "./types";
 
 const SETTLED = new Set(["ready", "rejected", "released", "cancelled", "preempted"]);
-const CAN_CANCEL = new Set(["placed", "provisioning"]);
+const CAN_CANCEL = new Set(["queued", "placed", "provisioning"]);
 const CAN_RELEASE = new Set(["placed", "provisioning", "ready"]);
 const CAN_EXTEND = new Set(["placed", "provisioning", "ready"]);
 
@@ -28,6 +29,22 @@ export function when(iso: string | null): string {
   if (!iso) return "–";
   const d = new Date(iso);
   return `${d.toISOString().slice(0, 16).replace("T", " ")} UTC`;
+}
+
+function duration(start: string, end: string): string {
+  const minutes = Math.round((new Date(end).getTime() - new Date(start).getTime()) / 60000);
+  return minutes % 60 ? `${minutes} min` : `${minutes / 60} h`;
+}
+
+function queuedNote(r: Reservation): HTMLElement {
+  const estimate = r.estimated_start ? `estimated start ${when(r.estimated_start)}` : "no estimated start yet";
+  const patience = r.max_wait_minutes ? ` · waits up to ${r.max_wait_minutes} min for a packed placement` : "";
+  return h(
+    "p",
+    { class: "muted small", testid: "res-queue" },
+    `Queued: position ${r.queue_position ?? "?"} · ${estimate}${patience}. ` +
+      "It is placed automatically when capacity frees.",
+  );
 }
 
 function pending(r: Reservation): boolean {
@@ -138,7 +155,9 @@ export class Board {
         h("dt", {}, "P_Key"), h("dd", {}, h("code", { testid: "res-pkey" }, r.pkey_hex ?? "–")),
         h("dt", {}, "SL"), h("dd", { testid: "res-sl" }, String(r.sl)),
         h("dt", {}, "Priority"), h("dd", {}, r.priority_class + (r.borrowed ? " (borrowed)" : "")),
-        h("dt", {}, "Window"), h("dd", { testid: "res-window" }, `${when(r.start)} → ${when(r.end)}`),
+        ...(r.status === "queued"
+          ? [h("dt", {}, "Duration"), h("dd", { testid: "res-window" }, duration(r.start, r.end))]
+          : [h("dt", {}, "Window"), h("dd", { testid: "res-window" }, `${when(r.start)} → ${when(r.end)}`)]),
       ),
       p.leaf_groups?.length
         ? h("p", { class: "muted small", testid: "res-placement" },
@@ -151,6 +170,7 @@ export class Board {
       r.status === "provisioning"
         ? h("p", { class: "muted small" }, "Waiting for the fabric to verify the partition on its ports…")
         : null,
+      r.status === "queued" ? queuedNote(r) : null,
       this.connectionTable(r.id, nodes),
       this.actions(r),
     );

@@ -1,0 +1,249 @@
+"""The reservation queue: ``start: "asap"`` requests that do not fit now wait, in order, and are
+placed automatically when capacity frees.
+
+Submit (:func:`reserve_asap`) runs the reserve path; a request it cannot place now is stored as
+``queued`` instead of rejected, unless it can never be placed (no quota, larger than the quota's
+limit or than the pool). A queue pass (:func:`queue_pass`, the Celery task ``scheduling.queue_pass``
+published after release, expiry, cancellation, a node returning to service, and run by the
+periodic tick as a safety net) runs :func:`scheduling.placement.queue.queue_pass`, the very pass
+the replay simulator runs, on the pool's snapshot: it places what fits now, topology-aware and
+all-or-nothing, re-checks each tenant's quota at that moment (:class:`QuotaGate`) and gives the
+others their ``estimated_start`` (the earliest window around the requests ahead of them) and
+``queue_position``. A placed request goes through :func:`.grant.grant` like a direct reservation.
+
+Locks: every quota row of the pool (primary-key order), then the pool's nodes, then the queued
+rows: the reserve path's order (quota, nodes), so two passes, or a pass and a reservation,
+serialise instead of deadlocking, and each queued request is placed once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from typing import Any
+
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from console.tenancy import audit
+from console.tenancy.context import Actor
+from console.tenancy.models import Principal
+from scheduling.models import Pool, Quota, Reservation
+from scheduling.placement import Owner, Placement, Rejection
+from scheduling.placement.queue import QueueDecision, QueuedJob
+from scheduling.placement.queue import queue_pass as run_pass
+from scheduling.services.grant import grant
+from scheduling.services.locks import lock_nodes, pool_quotas_for_update, reservations_for_update
+from scheduling.services.publish import enqueue_queue_pass
+from scheduling.services.quotas import peak_usage
+from scheduling.services.reservations import (
+    Decision,
+    ReservationRequest,
+    Snapshot,
+    engine_request,
+    explanation,
+    priority_rank,
+    reserve,
+    snapshot,
+)
+
+S = Reservation.Status
+#: Queued requests given an estimated start per pass (each costs one earliest-window search);
+#: the rest wait without an estimate until they move up.
+FORECAST_DEPTH = 500
+#: Rejection codes a queue cannot cure: no quota at all, or a gang the pool cannot ever hold.
+NEVER = {"no_quota", "too_large", "no_eligible_nodes", "invalid"}
+
+
+def reserve_asap(actor: Actor, principal: Principal, request: ReservationRequest) -> Reservation:
+    """Reserve now, or queue the request when it does not fit now (see the module docstring)."""
+
+    def queue_it(reservation: Reservation, snap: Snapshot, decision: Decision, request: ReservationRequest) -> bool:
+        return _queue_it(actor, reservation, snap, decision, request)
+
+    pool = Pool.objects.filter(pk=request.pool_id).first()
+    patience = request.max_wait if request.max_wait is not None else (pool.default_max_wait if pool else None)
+    # With patience it is placed now only if a packed placement fits now; otherwise it waits.
+    packed = patience is not None and patience > dt.timedelta(0)
+    return reserve(actor, principal, dataclasses.replace(request, asap=True, packed=packed), unplaced=queue_it)
+
+
+def _queue_it(
+    actor: Actor, reservation: Reservation, snap: Snapshot, decision: Decision, request: ReservationRequest
+) -> bool:
+    quota = decision.quota
+    if decision.code in NEVER or quota is None:
+        return False
+    if decision.gpus > quota.limit_gpus:
+        decision.code = "over_quota_limit"
+        message = (
+            f"{decision.gpus} GPUs can never fit the quota of {quota.limit_gpus} GPUs "
+            f"({quota.guaranteed_gpus} guaranteed + {quota.borrow_limit_gpus} borrowable) in this pool"
+        )
+        decision.result = Rejection("over_quota_limit", message, {"limit_gpus": quota.limit_gpus})
+        return False
+    pool = reservation.pool
+    reservation.status = S.QUEUED
+    reservation.gpus = decision.gpus
+    reservation.queued_at = snap.now
+    reservation.max_wait = request.max_wait if request.max_wait is not None else pool.default_max_wait
+    reservation.explanation = {"queue": explanation(decision)}
+    reservation.save()
+    audit.record(actor, "reservation.queue", reservation, after=audit.snapshot(reservation))
+    # Its estimate and position come from a pass over the whole queue, this request included.
+    _pass_locked(pool, snap, place=False)
+    reservation.refresh_from_db()
+    return True
+
+
+def queue_pass(pool_id: int, *, now: dt.datetime | None = None) -> dict[str, int]:
+    """Place what fits of the pool's queue, in order; refresh the others' estimates and positions."""
+    pool = Pool.objects.select_related("fabric").filter(pk=pool_id).first()
+    if pool is None:
+        return {"placed": 0, "queued": 0}
+    with transaction.atomic():
+        pool_quotas_for_update(pool.pk)
+        lock_nodes(pool.nodes.values("pk"))
+        # The clock is read after the locks: waiting for them may take a while.
+        snap = snapshot(pool, now or timezone.now())
+        return _pass_locked(pool, snap, place=True)
+
+
+def _pass_locked(pool: Pool, snap: Snapshot, *, place: bool) -> dict[str, int]:
+    rows = list(reservations_for_update(queued_in(pool)))
+    if not rows:
+        return {"placed": 0, "queued": 0}
+    by_key = {f"q{r.pk}": r for r in rows}
+    jobs = [queued_job(r, pool) for r in rows]
+    quotas = {q.tenant_id: q for q in Quota.objects.filter(pool=pool)}
+    gate = QuotaGate(quotas, by_key, holding_windows(pool, snap.now))
+    decisions = run_pass(snap.engine, jobs, reservations=FORECAST_DEPTH, gate=gate)
+    actor = Actor.system("task:scheduling.queue_pass")
+    placed = 0
+    waiting: list[Reservation] = []
+    behind = False  # a submit's pass found an earlier request placeable now: a real pass follows
+    for decision in decisions:
+        row = by_key[decision.job.key]
+        if decision.placed_now and decision.placement is not None:
+            if place:
+                _place(actor, row, snap, decision.placement, decision, gate.owners[decision.job.key])
+                placed += 1
+                continue
+            behind = True
+            row.estimated_start = snap.now
+        else:
+            row.estimated_start = _when(decision.estimated_start)
+        row.explanation = {**row.explanation, "patience": decision.note}
+        waiting.append(row)
+    for position, row in enumerate(waiting, start=1):
+        row.queue_position = position
+    Reservation.objects.bulk_update(waiting, ["estimated_start", "queue_position", "explanation"])
+    if behind:
+        enqueue_queue_pass(pool.pk)
+    return {"placed": placed, "queued": len(waiting)}
+
+
+def _place(
+    actor: Actor, row: Reservation, snap: Snapshot, placement: Placement, decision: QueueDecision, owner: Owner
+) -> None:
+    waited = snap.now - (row.queued_at or snap.now)
+    row.borrowed = owner.borrowed
+    row.explanation = {
+        "queue": {
+            "waited_s": round(waited.total_seconds()),
+            "position": decision.position,
+            "packed": decision.packed,
+            "patience": decision.note,
+            "leaf_groups": len(placement.leaf_groups),
+        }
+    }
+    row.estimated_start = None
+    row.queue_position = None
+    grant(actor, row, snap.named, placement, now=snap.now, action="reservation.place")
+
+
+def _when(epoch: float | None) -> dt.datetime | None:
+    return None if epoch is None else dt.datetime.fromtimestamp(epoch, dt.UTC)
+
+
+def queued_in(pool: Pool) -> QuerySet[Reservation]:
+    """The pool's queued requests (in queue order: submission, then id)."""
+    return Reservation.objects.filter(pool=pool, status=S.QUEUED)
+
+
+def queued_job(row: Reservation, pool: Pool) -> QueuedJob:
+    """The engine's view of a queued row (its constraints read back from their columns)."""
+    values: dict[str, Any] = dict(row.constraint_params)
+    for name in ("gpu_model", "same_leaf", "max_switch_hops", "rail_aligned"):
+        value = getattr(row, name)
+        if value not in (None, "", False):
+            values[name] = value
+    request = ReservationRequest(
+        pool_id=pool.pk,
+        gpus=row.requested_gpus,
+        nodes=row.requested_nodes,
+        priority_class=row.priority_class,
+        constraints=values,
+    )
+    duration = row.end - row.start
+    wanted = engine_request(request, row.start, row.end)
+    max_wait = row.max_wait.total_seconds() if row.max_wait is not None else 0.0
+    submitted = (row.queued_at or row.created_at).timestamp()
+    return QueuedJob(f"q{row.pk}", wanted, duration.total_seconds(), submitted, max_wait, row.gpus)
+
+
+def holding_windows(pool: Pool, now: dt.datetime) -> dict[int, list[tuple[float, float, int]]]:
+    """Per tenant, the windows of its reservations holding GPUs of the pool from ``now`` on."""
+    windows: dict[int, list[tuple[float, float, int]]] = {}
+    live = Reservation.objects.live().filter(pool=pool, end__gt=now)
+    for tenant_id, start, end, gpus in live.values_list("tenant_id", "start", "end", "gpus"):
+        windows.setdefault(tenant_id, []).append((start.timestamp(), end.timestamp(), gpus))
+    return windows
+
+
+class QuotaGate:
+    """The quota check of the reserve path, at the moment a queued request would be placed: the
+    tenant's peak use over the window plus the request within its limit; borrowed above its
+    guarantee. Bookings of the pass count as they are made."""
+
+    def __init__(
+        self,
+        quotas: dict[int, Quota],
+        rows: dict[str, Reservation],
+        windows: dict[int, list[tuple[float, float, int]]],
+    ) -> None:
+        self.quotas = quotas
+        self.rows = rows
+        self.windows = windows
+        #: The owner each admitted job was last searched as (its borrowed flag).
+        self.owners: dict[str, Owner] = {}
+
+    def admit(self, job: QueuedJob, start: float, end: float) -> Owner | None:
+        row = self.rows[job.key]
+        quota = self.quotas.get(row.tenant_id)
+        if quota is None:
+            return None
+        mine = [
+            (max(s, start), min(e, end), g) for s, e, g in self.windows.get(row.tenant_id, []) if s < end and e > start
+        ]
+        held = peak_usage(mine)
+        if held + job.gpus > quota.limit_gpus:
+            return None
+        borrowed = held + job.gpus > quota.guaranteed_gpus
+        owner = self.owners[job.key] = Owner(str(row.tenant_id), borrowed, priority_rank(row.priority_class))
+        return owner
+
+    def booked(self, job: QueuedJob, placement: Placement) -> None:
+        row = self.rows[job.key]
+        self.windows.setdefault(row.tenant_id, []).append((placement.start, placement.end, placement.gpus))
+
+
+def pools_with_queue() -> list[int]:
+    """Pools that have queued requests (the tick's safety pass)."""
+    return sorted(set(Reservation.objects.filter(status=S.QUEUED).values_list("pool_id", flat=True)))
+
+
+def enqueue_after_node_change(node_id: int) -> None:
+    """A node returned to service: a pass for each pool it belongs to, after commit."""
+    enqueue_queue_pass(Pool.nodes.through.objects.filter(node_id=node_id).values_list("pool_id", flat=True))
