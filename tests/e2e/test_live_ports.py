@@ -221,6 +221,9 @@ def test_live_page_names_filters_states_its_colour_rule_and_shows_counters_set_i
     tenant = login(browser, url, "admin-a")
     tenant.goto(f"{url}/fabrics/{fabric.pk}/live/")
     expect(tenant.get_by_test_id("live-conn")).to_have_text("live", timeout=15_000)
+    expect(tenant.get_by_test_id("legend-rule")).to_contain_text(
+        "links a line stands for that belong to your reservations"
+    )
     mine = tenant.get_by_test_id("filter-reservation")
     expect(mine.locator("option").filter(has_text="llama-pretrain")).to_have_count(1)
     assert "bert-eval" not in mine.inner_text() and "Tenant B" not in tenant.content()
@@ -260,10 +263,17 @@ def test_live_page_names_filters_states_its_colour_rule_and_shows_counters_set_i
         head = op.get_by_test_id("port-table").locator("thead")
         for unit in ("Tx (Gb/s)", "Util (%)", "Xmit wait (ticks/s)"):
             expect(head).to_contain_text(unit)
-        # the snapshot the page resyncs from carries the same rate, read from ibsim
-        body = op.evaluate(f"() => fetch('/api/telemetry/fabrics/{fabric.pk}/snapshot/').then((r) => r.json())")
-        link = next(lk for lk in body["links"] if lk["id"] == f"{leaf}/{leaf_port}")
-        assert link["xmit_wait"] > 0 and link["error_totals"]["LinkErrorRecoveryCounter"] == 3
+        # the snapshot the page resyncs from carries the same counters, read from ibsim (the
+        # rate of a sweep that fell between two of the driver's writes is 0: polled, as the
+        # page's rows are)
+        op.wait_for_function(
+            """([fabric, link]) => fetch(`/api/telemetry/fabrics/${fabric}/snapshot/`).then((r) => r.json())
+                .then((body) => body.links.some((lk) => lk.id === link && lk.xmit_wait > 0
+                    && lk.error_totals.LinkErrorRecoveryCounter === 3))""",
+            arg=[fabric.pk, f"{leaf}/{leaf_port}"],
+            timeout=LIVE_MS,
+            polling=250,
+        )
     finally:
         stop.set()
         driver.join()

@@ -80,10 +80,11 @@ export function bundleText(b: Bundle): string {
 }
 
 /** The legend: the colour rule, the scale with its unit, what busy, down, ⚠ and xmit wait mean. */
-export function legend(): HTMLElement[] {
+export function legend(operator: boolean): HTMLElement[] {
+  const whose = operator ? "" : " that belong to your reservations";
   return [
     h("p", { class: "legend-rule", testid: "legend-rule" },
-      "Colour: mean utilisation of the links a line stands for (a bundle of parallel links; the busier direction, % of line rate). ",
+      `Colour: mean utilisation of the links a line stands for${whose} (a bundle of parallel links; the busier direction, % of line rate). `,
       "Hover or click a line for its hottest link."),
     h("div", { class: "legend-scale", testid: "legend-scale" },
       h("span", { class: "muted" }, "utilisation (% of line rate):"),

@@ -45,7 +45,9 @@ export function timeChart(points: [number, number][], opts: ChartOptions): SVGSV
   const x1 = w - PAD.right;
   const y0 = hgt - PAD.bottom;
   const y1 = PAD.top;
-  const max = Math.max(opts.yMax ?? 0, ...points.map((p) => p[1]), 1e-9);
+  // (no samples, or all zero: a 0–1 axis rather than a degenerate one)
+  const top = points.reduce((m, p) => Math.max(m, p[1]), opts.yMax ?? 0);
+  const max = top > 0 ? top : 1;
   const t0 = points.length ? points[0][0] : Date.now();
   const t1 = points.length ? points[points.length - 1][0] : t0;
   const span = Math.max(1, t1 - t0);

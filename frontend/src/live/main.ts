@@ -137,7 +137,7 @@ class LivePage {
   }
 
   private legend(): void {
-    byTestId("live-legend").replaceChildren(...legend());
+    byTestId("live-legend").replaceChildren(...legend(this.init.operator));
   }
 
   /** The bundle rule's figures of a canvas edge (visible links only, for a tenant). */
