@@ -374,13 +374,14 @@ class LivePage {
          ["xmit wait", `${fmt(st.xmit_wait ?? 0)} ticks/s`],
          ...Object.entries(st.error_totals).map(([k, v]) => [k, `${fmt(v)} (total)`] as [string, string])]
       : [["state", "no data"]];
-    const keep = el.querySelector(".history");
+    const keep = el.querySelector(".history-block");
     el.replaceChildren(h("h3", {}, id), h("table", { class: "grid" }, ...rows.map(([k, v]) => h("tr", {}, h("th", {}, k), h("td", {}, v)))),
       h("div", { class: "muted" }, "utilisation, last minute (% of line rate)"),
       timeChart(this.spark, { unit: "%", yMax: 100, cls: "spark", label: `utilisation of ${id}, last minute` }));
     if (history) {
-      el.append(h("div", { class: "muted" }, "throughput, last hour (Gb/s, busier direction)"),
-        timeChart(history.map((r) => [r[0] * 1000, Math.max(r[1], r[2]) / 1e9]), { unit: "Gb/s", cls: "history", label: `throughput of ${id}, last hour` }));
+      // (kept, caption and all, when the stream redraws the panel without a new history)
+      el.append(h("div", { class: "history-block" }, h("div", { class: "muted" }, "throughput, last hour (Gb/s, busier direction)"),
+        timeChart(history.map((r) => [r[0] * 1000, Math.max(r[1], r[2]) / 1e9]), { unit: "Gb/s", cls: "history", label: `throughput of ${id}, last hour` })));
     }
     else if (keep) el.append(keep);
   }
