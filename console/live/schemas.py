@@ -17,6 +17,7 @@ class LinkState(TypedDict):
     rx_bps: int
     errors: dict[str, int]
     error_totals: dict[str, int]
+    xmit_wait: int  # congestion: PortXmitWait ticks per second
 
 
 class LinkDelta(TypedDict):

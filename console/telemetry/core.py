@@ -7,6 +7,7 @@ turns two consecutive sweeps into :class:`LinkStatus` rows. InfiniBand data coun
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -14,9 +15,23 @@ from types import MappingProxyType
 
 WORD_BYTES = 4
 #: Error counters the console watches (PortCounters names, as perfquery prints them).
-ERROR_COUNTERS = ("SymbolErrorCounter", "LinkDownedCounter", "PortRcvErrors", "PortXmitDiscards")
+ERROR_COUNTERS = (
+    "SymbolErrorCounter",
+    "LinkDownedCounter",
+    "LinkErrorRecoveryCounter",
+    "PortRcvErrors",
+    "PortXmitDiscards",
+)
+#: The congestion counter (PortCounters): ticks a port had data to send and no credit to send it
+#: with; shown as a rate (ticks/s) beside utilisation, never counted as an error.
+XMIT_WAIT = "PortXmitWait"
+#: Every PortCounters field a reader returns for a port (the errors and the congestion counter).
+WATCHED_COUNTERS = (*ERROR_COUNTERS, XMIT_WAIT)
 #: Utilisation colour buckets: upper bounds (fraction of line rate) of buckets 0..4; 5 = above.
 BUCKETS = (0.01, 0.25, 0.5, 0.75, 0.9)
+#: "Busy": a link at or above this fraction of its line rate (buckets 4 and 5); the page header
+#: counts them and the legend says so.
+BUSY_AT = BUCKETS[3]
 NO_ERRORS: Mapping[str, int] = MappingProxyType(dict.fromkeys(ERROR_COUNTERS, 0))  # shared: read-only
 
 
@@ -60,6 +75,7 @@ class LinkStatus:
     bucket: int = 0
     errors: Mapping[str, int] = field(default_factory=dict)  # deltas over the sweep
     error_totals: Mapping[str, int] = field(default_factory=dict)
+    xmit_wait: float = 0.0  # PortXmitWait ticks per second at the measuring port
 
     def as_dict(self) -> dict:
         errors, totals = self.errors, self.error_totals
@@ -71,13 +87,16 @@ class LinkStatus:
             "util": round(self.utilisation, 4),
             "bucket": self.bucket,
             "errors": {k: v for k, v in errors.items() if v} if any(errors.values()) else {},
-            "error_totals": {k: v for k, v in totals.items() if v} if any(totals.values()) else {},
+            "error_totals": {k: v for k, v in totals.items() if v and k != XMIT_WAIT} if any(totals.values()) else {},
+            "xmit_wait": round(self.xmit_wait),
         }
 
     @property
-    def key(self) -> tuple[bool, int, bool]:
-        """What a live delta is about: state, colour bucket, erroring."""
-        return (self.up, self.bucket, any(self.errors.values()))
+    def key(self) -> tuple[bool, int, bool, int]:
+        """What a live delta is about: state, colour bucket, erroring, congestion (the
+        PortXmitWait rate's order of magnitude, so a steady rate is not re-sent every sweep)."""
+        wait = int(math.log10(self.xmit_wait)) + 1 if self.xmit_wait >= 1 else 0
+        return (self.up, self.bucket, any(self.errors.values()), wait)
 
 
 def _delta(now: int, before: int) -> int:
@@ -101,12 +120,15 @@ def link_status(end: LinkEnd, now: PortReading | None, before: PortReading | Non
     utilisation = 0.0
     if end.gbps and up:
         utilisation = min(1.0, max(tx, rx) / (end.gbps * 1e9))
+    wait = 0.0
     if now.errors == before.errors:  # the usual case (a reader may even hand the same dict)
         errors = NO_ERRORS
     else:
         was = before.errors
         errors = {n: _delta(totals.get(n, 0), was.get(n, 0)) for n in ERROR_COUNTERS}
-    return LinkStatus(end.link_id, up, tx, rx, utilisation, bucket_of(utilisation) if up else 0, errors, totals)
+        wait = _delta(totals.get(XMIT_WAIT, 0), was.get(XMIT_WAIT, 0)) / dt
+    bucket = bucket_of(utilisation) if up else 0
+    return LinkStatus(end.link_id, up, tx, rx, utilisation, bucket, errors, totals, wait)
 
 
 def sweep_status(
@@ -146,6 +168,6 @@ def state_due(
     return due
 
 
-def changed_links(current: Mapping[str, LinkStatus], published: Mapping[str, tuple[bool, int, bool]]) -> list[str]:
+def changed_links(current: Mapping[str, LinkStatus], published: Mapping[str, tuple[bool, int, bool, int]]) -> list[str]:
     """Links whose state, colour bucket or erroring changed since the last published delta."""
     return [lid for lid, st in current.items() if published.get(lid) != st.key]

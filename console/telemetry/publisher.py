@@ -30,7 +30,7 @@ KEEPALIVE_S = 10.0  # an empty delta at least this often, so clients notice gaps
 
 @dataclass
 class _Published:
-    keys: dict[str, tuple[bool, int, bool]] = field(default_factory=dict)
+    keys: dict[str, tuple[bool, int, bool, int]] = field(default_factory=dict)
     last: float = 0.0
 
 
@@ -126,9 +126,12 @@ class LivePublisher:
     ) -> None:
         """Leave this sweep's state where the web processes answer resyncs from."""
         jobs = self.workload.jobs
+        names = {r.tenant_id: r.tenant_name for r, _ in jobs if r is not None}
         tenants = {
             str(tid): {
+                "name": names.get(tid, ""),
                 "links": sorted(links),
+                "reservation_names": {str(r.id): r.name for r, _ in jobs if r is not None and r.tenant_id == tid},
                 "reservations": {str(r.id): list(j.nodes) for r, j in jobs if r is not None and r.tenant_id == tid},
                 "reservation_links": {
                     str(r.id): sorted(lm.links_of_nodes(set(j.nodes)))

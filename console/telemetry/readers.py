@@ -24,15 +24,17 @@ from typing import Any, Protocol
 from console.fabric.diags.mad import READ_DATA, READ_ERRORS, READ_STATE, MadError, MadSession
 from console.fabric.diags.parsers import DiagParseError, parse_perfquery
 from console.fabric.diags.runner import DiagEnv, DiagError, DiagRunner
-from console.telemetry.core import ERROR_COUNTERS, PortReading
+from console.telemetry.core import WATCHED_COUNTERS, PortReading
 
 PortKey = tuple[str, int]  # (switch name, port)
 ALL_PORTS = 255  # PortSelect of AllPortSelect: the sums over every port of a switch
-#: Largest value of each watched PortCounters field (16 bits, LinkDowned 8): a sum there is
-#: saturated and no longer shows changes.
+#: Largest value of each watched PortCounters field (16 bits, LinkDowned and LinkErrorRecovery 8,
+#: PortXmitWait 32): a sum there is saturated and no longer shows changes.
 ERROR_MAX = {
     "SymbolErrorCounter": 0xFFFF,
     "LinkDownedCounter": 0xFF,
+    "LinkErrorRecoveryCounter": 0xFF,
+    "PortXmitWait": 0xFFFFFFFF,
     "PortRcvErrors": 0xFFFF,
     "PortXmitDiscards": 0xFFFF,
 }
@@ -127,8 +129,8 @@ class MadReader:
         changed = set()
         fresh: dict[str, tuple[int, ...]] = {}
         for sw, row in zip(switches, rows, strict=True):
-            sums = tuple((row[2] or {}).get(n, -1) for n in ERROR_COUNTERS) if row else ()
-            if not sums or min(sums) < 0 or any(v >= ERROR_MAX[n] for v, n in zip(sums, ERROR_COUNTERS, strict=True)):
+            sums = tuple((row[2] or {}).get(n, -1) for n in WATCHED_COUNTERS) if row else ()
+            if not sums or min(sums) < 0 or any(v >= ERROR_MAX[n] for v, n in zip(sums, WATCHED_COUNTERS, strict=True)):
                 changed.add(sw)  # no AllPortSelect answer, or a saturated sum: read the ports
                 self.sums.pop(sw, None)
                 continue
@@ -314,7 +316,7 @@ class PerfqueryReader:
                 for port in ports[sw]:
                     if port not in ext:
                         continue
-                    errors = {n: basic.get(port, {}).get(n, 0) for n in ERROR_COUNTERS}
+                    errors = {n: basic.get(port, {}).get(n, 0) for n in WATCHED_COUNTERS}
                     link_state = "Down" if (sw, port) in down else "Active"
                     out[(sw, port)] = PortReading(
                         ext[port].get("PortXmitData", 0), ext[port].get("PortRcvData", 0), errors, link_state

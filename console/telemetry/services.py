@@ -21,7 +21,7 @@ from django.utils import timezone
 from console.broadcast import fabric_group, publish, tenant_group
 from console.fabric.models import ChangeRequest
 from console.telemetry.alarms import Transition
-from console.telemetry.core import LinkStatus
+from console.telemetry.core import BUSY_AT, LinkStatus, bucket_of
 from console.telemetry.models import FabricEvent, LinkSample
 from console.tenancy import audit
 from console.tenancy.context import Actor
@@ -39,13 +39,18 @@ class ReservationNodes:
     id: int
     tenant_id: int
     nodes: tuple[str, ...]
+    name: str = ""  # what the live filters show (the reservation's name, else its partition's)
+    tenant_name: str = ""
 
 
 def ready_reservations(fabric_id: int) -> list[ReservationNodes]:
     """Ready reservations of a fabric with their nodes (allocation order = ring order)."""
 
     rows = Reservation.objects.filter(fabric_id=fabric_id, status=Reservation.Status.READY)
-    meta = dict(rows.values_list("pk", "tenant_id"))
+    meta = {
+        pk: (tid, name or f"res-{pk}", tenant)
+        for pk, tid, name, tenant in rows.values_list("pk", "tenant_id", "name", "tenant__name")
+    }
     nodes: dict[int, list[str]] = defaultdict(list)
     pairs = (
         ReservationAllocation.objects.filter(reservation_id__in=list(meta))
@@ -56,7 +61,7 @@ def ready_reservations(fabric_id: int) -> list[ReservationNodes]:
     for res_id, name in pairs:
         if name not in nodes[res_id]:
             nodes[res_id].append(name)
-    return [ReservationNodes(pk, meta[pk], tuple(nodes[pk])) for pk in sorted(meta)]
+    return [ReservationNodes(pk, meta[pk][0], tuple(nodes[pk]), meta[pk][1], meta[pk][2]) for pk in sorted(meta)]
 
 
 # ---- samples and history ------------------------------------------------------------------
@@ -344,11 +349,14 @@ def open_conditions(fabric_id: int) -> dict[str, set[str]]:
 
 
 def summarise(statuses: Iterable[LinkStatus]) -> dict[str, int]:
-    """Counts for /metrics and the page header."""
-    up = down = hot = erroring = 0
+    """Counts for /metrics and the page header: ``busy`` links run at ≥ BUSY_AT of line rate,
+    ``congested`` ones had PortXmitWait ticks over the sweep."""
+    up = down = busy = erroring = congested = 0
+    busy_bucket = bucket_of(BUSY_AT)
     for st in statuses:
         up += st.up
         down += not st.up
-        hot += st.bucket >= 4
+        busy += st.bucket >= busy_bucket
         erroring += any(st.errors.values())
-    return {"up": up, "down": down, "hot": hot, "erroring": erroring}
+        congested += st.xmit_wait > 0
+    return {"up": up, "down": down, "busy": busy, "erroring": erroring, "congested": congested}

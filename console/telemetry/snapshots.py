@@ -54,6 +54,7 @@ def snapshot_for(fabric_id: int, principal: Principal) -> dict[str, Any]:
     else:
         mine = (snap.get("tenants") or {}).get(str(principal.tenant_id)) or {}
         out["reservations"] = mine.get("reservations", {})
+        out["reservation_names"] = mine.get("reservation_names", {})
     return out
 
 
@@ -142,6 +143,7 @@ def _port_live(live: dict[str, Any] | None, measured_here: bool) -> dict[str, An
             "bucket": None,
             "errors": {},
             "error_totals": {},
+            "xmit_wait": None,
         }
     tx, rx = live.get("tx_bps", 0), live.get("rx_bps", 0)
     if not measured_here:
@@ -155,6 +157,7 @@ def _port_live(live: dict[str, Any] | None, measured_here: bool) -> dict[str, An
         "bucket": live.get("bucket", 0),
         "errors": live.get("errors") or {},
         "error_totals": live.get("error_totals") or {},
+        "xmit_wait": live.get("xmit_wait", 0),
     }
 
 

@@ -12,11 +12,15 @@ then into a spine, opens each one's table: the switch under the pointer, not the
 from __future__ import annotations
 
 import re
+import threading
+from types import SimpleNamespace
 
 import pytest
+from django.db import connection
 from playwright.sync_api import expect
 
-from console.fabric.lab.faults import replug, unplug
+from console.fabric.lab.faults import replug, set_counters, unplug
+from scheduling.models import Reservation
 from scheduling.services import inventory
 from tests.fabric.conftest import requires_lab
 from tests.fabric.lab_fixtures import lab_data_dir, lab_fabric, su1_revision  # noqa: F401
@@ -64,25 +68,35 @@ def port_row(page, port: int):
     return page.get_by_test_id("switch-panel").locator(f'[data-testid=port-row][data-port="{port}"]')
 
 
-def test_switch_port_table_shows_peers_and_follows_an_unplugged_cable_live(
-    lab_fabric,  # noqa: F811
-    processes,  # noqa: F811
-    browser,
-    operator,
-    admin_a,
-    tenant_a,
-    tenant_b,
-):
-    fabric, _lab = lab_fabric("ports")
-    inventory.import_inventory(fabric)
-    res_a = ready_reservation(fabric, tenant_a, nodes=2)
-    res_b = ready_reservation(fabric, tenant_b, nodes=2)
-    nodes_a = set(fabric.nodes.filter(pk__in=res_a.allocations.values("node")).values_list("name", flat=True))
-    nodes_b = set(fabric.nodes.filter(pk__in=res_b.allocations.values("node")).values_list("name", flat=True))
-    node = sorted(nodes_a)[0]
-    leaf, leaf_port = fabric.nodes.get(name=node).hcas.values_list("leaf", "leaf_port").first()
+@pytest.fixture
+def two_tenants(lab_fabric, processes, operator, admin_a, tenant_a, tenant_b):  # noqa: F811
+    """Factory: a lab fabric with a ready 2-node reservation of each tenant (named, if names are
+    given), the collector and the web server; the first host port of tenant A's reservation."""
+
+    def start(name: str, names: tuple[str, str] | None = None) -> SimpleNamespace:
+        fabric, _lab = lab_fabric(name)
+        inventory.import_inventory(fabric)
+        res_a = ready_reservation(fabric, tenant_a, nodes=2)
+        res_b = ready_reservation(fabric, tenant_b, nodes=2)
+        for res, label in zip((res_a, res_b), names or (), strict=False):
+            Reservation.objects.filter(pk=res.pk).update(name=label)
+        nodes_a = set(fabric.nodes.filter(pk__in=res_a.allocations.values("node")).values_list("name", flat=True))
+        nodes_b = set(fabric.nodes.filter(pk__in=res_b.allocations.values("node")).values_list("name", flat=True))
+        node = sorted(nodes_a)[0]
+        leaf, leaf_port = fabric.nodes.get(name=node).hcas.values_list("leaf", "leaf_port").first()
+        url = serve(processes, fabric)
+        return SimpleNamespace(
+            fabric=fabric, nodes_a=nodes_a, nodes_b=nodes_b, node=node, leaf=leaf, leaf_port=leaf_port, url=url
+        )
+
+    return start
+
+
+def test_switch_port_table_shows_peers_and_follows_an_unplugged_cable_live(two_tenants, browser):
+    lab = two_tenants("ports")
+    fabric, nodes_a, nodes_b, node, url = lab.fabric, lab.nodes_a, lab.nodes_b, lab.node, lab.url
+    leaf, leaf_port = lab.leaf, lab.leaf_port
     link = f"{leaf}/{leaf_port}"
-    url = serve(processes, fabric)
 
     # the operator clicks the leaf on the canvas: its port table, every port with its peer
     op = login(browser, url, "op")
@@ -174,3 +188,107 @@ def test_switch_port_table_shows_peers_and_follows_an_unplugged_cable_live(
         expect(op).to_have_url(re.compile(f"switch={re.escape(target)}"))
         panel.get_by_test_id("switch-close").click()
         expect(panel).to_be_hidden()
+
+
+def test_live_page_names_filters_states_its_colour_rule_and_shows_counters_set_in_ibsim(two_tenants, browser):
+    """Filters by names (a tenant sees only its own), the legend's colour rule and units, the
+    link charts' axes (unit and UTC time), and congestion and error counters set on a real ibsim
+    port reaching the port table through the collector and the stream."""
+    lab = two_tenants("counters", ("llama-pretrain", "bert-eval"))
+    fabric, leaf, leaf_port, url = lab.fabric, lab.leaf, lab.leaf_port, lab.url
+
+    op = login(browser, url, "op")
+    op.goto(f"{url}/fabrics/{fabric.pk}/live/?switch={leaf}")
+    expect(op.get_by_test_id("live-summary")).to_contain_text("collector running", timeout=15_000)
+    expect(op.get_by_test_id("live-summary")).to_contain_text("busy (≥ 75 % utilisation)")
+    # the filters name tenants and reservations, never their database ids
+    options = op.get_by_test_id("filter-reservation").locator("option")
+    expect(options.filter(has_text="llama-pretrain")).to_have_count(1)
+    expect(options.filter(has_text="bert-eval")).to_have_count(1)
+    expect(op.get_by_test_id("filter-reservation").locator("optgroup[label='Tenant A']")).to_have_count(1)
+    texts = " ".join(options.all_inner_texts())
+    assert not re.search(r"\b(tenant|reservation) \d+\b", texts), texts
+    # the legend states the bundle rule, the scale with its unit, and what busy means
+    legend = op.get_by_test_id("live-legend")
+    expect(legend.get_by_test_id("legend-rule")).to_contain_text("mean utilisation")
+    expect(legend.get_by_test_id("legend-rule")).to_contain_text("hottest link")
+    expect(legend.get_by_test_id("legend-scale")).to_contain_text("% of line rate")
+    expect(legend.get_by_test_id("legend-scale")).to_contain_text("≥ 90 %")
+    expect(legend.get_by_test_id("legend-terms")).to_contain_text("busy = a link at ≥ 75 % utilisation")
+    expect(legend.get_by_test_id("legend-terms")).to_contain_text("PortXmitWait")
+
+    # tenant A's filter holds its own reservation's name and nothing of tenant B
+    tenant = login(browser, url, "admin-a")
+    tenant.goto(f"{url}/fabrics/{fabric.pk}/live/")
+    expect(tenant.get_by_test_id("live-conn")).to_have_text("live", timeout=15_000)
+    expect(tenant.get_by_test_id("legend-rule")).to_contain_text(
+        "links a line stands for that belong to your reservations"
+    )
+    mine = tenant.get_by_test_id("filter-reservation")
+    expect(mine.locator("option").filter(has_text="llama-pretrain")).to_have_count(1)
+    assert "bert-eval" not in mine.inner_text() and "Tenant B" not in tenant.content()
+
+    # congestion and errors on the reservation's port, set in ibsim: PortXmitWait keeps rising
+    # (a congested port), the error counters are set once
+    set_counters(
+        fabric,
+        leaf,
+        leaf_port,
+        {"SymbolErrorCounter": 12, "LinkErrorRecoveryCounter": 3, "LinkDownedCounter": 2, "PortRcvErrors": 5},
+    )
+    stop = threading.Event()
+
+    def congest() -> None:
+        ticks = 0
+        try:
+            while not stop.is_set():
+                ticks += 20_000
+                set_counters(fabric, leaf, leaf_port, {"PortXmitWait": ticks})
+                stop.wait(0.25)
+        finally:
+            connection.close()
+
+    driver = threading.Thread(target=congest, daemon=True)
+    driver.start()
+    try:
+        for page in (op, tenant):
+            if page is tenant:
+                tenant.goto(f"{url}/fabrics/{fabric.pk}/live/?switch={leaf}")
+            row = port_row(page, leaf_port)
+            expect(row.get_by_test_id("port-errors")).to_contain_text("symbol 12", timeout=LIVE_MS)
+            expect(row.get_by_test_id("port-errors")).to_contain_text("link recoveries 3")
+            expect(row.get_by_test_id("port-errors")).to_contain_text("link downed 2")
+            expect(row.get_by_test_id("port-errors")).to_contain_text("rcv errors 5")
+            expect(row.get_by_test_id("port-xmit-wait")).to_have_text(re.compile(r"^[1-9][\d,]*/s$"), timeout=LIVE_MS)
+        head = op.get_by_test_id("port-table").locator("thead")
+        for unit in ("Tx (Gb/s)", "Util (%)", "Xmit wait (ticks/s)"):
+            expect(head).to_contain_text(unit)
+        # the snapshot the page resyncs from carries the same counters, read from ibsim (the
+        # rate of a sweep that fell between two of the driver's writes is 0: polled, as the
+        # page's rows are)
+        op.wait_for_function(
+            """([fabric, link]) => fetch(`/api/telemetry/fabrics/${fabric}/snapshot/`).then((r) => r.json())
+                .then((body) => body.links.some((lk) => lk.id === link && lk.xmit_wait > 0
+                    && lk.error_totals.LinkErrorRecoveryCounter === 3))""",
+            arg=[fabric.pk, f"{leaf}/{leaf_port}"],
+            timeout=LIVE_MS,
+            polling=250,
+        )
+    finally:
+        stop.set()
+        driver.join()
+
+    # the link's charts: y axis with its unit, x axis in 24-hour UTC
+    port_row(op, leaf_port).get_by_test_id("port-pick").click()
+    detail = op.get_by_test_id("link-detail")
+    expect(detail).to_contain_text("xmit wait")
+    spark = detail.locator("svg.spark")
+    expect(spark).to_have_attribute("data-unit", "%")
+    expect(spark.locator("[data-axis=y][data-at=max]")).to_have_text("100 %")
+    expect(spark.locator("[data-axis=y][data-at=min]")).to_have_text("0 %")
+    expect(spark.locator("[data-axis=x][data-at=max]")).to_have_text(
+        re.compile(r"^([01]\d|2[0-3]):[0-5]\d:[0-5]\d UTC$")
+    )
+    history = detail.locator("svg.history")
+    expect(history).to_have_attribute("data-unit", "Gb/s")
+    expect(history.locator("[data-axis=x][data-at=min]")).to_have_text(re.compile(r" UTC$"))

@@ -15,6 +15,7 @@ from console.telemetry.api.views import FabricEventViewSet
 from console.telemetry.models import FabricEvent
 from console.tenancy.models import AuditEntry, Principal, Role
 from designer.services import create_design
+from scheduling.models import Reservation
 from tests.isolation import IsolationSuite
 from tests.live.fabric_fixtures import ONE_SU, statuses
 from tests.live.helpers import SYSTEM
@@ -69,6 +70,27 @@ def test_snapshot_and_link_detail_show_a_tenant_only_its_links(world, client_for
     res_b = world["res_b"].pk
     assert a.get(f"/api/telemetry/fabrics/{fid}/history/?reservation={res_b}").status_code == 404
     assert a.get(f"/api/telemetry/fabrics/{fid}/history/?tenant={world['b'].pk}").status_code == 404
+
+
+def test_the_snapshot_names_tenants_and_reservations_and_a_tenant_only_its_own(world, client_for, admin_a, operator):
+    """The live filters show names: the operator's snapshot names every tenant and its
+    reservations (a reservation without a name by its partition, ``res-<id>``); a tenant's names
+    only its own reservations and nothing of the other tenant."""
+    Reservation.objects.filter(pk=world["res_a"].pk).update(name="llama-pretrain")
+    world["collector"].workload.jobs = []  # the next refresh reads the reservations again
+    world["collector"]._refresh_jobs()
+    _publish_snapshot(world)
+    fid = world["fabric"].pk
+    a, b = world["a"], world["b"]
+    res_a, res_b = world["res_a"].pk, world["res_b"].pk
+    op = client_for(operator).get(f"/api/telemetry/fabrics/{fid}/snapshot/").json()
+    assert op["tenants"][str(a.pk)]["name"] == a.name and op["tenants"][str(b.pk)]["name"] == b.name
+    assert op["tenants"][str(a.pk)]["reservation_names"] == {str(res_a): "llama-pretrain"}
+    assert op["tenants"][str(b.pk)]["reservation_names"] == {str(res_b): f"res-{res_b}"}
+    mine = client_for(admin_a).get(f"/api/telemetry/fabrics/{fid}/snapshot/")
+    assert mine.json()["reservation_names"] == {str(res_a): "llama-pretrain"}
+    text = mine.content.decode()
+    assert b.name not in text and f"res-{res_b}" not in text and a.name not in text
 
 
 def test_the_snapshot_seq_is_the_one_its_links_are_current_with(world, client_for, admin_a, operator):

@@ -266,7 +266,9 @@ def test_the_ops_decode_the_same_answers_whichever_path_ran_them():
     struct.pack_into(">QQ", ext, 8, 1234, 5678)
     basic = bytearray(mw.DATA_SIZE)
     struct.pack_into(">H", basic, 4, 3)  # SymbolErrorCounter
+    basic[6] = 2  # LinkErrorRecoveryCounter
     basic[7] = 1  # LinkDownedCounter
+    struct.pack_into(">I", basic, 40, 70_000)  # PortXmitWait
     info = bytearray(mw.DATA_SIZE)
     info[32] = 0x44  # Active
     answers = {
@@ -282,7 +284,14 @@ def test_the_ops_decode_the_same_answers_whichever_path_ran_them():
     assert rows[0] == [
         1234,
         5678,
-        {"SymbolErrorCounter": 3, "LinkDownedCounter": 1, "PortRcvErrors": 0, "PortXmitDiscards": 0},
+        {
+            "SymbolErrorCounter": 3,
+            "LinkErrorRecoveryCounter": 2,
+            "LinkDownedCounter": 1,
+            "PortRcvErrors": 0,
+            "PortXmitDiscards": 0,
+            "PortXmitWait": 70_000,
+        },
         "Active",
     ]
     assert rows[1] == [1234, 5678, None, None]

@@ -56,7 +56,13 @@ def test_only_switches_whose_error_sums_moved_have_their_ports_error_counters_re
         assert moved[("leaf2", 3)].errors["SymbolErrorCounter"] == 7
         end = LinkEnd("leaf2/3", "leaf2", 3, "hca", 1, "node_leaf", 400.0)
         delta = link_status(end, moved[("leaf2", 3)], quiet[("leaf2", 3)], 1.0).errors
-        assert delta == {"SymbolErrorCounter": 7, "LinkDownedCounter": 0, "PortRcvErrors": 2, "PortXmitDiscards": 0}
+        assert delta == {
+            "SymbolErrorCounter": 7,
+            "LinkDownedCounter": 0,
+            "LinkErrorRecoveryCounter": 0,
+            "PortRcvErrors": 2,
+            "PortXmitDiscards": 0,
+        }
         # what it did not re-read is what a reader reading everything sees
         truth = full.read(ports, lids)
         assert {k: (r.errors, r.state) for k, r in moved.items()} == {k: (r.errors, r.state) for k, r in truth.items()}
@@ -65,6 +71,32 @@ def test_only_switches_whose_error_sums_moved_have_their_ports_error_counters_re
     finally:
         reader.close()
         full.close()
+
+
+def test_congestion_and_link_error_recovery_set_in_ibsim_are_read_as_a_rate_and_an_error(fabric):
+    """PortXmitWait and LinkErrorRecoveryCounter set on one ibsim port move the switch's
+    AllPortSelect sums, so that port's counters are read again: the wait as ticks per second
+    (never an error), the recoveries as an error delta."""
+    lab, ports, lids = fabric
+    reader = MadReader(lab.diag_env())
+    try:
+        before = reader.read(ports, lids)
+        assert before[("leaf3", 2)].errors["PortXmitWait"] == 0
+        lab.set_counter("leaf3", 2, PortXmitWait=50_000, LinkErrorRecoveryCounter=3)
+        after = reader.read(ports, lids)
+        assert reader.last["dirty_switches"] == 1
+        assert after[("leaf3", 2)].errors["PortXmitWait"] == 50_000
+        end = LinkEnd("leaf3/2", "leaf3", 2, "hca", 1, "node_leaf", 400.0)
+        status = link_status(end, after[("leaf3", 2)], before[("leaf3", 2)], 2.0)
+        assert status.xmit_wait == 25_000.0
+        assert status.errors["LinkErrorRecoveryCounter"] == 3
+        assert "PortXmitWait" not in status.errors
+        shown = status.as_dict()
+        assert shown["xmit_wait"] == 25_000 and shown["error_totals"] == {"LinkErrorRecoveryCounter": 3}
+        quiet = link_status(end, reader.read(ports, lids)[("leaf3", 2)], after[("leaf3", 2)], 1.0)
+        assert quiet.xmit_wait == 0.0
+    finally:
+        reader.close()
 
 
 def test_link_state_is_read_every_other_sweep_and_a_pulled_cable_shows_within_two(fabric):

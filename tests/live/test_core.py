@@ -84,6 +84,7 @@ def test_live_message_schemas_are_checked():
         "rx_bps": 2,
         "errors": {},
         "error_totals": {},
+        "xmit_wait": 0,
     }
     check({"type": "link.delta", "group": "fabric.1", "seq": 1, "fabric": 1, "at": 1.5, "links": [link]})
     with pytest.raises(SchemaError):

@@ -29,9 +29,11 @@ PHYS_STATES = {
 SM_STATES = {0: "NOTACTIVE", 1: "DISCOVERING", 2: "STANDBY", 3: "MASTER"}
 ERROR_FIELDS = (  # (name, offset, size) in the PortCounters attribute
     ("SymbolErrorCounter", 4, 2),
+    ("LinkErrorRecoveryCounter", 6, 1),
     ("LinkDownedCounter", 7, 1),
     ("PortRcvErrors", 8, 2),
     ("PortXmitDiscards", 14, 2),
+    ("PortXmitWait", 40, 4),  # congestion: ticks a port had data to send but no credits
 )
 #: ``counters`` mask bits: what to read for a port.
 READ_DATA, READ_ERRORS, READ_STATE = 1, 2, 4

@@ -99,6 +99,9 @@ class SwitchPortSerializer(serializers.Serializer):
     # The serializer metaclass pops declared fields, so this field does not shadow `Serializer.errors`.
     errors = serializers.DictField(child=serializers.IntegerField(), help_text="last sweep")  # type: ignore[assignment]
     error_totals = serializers.DictField(child=serializers.IntegerField())
+    xmit_wait = serializers.IntegerField(
+        allow_null=True, help_text="congestion: PortXmitWait ticks per second over the last sweep"
+    )
 
 
 class SwitchPortsSerializer(serializers.Serializer):

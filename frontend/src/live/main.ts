@@ -11,18 +11,10 @@ import type { CanvasEdge, CanvasNode } from "../designer/types";
 import { byTestId, fmt, h } from "../dom";
 import { PortTable } from "./ports";
 import { LiveStream } from "./stream";
-import type { ChangePage, ChangeStep, FabricEvent, FabricEventPage, LinkState, LiveEvent, LiveInit, Message, Snapshot } from "./types";
+import type { ChangePage, ChangeStep, FabricEvent, FabricEventPage, LinkState, LiveEvent, LiveInit, Message, Snapshot, TenantSlice } from "./types";
 import { ZoomToSwitch } from "./zoom";
-
-const BUCKET_COLOURS = ["#9aa7b4", "#2e7d32", "#9e9d24", "#f9a825", "#ef6c00", "#c62828"];
-const BUCKET_LABELS = ["idle", "< 25 %", "< 50 %", "< 75 %", "< 90 %", "≥ 90 %"];
-
-interface EdgeState {
-  down: number;
-  bucket: number;
-  errors: number;
-  mine: boolean;
-}
+import { BUCKET_COLOURS, BUSY_WORD, type Bundle, bundleOf, bundleText, legend, pct } from "./bundle";
+import { timeChart } from "./chart";
 
 /** What an edge shows, as last written to Cytoscape (only differences are written again). */
 interface EdgeLook {
@@ -44,7 +36,7 @@ class LivePage {
   private highlight: Set<string> | null = null;
   private events = new Map<number, LiveEvent>();
   private selected: string | null = null;
-  private spark: number[] = [];
+  private spark: [number, number][] = [];
   private sparkTimer: number | undefined;
   private changes = new Map<number, WebSocket>();
   private snapshot: Snapshot | null = null;
@@ -69,6 +61,12 @@ class LivePage {
       },
     });
     this.canvas.render(init.canvas);
+    // The bundle rule's figures where the pointer is: "mean 34 %, hottest 92 % on leaf03 p17".
+    this.canvas.cy.on("mouseover", "edge", (ev) => {
+      const id = (ev.target as { id(): string }).id();
+      byTestId("live-canvas").title = `${id.replace("--", " — ")}: ${this.bundleText(id)}`;
+    });
+    this.canvas.cy.on("mouseout", "edge", () => byTestId("live-canvas").removeAttribute("title"));
     new ZoomToSwitch(this.canvas.cy, (name) => this.openSwitch(name));
     this.indexEdges(init.canvas.edges);
     this.canvas.cy
@@ -139,11 +137,13 @@ class LivePage {
   }
 
   private legend(): void {
-    const el = byTestId("live-legend");
-    el.replaceChildren(
-      ...BUCKET_LABELS.map((label, i) => h("span", { class: "swatch", style: `--c:${BUCKET_COLOURS[i]}` }, label)),
-      h("span", { class: "swatch down" }, "down"),
-    );
+    byTestId("live-legend").replaceChildren(...legend(this.init.operator));
+  }
+
+  /** The bundle rule's figures of a canvas edge (visible links only, for a tenant). */
+  bundleText(edgeId: string): string {
+    const ids = (this.linksOfEdge.get(edgeId) ?? []).filter((id) => this.init.operator || this.mine.has(id));
+    return bundleText(bundleOf(ids, this.links, () => false));
   }
 
   /** The state to continue the stream from: the links' snapshot, and the events (event messages
@@ -160,7 +160,7 @@ class LivePage {
     this.filters();
     const s = snap.summary;
     byTestId("live-summary").textContent = s
-      ? `${fmt(s.up)} up · ${fmt(s.down)} down · ${fmt(s.hot)} hot · collector ${snap.collector}`
+      ? `${fmt(s.up)} links up · ${fmt(s.down)} down · ${fmt(s.busy ?? 0)} ${BUSY_WORD} · ${fmt(s.congested ?? 0)} congested · collector ${snap.collector}`
       : `${snap.links.length} links of your reservations · collector ${snap.collector}`;
     return snap.seq;
   }
@@ -207,24 +207,16 @@ class LivePage {
     return this.lastApplyMs;
   }
 
-  private aggregate(edgeId: string): EdgeState {
-    const agg: EdgeState = { down: 0, bucket: 0, errors: 0, mine: false };
-    for (const id of this.linksOfEdge.get(edgeId) ?? []) {
-      const st = this.links.get(id);
-      if (this.mine.has(id) || this.highlight?.has(id)) agg.mine = true;
-      if (!st) continue;
-      if (!st.up) agg.down += 1;
-      agg.bucket = Math.max(agg.bucket, st.bucket);
-      for (const name in st.errors) agg.errors += st.errors[name];
-    }
-    return agg;
+  /** The edge's bundle: coloured by the mean utilisation of its links (see ./bundle.ts). */
+  private aggregate(edgeId: string): Bundle {
+    return bundleOf(this.linksOfEdge.get(edgeId) ?? [], this.links, (id) => this.mine.has(id) || !!this.highlight?.has(id));
   }
 
   private tierFilter(): string {
     return document.querySelector<HTMLSelectElement>('[data-testid="filter-tier"]')?.value ?? "";
   }
 
-  private dimmed(edgeId: string, agg: EdgeState, tier: string): boolean {
+  private dimmed(edgeId: string, agg: Bundle, tier: string): boolean {
     if (tier && this.tierOfEdge.get(edgeId) !== tier) return true;
     if (!this.init.operator || this.highlight) return !agg.mine;
     return false;
@@ -245,11 +237,22 @@ class LivePage {
       ...tiers.map((t) => h("option", { value: t }, t)));
     tier.addEventListener("change", () => this.apply([], true));
     box.append(tier);
-    const groups = this.init.operator ? this.snapshot?.tenants ?? {} : { mine: { links: [...this.mine], reservations: this.snapshot?.reservations ?? {} } };
+    const groups: Record<string, TenantSlice> = this.init.operator
+      ? this.snapshot?.tenants ?? {}
+      : { mine: { links: [...this.mine], reservations: this.snapshot?.reservations ?? {} } };
     const res = h("select", { testid: "filter-reservation", "aria-label": "Reservation" }, h("option", { value: "" }, this.init.operator ? "all tenants" : "all my reservations"));
-    for (const [tid, slice] of Object.entries(groups)) {
-      if (this.init.operator) res.append(h("option", { value: `t:${tid}` }, `tenant ${tid}`));
-      for (const rid of Object.keys(slice.reservations)) res.append(h("option", { value: `r:${tid}:${rid}` }, `reservation ${rid}`));
+    const resNames = (slice: TenantSlice | undefined): Record<string, string> =>
+      (this.init.operator ? slice?.reservation_names : this.snapshot?.reservation_names) ?? {};
+    const sorted = Object.entries(groups).sort(([, a], [, b]) => (a.name ?? "").localeCompare(b.name ?? ""));
+    for (const [tid, slice] of sorted) {
+      const names = resNames(slice);
+      // Names, never database ids: a tenant's own reservations, an operator's tenants too.
+      const parent = this.init.operator ? h("optgroup", { label: slice.name || "tenant" }) : res;
+      if (this.init.operator) parent.append(h("option", { value: `t:${tid}` }, `all of ${slice.name || "tenant"}`));
+      for (const rid of Object.keys(slice.reservations).sort((a, b) => (names[a] ?? "").localeCompare(names[b] ?? ""))) {
+        parent.append(h("option", { value: `r:${tid}:${rid}` }, names[rid] ?? `res-${rid}`));
+      }
+      if (parent !== res) res.append(parent);
     }
     res.addEventListener("change", () => {
       const v = res.value;
@@ -292,7 +295,7 @@ class LivePage {
       ...list.map((e) => {
         const li = h("li", { class: `ev ev-${e.severity} ev-${e.status}`, testid: "event", "data-kind": e.kind, "data-subject": e.subject, "data-status": e.status },
           h("strong", {}, e.kind.replace("_", " ")), " ", e.message, " ", h("span", { class: "badge" }, e.status),
-          e.reservations.length ? h("span", { class: "muted" }, ` · reservations ${e.reservations.join(", ")}`) : null);
+          e.reservations.length ? h("span", { class: "muted" }, ` · ${e.reservations.map((r) => this.reservationName(r)).join(", ")}`) : null);
         if (this.init.can_write && e.status !== "resolved") {
           for (const verb of e.status === "open" ? ["acknowledge", "resolve"] : ["resolve"]) {
             const b = h("button", { class: "link", type: "button" }, verb);
@@ -303,6 +306,18 @@ class LivePage {
         return li;
       }),
     );
+  }
+
+  /** A reservation's name as the snapshot gives it (a tenant: its own only). */
+  private reservationName(id: number): string {
+    const key = String(id);
+    const own = this.snapshot?.reservation_names?.[key];
+    if (own) return own;
+    for (const slice of Object.values(this.snapshot?.tenants ?? {})) {
+      const name = slice.reservation_names?.[key];
+      if (name) return name;
+    }
+    return `res-${id}`;
   }
 
   private pick(item: Picked): void {
@@ -316,17 +331,18 @@ class LivePage {
     if (item.type !== "edge") return;
     const ids = this.linksOfEdge.get(item.edge.id) ?? [];
     const visible = ids.filter((id) => this.init.operator || this.mine.has(id));
-    this.linkPanel(`${item.edge.source} — ${item.edge.target}`, visible);
+    this.linkPanel(`${item.edge.source} — ${item.edge.target}`, visible, bundleText(bundleOf(visible, this.links, () => false)));
   }
 
-  private linkPanel(title: string, ids: string[]): void {
+  private linkPanel(title: string, ids: string[], summary?: string): void {
     const panel = byTestId("link-panel");
     panel.replaceChildren(h("h2", {}, title),
+      h("p", { class: "muted", testid: "bundle-summary", hidden: !(summary && ids.length > 1) }, summary ?? ""),
       h("ul", { class: "plain" }, ...ids.map((id) => {
         const st = this.links.get(id);
         const b = h("button", { class: "link", type: "button", testid: "pick-link" }, id);
         b.addEventListener("click", () => this.select(id));
-        return h("li", {}, b, " ", st ? (st.up ? `${Math.round(st.util * 100)} %` : "down") : "–");
+        return h("li", {}, b, " ", st ? (st.up ? pct(st.util) : "down") : "–");
       })),
       h("div", { testid: "link-detail" }));
     if (ids.length === 1) this.select(ids[0]);
@@ -340,7 +356,7 @@ class LivePage {
       `/api/telemetry/fabrics/${this.init.fabric}/links/${id}/?minutes=60`,
     ).then((body) => {
       if (body.link.tx_bps !== undefined) this.links.set(id, body.link);
-      this.spark.push(Math.max(body.link.tx_bps ?? 0, body.link.rx_bps ?? 0));
+      this.spark.push([Date.now(), 100 * (body.link.util ?? 0)]);
       this.spark = this.spark.slice(-60);
       this.showLink(id, body.history);
     }).catch(() => window.clearInterval(this.sparkTimer));
@@ -355,12 +371,18 @@ class LivePage {
     const rows: [string, string][] = st
       ? [["state", st.up ? "Active" : "Down"], ["tx", gbps(st.tx_bps)], ["rx", gbps(st.rx_bps)],
          ["utilisation", `${(st.util * 100).toFixed(1)} %`],
-         ...Object.entries(st.error_totals).map(([k, v]) => [k, String(v)] as [string, string])]
+         ["xmit wait", `${fmt(st.xmit_wait ?? 0)} ticks/s`],
+         ...Object.entries(st.error_totals).map(([k, v]) => [k, `${fmt(v)} (total)`] as [string, string])]
       : [["state", "no data"]];
-    const keep = el.querySelector(".history");
+    const keep = el.querySelector(".history-block");
     el.replaceChildren(h("h3", {}, id), h("table", { class: "grid" }, ...rows.map(([k, v]) => h("tr", {}, h("th", {}, k), h("td", {}, v)))),
-      h("div", { class: "muted" }, "last minute"), plot(this.spark, 240, 40, "spark"));
-    if (history) el.append(h("div", { class: "muted" }, "history (hour)"), plot(history.map((r) => Math.max(r[1], r[2])), 240, 80, "history"));
+      h("div", { class: "muted" }, "utilisation, last minute (% of line rate)"),
+      timeChart(this.spark, { unit: "%", yMax: 100, cls: "spark", label: `utilisation of ${id}, last minute` }));
+    if (history) {
+      // (kept, caption and all, when the stream redraws the panel without a new history)
+      el.append(h("div", { class: "history-block" }, h("div", { class: "muted" }, "throughput, last hour (Gb/s, busier direction)"),
+        timeChart(history.map((r) => [r[0] * 1000, Math.max(r[1], r[2]) / 1e9]), { unit: "Gb/s", cls: "history", label: `throughput of ${id}, last hour` })));
+    }
     else if (keep) el.append(keep);
   }
 
@@ -399,21 +421,6 @@ class LivePage {
 
 function gbps(bps: number): string {
   return `${(bps / 1e9).toFixed(2)} Gb/s`;
-}
-
-function plot(values: number[], w: number, hgt: number, cls: string): SVGSVGElement {
-  const ns = "http://www.w3.org/2000/svg";
-  const svg = document.createElementNS(ns, "svg");
-  svg.setAttribute("viewBox", `0 0 ${w} ${hgt}`);
-  svg.setAttribute("class", cls);
-  const max = Math.max(1, ...values);
-  const pts = values.map((v, i) => `${((i / Math.max(1, values.length - 1)) * w).toFixed(1)},${(hgt - (v / max) * (hgt - 2) - 1).toFixed(1)}`);
-  const line = document.createElementNS(ns, "polyline");
-  line.setAttribute("points", pts.join(" "));
-  line.setAttribute("fill", "none");
-  line.setAttribute("stroke", "#0b6bcb");
-  svg.append(line);
-  return svg;
 }
 
 declare global {

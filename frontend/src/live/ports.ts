@@ -26,12 +26,14 @@ interface Row {
   tx: HTMLElement;
   rx: HTMLElement;
   util: HTMLElement;
+  wait: HTMLElement;
   errors: HTMLElement;
 }
 
 const SHORT: Record<string, string> = {
   SymbolErrorCounter: "symbol",
   LinkDownedCounter: "link downed",
+  LinkErrorRecoveryCounter: "link recoveries",
   PortRcvErrors: "rcv errors",
   PortXmitDiscards: "xmit discards",
 };
@@ -39,6 +41,11 @@ const SHORT: Record<string, string> = {
 function bps(value: number | null | undefined): string {
   if (value === null || value === undefined) return "–";
   return `${(value / 1e9).toFixed(2)} Gb/s`;
+}
+
+function waitText(value: number | null | undefined): string {
+  if (value === null || value === undefined) return "–";
+  return `${Math.round(value).toLocaleString("en-US")}/s`;
 }
 
 function errorText(delta: Record<string, number>, totals: Record<string, number>): string {
@@ -52,6 +59,20 @@ function errorText(delta: Record<string, number>, totals: Record<string, number>
 function set(el: HTMLElement, text: string): void {
   if (el.textContent !== text) el.textContent = text;
 }
+
+/** Column heads (with units) and what each says. */
+const PORT_COLUMNS: [string, string][] = [
+  ["Port", ""],
+  ["Peer", ""],
+  ["State", ""],
+  ["Rate", "link width and speed"],
+  ["Tx (Gb/s)", "sent by this port"],
+  ["Rx (Gb/s)", "received by this port"],
+  ["Util (%)", "busier direction, % of line rate"],
+  ["Xmit wait (ticks/s)", "PortXmitWait: ticks the port had data to send and no credit (congestion)"],
+  ["Errors (total, +last sweep)", "SymbolErrorCounter, LinkDownedCounter, LinkErrorRecoveryCounter, PortRcvErrors, PortXmitDiscards"],
+  ["", ""],
+];
 
 export class PortTable {
   switch: string | null = null;
@@ -129,7 +150,7 @@ export class PortTable {
       this.head(body.switch, note),
       h("div", { class: "port-scroll" },
         h("table", { class: "grid ports", testid: "port-table" },
-          h("thead", {}, h("tr", {}, ...["Port", "Peer", "State", "Rate", "Tx", "Rx", "Util", "Errors", ""].map((c) => h("th", {}, c)))),
+          h("thead", {}, h("tr", {}, ...PORT_COLUMNS.map(([c, help]) => h("th", help ? { title: help } : {}, c)))),
           tbody)),
     );
     this.root.dataset.state = "ready";
@@ -141,6 +162,7 @@ export class PortTable {
     const tx = cell("port-tx");
     const rx = cell("port-rx");
     const util = cell("port-util");
+    const wait = cell("port-xmit-wait");
     const errors = cell("port-errors");
     let peer: HTMLElement | string = "–";
     if (p.peer?.kind === "switch") {
@@ -163,10 +185,11 @@ export class PortTable {
       tx,
       rx,
       util,
+      wait,
       errors,
       h("td", {}),
     );
-    const row: Row = { data: p, el, state, tx, rx, util, errors };
+    const row: Row = { data: p, el, state, tx, rx, util, wait, errors };
     if (p.link) {
       const link = p.link;
       const title = `${name} port ${p.port}`;
@@ -187,6 +210,7 @@ export class PortTable {
       set(tx, bps(p.tx_bps));
       set(rx, bps(p.rx_bps));
       set(util, p.util === null ? "–" : `${(p.util * 100).toFixed(1)} %`);
+      set(wait, waitText(p.xmit_wait));
       set(errors, p.link ? errorText(p.errors, p.error_totals) : "–");
     }
     return el;
@@ -201,6 +225,7 @@ export class PortTable {
     set(row.tx, bps(tx));
     set(row.rx, bps(rx));
     set(row.util, `${(st.util * 100).toFixed(1)} %`);
+    set(row.wait, waitText(st.xmit_wait ?? 0));
     set(row.errors, errorText(st.errors ?? {}, st.error_totals ?? {}));
   }
 }

@@ -27,6 +27,7 @@ export interface LinkState {
   rx_bps: number;
   errors: Record<string, number>;
   error_totals: Record<string, number>;
+  xmit_wait?: number; // PortXmitWait ticks per second (congestion)
 }
 
 // The REST port table, from the generated OpenAPI types.
@@ -43,8 +44,10 @@ export type ChangePage = Schemas["PaginatedChangeListList"];
 // The REST snapshot is free-form JSON in the schema (console.telemetry builds it from the same
 // link states the socket sends): written here.
 export interface TenantSlice {
+  name?: string;
   links: string[];
   reservations: Record<string, string[]>;
+  reservation_names?: Record<string, string>;
 }
 
 export interface Snapshot {
@@ -58,6 +61,7 @@ export interface Snapshot {
   summary?: Record<string, number>;
   tenants?: Record<string, TenantSlice>;
   reservations?: Record<string, string[]>;
+  reservation_names?: Record<string, string>;
 }
 
 // --- socket messages ---------------------------------------------------------------------------
