@@ -73,3 +73,10 @@ def scope_choices(filterset: django_filters.FilterSet, name: str, queryset: Quer
     choice = filterset.filters[name]
     assert isinstance(choice, django_filters.ModelChoiceFilter)
     choice.queryset = queryset
+
+
+def label_empty_choices(filterset: django_filters.FilterSet) -> None:
+    """Drop-downs read "any" rather than "---------" when no choice is made."""
+    for choice in filterset.filters.values():
+        if isinstance(choice, django_filters.ChoiceFilter | django_filters.ModelChoiceFilter):
+            choice.extra["empty_label"] = "any"

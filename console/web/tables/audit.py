@@ -13,7 +13,7 @@ from console.fabric.models import Fabric
 from console.tenancy.audit_words import fields, sentence
 from console.tenancy.filtersets import AuditEntryFilter
 from console.tenancy.models import AuditEntry, Principal, Tenant
-from console.web.tables import ConsoleTable, scope_choices
+from console.web.tables import ConsoleTable, label_empty_choices, scope_choices
 from scheduling.models import Pool
 
 
@@ -33,6 +33,7 @@ class AuditPageFilter(AuditEntryFilter):
         self.filters["until"].label = "Until (UTC)"
         if not principal.sees_all_tenants:
             del self.filters["tenant"]  # a tenant's log is its own tenant's
+        label_empty_choices(self)
 
     def filter_text(self, queryset: QuerySet[AuditEntry], name: str, value: str) -> QuerySet[AuditEntry]:
         return queryset.filter(
@@ -49,8 +50,12 @@ def names_for_words() -> dict[str, dict[int, str]]:
 
 
 class AuditTable(ConsoleTable):
-    created_at = tables.DateTimeColumn(verbose_name="When (UTC)", format="Y-m-d H:i:s")
-    what = tables.Column(verbose_name="What happened", empty_values=(), orderable=False)
+    created_at = tables.DateTimeColumn(
+        verbose_name="When (UTC)", format="Y-m-d H:i:s", attrs={"td": {"class": "nowrap"}}
+    )
+    what = tables.Column(
+        verbose_name="What happened", empty_values=(), orderable=False, attrs={"td": {"class": "sentence"}}
+    )
     action = tables.Column(verbose_name="Action code")
     actor_label = tables.Column(verbose_name="Actor")
     tenant = tables.Column(verbose_name="Tenant", accessor="tenant__name", default="—")

@@ -12,7 +12,7 @@ from django.utils.html import format_html
 
 from console.tenancy.filtersets import UtcIsoDateTimeFilter
 from console.tenancy.models import Principal, Tenant
-from console.web.tables import ConsoleTable, scope_choices
+from console.web.tables import ConsoleTable, label_empty_choices, scope_choices
 from scheduling.filtersets import ReservationFilterSet
 from scheduling.models import Pool, Reservation
 
@@ -33,6 +33,7 @@ class ReservationPageFilter(ReservationFilterSet):
         scope_choices(self, "pool", Pool.objects.order_by("name"))
         if not principal.sees_all_tenants:
             del self.filters["tenant"]  # a tenant lists its own reservations only
+        label_empty_choices(self)
 
     def filter_text(self, queryset: QuerySet[Reservation], name: str, value: str) -> QuerySet[Reservation]:
         match = Q(name__icontains=value)
