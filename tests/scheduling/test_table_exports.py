@@ -104,6 +104,7 @@ def test_tenants_table_sorts_filters_and_exports(client, operator, tenant_a, ten
     rows = rows_of(client.get(url, {"_export": "csv", "sort": "-name"}))
     names = list(Tenant.objects.order_by("-name").values_list("name", flat=True))
     assert [r["Name"] for r in rows] == names and len(names) >= 2
+    assert {r["Active"] for r in rows} == {"yes"}
     assert rows_of(client.get(url, {"_export": "csv", "q": tenant_b.slug}))[0]["Slug"] == tenant_b.slug
     assert len(rows_of(client.get(url, {"_export": "csv", "q": tenant_b.slug}))) == 1
 
@@ -114,3 +115,25 @@ def test_auditor_exports_what_it_reads_and_cannot_write(client, auditor, booked,
     rows = rows_of(client.get(reverse(name), {"_export": "csv"}))
     assert rows
     assert client.post(reverse(name), {"_export": "csv", "name": "x"}).status_code in (403, 405)
+
+
+def test_change_list_csv_keeps_the_status_filter_and_order(client, operator):
+    from console.fabric.models import ChangeRequest
+    from tests.fabric.test_change_list import finish, new_change
+    from tests.scheduling.conftest import make_fabric
+
+    fabric = make_fabric("chg-csv", {"topology": "fat-tree", "nodes": 8, "node_type": "DGX-H100"})
+    failed = finish(new_change(fabric, "partition for res-7"), ChangeRequest.Status.FAILED, minutes_ago=25)
+    applied = finish(new_change(fabric, "port disabled"), ChangeRequest.Status.APPLIED, restarted=True, minutes_ago=10)
+    new_change(fabric, "waiting")
+    logged_in(client, operator)
+    url = reverse("web:fabric-changes", args=[fabric.pk])
+    page = client.get(url, {"status": ["failed", "applied"]}).content.decode()
+    assert "_export=csv" in page
+    response = client.get(url, {"status": ["failed", "applied"], "ordering": "created_at", "_export": "csv"})
+    assert 'filename="changes-chg-csv-' in response["Content-Disposition"]
+    rows = rows_of(response)
+    assert [(r["Change"], r["Reason"], r["Restarted OpenSM"]) for r in rows] == [
+        (str(failed.pk), "partition for res-7", "no"),
+        (str(applied.pk), "port disabled", "yes"),
+    ]

@@ -36,6 +36,16 @@ class ConsoleTable(tables.Table):
         empty_text = "Nothing matches."
 
 
+class YesNoColumn(tables.BooleanColumn):
+    """A yes/no column that says yes or no in the CSV too (not True/False)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(yesno="yes,no", **kwargs)
+
+    def value(self, value: object, **kwargs: Any) -> str:
+        return "yes" if value else "no"
+
+
 def _per_page(request: HttpRequest) -> int:
     wanted = request.GET.get("per_page", "")
     return min(int(wanted), MAX_PER_PAGE) if wanted.isdigit() and int(wanted) > 0 else PER_PAGE
@@ -47,8 +57,11 @@ def respond(request: HttpRequest, table: ConsoleTable, export_name: str) -> Http
     The CSV is named ``<export_name>-<UTC time>.csv``; it holds exactly the rows the page's
     (tenant-scoped) queryset and filters give, in the page's sort order."""
     tables.RequestConfig(request, paginate={"per_page": _per_page(request)}).configure(table)
-    if request.GET.get(EXPORT_PARAM) != "csv":
-        return None
+    return export_csv(table, export_name) if request.GET.get(EXPORT_PARAM) == "csv" else None
+
+
+def export_csv(table: ConsoleTable, export_name: str) -> HttpResponse:
+    """Every row of ``table`` as CSV (tablib), named ``<export_name>-<UTC time>.csv``."""
     exporter = TableExport("csv", table, exclude_columns=table.screen_only)
     stamp = timezone.now().strftime("%Y%m%d-%H%M%SZ")
     response: HttpResponse = exporter.response(f"{export_name}-{stamp}.csv")

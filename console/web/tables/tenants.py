@@ -7,7 +7,7 @@ import django_tables2 as tables
 from django.db.models import Count, Q, QuerySet
 
 from console.tenancy.models import Tenant
-from console.web.tables import ConsoleTable
+from console.web.tables import ConsoleTable, YesNoColumn
 
 
 class TenantPageFilter(django_filters.FilterSet):
@@ -29,7 +29,7 @@ def with_members(queryset: QuerySet[Tenant]) -> QuerySet[Tenant]:
 class TenantTable(ConsoleTable):
     name = tables.Column(verbose_name="Name")
     slug = tables.Column(verbose_name="Slug")
-    is_active = tables.BooleanColumn(verbose_name="Active", yesno="yes,no")
+    is_active = YesNoColumn(verbose_name="Active")
     member_count = tables.Column(verbose_name="Members")
     created_at = tables.DateTimeColumn(verbose_name="Created (UTC)", format="Y-m-d H:i")
 
