@@ -65,6 +65,7 @@ class AuditTable(ConsoleTable):
 
     class Meta(ConsoleTable.Meta):
         model = AuditEntry
+        attrs = {**ConsoleTable.Meta.attrs, "data-testid": "audit-table"}
         fields = ("created_at", "what", "action", "actor_label", "tenant", "object_type", "object_id")
         sequence = ("created_at", "what", "action", "actor_label", "tenant", "object_type", "object_id", "...")
         row_attrs = {"data-testid": "audit-row", "data-action": lambda record: record.action}
