@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "django_filters",
+    "django_tables2",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",

@@ -18,6 +18,8 @@ from console.fabric.filtersets import ChangeRequestFilterSet
 from console.fabric.models import ChangeRequest, Fabric
 from console.tenancy.models import Role
 from console.web.context import principal_for
+from console.web.tables import EXPORT_PARAM, export_csv, export_query
+from console.web.tables.changes import ChangeTable
 
 
 @login_required
@@ -54,6 +56,8 @@ def fabric_changes(request: HttpRequest, fabric_id: int) -> HttpResponse:
     rows = ChangeRequest.objects.filter(fabric=fabric).defer("artefacts", "desired", "diff")
     filterset = ChangeRequestFilterSet(request.GET, queryset=rows)
     rows = filterset.qs if filterset.is_valid() else rows.none()
+    if request.GET.get(EXPORT_PARAM) == "csv":
+        return export_csv(ChangeTable(rows), f"changes-{fabric.name}")
     page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
     ordering = request.GET.get("ordering") or "-created_at"
     context = {
@@ -62,6 +66,7 @@ def fabric_changes(request: HttpRequest, fabric_id: int) -> HttpResponse:
         "page": page,
         "sort_links": _sort_links(request, ordering),
         "query": _query(request, page=None),
+        "export_query": export_query(request),
         "ordering_param": request.GET.get("ordering", ""),
         "active": "fabrics",
     }

@@ -27,9 +27,10 @@ from console.tenancy.errors import ConsoleError
 from console.tenancy.models import Principal, Role, Tenant
 from console.web.constraint_form import constraint_controls
 from console.web.context import principal_for
+from console.web.tables import respond, table_context
+from console.web.tables.reservations import ReservationPageFilter, ReservationTable
 from scheduling import read_models
 from scheduling.api.serializers import ReservationSerializer
-from scheduling.filtersets import ReservationFilterSet
 from scheduling.models import Pool, PriorityClass, Quota, Reservation
 from scheduling.services import quotas
 
@@ -54,6 +55,8 @@ def _principal(request: HttpRequest, roles: Set[str]) -> Principal:
 
 def _tabs(principal: Principal) -> list[dict[str, str]]:
     tabs = [{"key": "reserve", "label": "Reserve", "url": reverse("web:reservations")}]
+    if principal.role not in OPERATORS:
+        tabs.append({"key": "list", "label": "List and export", "url": reverse("web:reservations-list")})
     if principal.role in OPERATORS:
         tabs += [
             {"key": "all", "label": "All reservations", "url": reverse("web:reservations-all")},
@@ -161,12 +164,31 @@ def reservation_connection(request: HttpRequest, pk: int) -> JsonResponse:
 
 @login_required
 def reservations_all(request: HttpRequest) -> HttpResponse:
-    """Operators: every tenant's reservations, filtered by tenant, pool and status."""
-    principal = _principal(request, OPERATORS)
+    """Operators: every tenant's reservations, sorted, filtered, paginated, exported as CSV."""
+    return _reservation_list(request, _principal(request, OPERATORS), "all", "reservations-all")
+
+
+@login_required
+def reservations_list(request: HttpRequest) -> HttpResponse:
+    """Whoever reads reservations: the visible ones (a tenant's own) as a sortable, exportable table."""
+    principal = _principal(request, READERS)
+    name = "reservations-all" if principal.sees_all_tenants else f"reservations-{_tenant_slug(principal)}"
+    return _reservation_list(request, principal, "list", name)
+
+
+def _tenant_slug(principal: Principal) -> str:
+    slug = Tenant.objects.filter(pk=principal.tenant_id or 0).values_list("slug", flat=True).first()
+    return slug or "tenant"
+
+
+def _reservation_list(request: HttpRequest, principal: Principal, tab: str, export_name: str) -> HttpResponse:
     rows: QuerySet[Reservation] = Reservation.objects.visible_to(principal).select_related("tenant", "pool")
-    filterset = ReservationFilterSet(request.GET, queryset=rows)
+    filterset = ReservationPageFilter(request.GET, queryset=rows, principal=principal)
     rows = filterset.qs if filterset.is_valid() else rows.none()
-    return _page(request, "web/reservations_all.html", principal, "all", form=filterset.form, rows=rows[:500])
+    table = ReservationTable(rows, exclude=() if principal.sees_all_tenants else ("tenant",))
+    return respond(request, table, export_name) or _page(
+        request, "web/reservations_all.html", principal, tab, **table_context(request, table, filterset)
+    )
 
 
 class QuotaForm(forms.Form):

@@ -40,6 +40,7 @@ urlpatterns = [
     ),
     path("reservations/", reservation_views.reservations, name="reservations"),
     path("reservations/all/", reservation_views.reservations_all, name="reservations-all"),
+    path("reservations/list/", reservation_views.reservations_list, name="reservations-list"),
     path("reservations/quotas/", reservation_views.reservation_quotas, name="reservation-quotas"),
     path(
         "reservations/occupancy/",

@@ -7,21 +7,22 @@ from typing import Any
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template import loader
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from console.telemetry.overview import overview_for
 from console.tenancy import actions
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
-from console.tenancy.filtersets import AuditEntryFilter
 from console.tenancy.logins import cool_off, locked_logins
 from console.tenancy.models import ApiToken, AuditEntry, Membership, Role, Tenant
 from console.web.context import AuthenticatedHttpRequest, principal_for, refuse_readers
+from console.web.tables import respond, table_context
+from console.web.tables.audit import AuditPageFilter, AuditTable, names_for_words
+from console.web.tables.tenants import TenantPageFilter, TenantTable, with_members
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
@@ -110,15 +111,19 @@ def _require_role(request: HttpRequest, roles: set[str]) -> None:
 
 
 @login_required
+@require_safe
 def audit_log(request: HttpRequest) -> HttpResponse:
+    """The audit log as sentences, sortable and filterable; ``?_export=csv`` answers the CSV."""
     _require_role(request, {Role.OPERATOR, Role.AUDITOR, Role.TENANT_ADMIN})
     principal = principal_for(request)
     queryset = AuditEntry.objects.visible_to(principal).select_related("tenant")
-    filterset = AuditEntryFilter(request.GET, queryset=queryset)
+    filterset = AuditPageFilter(request.GET, queryset=queryset, principal=principal)
     entries = filterset.qs if filterset.is_valid() else queryset.none()
-    page = Paginator(entries, 50).get_page(request.GET.get("page"))
-    context = {"page": page, "filter": filterset, "active": "audit"}
-    return render(request, "web/audit.html", context)
+    hidden = () if principal.sees_all_tenants else ("tenant",)  # a tenant's log is all its own
+    table = AuditTable(entries, names=names_for_words(), exclude=hidden)
+    return respond(request, table, "audit-log") or render(
+        request, "web/audit.html", {**table_context(request, table, filterset), "active": "audit"}
+    )
 
 
 class TenantForm(forms.Form):
@@ -139,8 +144,17 @@ def tenants(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"Tenant {tenant.name} created.")
             return redirect("web:tenants")
-    rows = Tenant.objects.visible_to(principal)
-    context = {"rows": rows, "form": form, "active": "tenants", "locked_logins": len(locked_logins())}
+    rows = with_members(Tenant.objects.visible_to(principal))
+    filterset = TenantPageFilter(request.GET, queryset=rows)
+    table = TenantTable(filterset.qs if filterset.is_valid() else rows.none())
+    if (export := respond(request, table, "tenants")) is not None:
+        return export
+    context = {
+        **table_context(request, table, filterset),
+        "form": form,
+        "active": "tenants",
+        "locked_logins": len(locked_logins()),
+    }
     return render(request, "web/tenants.html", context)
 
 

@@ -128,6 +128,11 @@ LISTS: dict[str, Callable[[World], str]] = {
     "page occupancy": lambda w: reverse("web:reservation-occupancy"),
     "page audit": lambda w: reverse("web:audit"),
     "page tenants": lambda w: reverse("web:tenants"),
+    "page reservation list": lambda w: reverse("web:reservations-list"),
+    "csv all reservations": lambda w: reverse("web:reservations-all") + "?_export=csv",
+    "csv reservation list": lambda w: reverse("web:reservations-list") + "?_export=csv",
+    "csv audit": lambda w: reverse("web:audit") + "?_export=csv",
+    "csv tenants": lambda w: reverse("web:tenants") + "?_export=csv",
     "page tokens": lambda w: reverse("web:tokens"),
     "page fabrics": lambda w: reverse("web:fabrics"),
     "page changes": lambda w: reverse("web:fabric-changes", args=[w.fabric.pk]),
@@ -171,6 +176,10 @@ TENANT_LISTS = [
     "page home",
     "page reserve",
     "page live",
+    "page audit",
+    "page reservation list",
+    "csv reservation list",
+    "csv audit",
 ]
 
 

@@ -58,7 +58,7 @@ def _client(user) -> Client:
 
 def test_the_auditor_gets_every_page_and_list_the_operator_gets(params, operator, auditor):
     as_operator, as_auditor = _client(operator), _client(auditor)
-    compared, refused, writable = 0, [], []
+    compared, refused, writable, exports = 0, [], [], []
     for route, name in url_routes():
         if name in SKIPPED:
             continue
@@ -73,10 +73,15 @@ def test_the_auditor_gets_every_page_and_list_the_operator_gets(params, operator
                 continue
             if url in OWN_PAGES or got.streaming or "html" not in got.get("Content-Type", ""):
                 continue
+            if "_export=csv" in got.content.decode():  # a table: the auditor exports what it reads
+                exported = as_auditor.get(f"{url}{'&' if '?' in url else '?'}_export=csv")
+                assert exported.status_code == 200 and exported["Content-Type"].startswith("text/csv"), url
+                exports.append(url)
             for form in POST_FORM.findall(got.content.decode()):
                 if not OWN_FORMS.search(form):
                     writable.append(f"{url}: {form}")
     assert compared > 40  # the walk reached the project's pages and API lists
+    assert {"/audit/", "/tenants/", "/reservations/all/"} <= set(exports), exports
     assert not refused, "the auditor cannot read:\n" + "\n".join(refused)
     assert not writable, "the auditor's pages offer writes:\n" + "\n".join(writable)
 

@@ -1,0 +1,181 @@
+"""The audit log in words a person reads: one sentence per entry, from its action code and data.
+
+Plain code, no Django: ``sentence()`` takes the entry's fields and a lookup of names by id (pools,
+fabrics, tenants) that the page fetches once for all rows. Each action code has one or more
+wordings tried in order; the first whose fields are all known wins, so "alice released
+reservation train-7 (32 GPUs) on fabric lab" degrades to "alice released reservation train-7"
+when the data lacks the GPUs. A code without a wording still reads as a sentence (``FALLBACK``);
+tests/tenancy/test_audit_words.py checks every code the code base emits has its own wording.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping
+from typing import Any
+
+Wording = tuple[str, ...]
+
+_RESERVATION = "reservation {label}"
+_SIZED = "reservation {label} ({gpus} GPUs) on fabric {fabric}"
+
+#: Fields: {actor}, {object} (the object's name as recorded), {id}, {tenant}, and the entry's data
+#: (``after`` over ``before``); ``<x>_id`` fields also give ``{x}``, the name of that object;
+#: {label} is the data's ``name`` if any, else {object}.
+WORDINGS: dict[str, Wording] = {
+    # tenants, members, tokens, logins
+    "tenant.create": ("{actor} created tenant {object}",),
+    "tenant.update": ("{actor} updated tenant {object}",),
+    "tenant.delete": ("{actor} deleted tenant {object}",),
+    "member.create": ("{actor} added {object} to tenant {tenant} as {role}", "{actor} added member {object}"),
+    "member.update": ("{actor} made {object} {role} in tenant {tenant}", "{actor} updated member {object}"),
+    "member.remove": ("{actor} removed {object} from tenant {tenant}", "{actor} removed member {object}"),
+    "member.password_change": ("{actor} changed the password of {object}",),
+    "membership.create": ("{actor} added {object} to tenant {tenant}", "{actor} added member {object}"),
+    "membership.update": ("{actor} updated the membership of {object}",),
+    "membership.delete": ("{actor} removed the membership of {object}",),
+    "token.issue": ("{actor} issued API token {name}", "{actor} issued API token {object}"),
+    "token.revoke": ("{actor} revoked API token {name}", "{actor} revoked API token {object}"),
+    "token.prune": ("{actor} pruned expired API token {name}", "{actor} pruned an expired API token"),
+    "login.lockout": ("Login {object} locked out after repeated failures",),
+    "login.unlock": ("{actor} unlocked login {object}",),
+    # pools, inventory, quotas
+    "pool.create": ("{actor} created pool {object}",),
+    "pool.delete": ("{actor} deleted pool {object}",),
+    "pool.nodes": ("{actor} changed the nodes of pool {object}",),
+    "node.state": ("{actor} set node {object} {state}", "{actor} changed the state of node {object}"),
+    "inventory.import": ("{actor} imported the node inventory",),
+    "inventory.update_guids": ("{actor} updated the HCA port GUIDs of the inventory",),
+    "quota.set": (
+        "{actor} set the quota of {tenant} in pool {pool} to {guaranteed_gpus} GPUs guaranteed"
+        " + {borrow_limit_gpus} GPUs borrowable",
+        "{actor} set a quota of {tenant}",
+    ),
+    "quota.create": ("{actor} created a quota of {tenant} in pool {pool}", "{actor} created a quota of {tenant}"),
+    "quota.update": ("{actor} changed a quota of {tenant} in pool {pool}", "{actor} changed a quota of {tenant}"),
+    "quota.delete": ("{actor} removed the quota of {tenant} in pool {pool}", "{actor} removed a quota of {tenant}"),
+    # reservations
+    "reservation.create": (f"{{actor}} reserved {_SIZED}", f"{{actor}} requested {_RESERVATION}"),
+    "reservation.reject": (f"{{actor}}'s {_RESERVATION} was refused: {{reason}}", f"{_RESERVATION} was refused"),
+    "reservation.start": (f"{_SIZED} started", f"{_RESERVATION} started"),
+    "reservation.ready": (f"{_SIZED} is ready", f"{_RESERVATION} is ready"),
+    "reservation.extend": ("{actor} extended reservation {label} to {end} UTC", f"{{actor}} extended {_RESERVATION}"),
+    "reservation.release": (f"{{actor}} released {_SIZED}", f"{{actor}} released {_RESERVATION}"),
+    "reservation.released": (f"{_SIZED} was wound down", f"{_RESERVATION} was wound down"),
+    "reservation.cancel": (f"{{actor}} cancelled {_SIZED}", f"{{actor}} cancelled {_RESERVATION}"),
+    "reservation.preempt": (f"{_SIZED} was preempted: {{reason}}", f"{_RESERVATION} was preempted"),
+    "reservation.expire": (f"{_SIZED} ended at its end time", f"{_RESERVATION} ended at its end time"),
+    "reservation.fabric_failed": (f"{_RESERVATION} failed on the fabric: {{reason}}", f"{_RESERVATION} failed"),
+    # designs
+    "design.create": ("{actor} created design {object}",),
+    "design.import": ("{actor} imported design {object}",),
+    "design.delete": ("{actor} deleted design {object}",),
+    "design.revision.create": ("{actor} saved revision {object}",),
+    "catalogue.save": ("{actor} saved catalogue entry {object}",),
+    "catalogue.delete": ("{actor} deleted catalogue entry {object}",),
+    # fabrics
+    "fabric.create": ("{actor} created fabric {object}",),
+    "fabric.update": ("{actor} updated fabric {object}",),
+    "fabric.delete": ("{actor} deleted fabric {object}",),
+    "fabric.discover": (
+        "{actor} ran discovery {discovery_id} on fabric {object}: {switches} switches, {links} links",
+        "{actor} ran discovery on fabric {object}",
+    ),
+    "fabric.lab.start": ("{actor} started the lab of fabric {object}",),
+    "fabric.lab.stop": ("{actor} stopped the lab of fabric {object}",),
+    "fabric.lab.unplug": ("{actor} unplugged the cable at {node} port {port} on fabric {object}",),
+    "fabric.lab.replug": ("{actor} plugged the cable back at {node} port {port} on fabric {object}",),
+    "fabric.lab.counters": ("{actor} set error counters at {node} port {port} on fabric {object}",),
+    "fabric.partition.create": ("{actor} declared partition {object}",),
+    "fabric.partition.update": ("{actor} changed partition {object}",),
+    "fabric.partition.delete": ("{actor} deleted partition {object}",),
+    "fabric.port.create": ("{actor} set port {object}",),
+    "fabric.port.update": ("{actor} changed the port setting {object}",),
+    "fabric.port.delete": ("{actor} cleared the port setting {object}",),
+    # change requests (partition pushes) and their steps
+    "fabric.change.create": ("{actor} requested change {id}: {reason}", "{actor} requested change {id}"),
+    "fabric.change.approve": ("{actor} approved change request {id}",),
+    "fabric.change.cancel": ("{actor} cancelled change request {id}",),
+    "fabric.change.requeue": ("Change request {id} requeued (attempt {attempts})", "Change request {id} requeued"),
+    "fabric.change.resume": ("Change request {id} resumed (attempt {attempt})", "Change request {id} resumed"),
+    "fabric.change.superseded": ("Change request {id} superseded by change request {by}",),
+    "fabric.change.lease_released": ("Change request {id} released by a worker that is gone",),
+    "fabric.change.applied": ("Change request {id} applied and verified on the fabric",),
+    "fabric.change.unchanged": ("Change request {id} found nothing to push",),
+    "fabric.change.previewed": ("Change request {id} previewed (dry run)",),
+    "fabric.change.failed": ("Change request {id} failed: {error}", "Change request {id} failed"),
+    "fabric.change.rolled_back": ("Change request {id} failed and was rolled back",),
+    "fabric.change.step.ok": ("Change request {id} step '{step}' succeeded",),
+    "fabric.change.step.failed": ("Change request {id} step '{step}' failed",),
+    "fabric.change.step.skipped": ("Change request {id} step '{step}' skipped",),
+    "fabric.change.step.running": ("Change request {id} step '{step}' running",),
+    "fabric.change.step.pending": ("Change request {id} step '{step}' pending",),
+    # telemetry events
+    "telemetry.event.open": ("Event opened: {object}",),
+    "telemetry.event.acknowledge": ("{actor} acknowledged event {object}",),
+    "telemetry.event.resolve": ("{actor} resolved event {object}",),
+    "telemetry.event.auto_resolve": ("Event resolved by itself: {object}",),
+}
+
+#: The sentence of a code without a wording of its own.
+FALLBACK = "{actor}: {action} on {object_type} {object}"
+
+
+class _Missing(KeyError):
+    pass
+
+
+class _Strict(string.Formatter):
+    def get_value(self, key: int | str, args: Any, kwargs: Mapping[str, Any]) -> Any:
+        value = kwargs.get(str(key))
+        if value is None or value == "":
+            raise _Missing(key)
+        return value
+
+
+_FORMATTER = _Strict()
+
+
+def fields(
+    *,
+    actor: str,
+    object_repr: str,
+    object_id: str,
+    tenant: str | None,
+    before: Any,
+    after: Any,
+    names: Mapping[str, Mapping[int, str]],
+) -> dict[str, Any]:
+    """The fields a wording may use: the entry's own, then its data with ``<x>_id`` resolved to names."""
+    data: dict[str, Any] = {}
+    for part in (before, after):
+        if isinstance(part, dict):
+            data.update(part)
+    out: dict[str, Any] = {k: v for k, v in data.items() if isinstance(v, str | int | float)}
+    for key, value in data.items():
+        kind = key.removesuffix("_id")
+        if kind != key and kind in names and isinstance(value, int):
+            out[kind] = names[kind].get(value, f"#{value}")
+    out.update(actor=actor, object=object_repr or (f"#{object_id}" if object_id else ""), id=object_id)
+    out["label"] = data.get("name") or out["object"]  # what a person calls it (a reservation's name)
+    if tenant:
+        out["tenant"] = tenant
+    return out
+
+
+def sentence(action: str, object_type: str, values: Mapping[str, Any]) -> str:
+    """The entry in words: the first wording of ``action`` whose fields are all known."""
+    for wording in WORDINGS.get(action, ()):
+        try:
+            text = _FORMATTER.format(wording, **values)
+        except _Missing:
+            continue
+        # a sentence opens with a capital, but a user's name stays as it is spelt
+        return text if wording.startswith("{") else text[:1].upper() + text[1:]
+    known = {**values, "action": action, "object_type": object_type or "object"} | _blank(values)
+    return _FORMATTER.vformat(FALLBACK, (), known)
+
+
+def _blank(values: Mapping[str, Any]) -> dict[str, str]:
+    """The fallback never fails: what it names but the entry lacks reads as a dash."""
+    return {key: "—" for key in ("actor", "object") if not values.get(key)}
