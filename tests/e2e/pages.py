@@ -62,6 +62,7 @@ PAGES: tuple[Page, ...] = (
     Page("designer-import", "/designer/import/", frozenset({OPERATOR}), action="import"),
     Page("reservations", "/reservations/", SIGNED_IN),
     Page("reservation", "/reservations/{pk}/", SIGNED_IN, path="/reservations/{reservation}/"),
+    Page("reservations-list", "/reservations/list/", SIGNED_IN),
     Page("reservations-all", "/reservations/all/", READERS),
     Page("reservations-quotas", "/reservations/quotas/", READERS),
     Page("reservations-occupancy", "/reservations/occupancy/", READERS),
