@@ -43,6 +43,10 @@ WORDINGS: dict[str, Wording] = {
     "pool.create": ("{actor} created pool {object}",),
     "pool.delete": ("{actor} deleted pool {object}",),
     "pool.nodes": ("{actor} changed the nodes of pool {object}",),
+    "pool.patience": (
+        "{actor} set the default patience of pool {object} to {default_max_wait} s (queued requests wait that long for a packed placement)",
+        "{actor} changed the default patience of pool {object}",
+    ),
     "node.state": ("{actor} set node {object} {state}", "{actor} changed the state of node {object}"),
     "inventory.import": ("{actor} imported the node inventory",),
     "inventory.update_guids": ("{actor} updated the HCA port GUIDs of the inventory",),
@@ -56,6 +60,10 @@ WORDINGS: dict[str, Wording] = {
     "quota.delete": ("{actor} removed the quota of {tenant} in pool {pool}", "{actor} removed a quota of {tenant}"),
     # reservations
     "reservation.create": (f"{{actor}} reserved {_SIZED}", f"{{actor}} requested {_RESERVATION}"),
+    "reservation.queue": (
+        "{actor} queued reservation {label} ({gpus} GPUs) in pool {pool} until it fits",
+        f"{{actor}} queued {_RESERVATION}",
+    ),
     "reservation.reject": (f"{{actor}}'s {_RESERVATION} was refused: {{reason}}", f"{_RESERVATION} was refused"),
     "reservation.start": (f"{_SIZED} started", f"{_RESERVATION} started"),
     "reservation.ready": (f"{_SIZED} is ready", f"{_RESERVATION} is ready"),
