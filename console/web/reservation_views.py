@@ -96,6 +96,7 @@ def reservations(request: HttpRequest) -> HttpResponse:
     init = {
         "page": "reserve",
         "role": principal.role,
+        "user_id": principal.user_id,
         "can_write": principal.can_write,
         # the tenant column and tenant names: whoever sees every tenant (operators and auditors)
         "is_operator": principal.sees_all_tenants,
@@ -125,6 +126,7 @@ def reservation_detail(request: HttpRequest, pk: int) -> HttpResponse:
     init = {
         "page": "detail",
         "role": principal.role,
+        "user_id": principal.user_id,
         "can_write": principal.can_write,
         # the tenant column and tenant names: whoever sees every tenant (operators and auditors)
         "is_operator": principal.sees_all_tenants,

@@ -156,6 +156,7 @@ class ReservationSerializer(serializers.ModelSerializer):
             "tenant",
             "pool",
             "name",
+            "created_by",
             "status",
             "priority_class",
             "requested_gpus",

@@ -17,6 +17,10 @@ export interface BoardOptions {
   urls: Urls;
   pollMs: number;
   canWrite: boolean;
+  // Member rights (scheduling/services/rights.py, enforced there): a tenant member changes only
+  // the reservations they made; admins and operators any they see.
+  role: string;
+  userId: number | null;
   tenantNames: Map<number, string>;
   poolNames: Map<number, string>;
   linkTitles: boolean;
@@ -202,6 +206,12 @@ export class Board {
 
   private actions(r: Reservation): HTMLElement | null {
     if (!this.opts.canWrite) return null;
+    if (this.opts.role === "tenant-member" && r.created_by !== this.opts.userId) {
+      return CAN_CANCEL.has(r.status) || CAN_RELEASE.has(r.status)
+        ? h("p", { class: "muted small", testid: "res-not-yours" },
+            "Made by another member: only they or a tenant admin can extend, release or cancel it.")
+        : null;
+    }
     const error = h("span", { class: "error", testid: "res-action-error", role: "alert" });
     const bar = h("div", { class: "actions" });
     const run = async (verb: string, body?: unknown) => {

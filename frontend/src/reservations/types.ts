@@ -20,6 +20,7 @@ export interface Urls {
 
 interface InitBase {
   role: string;
+  user_id: number | null;
   can_write: boolean;
   is_operator: boolean;
   urls: Urls;
