@@ -80,6 +80,7 @@ def _urls() -> dict[str, str]:
     return {
         "detail": reverse("web:reservation", args=[0]),
         "connection": reverse("web:reservation-connection", args=[0]),
+        "use": reverse("web:reservation-use", args=[0]),
         "api": "/api/",
     }
 

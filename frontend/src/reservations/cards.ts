@@ -184,7 +184,8 @@ export class Board {
   private connectionTable(id: number, names: string[]): HTMLElement | null {
     const nodes = this.connections.get(id);
     if (!names.length) return null;
-    if (!nodes) return h("p", { class: "muted small" }, `Nodes: ${names.join(", ")}`);
+    const use = h("a", { href: urlFor(this.opts.urls.use, id), testid: "res-use-link" }, "How to use it");
+    if (!nodes) return h("p", { class: "muted small" }, `Nodes: ${names.join(", ")} · `, use);
     const rows = nodes.map((n) =>
       h(
         "tr",
@@ -197,7 +198,7 @@ export class Board {
     return h(
       "details",
       { class: "res-connection", testid: "res-connection" },
-      h("summary", {}, `Connection details: ${nodes.length} nodes, ${nodes.reduce((a, n) => a + n.hcas.length, 0)} HCA ports`),
+      h("summary", {}, `Nodes and HCA ports: ${nodes.length} nodes, ${nodes.reduce((a, n) => a + n.hcas.length, 0)} HCA ports · `, use),
       h("table", { class: "grid" },
         h("thead", {}, h("tr", {}, h("th", {}, "Node"), h("th", {}, "GPUs"), h("th", {}, "HCA port GUIDs"))),
         h("tbody", {}, ...rows)),
