@@ -195,14 +195,16 @@ export class Board {
         h("td", {}, ...n.hcas.map((p) => h("code", { class: "guid", title: `rail ${p.rail}, ${p.leaf} port ${p.leaf_port ?? "?"}` }, p.port_guid))),
       ),
     );
-    return h(
+    const details = h(
       "details",
       { class: "res-connection", testid: "res-connection" },
-      h("summary", {}, `Nodes and HCA ports: ${nodes.length} nodes, ${nodes.reduce((a, n) => a + n.hcas.length, 0)} HCA ports · `, use),
+      h("summary", {}, `Nodes and HCA ports: ${nodes.length} nodes, ${nodes.reduce((a, n) => a + n.hcas.length, 0)} HCA ports`),
       h("table", { class: "grid" },
         h("thead", {}, h("tr", {}, h("th", {}, "Node"), h("th", {}, "GPUs"), h("th", {}, "HCA port GUIDs"))),
         h("tbody", {}, ...rows)),
     );
+    // The link stays outside <summary>: a control nested in another is not reachable by keyboard.
+    return h("div", {}, details, h("p", { class: "small" }, use));
   }
 
   private actions(r: Reservation): HTMLElement | null {
