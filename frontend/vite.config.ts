@@ -16,6 +16,7 @@ export default defineConfig({
         live: "src/live/main.ts",
         apidocs: "src/apidocs.ts",
         fabric_change: "src/fabric_change.ts",
+        copy: "src/copy.ts",
       },
     },
   },

@@ -83,6 +83,7 @@ def _urls() -> dict[str, str]:
     return {
         "detail": reverse("web:reservation", args=[0]),
         "connection": reverse("web:reservation-connection", args=[0]),
+        "use": reverse("web:reservation-use", args=[0]),
         "api": "/api/",
     }
 
@@ -99,6 +100,7 @@ def reservations(request: HttpRequest) -> HttpResponse:
     init = {
         "page": "reserve",
         "role": principal.role,
+        "user_id": principal.user_id,
         "can_write": principal.can_write,
         # the tenant column and tenant names: whoever sees every tenant (operators and auditors)
         "is_operator": principal.sees_all_tenants,
@@ -128,6 +130,7 @@ def reservation_detail(request: HttpRequest, pk: int) -> HttpResponse:
     init = {
         "page": "detail",
         "role": principal.role,
+        "user_id": principal.user_id,
         "can_write": principal.can_write,
         # the tenant column and tenant names: whoever sees every tenant (operators and auditors)
         "is_operator": principal.sees_all_tenants,

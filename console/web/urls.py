@@ -10,6 +10,7 @@ from console.web import (
     reservation_views,
     search_views,
     session_views,
+    usage_views,
     views,
 )
 
@@ -53,6 +54,8 @@ urlpatterns = [
         reservation_views.reservation_connection,
         name="reservation-connection",
     ),
+    path("reservations/<int:pk>/use/", usage_views.reservation_use, name="reservation-use"),
+    path("reservations/<int:pk>/use.env", usage_views.reservation_use_env, name="reservation-use-env"),
     path("search/", search_views.search_page, name="search"),
     path("audit/", views.audit_log, name="audit"),
     path("tenants/", views.tenants, name="tenants"),

@@ -156,6 +156,7 @@ class ReservationSerializer(serializers.ModelSerializer):
             "tenant",
             "pool",
             "name",
+            "created_by",
             "status",
             "priority_class",
             "requested_gpus",
@@ -349,3 +350,31 @@ class ReservationRefusedSerializer(serializers.Serializer):
     # The serializer metaclass pops declared fields, so this field does not shadow `Serializer.fields`.
     fields = serializers.DictField()  # type: ignore[assignment]
     reservation = ReservationSerializer()
+
+
+class GuideNodeSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    ssh = serializers.CharField(help_text="user@host")
+    gpus = serializers.IntegerField()
+    hcas = serializers.ListField(child=serializers.CharField(), help_text="HCA device names (mlx5_N)")
+
+
+class UsageGuideSerializer(serializers.Serializer):
+    """How to use a reservation (``scheduling.usage_guide``): hosts, SSH targets, NCCL/UCX variables."""
+
+    reservation_id = serializers.IntegerField()
+    status = serializers.CharField()
+    verified = serializers.BooleanField(help_text="the partition is verified on the ports (status ready)")
+    nodes = GuideNodeSerializer(many=True)
+    hosts = serializers.ListField(child=serializers.CharField())
+    hostlist = serializers.CharField(help_text="Slurm hostlist form, e.g. dgx-su1-[001-004,007]")
+    ssh_targets = serializers.ListField(child=serializers.CharField())
+    hca_devices = serializers.ListField(child=serializers.CharField(), help_text="NCCL_IB_HCA")
+    pkey = serializers.IntegerField(allow_null=True)
+    pkey_hex = serializers.CharField(allow_null=True)
+    pkey_index = serializers.IntegerField(
+        allow_null=True, help_text="NCCL_IB_PKEY: index of the P_Key in the ports' tables, as verified; null before"
+    )
+    pkey_index_note = serializers.CharField(help_text="why pkey_index is null (empty when known)")
+    sl = serializers.IntegerField(help_text="NCCL_IB_SL and UCX_IB_SL")
+    env = serializers.DictField(child=serializers.CharField(), help_text="the env file's variables, in order")

@@ -1,5 +1,5 @@
 """Scheduling endpoints: pools (+ availability), quotas, reservations (create, preview, extend,
-release, cancel). Thin: every rule lives in ``scheduling.services``."""
+release, cancel, usage guide). Thin: every rule lives in ``scheduling.services``."""
 
 from __future__ import annotations
 
@@ -32,12 +32,14 @@ from scheduling.api.serializers import (
     ReservationRefusedSerializer,
     ReservationRequestSerializer,
     ReservationSerializer,
+    UsageGuideSerializer,
     minutes,
 )
 from scheduling.filtersets import ReservationFilterSet
 from scheduling.models import Pool, Quota, Reservation
 from scheduling.services import inventory, lifecycle, queue, quotas, reservations
 from scheduling.services.availability import availability
+from scheduling.usage_guide import usage_guide
 
 OPERATORS = frozenset({Role.OPERATOR})
 
@@ -254,3 +256,10 @@ class ReservationViewSet(TenantScopedCreateReadViewSet):
         """Withdraw a reservation that is not ready yet, or a queued request."""
         reservation = lifecycle.cancel(self.actor, self.principal, self.get_object())
         return Response(ReservationSerializer(reservation).data)
+
+    @extend_schema(responses={200: UsageGuideSerializer})
+    @action(detail=True, methods=["get"], url_path="usage-guide")
+    def usage_guide(self, request: Request, pk: str | None = None) -> Response:
+        """How to use it: hosts, Slurm hostlist, SSH targets, NCCL_IB_HCA/PKEY/SL, UCX_IB_SL."""
+        guide = usage_guide(self.get_object(), request.user.get_username())
+        return Response(UsageGuideSerializer(guide).data)

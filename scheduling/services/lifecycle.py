@@ -19,13 +19,14 @@ from console.fabric.models import ChangeRequest
 from console.fabric.services import enqueue_reconcile
 from console.tenancy import audit
 from console.tenancy.context import Actor
-from console.tenancy.errors import Conflict, Forbidden, Invalid
+from console.tenancy.errors import Conflict, Invalid
 from console.tenancy.horizon import check_within_horizon
 from console.tenancy.models import Principal
 from scheduling.models import HCA, Quota, Reservation, ReservationAllocation
 from scheduling.services.locks import lock_nodes, quota_for_update, reservation_for_update, reservations_for_update
 from scheduling.services.publish import enqueue_queue_pass
 from scheduling.services.quotas import usage
+from scheduling.services.rights import check_manage
 
 S = Reservation.Status
 TRANSITIONS: dict[str, frozenset[str]] = {
@@ -62,13 +63,6 @@ def transition(reservation: Reservation, new: str) -> None:
     if new not in TRANSITIONS.get(reservation.status, frozenset()):
         raise IllegalTransition(f"a reservation that is {reservation.status} cannot become {new}")
     reservation.status = new
-
-
-def _check_access(principal: Principal, reservation: Reservation) -> None:
-    if not principal.can_write:
-        raise Forbidden("read-only access: this action changes data")
-    if not principal.is_operator and reservation.tenant_id != principal.tenant_id:
-        raise Forbidden("not your reservation")
 
 
 def truncate_allocations(reservation: Reservation, at: dt.datetime) -> None:
@@ -118,7 +112,7 @@ def release(actor: Actor, principal: Principal, reservation: Reservation) -> Res
 
     A reservation whose window has not started is cancelled instead.
     """
-    _check_access(principal, reservation)
+    check_manage(principal, reservation)
     with transaction.atomic():
         reservation = reservation_for_update(reservation.pk)
         if reservation.status == S.QUEUED:
@@ -132,7 +126,7 @@ def release(actor: Actor, principal: Principal, reservation: Reservation) -> Res
 
 def cancel(actor: Actor, principal: Principal, reservation: Reservation) -> Reservation:
     """Withdraw a reservation that is not ready yet, or a queued request (a ready one is released)."""
-    _check_access(principal, reservation)
+    check_manage(principal, reservation)
     with transaction.atomic():
         reservation = reservation_for_update(reservation.pk)
         if reservation.status == S.QUEUED:
@@ -157,7 +151,7 @@ def preempt(actor: Actor, reservation_id: int, *, now: dt.datetime) -> Reservati
 
 def extend(actor: Actor, principal: Principal, reservation: Reservation, new_end: dt.datetime) -> Reservation:
     """Move a live reservation's end later, if its GPUs are free and the quota allows."""
-    _check_access(principal, reservation)
+    check_manage(principal, reservation)
     if timezone.is_naive(new_end):
         raise Invalid("end needs a time zone", fields={"end": ["give an offset or Z"]})
     check_within_horizon("end", new_end)

@@ -63,6 +63,7 @@ PAGES: tuple[Page, ...] = (
     Page("reservations", "/reservations/", SIGNED_IN),
     Page("reservation", "/reservations/{pk}/", SIGNED_IN, path="/reservations/{reservation}/"),
     Page("reservations-list", "/reservations/list/", SIGNED_IN),
+    Page("reservation-use", "/reservations/{pk}/use/", SIGNED_IN, path="/reservations/{reservation}/use/"),
     Page("reservations-all", "/reservations/all/", READERS),
     Page("reservations-quotas", "/reservations/quotas/", READERS),
     Page("reservations-occupancy", "/reservations/occupancy/", READERS),
@@ -81,6 +82,7 @@ NOT_PAGES: dict[str, str] = {
     "/tokens/{pk}/revoke/": "POST only; redirects to the tokens page",
     "/designer/canvas/": "POST only; answers JSON (the canvas of an unsaved design)",
     "/reservations/{pk}/connection/": "JSON for the reservation page's script",
+    "/reservations/{pk}/use.env": "a text/plain download (the env file of the how-to-use page)",
     "/healthz": "JSON for load balancers",
     "/metrics": "Prometheus text",
 }

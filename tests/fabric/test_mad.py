@@ -31,6 +31,17 @@ def reservation(lab: Lab, pkey: int = 0x0003) -> Partition:
     return Partition("resv1", pkey, members=members)
 
 
+def assert_indexes_are_the_wires(lab: Lab, result, partition: Partition) -> None:
+    """The verify step recorded, for every member port, the index smpquery shows the key at."""
+    recorded = result.pkey_indexes[f"{partition.pkey:#06x}"]
+    lids = lab.port_lids()
+    diags = lab.diags(timeout=20)
+    for m in partition.members:
+        (wire,) = [e.index for e in diags.pkeys(lids[m.port][0]).entries if e.pkey == partition.pkey]
+        assert recorded[f"{m.port:#018x}"] == wire, hex(m.port)
+    assert len(recorded) == len(partition.members)
+
+
 @pytest.fixture
 def lab(start_lab) -> Lab:
     return start_lab("mad")
@@ -151,6 +162,7 @@ def test_lab_reports_the_end_of_opensm_sweeps(lab):
 def test_push_reuses_lids_and_waits_for_the_sweep(lab):
     result = push_partitions(lab, [reservation(lab)])
     assert result.outcome == "verified", result.mismatches
+    assert_indexes_are_the_wires(lab, result, reservation(lab))
     log = result.step("verify").log
     assert log[0] == "20 port checks on 20 ports"
     assert "LIDs: lab; P_Key tables via the MAD helper" in log
@@ -183,6 +195,7 @@ def test_push_falls_back_to_smpquery_without_the_helper(lab, monkeypatch):
     mad_module.close_shared()
     result = push_partitions(lab, [reservation(lab)])
     assert result.outcome == "verified", result.mismatches
+    assert_indexes_are_the_wires(lab, result, reservation(lab))
     log = result.step("verify").log
     assert any("MAD helper unavailable" in line for line in log), log
     assert "LIDs: ibnetdiscover; P_Key tables via smpquery" in log

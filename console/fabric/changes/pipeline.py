@@ -233,6 +233,8 @@ def finalize(change_id: int, worker_id: str, first_seq: int, result: PushResult)
             "problems": [str(p) for p in result.problems[:50]],
             "attempt": change.attempts,
             "opensm_restarted": result.opensm_restarted,
+            # Where each verified P_Key sits in its member ports' tables (the "how to use it" guide).
+            "pkey_indexes": result.pkey_indexes if result.ok else {},
         }
         change.error = "; ".join(change.outcome["mismatches"] or change.outcome["problems"])[:4000]
         change.finished_at = timezone.now()

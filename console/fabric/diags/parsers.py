@@ -54,6 +54,13 @@ class PkeyTable:
         """Every key present → membership."""
         return {e.pkey: self.membership(e.pkey) or "" for e in self.entries}
 
+    def indexes(self) -> dict[int, int]:
+        """Every key present → its (first) index in the table: what ``NCCL_IB_PKEY`` names."""
+        out: dict[int, int] = {}
+        for e in sorted(self.entries, key=lambda e: e.index):
+            out.setdefault(e.pkey, e.index)
+        return out
+
 
 def parse_pkeys(text: str) -> PkeyTable:
     """Parse ``smpquery pkeys <lid> [port]``: ``   0: 0xffff 0x8003 ...`` rows + capacity line."""

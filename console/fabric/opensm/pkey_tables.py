@@ -81,6 +81,8 @@ class PortTables:
         self.source = ""
         self.blocks: dict[int, int] = {}  # P_Key table blocks to read per GUID (PartitionCap)
         self.validated: set[int] = set()
+        # P_Key → index of each port's last read table (what a job's NCCL_IB_PKEY must name).
+        self.indexes: dict[int, dict[int, int]] = {}
 
     # -- LIDs --------------------------------------------------------------------------------
 
@@ -160,6 +162,8 @@ class PortTables:
                 )
                 for guid, table in zip(mad_guids, tables, strict=True):
                     out[guid] = table.pkeys() if table is not None else "no P_Key table answer"
+                    if table is not None:
+                        self.indexes[guid] = table.indexes()
             except MadUnavailable as exc:
                 self._give_up_mad(step, exc)
                 return self._read_processes(guids)
@@ -175,7 +179,9 @@ class PortTables:
         def read(guid: int) -> tuple[int, dict[int, str] | str]:
             try:
                 lid = self.lids[guid][0]
-                return guid, self.diags.pkeys(lid, timeout=self.options.diag_timeout).pkeys()
+                table = self.diags.pkeys(lid, timeout=self.options.diag_timeout)
+                self.indexes[guid] = table.indexes()
+                return guid, table.pkeys()
             except DiagError as exc:  # transient while OpenSM re-sweeps: poll again
                 return guid, str(exc)
 

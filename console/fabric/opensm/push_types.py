@@ -61,6 +61,8 @@ class PushStep:
     duration_s: float = 0.0
     # A restart drops every SA client's state (unlike a SIGHUP): the console flags it loudly.
     restarted_opensm: bool = False
+    # verify: P_Key → port GUID → index in that port's table, from the read that proved it.
+    pkey_indexes: dict[int, dict[int, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -84,6 +86,16 @@ class PushResult:
     def opensm_restarted(self) -> bool:
         """True when a step restarted OpenSM (a non-reloadable option changed, or its rollback)."""
         return any(s.restarted_opensm for s in self.steps)
+
+    @property
+    def pkey_indexes(self) -> dict[str, dict[str, int]]:
+        """``{"0x8003": {"0x…guid": index}}`` for each member port the verify step read, JSON-ready."""
+        out: dict[str, dict[str, int]] = {}
+        for s in self.steps:
+            if s.name == "verify":
+                for pkey, ports in s.pkey_indexes.items():
+                    out.setdefault(f"{pkey:#06x}", {}).update({f"{g:#018x}": i for g, i in ports.items()})
+        return out
 
     def step(self, name: str) -> PushStep:
         """The step called ``name``."""

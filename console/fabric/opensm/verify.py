@@ -170,6 +170,10 @@ def verify_partitions(
             break
         time.sleep(options.poll_interval)
     step.log.append(f"{rounds} read round(s)")
+    for c in everything:
+        index = ports.indexes.get(c.guid, {}).get(c.pkey) if c.membership is not None else None
+        if index is not None:
+            step.pkey_indexes.setdefault(c.pkey, {})[c.guid] = index
     mismatches = [
         f"{format_guid(c.guid)} P_Key {c.pkey:#06x}: expected "
         f"{c.membership or 'absent'} ({c.why}), {last.get(c.guid, 'unread')}"

@@ -17,6 +17,10 @@ export interface BoardOptions {
   urls: Urls;
   pollMs: number;
   canWrite: boolean;
+  // Member rights (scheduling/services/rights.py, enforced there): a tenant member changes only
+  // the reservations they made; admins and operators any they see.
+  role: string;
+  userId: number | null;
   tenantNames: Map<number, string>;
   poolNames: Map<number, string>;
   linkTitles: boolean;
@@ -180,7 +184,8 @@ export class Board {
   private connectionTable(id: number, names: string[]): HTMLElement | null {
     const nodes = this.connections.get(id);
     if (!names.length) return null;
-    if (!nodes) return h("p", { class: "muted small" }, `Nodes: ${names.join(", ")}`);
+    const use = h("a", { href: urlFor(this.opts.urls.use, id), testid: "res-use-link" }, "How to use it");
+    if (!nodes) return h("p", { class: "muted small" }, `Nodes: ${names.join(", ")} · `, use);
     const rows = nodes.map((n) =>
       h(
         "tr",
@@ -190,18 +195,26 @@ export class Board {
         h("td", {}, ...n.hcas.map((p) => h("code", { class: "guid", title: `rail ${p.rail}, ${p.leaf} port ${p.leaf_port ?? "?"}` }, p.port_guid))),
       ),
     );
-    return h(
+    const details = h(
       "details",
       { class: "res-connection", testid: "res-connection" },
-      h("summary", {}, `Connection details: ${nodes.length} nodes, ${nodes.reduce((a, n) => a + n.hcas.length, 0)} HCA ports`),
+      h("summary", {}, `Nodes and HCA ports: ${nodes.length} nodes, ${nodes.reduce((a, n) => a + n.hcas.length, 0)} HCA ports`),
       h("table", { class: "grid" },
         h("thead", {}, h("tr", {}, h("th", {}, "Node"), h("th", {}, "GPUs"), h("th", {}, "HCA port GUIDs"))),
         h("tbody", {}, ...rows)),
     );
+    // The link stays outside <summary>: a control nested in another is not reachable by keyboard.
+    return h("div", {}, details, h("p", { class: "small" }, use));
   }
 
   private actions(r: Reservation): HTMLElement | null {
     if (!this.opts.canWrite) return null;
+    if (this.opts.role === "tenant-member" && r.created_by !== this.opts.userId) {
+      return CAN_CANCEL.has(r.status) || CAN_RELEASE.has(r.status)
+        ? h("p", { class: "muted small", testid: "res-not-yours" },
+            "Made by another member: only they or a tenant admin can extend, release or cancel it.")
+        : null;
+    }
     const error = h("span", { class: "error", testid: "res-action-error", role: "alert" });
     const bar = h("div", { class: "actions" });
     const run = async (verb: string, body?: unknown) => {

@@ -12,6 +12,8 @@ function startDetailPage(init: DetailInit): void {
     urls: init.urls,
     pollMs: init.poll_ms,
     canWrite: init.can_write,
+    role: init.role,
+    userId: init.user_id,
     tenantNames: new Map([[init.reservation.tenant, init.tenant_name]]),
     poolNames: new Map([[init.reservation.pool, init.pool_name]]),
     linkTitles: false,

@@ -18,6 +18,8 @@ export function startReservePage(init: ReserveInit): void {
     urls: init.urls,
     pollMs: init.poll_ms,
     canWrite: init.can_write,
+    role: init.role,
+    userId: init.user_id,
     tenantNames: init.is_operator ? tenantNames : new Map(),
     poolNames,
     linkTitles: true,

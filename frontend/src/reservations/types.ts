@@ -15,11 +15,13 @@ export interface PoolInfo {
 export interface Urls {
   detail: string; // "/reservations/0/": 0 is replaced by the id
   connection: string;
+  use: string; // "/reservations/0/use/": how to use it (hosts, SSH, NCCL variables)
   api: string;
 }
 
 interface InitBase {
   role: string;
+  user_id: number | null;
   can_write: boolean;
   is_operator: boolean;
   urls: Urls;

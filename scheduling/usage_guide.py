@@ -1,0 +1,145 @@
+"""How to use a reservation: its hosts (and their Slurm hostlist), SSH targets, and the variables
+a job needs on this fabric (``NCCL_IB_HCA``, ``NCCL_IB_PKEY``, ``NCCL_IB_SL``, ``UCX_IB_SL``).
+
+``NCCL_IB_PKEY`` is the *index* of the reservation's P_Key in its ports' P_Key tables, not the
+key: it is read from what the fabric verified (the change whose verify step read the member
+ports' tables, ``outcome["pkey_indexes"]``), never guessed. Before the partition is verified, or
+when the ports disagree on the index, it is left out and ``pkey_index_note`` says why.
+
+HCA device names are ``mlx5_<HCA index>`` (the console's HCA index is the node's port number,
+0-based, the order in which mlx5 names a DGX's compute ports).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from console.fabric.models import ChangeRequest
+from scheduling.hostlist import compress
+from scheduling.models import HCA, Reservation, ReservationAllocation
+
+#: How many of the fabric's latest verified changes to look through for the P_Key's index.
+RECENT_CHANGES = 10
+
+
+@dataclass(frozen=True)
+class GuideNode:
+    name: str
+    ssh: str
+    gpus: int
+    hcas: list[str]
+
+
+@dataclass(frozen=True)
+class UsageGuide:
+    reservation_id: int
+    status: str
+    verified: bool
+    nodes: list[GuideNode]
+    hosts: list[str]
+    hostlist: str
+    ssh_targets: list[str]
+    hca_devices: list[str]
+    pkey: int | None
+    pkey_hex: str | None
+    pkey_index: int | None
+    pkey_index_note: str
+    sl: int
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def hca_device(index: int) -> str:
+    """The device name of a node's HCA port ``index``."""
+    return f"mlx5_{index}"
+
+
+def pkey_index(reservation: Reservation, port_guids: list[str]) -> tuple[int | None, str]:
+    """(index, why not) of the reservation's P_Key in its ports' tables, as the fabric verified it."""
+    if reservation.status != Reservation.Status.READY or reservation.pkey is None:
+        return None, f"not verified yet: the reservation is {reservation.status}; the index is known once it is ready"
+    key = f"{reservation.pkey:#06x}"
+    changes = (
+        ChangeRequest.objects.filter(
+            fabric_id=reservation.fabric_id,
+            dry_run=False,
+            status__in=(ChangeRequest.Status.APPLIED, ChangeRequest.Status.UNCHANGED),
+            finished_at__gte=reservation.created_at,
+        )
+        .order_by("-finished_at", "-id")
+        .values_list("outcome", flat=True)[:RECENT_CHANGES]
+    )
+    for outcome in changes:
+        ports = ((outcome or {}).get("pkey_indexes") or {}).get(key)
+        if not ports:
+            continue
+        seen = {ports[g.lower()] for g in port_guids if g.lower() in ports}
+        if len(seen) == 1:
+            return seen.pop(), ""
+        if len(seen) > 1:
+            return None, f"the ports hold P_Key {key} at different indexes ({sorted(seen)}): set it per port"
+    return None, "the fabric's verification did not record the index (a driver that reads no P_Key tables)"
+
+
+def usage_guide(reservation: Reservation, username: str) -> UsageGuide:
+    """Everything a job on ``reservation`` needs, for the user ``username``."""
+    gpus: dict[int, set[int]] = {}
+    names: dict[int, str] = {}
+    rows = ReservationAllocation.objects.filter(reservation=reservation).values_list("node_id", "node__name", "gpu_id")
+    for node_id, name, gpu_id in rows:
+        names[node_id] = name
+        gpus.setdefault(node_id, set()).add(gpu_id)
+    hcas: dict[int, list[HCA]] = {}
+    for hca in HCA.objects.filter(node_id__in=names).order_by("node", "index"):
+        hcas.setdefault(hca.node_id, []).append(hca)
+    order = sorted(names, key=lambda pk: names[pk])
+    nodes = [
+        GuideNode(names[pk], f"{username}@{names[pk]}", len(gpus[pk]), [hca_device(h.index) for h in hcas.get(pk, [])])
+        for pk in order
+    ]
+    devices = sorted({h.index for pk in order for h in hcas.get(pk, [])})
+    index, note = pkey_index(reservation, [h.port_guid for pk in order for h in hcas.get(pk, [])])
+    hosts = [n.name for n in nodes]
+    pkey_hex = f"{reservation.pkey:#06x}" if reservation.pkey is not None else None
+    guide = UsageGuide(
+        reservation_id=reservation.pk,
+        status=reservation.status,
+        verified=reservation.status == Reservation.Status.READY,
+        nodes=nodes,
+        hosts=hosts,
+        hostlist=compress(hosts),
+        ssh_targets=[n.ssh for n in nodes],
+        hca_devices=[hca_device(i) for i in devices],
+        pkey=reservation.pkey,
+        pkey_hex=pkey_hex,
+        pkey_index=index,
+        pkey_index_note=note,
+        sl=reservation.sl,
+    )
+    guide.env.update(environment(guide))
+    return guide
+
+
+def environment(guide: UsageGuide) -> dict[str, str]:
+    """The variables of the env file, in order (``NCCL_IB_PKEY`` only once verified)."""
+    env = {
+        "IBC_RESERVATION": str(guide.reservation_id),
+        "IBC_HOSTS": ",".join(guide.hosts),
+        "IBC_HOSTLIST": guide.hostlist,
+        "NCCL_IB_HCA": ",".join(guide.hca_devices),
+    }
+    if guide.pkey_index is not None:
+        env["NCCL_IB_PKEY"] = str(guide.pkey_index)
+    env["NCCL_IB_SL"] = str(guide.sl)
+    env["UCX_IB_SL"] = str(guide.sl)
+    if guide.pkey_hex is not None:
+        env["IBC_PKEY"] = guide.pkey_hex
+    return env
+
+
+def env_file(guide: UsageGuide) -> str:
+    """``KEY=VALUE`` lines (``# `` comments), for ``set -a; . ./use.env`` or ``--env-file``."""
+    lines = [f"# reservation {guide.reservation_id} ({guide.status})"]
+    if guide.pkey_index is None:
+        lines.append(f"# NCCL_IB_PKEY omitted: {guide.pkey_index_note}")
+    lines += [f"{k}={v}" for k, v in guide.env.items()]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,97 @@
+"""How to use a reservation: the page, the env file and the API answer alike, for the tenant, its
+operators and auditors only; before the partition is verified the P_Key index is left out.
+
+The P_Key index read from a lab's verified ports: tests/scheduling/test_usage_guide_lab.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from scheduling.hostlist import expand
+from scheduling.models import HCA, Reservation
+from tests.scheduling.test_reservation_pages import booked, logged_in  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.django_db
+
+
+def parse_env(text: str) -> dict[str, str]:
+    """KEY=VALUE lines, ``#`` comments; anything else fails the test."""
+    env = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        assert sep and key.isidentifier() and key.upper() == key and value and " " not in value, line
+        env[key] = value
+    return env
+
+
+def test_page_env_and_api_before_the_partition_is_verified(client, admin_a, client_for, booked):  # noqa: F811
+    mine, _ = booked
+    nodes = sorted(mine.placement["nodes"])
+    devices = sorted({h.index for h in HCA.objects.filter(node__name__in=nodes, node__fabric=mine.fabric)})
+    logged_in(client, admin_a)
+
+    page = client.get(reverse("web:reservation-use", args=[mine.pk]))
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'data-testid="use-not-verified"' in html and "use-pkey-index-missing" in html
+    assert 'data-copy="use-hostlist"' in html and "<script>" not in html  # CSP: no inline scripts
+    for node in nodes:
+        assert f"admin-a@{node}" in html
+
+    download = client.get(reverse("web:reservation-use-env", args=[mine.pk]))
+    assert download.status_code == 200 and download["Content-Type"].startswith("text/plain")
+    assert download["Content-Disposition"] == f'attachment; filename="res-{mine.pk}.env"'
+    env = parse_env(download.content.decode())
+    assert "NCCL_IB_PKEY" not in env  # not guessed before verification
+    assert env["IBC_HOSTS"].split(",") == nodes
+    assert sorted(expand(env["IBC_HOSTLIST"])) == nodes and len(env["IBC_HOSTLIST"]) < len(env["IBC_HOSTS"])
+    assert env["NCCL_IB_HCA"] == ",".join(f"mlx5_{i}" for i in devices)
+    assert env["NCCL_IB_SL"] == env["UCX_IB_SL"] == str(mine.sl)
+    assert env["IBC_PKEY"] == f"0x{mine.pkey:04x}"
+
+    api = client_for(admin_a).get(f"/api/reservations/{mine.pk}/usage-guide/")
+    assert api.status_code == 200
+    body = api.json()
+    assert body["env"] == env and body["pkey_index"] is None and not body["verified"]
+    assert "not verified" in body["pkey_index_note"]
+    assert [n["ssh"] for n in body["nodes"]] == [f"admin-a@{n}" for n in nodes]
+    assert all(n["gpus"] == 8 for n in body["nodes"])
+
+
+def test_other_tenants_get_404_and_operators_and_auditors_read(
+    client,
+    client_for,
+    admin_b,
+    member_b,
+    operator,
+    auditor,
+    booked,  # noqa: F811
+):
+    mine, theirs = booked
+    for user in (admin_b, member_b):
+        logged_in(client, user)
+        assert client.get(reverse("web:reservation-use", args=[mine.pk])).status_code == 404
+        assert client.get(reverse("web:reservation-use-env", args=[mine.pk])).status_code == 404
+        assert client_for(user).get(f"/api/reservations/{mine.pk}/usage-guide/").status_code == 404
+        assert client.get(reverse("web:reservation-use", args=[theirs.pk])).status_code == 200
+    for user in (operator, auditor):
+        logged_in(client, user)
+        assert client.get(reverse("web:reservation-use", args=[mine.pk])).status_code == 200
+        assert client_for(user).get(f"/api/reservations/{mine.pk}/usage-guide/").status_code == 200
+
+
+def test_ready_without_a_recorded_index_says_so(client, admin_a, booked):  # noqa: F811
+    from console.fabric.hooks import notify_verified
+
+    mine, _ = booked
+    notify_verified(mine.fabric_id, present_pkeys={mine.pkey}, change_id=1)
+    mine.refresh_from_db()
+    assert mine.status == Reservation.Status.READY
+    env = parse_env(logged_in(client, admin_a).get(reverse("web:reservation-use-env", args=[mine.pk])).content.decode())
+    assert "NCCL_IB_PKEY" not in env  # no verified change recorded where the key sits
+    html = client.get(reverse("web:reservation-use", args=[mine.pk])).content.decode()
+    assert "did not record the index" in html and "use-not-verified" not in html
