@@ -11,10 +11,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
 
 from console.notify.models import Event
 from console.notify.services import Notice, emit, iso
-from scheduling.models import Reservation, ReservationAllocation
+from scheduling.models import Node, Reservation, ReservationAllocation
 
 S = Reservation.Status
 
@@ -106,3 +107,19 @@ def fabric_fault(reservation_ids: Iterable[int], fault: dict[str, Any]) -> int:
         notify(reservation, "reservation.fabric_fault", fault=fault)
         count += 1
     return count
+
+
+def node_failed(node: Node) -> int:
+    """``reservation.fabric_fault`` (kind ``node_down``) for the live reservations holding GPUs of
+    ``node`` now: an operator marked it down or powered off."""
+    now = timezone.now()
+    holding = ReservationAllocation.objects.filter(node=node, start__lte=now, end__gt=now).values_list(
+        "reservation_id", flat=True
+    )
+    fault = {
+        "kind": "node_down",
+        "severity": "critical",
+        "message": f"node {node.name} is {node.state}",
+        "opened_at": iso(now),
+    }
+    return fabric_fault(set(holding), fault)

@@ -46,7 +46,7 @@ def check(event: Event) -> dict:
 
 
 def events_of(reservation: Reservation, event_type: str) -> list[Event]:
-    return list(Event.objects.filter(reservation_id=reservation.pk, type=event_type))
+    return list(Event.objects.filter(reservation_id=reservation.pk, type=event_type).order_by("created_at"))
 
 
 def test_every_event_type_is_emitted_schema_valid_and_tenant_scoped(pool, tenant_a, tenant_b, receiver):
@@ -76,6 +76,18 @@ def test_every_event_type_is_emitted_schema_valid_and_tenant_scoped(pool, tenant
     )
     (event,) = events_of(ready, "reservation.fabric_fault")
     assert check(event)["data"]["fault"]["kind"] == "link_down"
+    assert not events_of(waiting, "reservation.fabric_fault")  # its nodes were not touched
+
+    # fabric_fault: a node of a ready reservation marked down by an operator
+    from scheduling.models import Node
+    from scheduling.services import inventory
+    from tests.scheduling.conftest import OPERATOR
+
+    node = Node.objects.get(name=body["data"]["reservation"]["nodes"][0], fabric=pool.fabric)
+    inventory.set_node_state(SYSTEM, OPERATOR, node, Node.State.DOWN)
+    faults = [check(e)["data"]["fault"] for e in events_of(ready, "reservation.fabric_fault")]
+    assert [f["kind"] for f in faults] == ["link_down", "node_down"] and node.name in faults[1]["message"]
+    inventory.set_node_state(SYSTEM, OPERATOR, node, Node.State.AVAILABLE)
 
     # expiring: the tick, within the lead, once
     soon = ready.end - dt.timedelta(minutes=10)
