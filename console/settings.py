@@ -366,6 +366,11 @@ NOTIFY_EXPIRING_LEAD_S = int(os.environ.get("NOTIFY_EXPIRING_LEAD_S", "1800"))
 NOTIFY_ALLOW_PRIVATE_URLS = env_bool("NOTIFY_ALLOW_PRIVATE_URLS", False)
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "IB console <console@localhost>")
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 
 # Fabric push pipeline (console/fabric/changes/pipeline.py): a change's database lease lasts this
 # long without renewal (renewed at every step), a change is tried at most this many times, and
