@@ -11,6 +11,7 @@ from rest_framework.routers import DefaultRouter
 
 from console.fabric.api import discovery_urls
 from console.fabric.api import urls as fabric_urls
+from console.notify.api import urls as notify_urls
 from console.telemetry.api import urls as telemetry_urls
 from console.tenancy.api import urls as tenancy_urls
 from console.tenancy.api.views import MeView
@@ -24,6 +25,7 @@ for app_router in (
     scheduling_urls.router,
     fabric_urls.router,
     telemetry_urls.router,
+    notify_urls.router,
 ):
     router.registry.extend(app_router.registry)
 
@@ -51,5 +53,6 @@ urlpatterns = [
     path("docs/", swagger_view, name="docs"),
     path("", include(discovery_urls.urlpatterns)),
     path("", include(telemetry_urls.urlpatterns)),
+    path("", include(notify_urls.urlpatterns)),
     path("", include(router.urls)),
 ]

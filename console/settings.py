@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "console.tenancy",
     "designer",
     "console.fabric",
+    "console.notify",
     "scheduling",
     "console.telemetry",
     "console.live",
@@ -353,6 +354,24 @@ TELEMETRY_ERROR_CLEAR_SWEEPS = int(os.environ.get("TELEMETRY_ERROR_CLEAR_SWEEPS"
 TELEMETRY_LAB_TRAFFIC = env_bool("TELEMETRY_LAB_TRAFFIC", True)
 # /metrics: an operator/auditor session, or this bearer token (Prometheus scrape config).
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+
+# Notifications (console/notify): webhook POST timeout, attempts per delivery and Celery's
+# exponential backoff (factor and cap, seconds), the lead of ``reservation.expiring``, whether
+# webhook URLs may resolve to private/loopback addresses (the demo's and tests' receivers are
+# local; a production console should leave it off), and e-mail (the console backend by default).
+NOTIFY_WEBHOOK_TIMEOUT_S = float(os.environ.get("NOTIFY_WEBHOOK_TIMEOUT_S", "5"))
+NOTIFY_WEBHOOK_MAX_ATTEMPTS = int(os.environ.get("NOTIFY_WEBHOOK_MAX_ATTEMPTS", "6"))
+NOTIFY_WEBHOOK_BACKOFF_S = int(os.environ.get("NOTIFY_WEBHOOK_BACKOFF_S", "10"))
+NOTIFY_WEBHOOK_BACKOFF_MAX_S = int(os.environ.get("NOTIFY_WEBHOOK_BACKOFF_MAX_S", "600"))
+NOTIFY_EXPIRING_LEAD_S = int(os.environ.get("NOTIFY_EXPIRING_LEAD_S", "1800"))
+NOTIFY_ALLOW_PRIVATE_URLS = env_bool("NOTIFY_ALLOW_PRIVATE_URLS", False)
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "IB console <console@localhost>")
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 
 # Fabric push pipeline (console/fabric/changes/pipeline.py): a change's database lease lasts this
 # long without renewal (renewed at every step), a change is tried at most this many times, and

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from console.broadcast import fabric_group, publish, tenant_group
 from console.fabric.models import ChangeRequest
+from console.notify.services import iso
 from console.telemetry.alarms import Transition
 from console.telemetry.core import BUSY_AT, LinkStatus, bucket_of
 from console.telemetry.models import FabricEvent, LinkSample
@@ -28,6 +29,7 @@ from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Forbidden
 from console.tenancy.models import Principal
 from scheduling.models import Reservation, ReservationAllocation
+from scheduling.services import notices
 
 FAILED_PUSH = (ChangeRequest.Status.FAILED, ChangeRequest.Status.ROLLED_BACK)
 
@@ -193,6 +195,16 @@ def _announce(event: FabricEvent, tenant_ids: Iterable[int]) -> None:
         publish(tenant_group(tid), {"type": "event", "fabric": event.fabric_id, "event": tenant_body})
 
 
+def fault_of(event: FabricEvent) -> dict[str, Any]:
+    """What ``reservation.fabric_fault`` says of an event (its subject and detail stay with operators)."""
+    return {
+        "kind": event.kind,
+        "severity": event.severity,
+        "message": event.message,
+        "opened_at": iso(event.opened_at),
+    }
+
+
 def apply_transitions(
     fabric_id: int,
     transitions: Iterable[Transition],
@@ -234,6 +246,8 @@ def apply_transitions(
                 tenants = sorted({tid for _, tid in hits})
                 event.tenants.set(tenants)
                 audit.record(actor, "telemetry.event.open", event, after=audit.snapshot(event))
+                if event.kind != FabricEvent.Kind.PUSH_FAILED:  # a failed push is reservation.failed
+                    notices.fabric_fault(event.reservations, fault_of(event))
                 _announce(event, tenants)
                 changed.append(event)
             elif current is not None:

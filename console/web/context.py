@@ -58,6 +58,7 @@ def nav_items(principal: Principal) -> list[NavItem]:
     if principal.role in (Role.OPERATOR, Role.AUDITOR, Role.TENANT_ADMIN):
         items.append(NavItem("Audit log", reverse("web:audit"), "audit"))
     if principal.role is not None:
+        items.append(NavItem("Notifications", reverse("web:notifications"), "notifications"))
         items.append(NavItem("API tokens", reverse("web:tokens"), "tokens"))
         items.append(NavItem("API docs", reverse("docs"), "api-docs"))
     return items

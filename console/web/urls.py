@@ -7,6 +7,7 @@ from console.web import (
     fabric_views,
     live_views,
     login_views,
+    notify_views,
     reservation_views,
     search_views,
     session_views,
@@ -63,5 +64,8 @@ urlpatterns = [
     path("account/password/", login_views.change_password, name="password"),
     path("logins/locked/unlock/", login_views.unlock, name="locked-logins-unlock"),
     path("tokens/", views.tokens, name="tokens"),
+    path("notifications/", notify_views.notifications, name="notifications"),
+    path("notifications/webhooks/<int:pk>/test/", notify_views.webhook_test, name="webhook-test"),
+    path("notifications/webhooks/<int:pk>/delete/", notify_views.webhook_delete, name="webhook-delete"),
     path("tokens/<int:pk>/revoke/", views.revoke_token, name="token-revoke"),
 ]

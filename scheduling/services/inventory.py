@@ -21,6 +21,7 @@ from console.tenancy.models import Principal
 from console.tenancy.permissions import require_operator
 from designer.services import revision_graph
 from scheduling.models import GPU, HCA, Node, Pool
+from scheduling.services import notices
 from scheduling.services.locks import node_for_update, pool_for_update
 from scheduling.services.publish import enqueue_queue_pass
 from scheduling.services.topology import specs_from_graph
@@ -167,6 +168,8 @@ def set_node_state(actor: Actor, principal: Principal, node: Node, state: str) -
         if state == Node.State.AVAILABLE and before["state"] != state:
             # Back in service: the queues of its pools may move.
             enqueue_queue_pass(Pool.nodes.through.objects.filter(node_id=node.pk).values_list("pool_id", flat=True))
+        if state in (Node.State.DOWN, Node.State.OFF) and before["state"] != state:
+            notices.node_failed(node)  # the live reservations on it hear of it
     return node
 
 

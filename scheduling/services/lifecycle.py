@@ -23,6 +23,7 @@ from console.tenancy.errors import Conflict, Invalid
 from console.tenancy.horizon import check_within_horizon
 from console.tenancy.models import Principal
 from scheduling.models import HCA, Quota, Reservation, ReservationAllocation
+from scheduling.services import notices
 from scheduling.services.locks import lock_nodes, quota_for_update, reservation_for_update, reservations_for_update
 from scheduling.services.publish import enqueue_queue_pass
 from scheduling.services.quotas import usage
@@ -146,6 +147,7 @@ def preempt(actor: Actor, reservation_id: int, *, now: dt.datetime) -> Reservati
     )
     # Freed from exactly the instant the claiming reservation starts.
     _wind_down(actor, reservation, S.PREEMPTED, "reservation.preempt", at=now, reason=notice)
+    notices.preempted(reservation)
     return reservation
 
 
@@ -210,10 +212,11 @@ def _check_extension_quota(reservation: Reservation, quota: Quota | None, new_en
 
 def tick(now: dt.datetime | None = None) -> dict[str, int]:
     """Start due windows (placed → provisioning), expire ended ones (→ ending), re-enqueue stuck
-    reconciles (orphaned ones sooner). Idempotent; the Celery beat runs it every 10 s."""
+    reconciles (orphaned ones sooner), announce reservations ending soon (once each).
+    Idempotent; the Celery beat runs it every 10 s."""
     now = now or timezone.now()
     actor = Actor.system("task:scheduling.tick")
-    counts = {"started": 0, "expired": 0, "reconciles": 0}
+    counts = {"started": 0, "expired": 0, "reconciles": 0, "expiring": 0}
     with transaction.atomic():
         due = reservations_for_update(
             Reservation.objects.filter(status__in=Reservation.HOLDING, end__lte=now), skip_locked=True
@@ -247,6 +250,8 @@ def tick(now: dt.datetime | None = None) -> dict[str, int]:
         for fabric_id in stuck:
             enqueue_reconcile(fabric_id)
         counts["reconciles"] = len(stuck)
+    with transaction.atomic():
+        counts["expiring"] = notices.expiring(now)  # once per reservation, NOTIFY_EXPIRING_LEAD_S ahead
     return counts
 
 
@@ -303,6 +308,7 @@ def fabric_verified(fabric_id: int, present_pkeys: set[int], change_id: int) -> 
             reservation.fabric_error = ""
             reservation.save()
             audit.record(actor, "reservation.ready", reservation, before=before, after=audit.snapshot(reservation))
+            notices.ready(reservation)
             counts["ready"] += 1
         gone = Reservation.objects.filter(fabric_id=fabric_id, pkey_live=True, status__in=WINDING_DOWN)
         for reservation in reservations_for_update(gone.exclude(pkey__in=present_pkeys)):
@@ -331,5 +337,9 @@ def fabric_failed(fabric_id: int, change_id: int, error: str) -> int:
             audit.record(
                 actor, "reservation.fabric_failed", reservation, before=before, after=audit.snapshot(reservation)
             )
+            if (
+                reservation.status == S.PROVISIONING
+            ):  # its partition never arrived (ending ones: not a failure of theirs)
+                notices.failed(reservation, change_id, message)
             waiting += 1
     return waiting

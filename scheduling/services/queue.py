@@ -33,6 +33,7 @@ from scheduling.models import Pool, Quota, Reservation
 from scheduling.placement import Owner, Placement, Rejection
 from scheduling.placement.queue import QueueDecision, QueuedJob
 from scheduling.placement.queue import queue_pass as run_pass
+from scheduling.services import notices
 from scheduling.services.grant import grant
 from scheduling.services.locks import lock_nodes, pool_quotas_for_update, reservations_for_update
 from scheduling.services.publish import enqueue_queue_pass
@@ -161,6 +162,7 @@ def _place(
     row.estimated_start = None
     row.queue_position = None
     grant(actor, row, snap.named, placement, now=snap.now, action="reservation.place")
+    notices.placed(row, round(waited.total_seconds()))
 
 
 def _when(epoch: float | None) -> dt.datetime | None:

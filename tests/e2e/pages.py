@@ -71,6 +71,7 @@ PAGES: tuple[Page, ...] = (
     Page("tenants", "/tenants/", READERS),
     Page("locked-logins", "/logins/locked/", READERS),
     Page("tokens", "/tokens/", SIGNED_IN),
+    Page("notifications", "/notifications/", SIGNED_IN),
     Page("password", "/account/password/", SIGNED_IN),
     Page("api-docs", "/api/docs/", frozenset(ROLES), ready=".swagger-ui .information-container"),
 )
@@ -80,6 +81,8 @@ NOT_PAGES: dict[str, str] = {
     "/logout/": "POST only; redirects to the login page",
     "/logins/locked/unlock/": "POST only; redirects to the locked-logins page",
     "/tokens/{pk}/revoke/": "POST only; redirects to the tokens page",
+    "/notifications/webhooks/{pk}/test/": "POST only; redirects to the notifications page",
+    "/notifications/webhooks/{pk}/delete/": "POST only; redirects to the notifications page",
     "/designer/canvas/": "POST only; answers JSON (the canvas of an unsaved design)",
     "/reservations/{pk}/connection/": "JSON for the reservation page's script",
     "/reservations/{pk}/use.env": "a text/plain download (the env file of the how-to-use page)",

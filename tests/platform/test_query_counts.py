@@ -93,6 +93,23 @@ class World:
                 opened_at=timezone.now() - dt.timedelta(minutes=i),
             )
             event.tenants.set([tenant])
+            self._webhooks(tenant)
+
+    def _webhooks(self, tenant: Tenant) -> None:
+        """A webhook of the new tenant, and a logged test delivery to it and to tenant 0's."""
+        from console.notify import services as notify
+        from console.notify.models import DeliveryAttempt, Webhook
+
+        admin = Principal(None, Role.TENANT_ADMIN, tenant.pk)
+        notify.create_webhook(
+            SYSTEM, admin, tenant=tenant, name="hook", url="https://1.1.1.1/hook", events=["webhook.test"]
+        )
+        for hook in Webhook.objects.filter(tenant__in=[tenant, self.tenants[0]]).select_related("tenant"):
+            delivery = notify.send_test(SYSTEM, Principal(None, Role.TENANT_ADMIN, hook.tenant_id), hook)
+            for number in (1, 2):
+                DeliveryAttempt.objects.create(
+                    delivery=delivery, number=number, started_at=timezone.now(), duration_ms=3, http_status=500
+                )
 
 
 @pytest.fixture
@@ -121,6 +138,7 @@ LISTS: dict[str, Callable[[World], str]] = {
     "api changes": _api("/api/fabrics/{fabric}/changes/"),
     "api events": _api("/api/telemetry/events/"),
     "api overview": _api("/api/overview/"),
+    "api webhooks": _api("/api/webhooks/"),
     # pages
     "page reserve": lambda w: reverse("web:reservations"),
     "page all reservations": lambda w: reverse("web:reservations-all"),
@@ -139,6 +157,7 @@ LISTS: dict[str, Callable[[World], str]] = {
     "page home": lambda w: reverse("web:home"),
     "page designer": lambda w: reverse("web:designer"),
     "page live": lambda w: reverse("web:live"),
+    "page notifications": lambda w: reverse("web:notifications"),
 }
 
 
@@ -180,6 +199,8 @@ TENANT_LISTS = [
     "page reservation list",
     "csv reservation list",
     "csv audit",
+    "api webhooks",
+    "page notifications",
 ]
 
 
