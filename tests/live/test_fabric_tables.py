@@ -80,7 +80,7 @@ def test_every_discovered_port_with_its_live_counters(client, operator, ports):
     by_port = {f"{r['Switch or node']}/{r['Port']}": r for r in rows}
     assert {p for p, r in by_port.items() if r["State"] == "Down"} == _ends(ports["down"])
     erring = [by_port[p] for p in _ends(ports["erring"])]
-    assert {r["SymbolErrorCounter (count)"] for r in erring} == {"7"} and {r["Errors (count)"] for r in erring} == {"7"}
+    assert {r["Symbol errors (count)"] for r in erring} == {"7"} and {r["Errors (count)"] for r in erring} == {"7"}
     hot = by_port[ports["congested"]]
     assert (hot["Xmit wait (ticks/s)"], hot["Utilisation (%)"], hot["State"]) == ("1500", "95.0", "Active")
     assert (hot["Width (lanes)"], hot["Speed"]) == ("4x", "NDR")
@@ -179,16 +179,20 @@ def test_quota_table_sorts_filters_and_exports_with_units(client, operator, audi
     rows = rows_of(client.get(url, {"_export": "csv", "pool": pool.pk, "sort": "-guaranteed"}))
     held = {q.tenant.name: q.guaranteed_gpus for q in Quota.objects.filter(pool=pool).select_related("tenant")}
     assert held[world["a"].name] == 32
-    assert [(r["Tenant"], r["Guaranteed"]) for r in rows if r["Tenant"] in held] == [
+    assert [(r["Tenant"], r["Guaranteed (GPUs)"]) for r in rows if r["Tenant"] in held] == [
         (name, f"{gpus} GPUs") for name, gpus in sorted(held.items(), key=lambda kv: -kv[1])
     ]
     mine = next(r for r in rows if r["Tenant"] == world["a"].name)
-    assert (mine["Borrowable"], mine["Pool capacity"]) == ("8 GPUs", f"{pool.nodes.aggregate(n=Sum('gpus'))['n']} GPUs")
+    assert (mine["Borrowable (GPUs)"], mine["Pool capacity"]) == (
+        "8 GPUs",
+        f"{pool.nodes.aggregate(n=Sum('gpus'))['n']} GPUs",
+    )
     assert {r["Pool"] for r in rows} == {pool.name} and "" not in rows[0]
     only_b = rows_of(client.get(url, {"_export": "csv", "tenant": world["b"].pk, "pool": pool.pk}))
     assert [r["Tenant"] for r in only_b] == [world["b"].name]
     page = client.get(url, {"tenant": world["a"].pk}).content.decode()
     assert page.count('data-testid="quota-row"') == 1 and 'data-testid="quota-save"' in page and "_export=csv" in page
+    assert '<input name="guaranteed_gpus" type="number"' in page and "&lt;input" not in page
     client.force_login(auditor)
     page = client.get(url).content.decode()
     assert (

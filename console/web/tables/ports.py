@@ -43,21 +43,37 @@ class PortFilter:
         ]
 
 
+#: Short headings for the error counters (the full PortCounters name is the heading's title).
+ERROR_HEADINGS = {
+    "SymbolErrorCounter": "Symbol errors",
+    "LinkDownedCounter": "Link downed",
+    "LinkErrorRecoveryCounter": "Error recoveries",
+    "PortRcvErrors": "Rcv errors",
+    "PortXmitDiscards": "Xmit discards",
+}
+NOWRAP = {"td": {"class": "nowrap"}}
+
+
 class ErrorColumn(tables.Column):
+    """One PortCounters error counter's total (a count) at the link's measuring port."""
+
     def __init__(self, counter: str) -> None:
-        super().__init__(accessor=f"errors__{counter}", verbose_name=f"{counter} (count)")
+        heading = ERROR_HEADINGS.get(counter, counter)
+        super().__init__(
+            accessor=f"errors__{counter}", verbose_name=f"{heading} (count)", attrs={"th": {"title": counter}}
+        )
 
 
 class PortTable(ConsoleTable):
-    device = tables.Column(verbose_name="Switch or node")
+    device = tables.Column(verbose_name="Switch or node", attrs=NOWRAP)
     kind = tables.Column(verbose_name="Kind")
     port = tables.Column(verbose_name="Port")
-    peer = tables.Column(verbose_name="Peer", order_by=("peer", "peer_port"))
+    peer = tables.Column(verbose_name="Peer", order_by=("peer", "peer_port"), attrs=NOWRAP)
     state = tables.Column(verbose_name="State")
     width = tables.Column(verbose_name="Width (lanes)")
     speed = tables.Column(verbose_name="Speed")
-    util_pct = tables.Column(verbose_name="Utilisation (%)")
-    xmit_wait = tables.Column(verbose_name="Xmit wait (ticks/s)")
+    util_pct = tables.Column(verbose_name="Utilisation (%)", attrs=NOWRAP)
+    xmit_wait = tables.Column(verbose_name="Xmit wait (ticks/s)", attrs=NOWRAP)
     error_total = tables.Column(verbose_name="Errors (count)")
 
     class Meta(ConsoleTable.Meta):
@@ -75,7 +91,7 @@ class PortTable(ConsoleTable):
         super().__init__(data, extra_columns=extra, **kwargs)
 
     def render_peer(self, record: PortRow) -> str:
-        return f"{record.peer} port {record.peer_port}"
+        return f"{record.peer}/{record.peer_port}"
 
     def value_peer(self, record: PortRow) -> str:
         return f"{record.peer}/{record.peer_port}"

@@ -60,8 +60,8 @@ class QuotaTable(ConsoleTable):
     pool = tables.Column(accessor="pool_name", verbose_name="Pool")
     capacity = GpuColumn(verbose_name="Pool capacity")
     tenant = tables.Column(accessor="tenant_name", verbose_name="Tenant")
-    guaranteed = GpuColumn(verbose_name="Guaranteed", empty_values=())
-    borrowable = GpuColumn(verbose_name="Borrowable", empty_values=())
+    guaranteed = GpuColumn(verbose_name="Guaranteed (GPUs)", empty_values=())
+    borrowable = GpuColumn(verbose_name="Borrowable (GPUs)", empty_values=())
     leaf_groups = tables.Column(verbose_name="Whole leaf groups", empty_values=())
     used = GpuColumn(verbose_name="Used now", empty_values=())
     headroom = GpuColumn(verbose_name="Headroom", empty_values=())
@@ -102,13 +102,13 @@ class QuotaTable(ConsoleTable):
         if not self.can_write:
             return gpus(record["guaranteed"])
         value = record["guaranteed"] or 0
-        return self._input(record, "guaranteed_gpus", "guaranteed GPUs", "quota-guaranteed", value, 6) + " GPUs"
+        return self._input(record, "guaranteed_gpus", "guaranteed GPUs", "quota-guaranteed", value, 6)
 
     def render_borrowable(self, record: dict[str, Any]) -> str:
         if not self.can_write:
             return gpus(record["borrowable"])
         value = record["borrowable"] or 0
-        return self._input(record, "borrow_limit_gpus", "borrowable GPUs", "quota-borrow", value, 6) + " GPUs"
+        return self._input(record, "borrow_limit_gpus", "borrowable GPUs", "quota-borrow", value, 6)
 
     def value_guaranteed(self, record: dict[str, Any]) -> str:
         return gpus(record["guaranteed"])
