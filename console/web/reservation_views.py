@@ -28,6 +28,7 @@ from console.tenancy.models import Principal, Role, Tenant
 from console.web.constraint_form import constraint_controls
 from console.web.context import principal_for
 from console.web.tables import respond, table_context
+from console.web.tables.quotas import QuotaPageFilter, QuotaTable, quota_row
 from console.web.tables.reservations import ReservationPageFilter, ReservationTable
 from scheduling import read_models
 from scheduling.api.serializers import ReservationSerializer
@@ -233,24 +234,19 @@ def reservation_quotas(request: HttpRequest) -> HttpResponse:
                 )
         return redirect("web:reservation-quotas")
     # A fixed number of queries whatever the pools × tenants grid holds (tests/platform/test_query_counts.py).
+    filterset = QuotaPageFilter(request.GET)
+    pools_qs, tenants_qs = filterset.narrow(Pool.objects.order_by("name"), Tenant.objects.order_by("name"))
     existing = {(q.tenant_id, q.pool_id): q for q in Quota.objects.visible_to(principal)}
     usages = quotas.quota_usages(existing.values())
-    pools = list(Pool.objects.select_related("fabric").annotate(capacity_gpus=Sum("nodes__gpus")).order_by("name"))
-    tenants = list(Tenant.objects.order_by("name"))
-    rows = []
-    for pool in pools:
-        for tenant in tenants:
-            tenant_quota = existing.get((tenant.pk, pool.pk))
-            rows.append(
-                {
-                    "pool": pool,
-                    "tenant": tenant,
-                    "quota": tenant_quota,
-                    "usage": usages[tenant_quota.pk] if tenant_quota else None,
-                    "capacity": pool.capacity_gpus or 0,
-                }
-            )
-    return _page(request, "web/reservations_quotas.html", principal, "quotas", rows=rows, can_write=principal.can_write)
+    pools = list(pools_qs.annotate(capacity_gpus=Sum("nodes__gpus")))
+    rows = [
+        quota_row(pool, tenant, existing.get((tenant.pk, pool.pk)), usages) for pool in pools for tenant in tenants_qs
+    ]
+    table = QuotaTable(rows, can_write=principal.can_write)
+    if (csv := respond(request, table, "quotas")) is not None:
+        return csv
+    context = table_context(request, table, filterset, testid="quota", note="figures in GPUs")
+    return _page(request, "web/reservations_quotas.html", principal, "quotas", **context)
 
 
 @login_required

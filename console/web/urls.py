@@ -4,6 +4,7 @@ from django.urls import path
 from console.web import (
     designer_views,
     fabric_change_views,
+    fabric_table_views,
     fabric_views,
     live_views,
     login_views,
@@ -35,6 +36,8 @@ urlpatterns = [
     path("fabrics/<int:fabric_id>/live/", live_views.fabric_live, name="fabric-live"),
     path("live/", live_views.live_home, name="live"),
     path("fabrics/<int:fabric_id>/changes/", fabric_change_views.fabric_changes, name="fabric-changes"),
+    path("fabrics/<int:fabric_id>/ports/", fabric_table_views.fabric_ports, name="fabric-ports"),
+    path("fabrics/<int:fabric_id>/events/", fabric_table_views.fabric_events, name="fabric-events"),
     path(
         "fabrics/<int:fabric_id>/changes/<int:change_id>/",
         fabric_change_views.fabric_change,
