@@ -59,10 +59,7 @@ class AuditTable(ConsoleTable):
     action = tables.Column(verbose_name="Action code")
     actor_label = tables.Column(verbose_name="Actor")
     tenant = tables.Column(verbose_name="Tenant", accessor="tenant__name", default="—")
-    # one "Object" column on screen (the table fits the page); the CSV keeps type and id apart
-    object = tables.Column(
-        verbose_name="Object", empty_values=(), order_by=("object_type", "object_id"), exclude_from_export=True
-    )
+    # on screen the sentence names the object (the table fits the page); the CSV keeps type and id
     object_type = tables.Column(verbose_name="Object type", visible=False)
     object_id = tables.Column(verbose_name="Object id", default="", visible=False)
     correlation_id = tables.Column(verbose_name="Correlation id")
@@ -77,7 +74,6 @@ class AuditTable(ConsoleTable):
             "action",
             "actor_label",
             "tenant",
-            "object",
             "object_type",
             "object_id",
             "...",
@@ -103,9 +99,6 @@ class AuditTable(ConsoleTable):
     def render_what(self, record: AuditEntry) -> str:
         return self.value_what(record)
 
-    def render_object(self, record: AuditEntry) -> str:
-        return f"{record.object_type} #{record.object_id}" if record.object_id else record.object_type
-
     def render_action(self, value: str) -> str:
         return format_html("<code>{}</code>", value)
 
@@ -113,7 +106,7 @@ class AuditTable(ConsoleTable):
         return value
 
     def render_correlation_id(self, value: str) -> str:
-        return format_html('<a href="?correlation_id={}"><code>{}</code></a>', value, value[:12])
+        return format_html('<a href="?correlation_id={}"><code>{}</code></a>', value, value[:8])
 
     def value_correlation_id(self, value: str) -> str:
         return value
