@@ -8,6 +8,7 @@ The 1-SU design cables every rail leaf to every spine with 8 parallel links::
 
 from __future__ import annotations
 
+import io
 import time
 
 import pytest
@@ -23,6 +24,7 @@ from console.fabric.discovery.compare import (
 from console.fabric.lab.fabrics import LabNotRunning, stop_lab
 from console.fabric.lab.faults import replug, unplug
 from console.fabric.models import DiscoveryRun
+from console.management.commands.up import Command as UpCommand
 from console.tenancy.models import AuditEntry
 from designer.exports import export
 from designer.imports.ibnetdiscover import parse_ibnetdiscover
@@ -216,9 +218,19 @@ def test_unplugged_hca_cable_is_reported_with_its_hca_name(lab_fabric):
 @lab_test
 def test_discovery_of_a_stopped_lab_says_so(lab_fabric):
     fabric, _ = lab_fabric("stopped")
+    # `manage.py up` sweeps a lab that was never discovered once (ports table, drift), then leaves it
+    out = io.StringIO()
+    up = UpCommand(stdout=out)
+    up._first_discovery(fabric)
+    up._first_discovery(fabric)
+    runs = DiscoveryRun.objects.filter(fabric=fabric)
+    assert runs.count() == 1 and f"First discovery:    run {runs.get().pk} of {fabric.name}" in out.getvalue()
     stop_lab(fabric)
     with pytest.raises(LabNotRunning, match="not running"):
         services.discover(fabric, actor=ACTOR)
+    runs.delete()
+    up._first_discovery(fabric)  # a lab that is down: said, not raised
+    assert "First discovery:    not made:" in out.getvalue() and not runs.exists()
 
 
 # -- REST and the console page ----------------------------------------------------------------

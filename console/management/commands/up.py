@@ -128,7 +128,24 @@ class Command(BaseCommand):
             f"/fabrics/{fabric.pk}/\n"
             f"    diags: {status['env_line']}\n"
         )
+        self._first_discovery(fabric)
         return None if was_up else fabric
+
+    def _first_discovery(self, fabric: Fabric) -> None:
+        """A lab never discovered gets one sweep now, so the fabric's compare, port table and the
+        overview's drift have something to show from the first page on."""
+        from console.fabric.discovery import services as discovery
+        from console.tenancy.context import Actor
+        from console.tenancy.errors import ConsoleError
+
+        if discovery.latest_run(fabric) is not None:
+            return
+        try:
+            run = discovery.discover(fabric, actor=Actor.system("up"))
+        except ConsoleError as exc:
+            self.stdout.write(f"  First discovery:    not made: {exc}\n")
+            return
+        self.stdout.write(f"  First discovery:    run {run.pk} of {fabric.name}: /fabrics/{fabric.pk}/ports/\n")
 
     def _lab_fabrics_exist(self) -> bool:
         from console.fabric.models import Fabric
