@@ -174,7 +174,7 @@ function nodeElement(n: CanvasNode): ElementDefinition {
 
 function edgeElement(e: CanvasEdge, labelled: boolean): ElementDefinition {
   const data: Record<string, unknown> = { id: e.id, source: e.source, target: e.target, count: e.count, tier: e.tier };
-  if (labelled && e.count > 1) data.label = `${e.count}`;
+  if (labelled && e.count > 1) data.label = `${e.count} cables`;
   if (e.diff) data.diff = e.diff;
   return { group: "edges", data };
 }
