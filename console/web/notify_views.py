@@ -24,11 +24,24 @@ from console.web.context import AuthenticatedHttpRequest, principal_for, refuse_
 READERS = (Role.OPERATOR, Role.AUDITOR, Role.TENANT_ADMIN)
 
 
+#: The page names the events in words; the API and the payloads keep the codes.
+EVENT_WORDS = {
+    "reservation.ready": "ready (partition verified on the fabric)",
+    "reservation.expiring": "ending soon",
+    "reservation.preempted": "preempted",
+    "reservation.failed": "failed on the fabric",
+    "reservation.placed": "placed from the queue",
+    "reservation.fabric_fault": "a link or node failure touches it",
+}
+
+
 class WebhookForm(forms.Form):
     name = forms.CharField(max_length=100)
     url = forms.URLField(max_length=500, label="URL", assume_scheme="https")
     events = forms.MultipleChoiceField(
-        choices=[(e, e) for e in EVENT_CHOICES], initial=EVENT_CHOICES, widget=forms.CheckboxSelectMultiple
+        choices=[(e, EVENT_WORDS.get(e, e)) for e in EVENT_CHOICES],
+        initial=EVENT_CHOICES,
+        widget=forms.CheckboxSelectMultiple,
     )
     secret = forms.CharField(
         required=False, min_length=16, max_length=200, help_text="Leave empty to have one generated (shown once)."

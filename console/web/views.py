@@ -18,10 +18,10 @@ from console.tenancy import actions
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
 from console.tenancy.logins import cool_off, locked_logins
-from console.tenancy.models import ApiToken, AuditEntry, Membership, Role, Tenant
+from console.tenancy.models import ApiToken, AuditEntry, Membership, Principal, Role, Tenant
 from console.web.context import AuthenticatedHttpRequest, principal_for, refuse_readers
 from console.web.tables import respond, table_context
-from console.web.tables.audit import AuditPageFilter, AuditTable, names_for_words
+from console.web.tables.audit import AuditPageFilter, AuditTable, in_words, names_for_words
 from console.web.tables.tenants import TenantPageFilter, TenantTable, with_members
 
 
@@ -95,14 +95,19 @@ def home(request: HttpRequest) -> HttpResponse:
         "tenant": Tenant.objects.filter(pk=principal.tenant_id).first() if principal.tenant_id is not None else None,
         "tenants": Tenant.objects.visible_to(principal).count(),
         "members": Membership.objects.visible_to(principal).count(),
-        "recent_audit": (
-            AuditEntry.objects.visible_to(principal)[:8]
-            if principal.role in (Role.OPERATOR, Role.AUDITOR, Role.TENANT_ADMIN)
-            else []
-        ),
+        "recent_audit": _recent_changes(principal),
         "active": "home",
     }
     return render(request, "web/home.html", context)
+
+
+def _recent_changes(principal: Principal) -> list[tuple[AuditEntry, str]]:
+    """The newest audit entries this principal reads, each with its sentence."""
+    if principal.role not in (Role.OPERATOR, Role.AUDITOR, Role.TENANT_ADMIN):
+        return []
+    entries = list(AuditEntry.objects.visible_to(principal).select_related("tenant")[:8])
+    names = names_for_words() if entries else {}
+    return [(entry, in_words(entry, names)) for entry in entries]
 
 
 def _require_role(request: HttpRequest, roles: set[str]) -> None:

@@ -29,6 +29,9 @@ def test_admin_registers_tests_and_sees_the_delivery(admin_a, tenant_a):
     assert 'data-testid="new-webhook-secret"' in html and "whsec_" in html
     again = page.get("/notifications/").content.decode()
     assert "whsec_" not in again and "https://127.0.0.1:9/hook" in again
+    # the form names the events in words (the codes stay the checkbox values the API uses)
+    assert "placed from the queue" in again and 'value="reservation.placed"' in again
+    assert "> reservation.placed</label>" not in again
     assert page.post(f"/notifications/webhooks/{webhook.pk}/test/").status_code == 302
     assert Delivery.objects.filter(webhook=webhook, event__type="webhook.test").count() == 1
     assert "webhook.test" in page.get("/notifications/").content.decode()

@@ -99,6 +99,10 @@ def test_audit_log_words_code_column_filter_and_csv(client, operator, admin_a, b
     body = response.content.decode()
     assert "b-infer" not in body and tenant_b.name not in body
     assert tenant_b.name not in client.get(url).content.decode()
+    # the overview's recent changes read the same sentences, the code beside them
+    home = client.get(reverse("web:home")).content.decode()
+    assert "tests reserved reservation a-train (16 GPUs) on fabric" in home and "b-infer" not in home
+    assert "<code>reservation.create</code>" in home
 
 
 def test_tenants_table_sorts_filters_and_exports(client, operator, tenant_a, tenant_b):
@@ -110,6 +114,11 @@ def test_tenants_table_sorts_filters_and_exports(client, operator, tenant_a, ten
     assert {r["Active"] for r in rows} == {"yes"}
     assert rows_of(client.get(url, {"_export": "csv", "q": tenant_b.slug}))[0]["Slug"] == tenant_b.slug
     assert len(rows_of(client.get(url, {"_export": "csv", "q": tenant_b.slug}))) == 1
+    Tenant.objects.filter(pk=tenant_b.pk).update(is_active=False)
+    inactive = rows_of(client.get(url, {"_export": "csv", "is_active": "false"}))
+    assert [r["Name"] for r in inactive] == [tenant_b.name]
+    assert tenant_b.name not in {r["Name"] for r in rows_of(client.get(url, {"_export": "csv", "is_active": "true"}))}
+    assert '<option value="" selected>any</option>' in client.get(url).content.decode()
 
 
 @pytest.mark.parametrize("name", ["web:reservations-all", "web:audit", "web:tenants", "web:reservations-list"])

@@ -49,6 +49,20 @@ def names_for_words() -> dict[str, dict[int, str]]:
     }
 
 
+def in_words(record: AuditEntry, names: dict[str, dict[int, str]]) -> str:
+    """One entry as the sentence a person reads (the audit log and the overview's recent changes)."""
+    values = fields(
+        actor=record.actor_label,
+        object_repr=record.object_repr,
+        object_id=record.object_id,
+        tenant=record.tenant.name if record.tenant else None,
+        before=record.before,
+        after=record.after,
+        names=names,
+    )
+    return sentence(record.action, record.object_type, values)
+
+
 class AuditTable(ConsoleTable):
     created_at = tables.DateTimeColumn(
         verbose_name="When (UTC)", format="Y-m-d H:i:s", attrs={"td": {"class": "nowrap"}}
@@ -85,16 +99,7 @@ class AuditTable(ConsoleTable):
         self.names = names
 
     def value_what(self, record: AuditEntry) -> str:
-        values = fields(
-            actor=record.actor_label,
-            object_repr=record.object_repr,
-            object_id=record.object_id,
-            tenant=record.tenant.name if record.tenant else None,
-            before=record.before,
-            after=record.after,
-            names=self.names,
-        )
-        return sentence(record.action, record.object_type, values)
+        return in_words(record, self.names)
 
     def render_what(self, record: AuditEntry) -> str:
         return self.value_what(record)

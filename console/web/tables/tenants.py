@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import django_filters
 import django_tables2 as tables
+from django import forms
 from django.db.models import Count, Q, QuerySet
 
 from console.tenancy.models import Tenant
@@ -12,7 +13,9 @@ from console.web.tables import ConsoleTable, YesNoColumn
 
 class TenantPageFilter(django_filters.FilterSet):
     q = django_filters.CharFilter(method="filter_text", label="Name or slug")
-    is_active = django_filters.BooleanFilter(label="Active")
+    is_active = django_filters.BooleanFilter(
+        label="Active", widget=forms.Select(choices=[("", "any"), ("true", "yes"), ("false", "no")])
+    )
 
     class Meta:
         model = Tenant
