@@ -106,7 +106,7 @@ def _recent_changes(principal: Principal) -> list[tuple[AuditEntry, str]]:
     if principal.role not in (Role.OPERATOR, Role.AUDITOR, Role.TENANT_ADMIN):
         return []
     entries = list(AuditEntry.objects.visible_to(principal).select_related("tenant")[:8])
-    names = names_for_words() if entries else {}
+    names = names_for_words(principal) if entries else {}
     return [(entry, in_words(entry, names)) for entry in entries]
 
 
@@ -125,7 +125,7 @@ def audit_log(request: HttpRequest) -> HttpResponse:
     filterset = AuditPageFilter(request.GET, queryset=queryset, principal=principal)
     entries = filterset.qs if filterset.is_valid() else queryset.none()
     hidden = () if principal.sees_all_tenants else ("tenant",)  # a tenant's log is all its own
-    table = AuditTable(entries, names=names_for_words(), exclude=hidden)
+    table = AuditTable(entries, names=names_for_words(principal), exclude=hidden)
     return respond(request, table, "audit-log") or render(
         request, "web/audit.html", {**table_context(request, table, filterset), "active": "audit"}
     )

@@ -41,11 +41,13 @@ class AuditPageFilter(AuditEntryFilter):
         )
 
 
-def names_for_words() -> dict[str, dict[int, str]]:
-    """Names by id of what audit data refers to by id (two queries, whatever the page holds)."""
+def names_for_words(principal: Principal) -> dict[str, dict[int, str]]:
+    """Names by id of what audit data refers to by id (two queries, whatever the page holds).
+    Fabrics are infrastructure tenants are not shown (their overview names none): for a tenant the
+    sentences fall back to the wording without the fabric."""
     return {
         "pool": dict(Pool.objects.values_list("pk", "name")),
-        "fabric": dict(Fabric.objects.values_list("pk", "name")),
+        "fabric": dict(Fabric.objects.values_list("pk", "name")) if principal.sees_all_tenants else {},
     }
 
 
@@ -65,7 +67,7 @@ def in_words(record: AuditEntry, names: dict[str, dict[int, str]]) -> str:
 
 class AuditTable(ConsoleTable):
     created_at = tables.DateTimeColumn(
-        verbose_name="When (UTC)", format="Y-m-d H:i:s", attrs={"td": {"class": "nowrap"}}
+        verbose_name="When (UTC)", format=r"Y-m-d H:i:s \U\T\C", attrs={"td": {"class": "nowrap"}}
     )
     what = tables.Column(
         verbose_name="What happened", empty_values=(), orderable=False, attrs={"td": {"class": "sentence"}}

@@ -16,8 +16,8 @@ class ChangeTable(ConsoleTable):
     opensm_restarted = YesNoColumn(verbose_name="Restarted OpenSM")
     reason = tables.Column(verbose_name="Reason", default="")
     requested_by_label = tables.Column(verbose_name="Requested by", default="system")
-    created_at = tables.DateTimeColumn(verbose_name="Requested (UTC)", format="Y-m-d H:i:s")
-    finished_at = tables.DateTimeColumn(verbose_name="Finished (UTC)", format="Y-m-d H:i:s", default="")
+    created_at = tables.DateTimeColumn(verbose_name="Requested (UTC)", format=r"Y-m-d H:i:s \U\T\C")
+    finished_at = tables.DateTimeColumn(verbose_name="Finished (UTC)", format=r"Y-m-d H:i:s \U\T\C", default="")
     error = tables.Column(verbose_name="Error", default="")
 
     class Meta(ConsoleTable.Meta):

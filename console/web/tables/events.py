@@ -15,7 +15,7 @@ from console.telemetry.models import FabricEvent
 from console.tenancy.filtersets import UtcIsoDateTimeFilter
 from console.web.tables import ConsoleTable, label_empty_choices
 
-TIME = "Y-m-d H:i:s"
+TIME = r"Y-m-d H:i:s \U\T\C"  # on screen; the CSV value below leaves the zone to the header
 
 
 class UtcTimeColumn(tables.DateTimeColumn):

@@ -53,8 +53,8 @@ class ReservationTable(ConsoleTable):
     nodes = tables.Column(verbose_name="Nodes", empty_values=(), orderable=False)
     pkey = tables.Column(verbose_name="P_Key")
     sl = tables.Column(verbose_name="SL")
-    start = tables.DateTimeColumn(verbose_name="Start (UTC)", format="Y-m-d H:i")
-    end = tables.DateTimeColumn(verbose_name="End (UTC)", format="Y-m-d H:i")
+    start = tables.DateTimeColumn(verbose_name="Start (UTC)", format=r"Y-m-d H:i \U\T\C")
+    end = tables.DateTimeColumn(verbose_name="End (UTC)", format=r"Y-m-d H:i \U\T\C")
 
     class Meta(ConsoleTable.Meta):
         attrs = {**ConsoleTable.Meta.attrs, "data-testid": "all-reservations"}

@@ -34,7 +34,7 @@ class TenantTable(ConsoleTable):
     slug = tables.Column(verbose_name="Slug")
     is_active = YesNoColumn(verbose_name="Active")
     member_count = tables.Column(verbose_name="Members")
-    created_at = tables.DateTimeColumn(verbose_name="Created (UTC)", format="Y-m-d H:i")
+    created_at = tables.DateTimeColumn(verbose_name="Created (UTC)", format=r"Y-m-d H:i \U\T\C")
 
     class Meta(ConsoleTable.Meta):
         attrs = {**ConsoleTable.Meta.attrs, "data-testid": "tenant-table"}
