@@ -19,6 +19,8 @@ from console.tenancy.context import Actor
 from console.tenancy.models import Principal, Role
 from designer.models import DesignRevision
 from designer.services import create_design
+from scheduling.models import Node, Pool
+from scheduling.services import inventory
 
 ONE_SU = {"topology": "rail-optimized", "gpus": 256, "node_type": "DGX-H100", "switch": "QM9700"}
 ACTOR = Actor.system("test")
@@ -77,3 +79,16 @@ def wait_for_new_routing_pass(lab: Lab, before: int, timeout: float = 15.0) -> i
             return now
         time.sleep(0.1)
     raise AssertionError(f"no new routing pass within {timeout}s")
+
+
+def whole_lab_pool(fabric: Fabric, actor: Actor = ACTOR, name: str = "su1") -> Pool:
+    """The lab's nodes imported into the inventory and pooled (by SU), as an operator would."""
+    inventory.import_inventory(fabric, actor=actor)
+    return inventory.create_pool(
+        actor,
+        Principal(None, Role.OPERATOR, None),
+        fabric=fabric,
+        name=name,
+        kind=Pool.Kind.BY_SU,
+        nodes=list(Node.objects.filter(fabric=fabric)),
+    )

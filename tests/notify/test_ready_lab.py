@@ -16,9 +16,10 @@ from console.fabric.lab.fabrics import start_lab, stop_lab
 from console.tenancy.context import Actor
 from console.tenancy.models import Principal, Role
 from designer.services import create_design
-from scheduling.models import Node, Pool, Reservation
-from scheduling.services import inventory, quotas
+from scheduling.models import Reservation
+from scheduling.services import quotas
 from tests.fabric.conftest import requires_lab
+from tests.fabric.lab_fixtures import whole_lab_pool
 from tests.notify.conftest import add_webhook
 
 pytestmark = [requires_lab, pytest.mark.lab, pytest.mark.timeout(300), pytest.mark.django_db(transaction=True)]
@@ -35,15 +36,7 @@ def lab_pool(tmp_path, tenant_a):
     _, revision = create_design(ACTOR, OPERATOR, name=f"notify-{uid}", options=options)
     fabric, _ = start_lab(revision, name=f"notify-{uid}", actor=ACTOR, workdir=tmp_path / "lab", socket_name=f"n-{uid}")
     try:
-        inventory.import_inventory(fabric, actor=ACTOR)
-        pool = inventory.create_pool(
-            ACTOR,
-            OPERATOR,
-            fabric=fabric,
-            name="su1",
-            kind=Pool.Kind.BY_SU,
-            nodes=list(Node.objects.filter(fabric=fabric)),
-        )
+        pool = whole_lab_pool(fabric, ACTOR)
         quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_a, pool=pool, guaranteed_gpus=64)
         yield pool
     finally:

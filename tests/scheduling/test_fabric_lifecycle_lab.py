@@ -21,10 +21,11 @@ from console.fabric.models import ChangeRequest
 from console.tenancy.context import Actor
 from console.tenancy.models import Principal, Role
 from designer.services import create_design
-from scheduling.models import HCA, Node, Pool, Reservation
-from scheduling.services import inventory, lifecycle, quotas
+from scheduling.models import HCA, Reservation
+from scheduling.services import lifecycle, quotas
 from scheduling.services.reservations import ReservationRequest, reserve
 from tests.fabric.conftest import requires_lab
+from tests.fabric.lab_fixtures import whole_lab_pool
 
 pytestmark = [requires_lab, pytest.mark.lab, pytest.mark.timeout(300), pytest.mark.django_db]
 
@@ -47,15 +48,7 @@ def su1(tmp_path, tenant_a, tenant_b):
         socket_name=f"life-{uid}",
     )
     try:
-        inventory.import_inventory(fabric, actor=ACTOR)
-        pool = inventory.create_pool(
-            ACTOR,
-            OPERATOR,
-            fabric=fabric,
-            name="su1",
-            kind=Pool.Kind.BY_SU,
-            nodes=list(Node.objects.filter(fabric=fabric)),
-        )
+        pool = whole_lab_pool(fabric, ACTOR)
         quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_a, pool=pool, guaranteed_gpus=128)
         quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_b, pool=pool, guaranteed_gpus=64, borrow_limit_gpus=192)
         yield fabric, lab, pool
