@@ -216,6 +216,14 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
 API_JSON_MAX_DEPTH = int(os.environ.get("CONSOLE_API_JSON_MAX_DEPTH", "32"))
 # Times a client gives (reservation start/end, extensions, availability) may lie at most this far ahead.
 CONSOLE_TIME_HORIZON_DAYS = int(os.environ.get("CONSOLE_TIME_HORIZON_DAYS", "365"))
+# Chargeback: the currency every price is in, and the price of a GPU-hour per priority class where a
+# pool sets none (scheduling.GpuHourPrice overrides per pool and class).
+CONSOLE_CURRENCY = os.environ.get("CONSOLE_CURRENCY", "USD")
+CONSOLE_DEFAULT_GPU_HOUR_PRICES = {
+    "training": os.environ.get("CONSOLE_PRICE_TRAINING", "2.50"),
+    "inference": os.environ.get("CONSOLE_PRICE_INFERENCE", "2.00"),
+    "best-effort": os.environ.get("CONSOLE_PRICE_BEST_EFFORT", "0.80"),
+}
 # The design import takes a whole ibnetdiscover dump (about 1 MB per 2,000 HCAs): its own limit.
 CONSOLE_MAX_IMPORT_BYTES = int(os.environ.get("CONSOLE_MAX_IMPORT_BYTES", str(64 * 1024 * 1024)))
 # Idempotency-Key (console.tenancy.idempotency): how long a key replays its answer, and how long a

@@ -124,6 +124,25 @@ class PriorityClass(models.TextChoices):
     BEST_EFFORT = "best-effort"
 
 
+class GpuHourPrice(models.Model):
+    """What one GPU-hour costs in a pool for one priority class (chargeback; unset: the setting's default)."""
+
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="prices")
+    priority_class = models.CharField(max_length=12, choices=PriorityClass.choices)
+    price = models.DecimalField(max_digits=10, decimal_places=4, help_text="per GPU-hour, in CONSOLE_CURRENCY")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["pool", "priority_class"]
+        constraints = [
+            models.UniqueConstraint(fields=["pool", "priority_class"], name="gpu_hour_price_unique"),
+            models.CheckConstraint(name="gpu_hour_price_non_negative", condition=models.Q(price__gte=0)),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.pool_id}/{self.priority_class}: {self.price}"
+
+
 class ServiceLevels(models.Model):
     """The InfiniBand SL each priority class gets on one fabric (defaults from settings)."""
 
