@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+from benchutil import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -81,12 +82,6 @@ print(json.dumps({{"save_16384_s_median": round(statistics.median(times), 3),
 """
     out = subprocess.run([PY, "-c", code], cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout
     return last_json_line(out)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def canvas() -> dict:

@@ -37,7 +37,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -57,6 +56,7 @@ import django  # noqa: E402
 
 django.setup()
 
+from benchutil import cpu_seconds, free_port, load_average, pct  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
 from console.fabric.lab.fabrics import lab_for, start_lab, stop_lab  # noqa: E402
@@ -64,13 +64,6 @@ from console.telemetry.collector import CollectorOptions, FabricCollector  # noq
 from console.telemetry.traffic import Job  # noqa: E402
 
 OPTIONS = {"topology": "rail-optimized", "gpus": 2048, "node_type": "DGX-H100", "switch": "QM9700"}
-
-
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
 
 
 def setup(workdir: Path):
@@ -128,10 +121,6 @@ class AlternatingCollector(FabricCollector):
 #: error counters every sweep, one read of the whole fabric and then every group's delta.
 BASELINE = {"mad_mode": "sync", "state_every": 1, "error_sums": False, "read_chunk_switches": 0}
 CURRENT: dict = {}  # the defaults
-
-
-def load_average() -> float:
-    return float(Path("/proc/loadavg").read_text().split()[0])
 
 
 def mad_throughput(fabric, reps: int) -> dict:
@@ -207,17 +196,6 @@ def perfquery_cycle(fabric) -> float:
     pq_s = pq.sweep().cycle_s
     pq.close()
     return round(pq_s, 3)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def clients(port: int, subs, links_of, run_phases):

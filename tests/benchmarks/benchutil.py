@@ -1,0 +1,34 @@
+"""Small helpers the benchmark scripts share (percentiles, host load, ports, CPU time of a process)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+
+def pct(values: list[float], q: float) -> float:
+    """The ``q``-th percentile by nearest rank (NaN for no values)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+def load_average() -> float:
+    """The host's 1-minute load average (the machine is shared: every figure is quoted with it)."""
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
