@@ -54,6 +54,9 @@ def test_unplugged_cable_shows_down_within_5s_and_clears_and_tenants_see_their_t
     tenant = login(browser, url, "admin-a")
     tenant.goto(f"{url}/live/")
     expect(tenant.get_by_test_id("live-title")).to_contain_text(fabric.name)
+    # fabric change requests are the operators' (a tenant's card could never fill)
+    expect(tenant.get_by_test_id("changes-panel")).to_have_count(0)
+    expect(op.get_by_test_id("changes-panel")).to_be_visible()
     tenant.wait_for_function(
         "() => window.__live && [...window.__live.links.values()].some(l => l.util > 0.3)",
         timeout=20_000,

@@ -408,6 +408,7 @@ class LivePage {
     const box = byTestId("changes");
     let row = box.querySelector<HTMLElement>(`[data-change="${id}"]`);
     if (!row) {
+      box.querySelector('[data-testid="changes-empty"]')?.remove();
       row = h("div", { class: "change", "data-change": id, testid: "change" });
       box.prepend(row);
     }
