@@ -19,6 +19,8 @@ import pytest
 
 #: The published job traces (Kalos, Alibaba) the replay tests read.
 TRACES = Path("/work/shared/traces")
+#: Debian's prometheus package: the server the monitoring tests scrape with, and promtool.
+PROMETHEUS_TOOLS = ("prometheus", "promtool")
 LAB_TOOLS = ("ibsim", "opensm", "ibnetdiscover", "smpquery", "saquery", "sminfo", "perfquery", "ibportstate")
 
 
@@ -40,6 +42,10 @@ def _postgresql() -> bool:
     return connection.vendor == "postgresql"
 
 
+def _prometheus_present() -> bool:
+    return all(shutil.which(tool) is not None for tool in PROMETHEUS_TOOLS)
+
+
 def _traces_present() -> bool:
     return (TRACES / "kalos_jobs.csv").exists() and (TRACES / "alibaba_openb_pods.csv").exists()
 
@@ -51,11 +57,13 @@ class Need:
     name: str
     missing: str
     present: Callable[[], bool]
+    #: the need whose variable demands this one too (a tool the bootstrap installs with the lab's)
+    demanded_with: str = ""
 
     @property
     def variable(self) -> str:
         """The environment variable that makes a run demand it (``CONSOLE_REQUIRE_LAB``)."""
-        return f"CONSOLE_REQUIRE_{self.name.upper()}"
+        return f"CONSOLE_REQUIRE_{(self.demanded_with or self.name).upper()}"
 
     @property
     def demanded(self) -> bool:
@@ -69,6 +77,8 @@ NEEDS = {
         Need("lab", "the lab tools (opensm, ibsim-utils, infiniband-diags)", _lab_present),
         Need("postgresql", "PostgreSQL (DATABASE_URL)", _postgresql),
         Need("traces", f"the shared job traces in {TRACES}", _traces_present),
+        # bootstrap.sh --test installs it beside the lab tools: CONSOLE_REQUIRE_LAB=1 demands it
+        Need("prometheus", "Debian's prometheus package (prometheus, promtool)", _prometheus_present, "lab"),
     )
 }
 
