@@ -12,6 +12,7 @@ import time
 from collections import Counter
 
 import pytest
+import yaml
 
 from console.fabric.models import ChangeRequest
 from console.telemetry.core import LinkStatus
@@ -93,7 +94,8 @@ def test_rules_pass_promtool_and_their_unit_tests_and_evaluate_on_prometheus(pro
     # the real Prometheus loaded the same file and evaluates every rule without error
     answer = prometheus.api("rules")
     rules = [rule for group in answer["data"]["groups"] for rule in group["rules"]]
-    assert len(rules) == 13
+    shipped = [rule for group in yaml.safe_load(RULES.read_text())["groups"] for rule in group["rules"]]
+    assert len(rules) == len(shipped) >= 10
     healthy = prometheus_rules_health(prometheus)
     assert healthy == {rule["name"]: "ok" for rule in rules}
 
