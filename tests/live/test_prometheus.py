@@ -169,7 +169,7 @@ def test_prometheus_scrapes_the_labs_link_rates_and_the_reservations_made(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_dashboard_names_only_scraped_metrics_and_every_panel_evaluates(
+def test_dashboard_and_rules_name_only_scraped_metrics_and_every_panel_evaluates(
     prometheus,  # noqa: F811
     world,
     processes,  # noqa: F811
@@ -199,8 +199,10 @@ def test_dashboard_names_only_scraped_metrics_and_every_panel_evaluates(
     panels = [p for p in dashboard["panels"] if p["type"] != "row"]
     assert len(panels) >= 10 and len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])
     exprs = [variables["fabric"]["query"]["query"]] + [t["expr"] for p in panels for t in p["targets"]]
-    for expr in exprs:
-        used = set(re.findall(r"\bibc_[a-z0-9_]+", re.sub(r'"[^"]*"', '""', expr)))
+    rules = [rule["expr"] for group in yaml.safe_load(RULES.read_text())["groups"] for rule in group["rules"]]
+    for expr in exprs + rules:
+        # metric names, not recording rules (level:metric:operation) nor label values
+        used = set(re.findall(r"(?<![:\w])ibc_[a-z0-9_]+(?![:\w])", re.sub(r'"[^"]*"', '""', expr)))
         assert used, expr
         assert used <= exposed, f"{expr} names {used - exposed}, not in /metrics"
     for expr in exprs[1:]:
