@@ -1,6 +1,6 @@
 """A real Prometheus (Debian's ``prometheus``) for the monitoring tests: started once per module
 on a free loopback port with its own storage, a generated ``prometheus.yml`` that scrapes the
-console every second with the ``METRICS_TOKEN`` bearer token and loads the shipped alert rules,
+console every 2 s with the ``METRICS_TOKEN`` bearer token and loads the shipped alert rules,
 and killed at the end. A test points it at its own console with :meth:`Prometheus.point_at` (a
 file_sd targets file Prometheus re-reads), so one Prometheus serves every test of the module."""
 
@@ -33,8 +33,8 @@ TOKEN = secrets.token_urlsafe(24)
 
 CONFIG = """\
 global:
-  scrape_interval: 1s
-  scrape_timeout: 1s
+  scrape_interval: 2s
+  scrape_timeout: 2s
   evaluation_interval: 1s
 rule_files:
   - {rules}
