@@ -18,7 +18,9 @@ _tally = needs.Tally()
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "needs(what): skipped without it (lab, postgresql, traces), failed when CONSOLE_REQUIRE_<WHAT>=1"
+        "markers",
+        "needs(what): skipped without it (lab, postgresql, traces, prometheus), failed when CONSOLE_REQUIRE_<WHAT>=1"
+        " (prometheus: CONSOLE_REQUIRE_LAB=1)",
     )
 
 
