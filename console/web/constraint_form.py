@@ -12,7 +12,6 @@ from typing import Any
 
 from scheduling.placement.registry import Param, params
 
-
 #: One plain-language line per built-in parameter for the form's "Advanced options" (a plug-in's
 #: parameter shows its own ``help``).
 HELP = {

@@ -342,7 +342,12 @@ class OfferSerializer(serializers.Serializer):
     )
     gpus = serializers.IntegerField()
     start = serializers.DateTimeField(allow_null=True, help_text="later only; null: now (or asap for queue)")
-    label = serializers.CharField(help_text='in words, e.g. "112 GPUs now"')
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        # ``label`` is also an attribute of every DRF field: declared here, not as a class attribute.
+        fields = super().get_fields()
+        fields["label"] = serializers.CharField(help_text='in words, e.g. "112 GPUs now"')
+        return fields
 
 
 class PreviewSerializer(serializers.Serializer):

@@ -64,12 +64,19 @@ def offers(
         found.append({"kind": "later", "gpus": refused.gpus, "start": start, "label": label})
     if refused.gpus <= quota.limit_gpus and refused.code != "too_large":
         found.append(
-            {"kind": "queue", "gpus": refused.gpus, "start": None, "label": f"Queue {refused.gpus} GPUs (as soon as possible)"}
+            {
+                "kind": "queue",
+                "gpus": refused.gpus,
+                "start": None,
+                "label": f"Queue {refused.gpus} GPUs (as soon as possible)",
+            }
         )
     return found
 
 
-def _as_gpus(request: ReservationRequest, gpus: int, start: dt.datetime | None, duration: dt.timedelta) -> ReservationRequest:
+def _as_gpus(
+    request: ReservationRequest, gpus: int, start: dt.datetime | None, duration: dt.timedelta
+) -> ReservationRequest:
     return dataclasses.replace(request, gpus=gpus, nodes=None, start=start, end=None, duration=duration, asap=False)
 
 

@@ -55,8 +55,8 @@ from scheduling.placement.queue import packed_limit
 from scheduling.placement.registry import ConstraintError, build_constraints
 from scheduling.services.grant import grant
 from scheduling.services.lifecycle import preempt
-from scheduling.services.naming import default_name
 from scheduling.services.locks import lock_nodes, quota_for_update
+from scheduling.services.naming import default_name
 from scheduling.services.quotas import usage
 from scheduling.services.topology import NamedTopology, pool_topology
 
