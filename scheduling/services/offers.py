@@ -133,7 +133,13 @@ def _earliest_full(
         .values_list("end", flat=True)
     )
     candidates += [end for end in ends[:MAX_LATER_TRIES] if end > refused.start]
-    for start in sorted(set(candidates))[:MAX_LATER_TRIES]:
+    # Whole minutes, rounded up: the form (and a person) write starts to the minute.
+    for start in sorted({_ceil_minute(c) for c in candidates})[:MAX_LATER_TRIES]:
         if decide(snap, _as_gpus(request, refused.gpus, start, duration), tenant, pool, quota).placed:
             return start
     return None
+
+
+def _ceil_minute(at: dt.datetime) -> dt.datetime:
+    whole = at.replace(second=0, microsecond=0)
+    return whole if whole == at else whole + dt.timedelta(minutes=1)

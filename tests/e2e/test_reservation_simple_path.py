@@ -9,6 +9,7 @@ REST API of a live server.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from decimal import Decimal
 
@@ -98,3 +99,19 @@ def test_a_refused_request_offers_what_fits_and_one_click_takes_it(page, live_se
     assert made.gpus == headroom and made.pool_id == mine.pk
     assert made.status in {Reservation.Status.PLACED, Reservation.Status.PROVISIONING}
     expect(page.get_by_test_id("res-size")).to_have_value(str(headroom))
+
+    # with the quota full, 16 more GPUs fit only when those 24 end: that start, or the queue
+    page.get_by_test_id("res-preset-16").click()
+    expect(page.get_by_test_id("preview-state")).to_have_text("refused")
+    later = offers.and_(page.locator("[data-kind=later]"))
+    at = made.end.replace(second=0, microsecond=0)
+    at += dt.timedelta(minutes=1 if at != made.end else 0)  # offered starts are whole minutes, rounded up
+    expect(later).to_have_text(f"16 GPUs at {at:%Y-%m-%d %H:%M} UTC")
+    expect(offers.and_(page.locator("[data-kind=queue]"))).to_have_count(1)
+    expect(offers.and_(page.locator("[data-kind=smaller_now]"))).to_have_count(0)
+    page.get_by_test_id("res-advanced").locator("summary").click()
+    page.screenshot(path=f"{SHOTS}/simple-form-later-advanced.png", full_page=True)
+    later.click()
+    expect(page.get_by_test_id("reservation")).to_have_count(2)
+    second = Reservation.objects.exclude(pk=made.pk).get(tenant=tenant_a)
+    assert second.gpus == 16 and second.start == at

@@ -19,6 +19,11 @@ from tests.scheduling.conftest import SYSTEM, give_quota, request_for, tenant_pr
 pytestmark = pytest.mark.django_db
 
 
+def next_minute(at: dt.datetime) -> dt.datetime:
+    """Offered starts are whole minutes (what a person types), rounded up."""
+    return at.replace(second=0, microsecond=0) + dt.timedelta(minutes=1 if (at.second or at.microsecond) else 0)
+
+
 def by_kind(body: dict) -> dict[str, dict]:
     return {offer["kind"]: offer for offer in body["offers"]}
 
@@ -36,11 +41,11 @@ def test_over_quota_offers_the_headroom_now_the_full_size_when_own_booking_ends_
     offers = by_kind(body)
     headroom = 64 - 16
     assert offers["smaller_now"]["gpus"] == headroom and offers["smaller_now"]["label"] == f"{headroom} GPUs now"
-    assert offers["later"]["gpus"] == 56 and offers["later"]["start"] == held.end
+    assert offers["later"]["gpus"] == 56 and offers["later"]["start"] == next_minute(held.end)
     assert offers["queue"]["gpus"] == 56 and offers["queue"]["start"] is None
     # and each offer is placeable as offered
     assert preview(admin, request_for(pool, gpus=headroom, duration=dt.timedelta(hours=1)))["placeable"]
-    later = request_for(pool, gpus=56, start=held.end, duration=dt.timedelta(hours=1))
+    later = request_for(pool, gpus=56, start=next_minute(held.end), duration=dt.timedelta(hours=1))
     assert preview(admin, later)["placeable"]
 
 
@@ -57,7 +62,7 @@ def test_over_capacity_offers_the_free_gpus_now_and_the_end_of_the_blocking_rese
     assert not body["placeable"]
     offers = by_kind(body)
     assert offers["smaller_now"]["gpus"] == free_now
-    assert offers["later"]["start"] == blocking.end
+    assert offers["later"]["start"] == next_minute(blocking.end)
     assert offers["queue"]["gpus"] == 64
 
 
