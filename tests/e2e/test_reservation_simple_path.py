@@ -115,3 +115,9 @@ def test_a_refused_request_offers_what_fits_and_one_click_takes_it(page, live_se
     expect(page.get_by_test_id("reservation")).to_have_count(2)
     second = Reservation.objects.exclude(pk=made.pk).get(tenant=tenant_a)
     assert second.gpus == 16 and second.start == at
+
+    # "as soon as possible" for what does not fit now: Reserve stays enabled and says it queues
+    page.get_by_test_id("res-when-asap").check()
+    expect(page.get_by_test_id("preview-state")).to_have_text("will queue")
+    expect(page.get_by_test_id("res-submit")).to_be_enabled()
+    expect(page.get_by_test_id("res-submit")).to_have_text("Queue it")
