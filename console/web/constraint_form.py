@@ -12,6 +12,15 @@ from typing import Any
 
 from scheduling.placement.registry import Param, params
 
+#: One plain-language line per built-in parameter for the form's "Advanced options" (a plug-in's
+#: parameter shows its own ``help``).
+HELP = {
+    "gpu_model": "Only nodes with this GPU model (any: whatever the pool has).",
+    "same_leaf": "All nodes under one leaf switch: the shortest paths between them, fewer spots that fit.",
+    "max_switch_hops": "Upper bound on switches a message crosses between two of your nodes (lower: closer together).",
+    "rail_aligned": "GPU n of every node on the same rail switch: what NCCL's ring and tree traffic likes best.",
+}
+
 
 def _control(param: Param) -> dict[str, Any]:
     widget = param.widget or ("checkbox" if param.kind is bool else "number" if param.kind is int else "text")
@@ -23,6 +32,7 @@ def _control(param: Param) -> dict[str, Any]:
         "min": param.min_value,
         "max": param.max_value,
         "maxlength": param.max_length,
+        "help": HELP.get(param.name, param.help),
     }
 
 

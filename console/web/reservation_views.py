@@ -42,6 +42,8 @@ READERS = RESERVERS | {Role.AUDITOR}
 #: Who reads the operator's views (all reservations, quotas, occupancy); only operators write.
 OPERATORS = {Role.OPERATOR, Role.AUDITOR}
 POLL_MS = 2000
+#: The size buttons of the form (GPUs): one click each.
+SIZE_PRESETS = (8, 16, 32, 64)
 
 
 def _principal(request: HttpRequest, roles: Set[str]) -> Principal:
@@ -108,6 +110,7 @@ def reservations(request: HttpRequest) -> HttpResponse:
         "tenant": {"id": tenant.pk, "name": tenant.name} if tenant else None,
         "tenants": tenants,
         "pools": read_models.pool_summaries(),
+        "default_pool": _default_pool(tenant),
         "priority_classes": list(PriorityClass.values),
         "urls": _urls(),
         "poll_ms": POLL_MS,
@@ -120,7 +123,17 @@ def reservations(request: HttpRequest) -> HttpResponse:
         init=init,
         tenant=tenant,
         constraints=constraint_controls(),
+        size_presets=SIZE_PRESETS,
+        name_hint=f"{tenant.slug if tenant else 'tenant'}-8g-1a2b",
     )
+
+
+def _default_pool(tenant: Tenant | None) -> int | None:
+    """The pool the form starts with: the tenant's (its largest guarantee), else none chosen."""
+    if tenant is None:
+        return None
+    quotas_of = Quota.objects.filter(tenant=tenant).order_by("-guaranteed_gpus", "pool__name")
+    return quotas_of.values_list("pool_id", flat=True).first()
 
 
 @login_required

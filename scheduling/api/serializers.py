@@ -332,7 +332,27 @@ class PreviewQuotaSerializer(serializers.Serializer):
     held_gpus = serializers.IntegerField()
 
 
+class OfferSerializer(serializers.Serializer):
+    """An alternative to a refused request, placeable as offered."""
+
+    kind = serializers.ChoiceField(
+        ["smaller_now", "later", "queue"],
+        help_text="smaller_now: the largest size that fits now; later: the full size at the earliest start "
+        "it fits; queue: the full size with start asap",
+    )
+    gpus = serializers.IntegerField()
+    start = serializers.DateTimeField(allow_null=True, help_text="later only; null: now (or asap for queue)")
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        # ``label`` is also an attribute of every DRF field: declared here, not as a class attribute.
+        fields = super().get_fields()
+        fields["label"] = serializers.CharField(help_text='in words, e.g. "112 GPUs now"')
+        return fields
+
+
 class PreviewSerializer(serializers.Serializer):
+    """Where a request would land (or why not, and what would fit instead), what it costs."""
+
     placeable = serializers.BooleanField()
     start = serializers.DateTimeField()
     end = serializers.DateTimeField()
@@ -342,6 +362,12 @@ class PreviewSerializer(serializers.Serializer):
     placement = PlacementSerializer(allow_null=True)
     preempts = serializers.ListField(child=serializers.IntegerField())
     rejection = RejectionSerializer(allow_null=True)
+    gpu_hours = serializers.DecimalField(max_digits=14, decimal_places=2, help_text="GPUs × hours of the window")
+    cost = serializers.DecimalField(
+        max_digits=16, decimal_places=2, help_text="gpu_hours at the pool's price of a GPU-hour for the class"
+    )
+    currency = serializers.CharField(help_text="ISO 4217 code of cost")
+    offers = OfferSerializer(many=True, help_text="when not placeable: alternatives that are (may be empty)")
 
 
 class ReservationRefusedSerializer(serializers.Serializer):

@@ -56,6 +56,7 @@ from scheduling.placement.registry import ConstraintError, build_constraints
 from scheduling.services.grant import grant
 from scheduling.services.lifecycle import preempt
 from scheduling.services.locks import lock_nodes, quota_for_update
+from scheduling.services.naming import default_name
 from scheduling.services.quotas import usage
 from scheduling.services.topology import NamedTopology, pool_topology
 
@@ -376,6 +377,11 @@ def preview(principal: Principal, request: ReservationRequest) -> dict[str, Any]
         body["preempts"] = [int(b[1:]) for b in decision.result.preempts]
     else:
         body["rejection"] = explanation(decision)
+    # Imported here: offers builds on decide() of this module.
+    from scheduling.services import offers
+
+    body.update(offers.quote(pool, request, decision))
+    body["offers"] = offers.offers(snap, request, tenant, pool, quota, decision)
     return body
 
 
@@ -430,7 +436,7 @@ def _reserve_once(
             tenant=tenant,
             pool=pool,
             fabric_id=pool.fabric_id,
-            name=request.name[:100],
+            name=request.name[:100] or default_name(tenant, decision.gpus),
             created_by_id=principal.user_id,
             priority_class=request.priority_class,
             requested_gpus=request.gpus,

@@ -144,19 +144,18 @@ def test_tenant_reserves_16_gpus_ready_on_the_lab_invisible_to_others_and_quota_
     assert other.request.get(f"{live_server.url}/api/reservations/{reservation.pk}/").status == 404
     other.context.close()
 
-    # an over-quota request (16 held + 24 > 32) is refused with the reason, in the preview and
-    # on submit
+    # an over-quota request (16 held + 24 > 32) is refused in the preview, with the reason; Reserve
+    # is disabled and what fits is offered instead (the 16 GPUs of headroom now, or the queue)
     page.goto(f"{live_server.url}/reservations/")
     page.get_by_test_id("res-name").fill("e2e-too-big")
     page.get_by_test_id("res-size").fill("24")
     expect(page.get_by_test_id("preview-state")).to_have_text("refused")
     expect(page.get_by_test_id("preview-rejection")).to_contain_text("over quota")
-    page.get_by_test_id("res-submit").click()
-    expect(page.get_by_test_id("submit-error")).to_contain_text("over quota")
-    expect(page.get_by_test_id("submit-error")).to_contain_text("limit of 32")
-    refused = card_named(page, "e2e-too-big")
-    expect(refused.get_by_test_id("res-status")).to_have_text("rejected")
-    expect(refused.get_by_test_id("res-reason")).to_contain_text("headroom 16 GPUs")
+    expect(page.get_by_test_id("res-preview")).to_contain_text("headroom 16 GPUs")
+    expect(page.get_by_test_id("res-submit")).to_be_disabled()
+    expect(page.get_by_test_id("offer").filter(has_text="16 GPUs now")).to_be_visible()
+    expect(page.locator("[data-testid=offer][data-kind=queue]")).to_have_count(1)
+    assert not Reservation.objects.filter(name="e2e-too-big").exists()
 
     # releasing removes the partition from the fabric: ending → released
     ready = card_named(page, "e2e-train")

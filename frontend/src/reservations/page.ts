@@ -5,7 +5,8 @@ import { api, ApiError, postOnce } from "../api";
 import { byTestId, debounce, h } from "../dom";
 import { Board } from "./cards";
 import { renderTimelines } from "./timeline";
-import type { Paged, Preview, PriorityClass, Quota, Reservation, ReservationRequest, ReserveInit } from "./types";
+import { renderPreview } from "./preview";
+import type { Offer, Paged, Preview, PriorityClass, Quota, Reservation, ReservationRequest, ReserveInit } from "./types";
 
 export function startReservePage(init: ReserveInit): void {
   const tenantNames = new Map(init.tenants.map((t) => [t.id, t.name]));
@@ -99,8 +100,12 @@ export function requestOf(form: HTMLFormElement, init: ReserveInit): Constrained
       if (value(control.name) !== "") body[control.name] = Number(value(control.name));
     } else body[control.name] = value(control.name);
   });
-  const windowed = (form.querySelector<HTMLInputElement>("input[name=when]:checked")?.value ?? "now") === "window";
-  if (windowed) {
+  const when = form.querySelector<HTMLInputElement>("input[name=when]:checked")?.value ?? "now";
+  if (when === "asap") {
+    body.start = "asap";
+    if (value("max_wait_minutes") !== "") body.max_wait_minutes = Number(value("max_wait_minutes"));
+  }
+  if (when === "window") {
     const start = value("start");
     if (!start) return "Type the window's start (UTC, 24-hour: YYYY-MM-DD HH:MM).";
     const utc = parseUtc(start);
@@ -138,13 +143,38 @@ function startForm(init: ReserveInit, form: HTMLFormElement, board: Board, refre
 
   const state = byTestId("preview-state");
   const out = byTestId("res-preview");
+  const error = byTestId("submit-error");
+  const submit = byTestId<HTMLButtonElement>("res-submit");
+  const setWhen = (when: string) => {
+    form.querySelector<HTMLInputElement>(`input[name=when][value=${when}]`)!.checked = true;
+  };
+  // Size buttons: one click sets the size in GPUs (the preview follows).
+  form.querySelectorAll<HTMLButtonElement>("button[data-preset]").forEach((button) =>
+    button.addEventListener("click", () => {
+      field<HTMLSelectElement>(form, "size_by").value = "gpus";
+      field<HTMLInputElement>(form, "size").value = button.dataset.preset ?? "8";
+      preview();
+    }),
+  );
+  // An offer fills the form with what it offers and reserves it.
+  const take = (offer: Offer) => {
+    field<HTMLSelectElement>(form, "size_by").value = "gpus";
+    field<HTMLInputElement>(form, "size").value = String(offer.gpus);
+    if (offer.kind === "later" && offer.start) {
+      setWhen("window");
+      start.value = offer.start.slice(0, 16).replace("T", " ");
+    } else setWhen(offer.kind === "queue" ? "asap" : "now");
+    void reserve();
+  };
   let seq = 0;
   const preview = debounce(async () => {
     const mine = ++seq;
     const body = requestOf(form, init);
     if (typeof body === "string") {
       state.textContent = "incomplete";
+      state.className = "badge";
       out.replaceChildren(h("p", { class: "muted" }, body));
+      submit.disabled = false;
       return;
     }
     state.textContent = "…";
@@ -153,21 +183,23 @@ function startForm(init: ReserveInit, form: HTMLFormElement, board: Board, refre
         method: "POST",
         body: JSON.stringify(body),
       });
-      if (mine === seq) renderPreview(result, state, out);
+      if (mine !== seq) return;
+      const verdict = renderPreview(result, body.start === "asap", state, out, take);
+      submit.disabled = !verdict.canReserve;
+      submit.textContent = verdict.label;
     } catch (exc) {
       if (mine !== seq) return;
       state.textContent = "invalid";
+      state.className = "badge bad";
       out.replaceChildren(h("p", { class: "error", testid: "preview-error" }, errorText(exc)));
+      submit.disabled = false;
     }
   }, 300);
   form.addEventListener("input", () => preview());
   form.addEventListener("change", () => preview());
   preview();
 
-  const error = byTestId("submit-error");
-  const submit = byTestId<HTMLButtonElement>("res-submit");
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
+  const reserve = async () => {
     error.textContent = "";
     const body = requestOf(form, init);
     if (typeof body === "string") {
@@ -180,14 +212,18 @@ function startForm(init: ReserveInit, form: HTMLFormElement, board: Board, refre
       const created = await postOnce<Reservation>(`${init.urls.api}reservations/`, body);
       board.upsert(created);
       refresh();
-      preview();
     } catch (exc) {
       error.textContent = errorText(exc);
       const refused = exc instanceof ApiError ? (exc.body as { reservation?: Reservation }).reservation : undefined;
       if (refused) board.upsert(refused);
     } finally {
       submit.disabled = false;
+      preview();
     }
+  };
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    void reserve();
   });
 }
 
@@ -197,57 +233,4 @@ function errorText(exc: unknown): string {
     .map(([k, v]) => `${k}: ${Array.isArray(v) ? v.join(" ") : JSON.stringify(v)}`)
     .join("; ");
   return fields ? `${exc.body.detail} (${fields})` : exc.body.detail;
-}
-
-function renderPreview(p: Preview, state: HTMLElement, out: HTMLElement): void {
-  const quota = h(
-    "p",
-    { class: "muted small", testid: "preview-quota" },
-    `Quota: ${p.quota.held_gpus} GPUs held in that window of a limit of ${p.quota.limit_gpus} (${p.quota.guaranteed_gpus} guaranteed).`,
-  );
-  if (!p.placeable || !p.placement) {
-    state.textContent = "refused";
-    const r = p.rejection;
-    const earliest = r?.details?.earliest_start;
-    out.replaceChildren(
-      ...present(
-      h("p", { class: "error", testid: "preview-rejection" }, r?.message ?? "cannot be placed"),
-      typeof earliest === "string"
-        ? h("p", { testid: "preview-earliest" }, `Earliest window that fits starts ${earliest.slice(0, 16).replace("T", " ")} UTC.`)
-        : null,
-      quota,
-      ),
-    );
-    return;
-  }
-  const pl = p.placement;
-  state.textContent = "placeable";
-  out.replaceChildren(
-    ...present(
-    h(
-      "p",
-      { testid: "preview-summary" },
-      `${p.gpus} GPUs on ${pl.nodes.length} node${pl.nodes.length === 1 ? "" : "s"} in ` +
-        `${pl.leaf_groups.length} leaf group${pl.leaf_groups.length === 1 ? "" : "s"}, ` +
-        `at most ${pl.max_switch_hops} switch hops${pl.rail_aligned ? ", rail-aligned" : ""}` +
-        `${p.borrowed ? " (borrowed capacity)" : ""}.`,
-    ),
-    h(
-      "dl",
-      { class: "res-facts" },
-      h("dt", {}, "Leaf groups"), h("dd", { testid: "preview-groups" }, pl.leaf_groups.join(", ")),
-      h("dt", {}, "Leaves"), h("dd", {}, pl.leaves.join(", ")),
-      h("dt", {}, "Spines"), h("dd", {}, pl.spines.length ? pl.spines.join(", ") : "none (one leaf group)"),
-      h("dt", {}, "Nodes"), h("dd", { testid: "preview-nodes" }, pl.nodes.join(", ")),
-    ),
-    p.preempts.length
-      ? h("p", { class: "warn", testid: "preview-preempts" }, `Reclaims borrowed reservations ${p.preempts.join(", ")}.`)
-      : null,
-    quota,
-    ),
-  );
-}
-
-function present(...nodes: (HTMLElement | null)[]): HTMLElement[] {
-  return nodes.filter((n): n is HTMLElement => n !== null);
 }

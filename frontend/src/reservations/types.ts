@@ -38,6 +38,7 @@ export interface ReserveInit extends InitBase {
   tenant: NamedRef | null;
   tenants: NamedRef[];
   pools: PoolInfo[];
+  default_pool: number | null; // the tenant's pool, preselected
   priority_classes: string[];
 }
 
@@ -55,6 +56,7 @@ export type PageInit = ReserveInit | DetailInit;
 export type Placement = Schemas["Placement"];
 export type Rejection = Schemas["Rejection"];
 export type Preview = Schemas["Preview"];
+export type Offer = Schemas["Offer"];
 export type Quota = Schemas["Quota"];
 export type Availability = Schemas["Availability"];
 export type ReservationRequest = Schemas["ReservationRequestRequest"];

@@ -1,0 +1,145 @@
+"""What the preview adds for a person deciding: the cost of a request, and, when it cannot be
+placed, concrete alternatives that can ("112 GPUs now", "240 GPUs at 14:00 UTC", "queue it").
+
+Every alternative is checked with :func:`.reservations.decide`, the very quota-and-placement path
+``reserve`` runs, on the preview's snapshot; the search is bounded (a bisection over the sizes a
+gang may take, a handful of candidate start times), so a refused preview stays cheap.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from decimal import Decimal
+from typing import Any
+
+from console.tenancy.models import Tenant
+from scheduling.models import Pool, Quota, Reservation
+from scheduling.services.pricing import price_book
+from scheduling.services.reservations import Decision, ReservationRequest, Snapshot, decide
+
+#: Rejection codes no alternative cures (no quota at all, or nothing in the pool can ever match).
+HOPELESS = {"no_quota", "no_eligible_nodes", "invalid"}
+#: Candidate start times tried for the "later" offer beyond the engine's earliest window.
+MAX_LATER_TRIES = 8
+
+
+def gpu_hours(decision: Decision) -> Decimal:
+    """GPUs × hours of the decided window, to two decimals."""
+    hours = Decimal((decision.end - decision.start).total_seconds()) / Decimal(3600)
+    return (decision.gpus * hours).quantize(Decimal("0.01"))
+
+
+def quote(pool: Pool, request: ReservationRequest, decision: Decision) -> dict[str, Any]:
+    """``gpu_hours``, ``cost`` (a decimal string, at the pool's price for the class) and ``currency``."""
+    book = price_book([pool.pk])
+    hours = gpu_hours(decision)
+    return {
+        "gpu_hours": str(hours),
+        "cost": str(book.cost(pool.pk, request.priority_class, hours)),
+        "currency": book.currency,
+    }
+
+
+def offers(
+    snap: Snapshot,
+    request: ReservationRequest,
+    tenant: Tenant,
+    pool: Pool,
+    quota: Quota | None,
+    refused: Decision,
+) -> list[dict[str, Any]]:
+    """Alternatives to a refused request, each placeable as offered: the largest size that fits
+    now, the earliest start at which the full size fits, and queueing it."""
+    if refused.placed or quota is None or refused.code in HOPELESS:
+        return []
+    duration = refused.end - refused.start
+    found: list[dict[str, Any]] = []
+    gpus = _largest_now(snap, request, tenant, pool, quota, refused.gpus, duration)
+    if gpus:
+        found.append({"kind": "smaller_now", "gpus": gpus, "start": None, "label": f"{gpus} GPUs now"})
+    start = _earliest_full(snap, request, tenant, pool, quota, refused)
+    if start is not None:
+        label = f"{refused.gpus} GPUs at {start.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC"
+        found.append({"kind": "later", "gpus": refused.gpus, "start": start, "label": label})
+    if refused.gpus <= quota.limit_gpus and refused.code != "too_large":
+        found.append(
+            {
+                "kind": "queue",
+                "gpus": refused.gpus,
+                "start": None,
+                "label": f"Queue {refused.gpus} GPUs (as soon as possible)",
+            }
+        )
+    return found
+
+
+def _as_gpus(
+    request: ReservationRequest, gpus: int, start: dt.datetime | None, duration: dt.timedelta
+) -> ReservationRequest:
+    return dataclasses.replace(request, gpus=gpus, nodes=None, start=start, end=None, duration=duration, asap=False)
+
+
+def _sizes(snap: Snapshot, below: int) -> list[int]:
+    """Sizes a gang may take below ``below``: 1..a node's GPUs, then whole nodes."""
+    per = max((n.gpus for n in snap.engine.topology.nodes), default=1)
+    small = list(range(1, min(per, below - 1) + 1))
+    return small + list(range(2 * per, below, per))
+
+
+def _largest_now(
+    snap: Snapshot,
+    request: ReservationRequest,
+    tenant: Tenant,
+    pool: Pool,
+    quota: Quota,
+    wanted: int,
+    duration: dt.timedelta,
+) -> int:
+    """The largest size below ``wanted`` that fits now (bisection: placeability shrinks with size)."""
+    sizes = _sizes(snap, wanted)
+    lo, hi, best = 0, len(sizes) - 1, 0
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if decide(snap, _as_gpus(request, sizes[mid], None, duration), tenant, pool, quota).placed:
+            best, lo = sizes[mid], mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def _earliest_full(
+    snap: Snapshot,
+    request: ReservationRequest,
+    tenant: Tenant,
+    pool: Pool,
+    quota: Quota,
+    refused: Decision,
+) -> dt.datetime | None:
+    """The earliest start at which the full size fits: the engine's earliest window when it names
+    one, else (quota) the ends of the tenant's own bookings in the pool, earliest first."""
+    if refused.gpus > quota.limit_gpus:
+        return None
+    duration = refused.end - refused.start
+    candidates: list[dt.datetime] = []
+    details = getattr(refused.result, "details", {}) or {}
+    earliest = details.get("earliest_start")
+    if isinstance(earliest, int | float):
+        candidates.append(dt.datetime.fromtimestamp(earliest, dt.UTC))
+    ends = (
+        Reservation.objects.live()
+        .filter(tenant=tenant, pool=pool, end__gt=refused.start)
+        .order_by("end")
+        .values_list("end", flat=True)
+    )
+    candidates += [end for end in ends[:MAX_LATER_TRIES] if end > refused.start]
+    # Whole minutes, rounded up: the form (and a person) write starts to the minute.
+    for start in sorted({_ceil_minute(c) for c in candidates})[:MAX_LATER_TRIES]:
+        if decide(snap, _as_gpus(request, refused.gpus, start, duration), tenant, pool, quota).placed:
+            return start
+    return None
+
+
+def _ceil_minute(at: dt.datetime) -> dt.datetime:
+    whole = at.replace(second=0, microsecond=0)
+    return whole if whole == at else whole + dt.timedelta(minutes=1)
