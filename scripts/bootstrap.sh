@@ -13,7 +13,7 @@ say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 debs=(opensm ibsim-utils infiniband-diags)
 python3 -c 'import ensurepip, venv' 2>/dev/null || debs+=(python3-venv)
 command -v cc >/dev/null || debs+=(gcc libc6-dev)  # the MAD helper's C loop (madpipe.c)
-(( want_test )) && debs+=(chromium)
+(( want_test )) && debs+=(chromium slurmctld slurm-client munge)  # munge: Debian's Slurm default auth
 missing=()
 for pkg in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

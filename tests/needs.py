@@ -20,6 +20,8 @@ import pytest
 #: The published job traces (Kalos, Alibaba) the replay tests read.
 TRACES = Path("/work/shared/traces")
 LAB_TOOLS = ("ibsim", "opensm", "ibnetdiscover", "smpquery", "saquery", "sminfo", "perfquery", "ibportstate")
+#: Debian's slurmctld and slurm-client: the Slurm controller the topology exports are loaded into.
+SLURM_TOOLS = ("slurmctld", "scontrol")
 
 
 def _lab_present() -> bool:
@@ -32,6 +34,10 @@ def _lab_present() -> bool:
     except LabError:
         return False
     return True
+
+
+def _slurm_present() -> bool:
+    return all(shutil.which(tool, path=f"{os.environ.get('PATH', '')}:/usr/sbin") for tool in SLURM_TOOLS)
 
 
 def _postgresql() -> bool:
@@ -51,11 +57,13 @@ class Need:
     name: str
     missing: str
     present: Callable[[], bool]
+    #: the need whose variable demands this one too (Slurm comes with the lab's packages)
+    demanded_with: str = ""
 
     @property
     def variable(self) -> str:
         """The environment variable that makes a run demand it (``CONSOLE_REQUIRE_LAB``)."""
-        return f"CONSOLE_REQUIRE_{self.name.upper()}"
+        return f"CONSOLE_REQUIRE_{(self.demanded_with or self.name).upper()}"
 
     @property
     def demanded(self) -> bool:
@@ -68,6 +76,7 @@ NEEDS = {
     for need in (
         Need("lab", "the lab tools (opensm, ibsim-utils, infiniband-diags)", _lab_present),
         Need("postgresql", "PostgreSQL (DATABASE_URL)", _postgresql),
+        Need("slurm", "Slurm's slurmctld and scontrol (slurmctld, slurm-client)", _slurm_present, demanded_with="lab"),
         Need("traces", f"the shared job traces in {TRACES}", _traces_present),
     )
 }

@@ -75,7 +75,12 @@ def render_slurm_tree(graph: FabricGraph) -> str:
 
 
 def block_sizes(blocks: dict[str, list[str]]) -> list[int]:
-    base = max((len(v) for v in blocks.values()), default=1)
+    """The base block size, then its doublings up to the node count.
+
+    topology.conf(5): "each block must have at least the planning base block size count of
+    nodes", so the base is the smallest block (a part-filled last leaf), not the largest.
+    """
+    base = min((len(v) for v in blocks.values()), default=1)
     total = sum(len(v) for v in blocks.values())
     sizes = [base]
     while sizes[-1] * 2 <= total:
