@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 
 import yaml
@@ -11,6 +12,27 @@ from designer.graph import FabricGraph
 from designer.hostlist import compress
 
 LABEL_PREFIX = "network.topology"
+#: Longest Kubernetes label value; switch names become label values, so none is longer.
+MAX_NAME = 63
+
+
+def scheduler_names(graph: FabricGraph) -> dict[str, str]:
+    """Switch name → a name Slurm and Kubernetes accept, unique within the graph.
+
+    Discovered switches are named after their node description ("Voltaire 4036 - 36 QDR ports
+    switch"): a space would end a topology.conf field and is not allowed in a label value. Runs of
+    other characters become "-"; a clash or an over-long name gets the switch GUID appended.
+    """
+    out: dict[str, str] = {}
+    taken: set[str] = set()
+    for name in sorted(graph.switches):
+        safe = re.sub(r"[^A-Za-z0-9._]+", "-", name).strip("-._") or "switch"
+        if safe in taken or len(safe) > MAX_NAME:
+            suffix = f"-{graph.switches[name].guid:016x}"
+            safe = safe[: MAX_NAME - len(suffix)].rstrip("-._") + suffix
+        taken.add(safe)
+        out[name] = safe
+    return out
 
 
 def node_placement(graph: FabricGraph) -> dict[str, dict[str, str]]:
@@ -32,15 +54,16 @@ def node_placement(graph: FabricGraph) -> dict[str, dict[str, str]]:
     pods = max((s.pod for s in graph.switches.values()), default=-1) + 1
     pod_width = max(2, len(str(pods)))
     pod_prefix = "g" if graph.topology == "dragonfly-plus" else "pod"
+    safe = scheduler_names(graph)
     out: dict[str, dict[str, str]] = {}
     for node in nodes.values():
         if node.role != "compute":
             continue
         leaf = first_leaf.get(node.name, (0, ""))[1]
         sw = graph.switches.get(leaf)
-        block = f"su{node.su + 1:0{su_width}d}" if node.su >= 0 else leaf or "unconnected"
+        block = f"su{node.su + 1:0{su_width}d}" if node.su >= 0 else safe.get(leaf) or "unconnected"
         spine = f"{pod_prefix}{sw.pod + 1:0{pod_width}d}" if sw is not None and sw.pod >= 0 else "fabric"
-        out[node.name] = {"block": block, "spine": spine, "leaf": leaf, "rack": node.rack}
+        out[node.name] = {"block": block, "spine": spine, "leaf": safe.get(leaf, ""), "rack": node.rack}
     return out
 
 

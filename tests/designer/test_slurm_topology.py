@@ -13,15 +13,20 @@ from pathlib import Path
 
 import pytest
 
+from designer.builtin_catalogue import default_catalogue
 from designer.exports import export
 from designer.graph import FabricGraph
+from designer.imports import import_fabric
 from designer.plan import plan
 from tests.needs import needs
 from tests.slurmctld import Slurmctld
 
 pytestmark = needs("slurm")
 
-MAN = Path("/work/shared/realdata/slurm_k8s_topology/slurm_man_topology.conf.5")
+REALDATA = Path("/work/shared/realdata")
+MAN = REALDATA / "slurm_k8s_topology" / "slurm_man_topology.conf.5"
+#: a discovered fabric: PSMN's Voltaire QDR cluster, switches named by their node descriptions
+DISCOVERED = REALDATA / "ibnetdiscover" / "psmn_x5_voltaire_qdr_89ca_11sw.ibnetdiscover"
 #: a two-level fat tree: 2 leaves of QM9700 under one spine
 TWO_LEVEL = {"topology": "fat-tree", "nodes": 64, "gpus_per_node": 8, "hcas_per_node": 1, "levels": 2}
 #: a three-level fat tree with two pods of 20 QM8700 leaves each
@@ -44,7 +49,11 @@ def slurmctld(tmp_path_factory):
     ctld.stop()
 
 
-def design(options: dict) -> FabricGraph:
+def design(options: dict | Path) -> FabricGraph:
+    if isinstance(options, Path):
+        if not options.exists():
+            pytest.skip(f"{options} is not on this machine")
+        return import_fabric(options.read_text(), default_catalogue()).graph
     result = plan(options)
     assert result.ok, result.errors
     assert result.graph is not None
@@ -81,7 +90,9 @@ def show_topology(ctld: Slurmctld) -> dict[str, dict[str, str]]:
     return out
 
 
-@pytest.mark.parametrize("options", [TWO_LEVEL, THREE_LEVEL], ids=["two-level", "three-level"])
+@pytest.mark.parametrize(
+    "options", [TWO_LEVEL, THREE_LEVEL, DISCOVERED], ids=["two-level", "three-level", "discovered"]
+)
 def test_slurmctld_loads_the_tree_export(slurmctld, options):
     # given a design and the controller started with its hosts and its exported topology.conf
     graph = design(options)
@@ -93,11 +104,15 @@ def test_slurmctld_loads_the_tree_export(slurmctld, options):
     loaded = show_topology(slurmctld)
 
     # then every leaf of the design is a level-0 switch with exactly the hosts cabled to it
-    level0 = {name for name, f in loaded.items() if f["Level"] == "0"}
-    assert level0 == set(leaves)
+    level0 = {name: f for name, f in loaded.items() if f["Level"] == "0"}
+    named = {frozenset(slurmctld.hostnames(f["Nodes"])): name for name, f in level0.items()}
+    assert set(named) == {frozenset(cabled) for cabled in leaves.values()}
+    assert not any("Switches" in f for f in level0.values())
     for leaf, cabled in leaves.items():
-        assert slurmctld.hostnames(loaded[leaf]["Nodes"]) == cabled, leaf
-        assert "Switches" not in loaded[leaf]
+        if " " in leaf:  # a discovered switch named by its description: Slurm gets it without spaces
+            assert named[frozenset(cabled)].startswith(leaf.split()[0])
+        else:
+            assert named[frozenset(cabled)] == leaf
     # above them one switch per pod (when there are several), then a single root over everything
     top = max(int(f["Level"]) for f in loaded.values())
     roots = [name for name, f in loaded.items() if int(f["Level"]) == top]
@@ -107,12 +122,12 @@ def test_slurmctld_loads_the_tree_export(slurmctld, options):
         assert top == 2
         middle = {name: f for name, f in loaded.items() if f["Level"] == "1"}
         assert sorted(sorted(slurmctld.hostnames(f["Switches"])) for f in middle.values()) == sorted(
-            sorted(pod) for pod in pods
+            sorted(named[frozenset(leaves[leaf])] for leaf in pod) for pod in pods
         )
         assert slurmctld.hostnames(loaded[roots[0]]["Switches"]) == set(middle)
     else:
         assert top == 1
-        assert slurmctld.hostnames(loaded[roots[0]]["Switches"]) == set(leaves)
+        assert slurmctld.hostnames(loaded[roots[0]]["Switches"]) == set(level0)
     # and Slurm complained about none of it
     assert not [line for line in slurmctld.output().splitlines() if "error" in line and "topology" in line.lower()]
 
