@@ -1,8 +1,7 @@
-"""Scheduler topology: Slurm tree and block topology, Kubernetes labels, Kueue Topology."""
+"""Scheduler topology: Slurm tree and block topology (Kubernetes: ``designer.exports.kubernetes``)."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections import defaultdict
 
@@ -11,7 +10,6 @@ import yaml
 from designer.graph import FabricGraph
 from designer.hostlist import compress
 
-LABEL_PREFIX = "network.topology"
 #: Longest Kubernetes label value; switch names become label values, so none is longer.
 MAX_NAME = 63
 
@@ -144,28 +142,4 @@ def render_slurm_yaml(graph: FabricGraph) -> str:
             },
         },
     ]
-    return yaml.safe_dump(doc, sort_keys=False)
-
-
-def render_k8s_labels(graph: FabricGraph) -> str:
-    """Node → labels for topology-aware schedulers (Kueue Topology levels use them)."""
-    labels = {
-        node: {f"{LABEL_PREFIX}/{k}": v for k, v in where.items() if v} for node, where in node_placement(graph).items()
-    }
-    return json.dumps({"labelPrefix": LABEL_PREFIX, "nodes": labels}, indent=1, sort_keys=True)
-
-
-def render_kueue_topology(graph: FabricGraph) -> str:
-    doc = {
-        "apiVersion": "kueue.x-k8s.io/v1beta1",
-        "kind": "Topology",
-        "metadata": {"name": f"infiniband-{graph.topology}"},
-        "spec": {
-            "levels": [
-                {"nodeLabel": f"{LABEL_PREFIX}/spine"},
-                {"nodeLabel": f"{LABEL_PREFIX}/block"},
-                {"nodeLabel": "kubernetes.io/hostname"},
-            ]
-        },
-    }
     return yaml.safe_dump(doc, sort_keys=False)
