@@ -18,7 +18,8 @@ _tally = needs.Tally()
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "needs(what): skipped without it (lab, postgresql, slurm, traces), failed when CONSOLE_REQUIRE_<WHAT>=1"
+        "markers",
+        "needs(what): skipped without it (lab, postgresql, slurm, traces), failed when CONSOLE_REQUIRE_<WHAT>=1",
     )
 
 
