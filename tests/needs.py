@@ -4,7 +4,8 @@ A test marked ``@needs("lab")`` is skipped where the lab tools are missing (a de
 and fails instead when the run demands them with ``CONSOLE_REQUIRE_LAB=1``. ``scripts/test.sh``
 demands everything the bootstrap installs or CI always provides, so there a skip would be a broken
 environment passing as green. The hooks in ``tests/conftest.py`` apply it; a test marked ``lab``
-needs the lab whether or not it says so.
+needs the lab whether or not it says so. ``@needs("slurm")`` (Debian's slurmctld and scontrol, which
+``bootstrap.sh --test`` installs with the lab's packages) is demanded by ``CONSOLE_REQUIRE_LAB=1`` too.
 """
 
 from __future__ import annotations
