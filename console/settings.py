@@ -339,11 +339,16 @@ LOGGING = {
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
 
+# Slurm mirror (scheduling.slurm_mirror): the slurm.conf of the controller that receives the
+# reservations as advance reservations; empty (the default) mirrors nothing.
+SLURM_MIRROR_CONF = os.environ.get("SLURM_MIRROR_CONF", "")
+
 CELERY_BEAT_SCHEDULE = {
     "tenancy-prune-expired-tokens": {"task": "tenancy.prune_expired_tokens", "schedule": 3600.0},
     "tenancy-prune-idempotency-keys": {"task": "tenancy.prune_idempotency_keys", "schedule": 3600.0},
     "fabric-reap-stuck-changes": {"task": "fabric.reap_stuck_changes", "schedule": 60.0},
     "scheduling-tick": {"task": "scheduling.tick", "schedule": 10.0},
+    "scheduling-slurm-sync": {"task": "scheduling.slurm_sync", "schedule": 10.0},
     # Fallback when no `manage.py collector` process runs (skips while one heartbeats).
     "telemetry-collect": {"task": "telemetry.collect", "schedule": 5.0},
     "telemetry-prune": {"task": "telemetry.prune", "schedule": 60.0},

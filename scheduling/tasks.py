@@ -2,7 +2,9 @@
 safety queue pass per pool with queued requests) and the queue pass published after capacity frees."""
 
 from celery import shared_task
+from django.conf import settings
 
+from scheduling import slurm_mirror
 from scheduling.services import queue
 from scheduling.services.lifecycle import tick
 
@@ -22,3 +24,12 @@ def queue_pass_task(pool_id: int) -> dict[str, int]:
     """Place what fits of the pool's queue, in order (idempotent: a pass with nothing to place
     only refreshes estimates)."""
     return queue.queue_pass(pool_id)
+
+
+@shared_task(name="scheduling.slurm_sync", acks_late=True, ignore_result=True)
+def slurm_sync_task() -> dict[str, int]:
+    """Mirror the reservations into Slurm (``scheduling.slurm_mirror``) when ``SLURM_MIRROR_CONF``
+    names a slurm.conf; idempotent, so a lost run only delays Slurm by one period."""
+    if not settings.SLURM_MIRROR_CONF:
+        return {}
+    return slurm_mirror.sync()

@@ -8,10 +8,15 @@ when the ports disagree on the index, it is left out and ``pkey_index_note`` say
 
 HCA device names are ``mlx5_<HCA index>`` (the console's HCA index is the node's port number,
 0-based, the order in which mlx5 names a DGX's compute ports).
+
+A Kubernetes tenant gets the NetworkAttachmentDefinition that puts its pods' virtual functions
+in the reservation's partition (ib-sriov-cni, with ib-kubernetes adding the VF GUIDs to the
+P_Key through the console's UFM-compatible API).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from console.fabric.models import ChangeRequest
@@ -20,6 +25,9 @@ from scheduling.models import HCA, Reservation, ReservationAllocation
 
 #: How many of the fabric's latest verified changes to look through for the P_Key's index.
 RECENT_CHANGES = 10
+#: The device-plugin resource of InfiniBand SR-IOV VFs, as in ib-sriov-cni's example; a cluster
+#: whose SR-IOV device plugin names its pool otherwise changes the annotation.
+IB_SRIOV_RESOURCE = "mellanox.com/mlnx_sriov_rdma_ib"
 
 
 @dataclass(frozen=True)
@@ -45,7 +53,9 @@ class UsageGuide:
     pkey_index: int | None
     pkey_index_note: str
     sl: int
+    partition_name: str = ""
     env: dict[str, str] = field(default_factory=dict)
+    network_attachment: str = ""
 
 
 def hca_device(index: int) -> str:
@@ -114,9 +124,40 @@ def usage_guide(reservation: Reservation, username: str) -> UsageGuide:
         pkey_index=index,
         pkey_index_note=note,
         sl=reservation.sl,
+        partition_name=reservation.partition_name,
+        network_attachment=network_attachment(reservation.partition_name, pkey_hex) if pkey_hex else "",
     )
     guide.env.update(environment(guide))
     return guide
+
+
+def network_attachment(name: str, pkey_hex: str) -> str:
+    """The NetworkAttachmentDefinition (YAML) of ib-sriov-cni for the partition ``name``/``pkey_hex``.
+
+    ``ibKubernetesEnabled``: ib-kubernetes assigns each pod VF a GUID and adds it to the P_Key
+    (through the console's UFM-compatible API, with the tenant's credentials) before the CNI
+    moves the VF into the pod; ``link_state`` enable brings the VF's port up.
+    """
+    config = {
+        "cniVersion": "0.3.1",
+        "type": "ib-sriov",
+        "name": name,
+        "pkey": pkey_hex,
+        "link_state": "enable",
+        "ibKubernetesEnabled": True,
+    }
+    body = "\n".join("    " + line for line in json.dumps(config, indent=2).splitlines())
+    return (
+        "apiVersion: k8s.cni.cncf.io/v1\n"
+        "kind: NetworkAttachmentDefinition\n"
+        "metadata:\n"
+        f"  name: {name}\n"
+        "  annotations:\n"
+        f"    k8s.v1.cni.cncf.io/resourceName: {IB_SRIOV_RESOURCE}\n"
+        "spec:\n"
+        "  config: |\n"
+        f"{body}\n"
+    )
 
 
 def environment(guide: UsageGuide) -> dict[str, str]:

@@ -13,7 +13,7 @@ say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 debs=(opensm ibsim-utils infiniband-diags)
 python3 -c 'import ensurepip, venv' 2>/dev/null || debs+=(python3-venv)
 command -v cc >/dev/null || debs+=(gcc libc6-dev)  # the MAD helper's C loop (madpipe.c)
-(( want_test )) && debs+=(chromium prometheus)  # browser tests; /metrics scraped by a real Prometheus
+(( want_test )) && debs+=(chromium prometheus slurmctld slurm-client munge)  # browser tests; a real Prometheus; a real slurmctld (munge: Debian's Slurm default auth)
 missing=()
 for pkg in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -4,7 +4,8 @@ A test marked ``@needs("lab")`` is skipped where the lab tools are missing (a de
 and fails instead when the run demands them with ``CONSOLE_REQUIRE_LAB=1``. ``scripts/test.sh``
 demands everything the bootstrap installs or CI always provides, so there a skip would be a broken
 environment passing as green. The hooks in ``tests/conftest.py`` apply it; a test marked ``lab``
-needs the lab whether or not it says so.
+needs the lab whether or not it says so. ``@needs("slurm")`` (Debian's slurmctld and scontrol, which
+``bootstrap.sh --test`` installs with the lab's packages) is demanded by ``CONSOLE_REQUIRE_LAB=1`` too.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ TRACES = Path("/work/shared/traces")
 #: Debian's prometheus package: the server the monitoring tests scrape with, and promtool.
 PROMETHEUS_TOOLS = ("prometheus", "promtool")
 LAB_TOOLS = ("ibsim", "opensm", "ibnetdiscover", "smpquery", "saquery", "sminfo", "perfquery", "ibportstate")
+#: Debian's slurmctld and slurm-client: the Slurm controller the topology exports are loaded into.
+SLURM_TOOLS = ("slurmctld", "scontrol")
 
 
 def _lab_present() -> bool:
@@ -34,6 +37,10 @@ def _lab_present() -> bool:
     except LabError:
         return False
     return True
+
+
+def _slurm_present() -> bool:
+    return all(shutil.which(tool, path=f"{os.environ.get('PATH', '')}:/usr/sbin") for tool in SLURM_TOOLS)
 
 
 def _postgresql() -> bool:
@@ -76,6 +83,7 @@ NEEDS = {
     for need in (
         Need("lab", "the lab tools (opensm, ibsim-utils, infiniband-diags)", _lab_present),
         Need("postgresql", "PostgreSQL (DATABASE_URL)", _postgresql),
+        Need("slurm", "Slurm's slurmctld and scontrol (slurmctld, slurm-client)", _slurm_present, demanded_with="lab"),
         Need("traces", f"the shared job traces in {TRACES}", _traces_present),
         # bootstrap.sh --test installs it beside the lab tools: CONSOLE_REQUIRE_LAB=1 demands it
         Need("prometheus", "Debian's prometheus package (prometheus, promtool)", _prometheus_present, "lab"),

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from designer.errors import UnknownItemError
-from designer.exports import ibnetdiscover, opensm, scheduler, tables
+from designer.exports import ibnetdiscover, kubernetes, opensm, scheduler, tables
 from designer.graph import FabricGraph
 
 
@@ -106,17 +106,24 @@ for _fmt in (
     ),
     ExportFormat(
         "k8s-labels",
-        scheduler.render_k8s_labels,
+        kubernetes.render_k8s_labels,
         "node-labels.json",
         "application/json",
         "Kubernetes node topology labels",
     ),
     ExportFormat(
         "kueue-topology",
-        scheduler.render_kueue_topology,
+        kubernetes.render_kueue_topology,
         "kueue-topology.yaml",
         "application/yaml",
         "Kueue Topology with the label levels",
+    ),
+    ExportFormat(
+        "volcano-hypernodes",
+        kubernetes.render_volcano_hypernodes,
+        "volcano-hypernodes.yaml",
+        "application/yaml",
+        "Volcano HyperNodes: blocks, pods and the fabric as tiers",
     ),
     ExportFormat("cabling-csv", tables.render_cabling_csv, "cabling.csv", "text/csv", "cabling plan, port to port"),
     ExportFormat("bom-csv", tables.render_bom_csv, "bom.csv", "text/csv", "bill of materials"),

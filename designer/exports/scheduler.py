@@ -1,8 +1,8 @@
-"""Scheduler topology: Slurm tree and block topology, Kubernetes labels, Kueue Topology."""
+"""Scheduler topology: Slurm tree and block topology (Kubernetes: ``designer.exports.kubernetes``)."""
 
 from __future__ import annotations
 
-import json
+import re
 from collections import defaultdict
 
 import yaml
@@ -10,7 +10,27 @@ import yaml
 from designer.graph import FabricGraph
 from designer.hostlist import compress
 
-LABEL_PREFIX = "network.topology"
+#: Longest Kubernetes label value; switch names become label values, so none is longer.
+MAX_NAME = 63
+
+
+def scheduler_names(graph: FabricGraph) -> dict[str, str]:
+    """Switch name → a name Slurm and Kubernetes accept, unique within the graph.
+
+    Discovered switches are named after their node description ("Voltaire 4036 - 36 QDR ports
+    switch"): a space would end a topology.conf field and is not allowed in a label value. Runs of
+    other characters become "-"; a clash or an over-long name gets the switch GUID appended.
+    """
+    out: dict[str, str] = {}
+    taken: set[str] = set()
+    for name in sorted(graph.switches):
+        safe = re.sub(r"[^A-Za-z0-9._]+", "-", name).strip("-._") or "switch"
+        if safe in taken or len(safe) > MAX_NAME:
+            suffix = f"-{graph.switches[name].guid:016x}"
+            safe = safe[: MAX_NAME - len(suffix)].rstrip("-._") + suffix
+        taken.add(safe)
+        out[name] = safe
+    return out
 
 
 def node_placement(graph: FabricGraph) -> dict[str, dict[str, str]]:
@@ -32,15 +52,16 @@ def node_placement(graph: FabricGraph) -> dict[str, dict[str, str]]:
     pods = max((s.pod for s in graph.switches.values()), default=-1) + 1
     pod_width = max(2, len(str(pods)))
     pod_prefix = "g" if graph.topology == "dragonfly-plus" else "pod"
+    safe = scheduler_names(graph)
     out: dict[str, dict[str, str]] = {}
     for node in nodes.values():
         if node.role != "compute":
             continue
         leaf = first_leaf.get(node.name, (0, ""))[1]
         sw = graph.switches.get(leaf)
-        block = f"su{node.su + 1:0{su_width}d}" if node.su >= 0 else leaf or "unconnected"
+        block = f"su{node.su + 1:0{su_width}d}" if node.su >= 0 else safe.get(leaf) or "unconnected"
         spine = f"{pod_prefix}{sw.pod + 1:0{pod_width}d}" if sw is not None and sw.pod >= 0 else "fabric"
-        out[node.name] = {"block": block, "spine": spine, "leaf": leaf, "rack": node.rack}
+        out[node.name] = {"block": block, "spine": spine, "leaf": safe.get(leaf, ""), "rack": node.rack}
     return out
 
 
@@ -75,7 +96,12 @@ def render_slurm_tree(graph: FabricGraph) -> str:
 
 
 def block_sizes(blocks: dict[str, list[str]]) -> list[int]:
-    base = max((len(v) for v in blocks.values()), default=1)
+    """The base block size, then its doublings up to the node count.
+
+    topology.conf(5): "each block must have at least the planning base block size count of
+    nodes", so the base is the smallest block (a part-filled last leaf), not the largest.
+    """
+    base = min((len(v) for v in blocks.values()), default=1)
     total = sum(len(v) for v in blocks.values())
     sizes = [base]
     while sizes[-1] * 2 <= total:
@@ -116,28 +142,4 @@ def render_slurm_yaml(graph: FabricGraph) -> str:
             },
         },
     ]
-    return yaml.safe_dump(doc, sort_keys=False)
-
-
-def render_k8s_labels(graph: FabricGraph) -> str:
-    """Node → labels for topology-aware schedulers (Kueue Topology levels use them)."""
-    labels = {
-        node: {f"{LABEL_PREFIX}/{k}": v for k, v in where.items() if v} for node, where in node_placement(graph).items()
-    }
-    return json.dumps({"labelPrefix": LABEL_PREFIX, "nodes": labels}, indent=1, sort_keys=True)
-
-
-def render_kueue_topology(graph: FabricGraph) -> str:
-    doc = {
-        "apiVersion": "kueue.x-k8s.io/v1beta1",
-        "kind": "Topology",
-        "metadata": {"name": f"infiniband-{graph.topology}"},
-        "spec": {
-            "levels": [
-                {"nodeLabel": f"{LABEL_PREFIX}/spine"},
-                {"nodeLabel": f"{LABEL_PREFIX}/block"},
-                {"nodeLabel": "kubernetes.io/hostname"},
-            ]
-        },
-    }
     return yaml.safe_dump(doc, sort_keys=False)

@@ -77,3 +77,8 @@ def test_the_card_links_the_guide_and_copy_puts_the_hostlist_on_the_clipboard(
     expect(page.get_by_test_id("copy-status")).to_contain_text("Copied: # reservation")
     copied = page.evaluate("navigator.clipboard.readText()")
     assert f"IBC_HOSTLIST={hostlist}" in copied and "\nNCCL_IB_PKEY=" not in copied
+    # the Kubernetes tenant's NetworkAttachmentDefinition, with the reservation's P_Key
+    page.get_by_test_id("copy-nad").click()
+    expect(page.get_by_test_id("copy-status")).to_contain_text("Copied: apiVersion: k8s.cni.cncf.io/v1")
+    nad = page.evaluate("navigator.clipboard.readText()")
+    assert "kind: NetworkAttachmentDefinition" in nad and f'"pkey": "0x{mine.pkey:04x}"' in nad

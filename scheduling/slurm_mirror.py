@@ -1,0 +1,127 @@
+"""Reservations mirrored into Slurm as advance reservations (optional: ``SLURM_MIRROR_CONF``).
+
+A reconciler, like the fabric's partitions: the reservations that hold nodes (placed,
+provisioning, ready) are what Slurm should have, each as ``res-<id>`` on its nodes, for its
+window, for the Slurm account named after its tenant's slug; ``scontrol show reservation`` says
+what Slurm has. Missing ones are created, changed ones (an extension moves the end) updated,
+ours that no longer hold nodes (released, cancelled, preempted, expired) deleted. Slurm's own
+reservations (not ``res-<number>``) are never touched. Idempotent; the periodic
+``scheduling.slurm_sync`` task runs it, so an extension or a release reaches Slurm within a tick.
+
+scontrol runs with ``TZ=UTC`` so that the times it reads and prints are UTC, whatever the zone of
+the console's host.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.utils import timezone
+
+from scheduling.hostlist import compress, expand
+from scheduling.models import Reservation, ReservationAllocation
+
+NAME = re.compile(r"^res-\d+$")
+SLURM_TIME = "%Y-%m-%dT%H:%M:%S"
+
+Scontrol = Callable[..., str]
+
+
+@dataclass(frozen=True)
+class SlurmReservation:
+    """What one advance reservation says: its nodes, window (UTC, whole seconds) and account."""
+
+    name: str
+    nodes: frozenset[str]
+    start: dt.datetime
+    end: dt.datetime
+    account: str
+
+
+def _second(moment: dt.datetime) -> dt.datetime:
+    return moment.astimezone(dt.UTC).replace(microsecond=0, tzinfo=None)
+
+
+def desired() -> dict[str, SlurmReservation]:
+    """The advance reservations Slurm should hold: one per reservation that holds nodes."""
+    now = timezone.now()
+    live = Reservation.objects.filter(status__in=Reservation.HOLDING, end__gt=now).select_related("tenant")
+    nodes: dict[int, set[str]] = {}
+    rows = ReservationAllocation.objects.filter(reservation__in=live).values_list("reservation_id", "node__name")
+    for reservation_id, node in rows:
+        nodes.setdefault(reservation_id, set()).add(node)
+    return {
+        r.partition_name: SlurmReservation(
+            r.partition_name, frozenset(nodes[r.pk]), _second(r.start), _second(r.end), r.tenant.slug
+        )
+        for r in live
+        if r.pk in nodes
+    }
+
+
+def parse(text: str) -> dict[str, SlurmReservation]:
+    """Our reservations in ``scontrol -o show reservation`` output (one per line)."""
+    out: dict[str, SlurmReservation] = {}
+    for line in text.splitlines():
+        fields = dict(re.findall(r"(\w+)=(\S*)", line))
+        name = fields.get("ReservationName", "")
+        if not NAME.match(name):
+            continue
+        out[name] = SlurmReservation(
+            name,
+            frozenset(expand(fields["Nodes"])) if fields.get("Nodes", "(null)") != "(null)" else frozenset(),
+            dt.datetime.strptime(fields["StartTime"], SLURM_TIME),
+            dt.datetime.strptime(fields["EndTime"], SLURM_TIME),
+            fields.get("Accounts", ""),
+        )
+    return out
+
+
+def commands(want: dict[str, SlurmReservation], have: dict[str, SlurmReservation], now: dt.datetime) -> list[list[str]]:
+    """The scontrol calls that turn ``have`` into ``want`` (empty when they agree)."""
+    now = _second(now)
+    calls: list[list[str]] = []
+    for name, r in sorted(want.items()):
+        start = "now" if r.start <= now else r.start.strftime(SLURM_TIME)
+        fields = [
+            f"Nodes={compress(sorted(r.nodes))}",
+            f"EndTime={r.end.strftime(SLURM_TIME)}",
+            f"Accounts={r.account}",
+        ]
+        old = have.get(name)
+        if old is None:
+            calls.append(
+                ["create", "reservation", f"ReservationName={name}", f"StartTime={start}", *fields, "Flags=IGNORE_JOBS"]
+            )
+        elif (old.nodes, old.end, old.account) != (r.nodes, r.end, r.account) or (
+            r.start > now and old.start != r.start
+        ):
+            moved = [f"StartTime={start}"] if r.start > now and old.start != r.start else []
+            calls.append(["update", f"ReservationName={name}", *moved, *fields])
+    calls += [["delete", f"ReservationName={name}"] for name in sorted(set(have) - set(want))]
+    return calls
+
+
+def run_scontrol(*args: str) -> str:
+    """scontrol against the controller of ``SLURM_MIRROR_CONF``; raises with Slurm's message."""
+    env = {**os.environ, "SLURM_CONF": settings.SLURM_MIRROR_CONF, "TZ": "UTC"}
+    done = subprocess.run(["scontrol", *args], env=env, capture_output=True, text=True, timeout=30, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"scontrol {' '.join(args)}: {(done.stderr or done.stdout).strip()}")
+    return done.stdout
+
+
+def sync(scontrol: Scontrol = run_scontrol) -> dict[str, int]:
+    """Bring Slurm's ``res-*`` reservations in line with the console's; counts of each call made."""
+    have = parse(scontrol("-o", "show", "reservation"))
+    counts = {"create": 0, "update": 0, "delete": 0}
+    for call in commands(desired(), have, timezone.now()):
+        scontrol(*call)
+        counts[call[0]] += 1
+    return counts

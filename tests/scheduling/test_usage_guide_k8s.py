@@ -1,0 +1,57 @@
+"""How to use a reservation from Kubernetes: the NetworkAttachmentDefinition of ib-sriov-cni with
+the reservation's P_Key, on the page (with a copy button) and in the API, valid against the
+published NAD CRD and ib-sriov-cni's configuration (tests/designer/schemas)."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+
+import jsonschema
+import pytest
+import yaml
+from django.urls import reverse
+
+from tests.designer import k8s_schemas
+from tests.scheduling.test_reservation_pages import booked, logged_in  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.django_db
+NETCONF = jsonschema.Draft202012Validator(k8s_schemas.load("ib-sriov-cni.netconf.schema.yaml"))
+
+
+def check_nad(text: str, pkey: int, name: str) -> dict:
+    """The snippet is one NAD that the CRD accepts, whose CNI config ib-sriov-cni accepts."""
+    doc = yaml.safe_load(text)
+    assert k8s_schemas.errors(doc) == []
+    assert doc["metadata"]["name"] == name
+    assert doc["metadata"]["annotations"]["k8s.v1.cni.cncf.io/resourceName"]
+    config = json.loads(doc["spec"]["config"])
+    NETCONF.validate(config)
+    assert config["type"] == "ib-sriov" and config["name"] == name
+    assert int(config["pkey"], 16) == pkey  # the reservation's key, without the membership bit
+    return config
+
+
+def test_page_and_api_give_the_reservations_network_attachment(client, client_for, admin_a, booked):  # noqa: F811
+    mine, _ = booked
+    page = logged_in(client, admin_a).get(reverse("web:reservation-use", args=[mine.pk])).content.decode()
+    shown = re.search(r'<pre id="use-nad" data-testid="use-nad">(.*?)</pre>', page, re.S)
+    assert shown is not None and 'data-copy="use-nad"' in page
+    config = check_nad(html.unescape(shown.group(1)), mine.pkey, f"res-{mine.pk}")
+    assert config["ibKubernetesEnabled"] is True
+
+    body = client_for(admin_a).get(f"/api/reservations/{mine.pk}/usage-guide/").json()
+    assert body["network_attachment"] == html.unescape(shown.group(1))
+    assert body["partition_name"] == f"res-{mine.pk}"
+
+
+def test_the_schemas_refuse_what_ib_sriov_cni_would_not_read():
+    good = {"cniVersion": "0.3.1", "type": "ib-sriov", "name": "res-1", "pkey": "0x0005"}
+    NETCONF.validate(good)
+    for bad in ({**good, "pKey": "0x5"}, {**good, "pkey": 5}, {**good, "type": "sriov"}, {**good, "pkey": "0x18005"}):
+        assert list(NETCONF.iter_errors(bad)), bad
+    nad = {"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition", "metadata": {"name": "res-1"}}
+    assert k8s_schemas.errors({**nad, "spec": {"config": "{}"}}) == []
+    assert k8s_schemas.errors({**nad, "spec": {"config": {"type": "ib-sriov"}}})  # config is a string
+    assert k8s_schemas.errors({**nad, "metadata": {"name": "Res_1"}, "spec": {"config": "{}"}})
