@@ -19,12 +19,8 @@ _tally = needs.Tally()
 def pytest_configure(config):
     config.addinivalue_line(
         "markers",
-<<<<<<< HEAD
-        "needs(what): skipped without it (lab, postgresql, traces, prometheus), failed when CONSOLE_REQUIRE_<WHAT>=1"
-        " (prometheus: CONSOLE_REQUIRE_LAB=1)",
-=======
-        "needs(what): skipped without it (lab, postgresql, slurm, traces), failed when CONSOLE_REQUIRE_<WHAT>=1",
->>>>>>> i17-slurm
+        "needs(what): skipped without it (lab, postgresql, slurm, traces, prometheus), failed when"
+        " CONSOLE_REQUIRE_<WHAT>=1 (slurm, prometheus: CONSOLE_REQUIRE_LAB=1)",
     )
 
 
