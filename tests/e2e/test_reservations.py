@@ -12,10 +12,8 @@ import re
 import uuid
 
 import pytest
-from celery.contrib.testing.worker import start_worker
 from playwright.sync_api import expect
 
-from console.celery import app
 from console.fabric.lab.fabrics import start_lab, stop_lab
 from console.fabric.models import ChangeRequest
 from console.tenancy.context import Actor
@@ -38,17 +36,6 @@ ACTOR = Actor.system("e2e")
 OPERATOR = Principal(None, Role.OPERATOR, None)
 #: Reservations reach READY only after a real push and verification on the lab.
 FABRIC_WAIT_MS = 150_000
-
-
-@pytest.fixture
-def worker(transactional_db):
-    """A Celery worker in this process, on this run's own Redis database (no stale tasks)."""
-    import redis
-    from django.conf import settings
-
-    redis.Redis.from_url(settings.REDIS_URL).flushdb()
-    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30) as w:
-        yield w
 
 
 @pytest.fixture
