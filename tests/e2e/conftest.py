@@ -43,15 +43,20 @@ def browser_type_launch_args(browser_type_launch_args):
     }
 
 
+def sign_in(page, base_url: str, username: str, password: str = "pw-12345678"):
+    """Log ``page`` in through the login form as ``username``; it lands on the home page."""
+    page.goto(f"{base_url}/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"{base_url}/")
+    return page
+
+
 @pytest.fixture
 def login(page, live_server):
     def do(username: str, password: str = "pw-12345678"):
-        page.goto(f"{live_server.url}/login/")
-        page.get_by_label("Username").fill(username)
-        page.get_by_label("Password").fill(password)
-        page.get_by_role("button", name="Log in").click()
-        page.wait_for_url(f"{live_server.url}/")
-        return page
+        return sign_in(page, live_server.url, username, password)
 
     return do
 

@@ -27,7 +27,8 @@ from console.tenancy.models import AuditEntry
 from designer.services import create_design
 from scheduling.models import Reservation
 from scheduling.services import quotas
-from tests.e2e.test_reservations import ACTOR, FABRIC_WAIT_MS, ONE_SU, OPERATOR, card_named, log_in
+from tests.e2e.conftest import sign_in
+from tests.e2e.test_reservations import ACTOR, FABRIC_WAIT_MS, ONE_SU, OPERATOR, card_named
 from tests.fabric.conftest import requires_lab
 from tests.fabric.lab_fixtures import whole_lab_pool
 from tests.notify.documented import documented_schemas, signature_ok
@@ -92,13 +93,13 @@ def test_queued_request_becomes_ready_when_the_pool_frees_and_the_signed_event_a
 ):
     # given tenant A holding 240 of the 256 GPUs (through the API, from A's admin's browser)
     other = browser.new_context().new_page()
-    log_in(other, live_server.url, "admin-a")
+    sign_in(other, live_server.url, "admin-a")
     held = other.evaluate(RESERVE, {"pool": lab_pool.pk, "gpus": 240, "duration_minutes": 180, "name": "a-big"})
     assert held["status"] == 201, held
     a_end = held["body"]["end"]
 
     # and tenant B's admin registering a webhook on the Notifications page (every event)
-    log_in(page, live_server.url, "admin-b")
+    sign_in(page, live_server.url, "admin-b")
     page.goto(f"{live_server.url}/notifications/")
     page.get_by_label("Name").fill("ci-receiver")
     page.get_by_label("URL").fill(receiver.url)

@@ -21,6 +21,7 @@ from console.tenancy.models import Principal, Role
 from designer.services import create_design
 from scheduling.models import Node, Pool, Reservation
 from scheduling.services import inventory, quotas
+from tests.e2e.conftest import sign_in
 from tests.fabric.conftest import requires_lab
 
 pytestmark = [
@@ -62,15 +63,6 @@ def su1_pool(tmp_path, tenant_a, tenant_b):
         stop_lab(fabric)
 
 
-def log_in(page, base_url: str, username: str, password: str = "pw-12345678"):
-    page.goto(f"{base_url}/login/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{base_url}/")
-    return page
-
-
 def card_named(page, name: str):
     return page.get_by_test_id("reservation").filter(has_text=name)
 
@@ -79,7 +71,7 @@ def test_tenant_reserves_16_gpus_ready_on_the_lab_invisible_to_others_and_quota_
     page, browser, live_server, worker, su1_pool, admin_a, admin_b
 ):
     # given tenant A's admin on the reservations page
-    log_in(page, live_server.url, "admin-a")
+    sign_in(page, live_server.url, "admin-a")
     page.get_by_test_id("nav").get_by_role("link", name="Reservations").click()
     expect(page.locator("body[data-reservations=ready]")).to_be_attached()
     quota = page.get_by_test_id("quota-row").filter(has_text="su1")
@@ -122,7 +114,7 @@ def test_tenant_reserves_16_gpus_ready_on_the_lab_invisible_to_others_and_quota_
 
     # a second tenant sees neither the reservation in its list nor its page (404)
     other = browser.new_context().new_page()
-    log_in(other, live_server.url, "admin-b")
+    sign_in(other, live_server.url, "admin-b")
     other.goto(f"{live_server.url}/reservations/")
     expect(other.locator("body[data-reservations=ready]")).to_be_attached()
     expect(other.get_by_test_id("reservations-empty")).to_be_visible()
