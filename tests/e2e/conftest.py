@@ -43,14 +43,33 @@ def browser_type_launch_args(browser_type_launch_args):
     }
 
 
+def sign_in(page, base_url: str, username: str, password: str = "pw-12345678"):
+    """Log ``page`` in through the login form as ``username``; it lands on the home page."""
+    page.goto(f"{base_url}/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"{base_url}/")
+    return page
+
+
 @pytest.fixture
 def login(page, live_server):
     def do(username: str, password: str = "pw-12345678"):
-        page.goto(f"{live_server.url}/login/")
-        page.get_by_label("Username").fill(username)
-        page.get_by_label("Password").fill(password)
-        page.get_by_role("button", name="Log in").click()
-        page.wait_for_url(f"{live_server.url}/")
-        return page
+        return sign_in(page, live_server.url, username, password)
 
     return do
+
+
+@pytest.fixture
+def worker(transactional_db):
+    """A Celery worker in this process, on this run's own Redis database (no stale tasks)."""
+    import redis
+    from celery.contrib.testing.worker import start_worker
+    from django.conf import settings
+
+    from console.celery import app
+
+    redis.Redis.from_url(settings.REDIS_URL).flushdb()
+    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30) as w:
+        yield w

@@ -12,10 +12,8 @@ import re
 import uuid
 
 import pytest
-from celery.contrib.testing.worker import start_worker
 from playwright.sync_api import expect
 
-from console.celery import app
 from console.fabric.lab.fabrics import start_lab, stop_lab
 from console.fabric.models import ChangeRequest
 from console.tenancy.context import Actor
@@ -23,6 +21,7 @@ from console.tenancy.models import Principal, Role
 from designer.services import create_design
 from scheduling.models import Node, Pool, Reservation
 from scheduling.services import inventory, quotas
+from tests.e2e.conftest import sign_in
 from tests.fabric.conftest import requires_lab
 
 pytestmark = [
@@ -38,17 +37,6 @@ ACTOR = Actor.system("e2e")
 OPERATOR = Principal(None, Role.OPERATOR, None)
 #: Reservations reach READY only after a real push and verification on the lab.
 FABRIC_WAIT_MS = 150_000
-
-
-@pytest.fixture
-def worker(transactional_db):
-    """A Celery worker in this process, on this run's own Redis database (no stale tasks)."""
-    import redis
-    from django.conf import settings
-
-    redis.Redis.from_url(settings.REDIS_URL).flushdb()
-    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30) as w:
-        yield w
 
 
 @pytest.fixture
@@ -75,15 +63,6 @@ def su1_pool(tmp_path, tenant_a, tenant_b):
         stop_lab(fabric)
 
 
-def log_in(page, base_url: str, username: str, password: str = "pw-12345678"):
-    page.goto(f"{base_url}/login/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{base_url}/")
-    return page
-
-
 def card_named(page, name: str):
     return page.get_by_test_id("reservation").filter(has_text=name)
 
@@ -92,7 +71,7 @@ def test_tenant_reserves_16_gpus_ready_on_the_lab_invisible_to_others_and_quota_
     page, browser, live_server, worker, su1_pool, admin_a, admin_b
 ):
     # given tenant A's admin on the reservations page
-    log_in(page, live_server.url, "admin-a")
+    sign_in(page, live_server.url, "admin-a")
     page.get_by_test_id("nav").get_by_role("link", name="Reservations").click()
     expect(page.locator("body[data-reservations=ready]")).to_be_attached()
     quota = page.get_by_test_id("quota-row").filter(has_text="su1")
@@ -135,7 +114,7 @@ def test_tenant_reserves_16_gpus_ready_on_the_lab_invisible_to_others_and_quota_
 
     # a second tenant sees neither the reservation in its list nor its page (404)
     other = browser.new_context().new_page()
-    log_in(other, live_server.url, "admin-b")
+    sign_in(other, live_server.url, "admin-b")
     other.goto(f"{live_server.url}/reservations/")
     expect(other.locator("body[data-reservations=ready]")).to_be_attached()
     expect(other.get_by_test_id("reservations-empty")).to_be_visible()

@@ -4,6 +4,7 @@ with the status codes it is told to (then 200) and keeps every request it got.""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -55,6 +56,19 @@ class Receiver:
             if not self._arrived.wait_for(lambda: len(self.received) >= count, timeout=timeout):
                 raise AssertionError(f"{len(self.received)} of {count} webhook requests arrived in {timeout} s")
             return list(self.received)
+
+    def wait_until(self, wanted: Callable[[Received], bool], timeout: float = 30.0) -> Received:
+        """Block until a request ``wanted`` accepts arrived (or fail after ``timeout`` seconds)."""
+
+        def found() -> Received | None:
+            return next((r for r in self.received if wanted(r)), None)
+
+        with self._arrived:
+            if not self._arrived.wait_for(lambda: found() is not None, timeout=timeout):
+                raise AssertionError(f"none of the {len(self.received)} webhook requests wanted arrived in {timeout} s")
+            got = found()
+            assert got is not None
+            return got
 
     def stop(self) -> None:
         if self.server is not None:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
-from pathlib import Path
 
 import pytest
 from django.utils import timezone
@@ -23,10 +21,10 @@ from console.tenancy.context import Actor
 from scheduling.models import Reservation
 from scheduling.services import lifecycle, queue, reservations
 from tests.notify.conftest import add_webhook
+from tests.notify.documented import documented_schemas
 from tests.scheduling.conftest import SYSTEM, give_quota, request_for, tenant_principal
 
 pytestmark = pytest.mark.django_db
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def reserve(tenant, pool, user=None, **kw) -> Reservation:
@@ -149,14 +147,7 @@ def test_email_goes_to_the_owner_by_default_and_to_members_who_opt_in(make_user,
 
 
 def test_the_documented_schemas_are_the_checked_ones():
-    text = (ROOT / "docs" / "api.md").read_text()
-    section = text[text.index("## Notifications") :]
-    documented = {}
-    for block in re.findall(r"```json\n(.*?)\n```", section, flags=re.S):
-        schema = json.loads(block)
-        if "title" in schema:
-            documented[schema["title"]] = schema
-    assert documented == {t: schema_for(t) for t in EVENT_TYPES}
+    assert documented_schemas() == {t: schema_for(t) for t in EVENT_TYPES}
 
 
 def test_ready_event_time_is_utc(pool, tenant_a):

@@ -93,6 +93,22 @@ def test_cancel_while_queued_is_audited_and_moves_the_queue(pool, two_tenants):
     assert a.post(f"/api/reservations/{second['id']}/cancel/").status_code == 404
 
 
+def test_a_request_cancelled_while_queued_is_not_placed_when_capacity_frees(pool, two_tenants):
+    a, b = two_tenants
+    full = post(a, pool, gpus=128, duration_minutes=120).json()
+    cancelled = post(b, pool, gpus=64, start="asap", duration_minutes=60).json()
+    kept = post(b, pool, gpus=64, start="asap", duration_minutes=60).json()
+    assert b.post(f"/api/reservations/{cancelled['id']}/cancel/").status_code == 200
+    # when the pool frees, room for both: only the one still queued is placed
+    assert a.post(f"/api/reservations/{full['id']}/release/").status_code == 200
+    assert queue_pass_task.apply(kwargs={"pool_id": pool.pk}).get() == {"placed": 1, "queued": 0}
+    gone = b.get(f"/api/reservations/{cancelled['id']}/").json()
+    assert (gone["status"], gone["pkey"], gone["queue_position"]) == ("cancelled", None, None)
+    assert not ReservationAllocation.objects.filter(reservation_id=cancelled["id"]).exists()
+    assert b.get(f"/api/reservations/{kept['id']}/").json()["status"] == "provisioning"
+    assert not AuditEntry.objects.filter(action="reservation.place", object_id=str(cancelled["id"])).exists()
+
+
 def test_queued_gpus_are_apart_from_use_and_rechecked_at_placement(pool, tenant_a, tenant_b, two_tenants):
     a, b = two_tenants
     give_quota(tenant_b, pool, 0, borrow=64)  # B's limit: 64 GPUs
