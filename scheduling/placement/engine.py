@@ -20,7 +20,7 @@ eligible nodes once: O(nodes + their bookings).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .constraints import DEFAULT_PREFERENCES
 from .explain import explain_rejection
@@ -340,7 +340,7 @@ class PlacementEngine:
             if chosen is not None:
                 groups, _ = chosen
                 free = {g: window.free_nodes_of(g) for g in groups}
-                nodes = take_nodes(groups, free, shape.nodes, self._preferred)
+                nodes = take_nodes(groups, free, shape.nodes, self._preferred, self._slack_of(start, end))
         if nodes is None:
             return explain_rejection(self, request, shape, start, end, window, explain=explain)
         used_groups = {self.state.node_group[n] for n in nodes}
@@ -349,6 +349,29 @@ class PlacementEngine:
         return build_placement(
             self.topology, self.policy, nodes, masks, start, end, fill=len(nodes) / max(1, free_in_groups)
         )
+
+    def _slack_of(self, start: float, end: float) -> Callable[[int], float]:
+        # Idle time a booking of [start, end) would leave on a node: since the node's previous
+        # booking ended (or now) until ``start``, plus from ``end`` to its next booking (a node
+        # with none later counts as open-ended). Least slack first: a future reservation takes
+        # nodes busy until just before it (idle ones stay free for backfill now), and a job placed
+        # now fills the gap before another's reservation (unreserved nodes stay free).
+        state = self.state
+        now = state.now
+        open_ended = 1e18
+
+        def slack(node: int) -> float:
+            before = now
+            after = open_ended
+            for s, e, _m, _bid in state.entries[node]:
+                if e <= start and e > before:
+                    before = e
+                elif s >= end and s < after:
+                    after = s
+            gap_after = after - end if after < open_ended else open_ended
+            return (max(0.0, start - before)) + gap_after
+
+        return slack
 
     def whole_node_window(
         self,

@@ -13,7 +13,7 @@ Topology-aware best fit, in order of preference:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .topology import HOPS_CROSS_POD, HOPS_SAME_GROUP, HOPS_SAME_POD, PoolTopology
 from .types import Placement, Policy, Window
@@ -105,13 +105,18 @@ def take_nodes(
     free_nodes_of: dict[int, list[int]],
     needed: int,
     preferred: frozenset[int],
+    slack: Callable[[int], float] | None = None,
 ) -> list[int]:
-    """Take ``needed`` nodes from ``groups`` in order, preferred (rail-aligned) nodes first."""
+    """Take ``needed`` nodes from ``groups`` in order, preferred (rail-aligned) nodes first, then
+    the least ``slack`` (idle time the booking would leave around it on that node), then by index."""
     taken: list[int] = []
     for group in groups:
         if len(taken) == needed:
             break
-        nodes = sorted(free_nodes_of[group], key=lambda n: (n not in preferred, n))
+        if slack is None:
+            nodes = sorted(free_nodes_of[group], key=lambda n: (n not in preferred, n))
+        else:
+            nodes = sorted(free_nodes_of[group], key=lambda n: (n not in preferred, slack(n), n))
         taken.extend(nodes[: needed - len(taken)])
     return taken
 
