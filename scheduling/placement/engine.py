@@ -29,6 +29,7 @@ from .request import Request
 from .selection import (
     LEVEL_FABRIC,
     LEVEL_GROUP,
+    Slack,
     build_placement,
     choose_groups,
     first_fit_nodes,
@@ -350,26 +351,26 @@ class PlacementEngine:
             self.topology, self.policy, nodes, masks, start, end, fill=len(nodes) / max(1, free_in_groups)
         )
 
-    def _slack_of(self, start: float, end: float) -> Callable[[int], float]:
+    def _slack_of(self, start: float, end: float) -> Callable[[int], Slack]:
         # Idle time a booking of [start, end) would leave on a node: since the node's previous
-        # booking ended (or now) until ``start``, plus from ``end`` to its next booking (a node
-        # with none later counts as open-ended). Least slack first: a future reservation takes
-        # nodes busy until just before it (idle ones stay free for backfill now), and a job placed
-        # now fills the gap before another's reservation (unreserved nodes stay free).
-        state = self.state
-        now = state.now
-        open_ended = 1e18
+        # booking ended (or now) until ``start``, plus from ``end`` to its next booking; a node
+        # with no booking after ``end`` is open-ended and ranks after every node with one. Least
+        # slack first: a future reservation takes nodes busy until just before it (idle ones
+        # stay free for backfill now), and a job placed now fills the gap before another's
+        # reservation (unreserved nodes stay free).
+        entries = self.state.entries
+        now = self.state.now
 
-        def slack(node: int) -> float:
+        def slack(node: int) -> Slack:
             before = now
-            after = open_ended
-            for s, e, _m, _bid in state.entries[node]:
-                if e <= start and e > before:
+            after = math.inf
+            for s, e, _m, _bid in entries[node]:
+                if before < e <= start:
                     before = e
-                elif s >= end and s < after:
+                elif end <= s < after:
                     after = s
-            gap_after = after - end if after < open_ended else open_ended
-            return (max(0.0, start - before)) + gap_after
+            idle = max(0.0, start - before)
+            return (1, idle) if after == math.inf else (0, idle + after - end)
 
         return slack
 
