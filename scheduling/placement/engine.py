@@ -360,8 +360,12 @@ class PlacementEngine:
         # reservation (unreserved nodes stay free).
         entries = self.state.entries
         now = self.state.now
+        future = self.state.future
+        present = start <= now
 
         def slack(node: int) -> Slack:
+            if present and node not in future:
+                return (1, 0.0)  # free now, nothing booked later: the common case, no scan
             before = now
             after = math.inf
             for s, e, _m, _bid in entries[node]:
