@@ -20,7 +20,7 @@ eligible nodes once: O(nodes + their bookings).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from .constraints import DEFAULT_PREFERENCES
 from .explain import explain_rejection
@@ -29,12 +29,12 @@ from .request import Request
 from .selection import (
     LEVEL_FABRIC,
     LEVEL_GROUP,
-    Slack,
     build_placement,
     choose_groups,
     first_fit_nodes,
     lowest_bits,
     take_nodes,
+    time_slack,
 )
 from .state import Booking, PoolState, first_gap
 from .topology import NodeState, PoolTopology
@@ -341,7 +341,7 @@ class PlacementEngine:
             if chosen is not None:
                 groups, _ = chosen
                 free = {g: window.free_nodes_of(g) for g in groups}
-                nodes = take_nodes(groups, free, shape.nodes, self._preferred, self._slack_of(start, end))
+                nodes = take_nodes(groups, free, shape.nodes, self._preferred, time_slack(self.state, start, end))
         if nodes is None:
             return explain_rejection(self, request, shape, start, end, window, explain=explain)
         used_groups = {self.state.node_group[n] for n in nodes}
@@ -350,33 +350,6 @@ class PlacementEngine:
         return build_placement(
             self.topology, self.policy, nodes, masks, start, end, fill=len(nodes) / max(1, free_in_groups)
         )
-
-    def _slack_of(self, start: float, end: float) -> Callable[[int], Slack]:
-        # Idle time a booking of [start, end) would leave on a node: since the node's previous
-        # booking ended (or now) until ``start``, plus from ``end`` to its next booking; a node
-        # with no booking after ``end`` is open-ended and ranks after every node with one. Least
-        # slack first: a future reservation takes nodes busy until just before it (idle ones
-        # stay free for backfill now), and a job placed now fills the gap before another's
-        # reservation (unreserved nodes stay free).
-        entries = self.state.entries
-        now = self.state.now
-        future = self.state.future
-        present = start <= now
-
-        def slack(node: int) -> Slack:
-            if present and node not in future:
-                return (1, 0.0)  # free now, nothing booked later: the common case, no scan
-            before = now
-            after = math.inf
-            for s, e, _m, _bid in entries[node]:
-                if before < e <= start:
-                    before = e
-                elif end <= s < after:
-                    after = s
-            idle = max(0.0, start - before)
-            return (1, idle) if after == math.inf else (0, idle + after - end)
-
-        return slack
 
     def whole_node_window(
         self,

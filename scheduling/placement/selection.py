@@ -16,8 +16,10 @@ Topology-aware best fit, in order of preference:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
+from .state import PoolState
 from .topology import HOPS_CROSS_POD, HOPS_SAME_GROUP, HOPS_SAME_POD, PoolTopology
 from .types import Placement, Policy, Window
 
@@ -120,12 +122,43 @@ def take_nodes(
     for group in groups:
         if len(taken) == needed:
             break
-        if slack is None:
+        if slack is None or len(free_nodes_of[group]) <= needed - len(taken):
+            # No choice to make (or no time fit asked): all of them, in index order.
             nodes = sorted(free_nodes_of[group], key=lambda n: (n not in preferred, n))
         else:
             nodes = sorted(free_nodes_of[group], key=lambda n: (n not in preferred, slack(n), n))
         taken.extend(nodes[: needed - len(taken)])
     return taken
+
+
+def time_slack(state: PoolState, start: float, end: float) -> Callable[[int], Slack]:
+    """Idle time a booking of ``[start, end)`` would leave on a node, as a :data:`Slack`.
+
+    Idle since the node's previous booking ended (or now) until ``start``, plus, when the node
+    has a booking after ``end``, the gap until it; a node with none is open-ended and ranks after
+    every node with one. Least slack first: a future reservation takes nodes busy until just
+    before it (idle ones stay free for backfill now), and a job placed now fills the gap before
+    another's reservation (unreserved nodes stay free).
+    """
+    entries = state.entries
+    now = state.now
+    future = state.future
+    present = start <= now
+
+    def slack(node: int) -> Slack:
+        if present and node not in future:
+            return (1, 0.0)  # free now, nothing booked later: the common case, no scan
+        before = now
+        after = math.inf
+        for s, e, _m, _bid in entries[node]:
+            if before < e <= start:
+                before = e
+            elif end <= s < after:
+                after = s
+        idle = max(0.0, start - before)
+        return (1, idle) if after == math.inf else (0, idle + after - end)
+
+    return slack
 
 
 def lowest_bits(mask: int, count: int) -> tuple[int, ...]:
