@@ -34,6 +34,7 @@ from .selection import (
     first_fit_nodes,
     lowest_bits,
     take_nodes,
+    time_slack,
 )
 from .state import Booking, PoolState, first_gap
 from .topology import NodeState, PoolTopology
@@ -340,7 +341,7 @@ class PlacementEngine:
             if chosen is not None:
                 groups, _ = chosen
                 free = {g: window.free_nodes_of(g) for g in groups}
-                nodes = take_nodes(groups, free, shape.nodes, self._preferred)
+                nodes = take_nodes(groups, free, shape.nodes, self._preferred, time_slack(self.state, start, end))
         if nodes is None:
             return explain_rejection(self, request, shape, start, end, window, explain=explain)
         used_groups = {self.state.node_group[n] for n in nodes}

@@ -8,15 +8,24 @@ Topology-aware best fit, in order of preference:
 2. at that level the fewest leaf groups;
 3. among equally few groups, the fullest ones (least free capacity left in the groups touched), so
    wholly free groups stay whole for the next large job;
-4. inside a group, rail-aligned nodes first, then by index (keeps free nodes contiguous).
+4. inside a group, rail-aligned nodes first, then the least idle time the booking would leave on
+   the node around it (a future reservation takes nodes busy until just before it, so idle ones
+   stay free for backfill; a job placed now fills the gap before another's reservation first),
+   then by index (keeps free nodes contiguous).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 
+from .state import PoolState
 from .topology import HOPS_CROSS_POD, HOPS_SAME_GROUP, HOPS_SAME_POD, PoolTopology
 from .types import Placement, Policy, Window
+
+#: Idle time a booking would leave on a node: (1 if nothing follows it on the node else 0, seconds
+#: idle before it plus, when something follows, between it and that).
+Slack = tuple[int, float]
 
 #: Constraint levels: how high in the tree a gang may spread.
 LEVEL_GROUP = 0
@@ -105,15 +114,51 @@ def take_nodes(
     free_nodes_of: dict[int, list[int]],
     needed: int,
     preferred: frozenset[int],
+    slack: Callable[[int], Slack] | None = None,
 ) -> list[int]:
-    """Take ``needed`` nodes from ``groups`` in order, preferred (rail-aligned) nodes first."""
+    """Take ``needed`` nodes from ``groups`` in order, preferred (rail-aligned) nodes first, then
+    the least ``slack`` (idle time the booking would leave around it on that node), then by index."""
     taken: list[int] = []
     for group in groups:
         if len(taken) == needed:
             break
-        nodes = sorted(free_nodes_of[group], key=lambda n: (n not in preferred, n))
+        if slack is None or len(free_nodes_of[group]) <= needed - len(taken):
+            # No choice to make (or no time fit asked): all of them, in index order.
+            nodes = sorted(free_nodes_of[group], key=lambda n: (n not in preferred, n))
+        else:
+            nodes = sorted(free_nodes_of[group], key=lambda n: (n not in preferred, slack(n), n))
         taken.extend(nodes[: needed - len(taken)])
     return taken
+
+
+def time_slack(state: PoolState, start: float, end: float) -> Callable[[int], Slack]:
+    """Idle time a booking of ``[start, end)`` would leave on a node, as a :data:`Slack`.
+
+    Idle since the node's previous booking ended (or now) until ``start``, plus, when the node
+    has a booking after ``end``, the gap until it; a node with none is open-ended and ranks after
+    every node with one. Least slack first: a future reservation takes nodes busy until just
+    before it (idle ones stay free for backfill now), and a job placed now fills the gap before
+    another's reservation (unreserved nodes stay free).
+    """
+    entries = state.entries
+    now = state.now
+    future = state.future
+    present = start <= now
+
+    def slack(node: int) -> Slack:
+        if present and node not in future:
+            return (1, 0.0)  # free now, nothing booked later: the common case, no scan
+        before = now
+        after = math.inf
+        for s, e, _m, _bid in entries[node]:
+            if before < e <= start:
+                before = e
+            elif end <= s < after:
+                after = s
+        idle = max(0.0, start - before)
+        return (1, idle) if after == math.inf else (0, idle + after - end)
+
+    return slack
 
 
 def lowest_bits(mask: int, count: int) -> tuple[int, ...]:

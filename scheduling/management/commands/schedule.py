@@ -1,7 +1,10 @@
 """``manage.py schedule``: replay traces, import inventory, pools, quotas and reservations.
 
     schedule replay --trace FILE [--format kalos|alibaba|generic] --design DESIGN
-                    --policy topology|first-fit [--json] [--max-jobs N]
+                    --policy topology|first-fit [--max-wait MIN] [--json] [--max-jobs N]
+    schedule trace-gen --out FILE [--load RHO | --rate JOBS_PER_H] [--jobs N] [--seed S]
+                       [--capacity GPUS] [--median-min M] [--sigma S] [--max-hours H]
+                       [--mix GPUS:WEIGHT,…]
     schedule import-inventory --fabric FABRIC
     schedule pool-create --fabric FABRIC --name NAME [--kind manual|by_model|by_su]
                          [--gpu-model M] [--su N …] [--node NAME …]
@@ -17,6 +20,10 @@ DESIGN is a saved design (id or name; its latest revision) or plan options
 ``TOPOLOGY:key=value,…`` as in ``manage.py design plan``, e.g. ``rail-optimized:gpus=2048`` or
 ``fat-tree:nodes=64,node_type=DGX-H100,oversubscription=2:1``.
 FABRIC and POOL are ids or names. Refusals exit non-zero with the reason.
+``--max-wait`` is the replay's patience (minutes a multi-node job waits for a packed placement).
+``trace-gen`` writes a synthetic trace in the generic format (``scheduling.replay.generator``):
+Poisson arrivals offering ``--load`` of ``--capacity`` GPUs, sizes from ``--mix``, lognormal
+durations; the same options and seed always write the same file.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from scheduling.models import Pool, Reservation
 from scheduling.placement.registry import params as constraint_params
 from scheduling.replay import RESULT_KEYS, ReplayOptions, TraceFormatError, load_trace
 from scheduling.replay import replay as run_replay
+from scheduling.replay.generator import DEFAULT_SIZE_MIX, TraceSpec, generate, offered_load, write_csv
 from scheduling.services import inventory, lifecycle, quotas, reservations
 from scheduling.services.topology import topology_from_graph
 
@@ -108,7 +116,22 @@ class Command(BaseCommand):
         )
         p.add_argument("--policy", choices=["topology", "first-fit"], default="topology")
         p.add_argument("--max-jobs", type=int)
+        p.add_argument("--max-wait", type=float, default=0.0, metavar="MIN", help="patience in minutes (0: none)")
         p.add_argument("--json", action="store_true")
+        p = sub.add_parser("trace-gen", help="write a synthetic job trace (generic format)")
+        p.add_argument("--out", required=True, metavar="FILE")
+        rate = p.add_mutually_exclusive_group()
+        rate.add_argument("--load", type=float, default=0.5, help="offered load relative to --capacity")
+        rate.add_argument("--rate", type=float, metavar="JOBS_PER_H", help="Poisson arrival rate instead of --load")
+        p.add_argument("--jobs", type=int, default=2000)
+        p.add_argument("--seed", type=int, default=1)
+        p.add_argument("--capacity", type=int, default=2048, metavar="GPUS")
+        p.add_argument("--gpus-per-node", type=int, default=8)
+        p.add_argument("--median-min", type=float, default=60.0, help="median duration in minutes")
+        p.add_argument("--sigma", type=float, default=1.2, help="lognormal sigma of the durations")
+        p.add_argument("--min-min", type=float, default=1.0, help="shortest duration in minutes")
+        p.add_argument("--max-hours", type=float, default=24.0, help="longest duration in hours")
+        p.add_argument("--mix", help="job-size mix GPUS:WEIGHT,… (default: 1 to 1,024 GPUs in powers of two)")
         p = sub.add_parser("import-inventory", help="nodes, GPUs and HCAs from the fabric design")
         p.add_argument("--fabric", required=True)
         p = sub.add_parser("pool-create", help="create a pool")
@@ -167,7 +190,8 @@ class Command(BaseCommand):
         except (OSError, TraceFormatError) as exc:
             raise CommandError(str(exc)) from None
         topology = topology_from_graph(design_graph(o["design"])).topology
-        result = run_replay(jobs, topology, o["policy"], ReplayOptions(max_jobs=o["max_jobs"]))
+        options = ReplayOptions(max_jobs=o["max_jobs"], max_wait_s=o["max_wait"] * 60)
+        result = run_replay(jobs, topology, o["policy"], options)
         if o["json"]:
             self.stdout.write(json.dumps({k: result[k] for k in RESULT_KEYS}))
             return
@@ -176,6 +200,32 @@ class Command(BaseCommand):
             value = result[key]
             shown = f"{value:.4g}" if isinstance(value, float) else value
             self.stdout.write(f"  {key:24} {shown}")
+
+    def do_trace_gen(self, o: dict) -> None:
+        try:
+            mix = _mix(o["mix"]) if o["mix"] else DEFAULT_SIZE_MIX
+            spec = TraceSpec(
+                jobs=o["jobs"],
+                load=o["load"],
+                rate=o["rate"] / 3600 if o["rate"] else None,
+                capacity_gpus=o["capacity"],
+                size_mix=mix,
+                gpus_per_node=o["gpus_per_node"],
+                median_duration_s=o["median_min"] * 60,
+                sigma=o["sigma"],
+                min_duration_s=o["min_min"] * 60,
+                max_duration_s=o["max_hours"] * 3600,
+                seed=o["seed"],
+            )
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        jobs = generate(spec)
+        rows = write_csv(jobs, o["out"])
+        self.stdout.write(
+            f"{rows} jobs to {o['out']}: {spec.arrival_rate() * 3600:.4g} arrivals/h, offered load "
+            f"{offered_load(jobs, spec.capacity_gpus):.3f} of {spec.capacity_gpus} GPUs (asked {spec.load:g}), "
+            f"mean {spec.mean_gpus():.4g} GPUs x {spec.mean_duration_s() / 60:.4g} min"
+        )
 
     def do_import_inventory(self, o: dict) -> None:
         fabric = _by_id_or_name(Fabric, o["fabric"], "fabric")
@@ -251,6 +301,20 @@ class Command(BaseCommand):
 
     def do_tick(self, o: dict) -> None:
         self.stdout.write(json.dumps(lifecycle.tick()))
+
+
+def _mix(text: str) -> tuple[tuple[int, float], ...]:
+    """``8:0.5,64:0.5`` as ((8, 0.5), (64, 0.5))."""
+    mix = []
+    for item in text.split(","):
+        gpus, sep, weight = item.partition(":")
+        try:
+            mix.append((int(gpus), float(weight)))
+        except ValueError:
+            raise ValueError(f"--mix item {item!r} is not GPUS:WEIGHT") from None
+        if not sep:
+            raise ValueError(f"--mix item {item!r} is not GPUS:WEIGHT")
+    return tuple(mix)
 
 
 def _row(r: Reservation) -> dict[str, Any]:
