@@ -46,8 +46,8 @@ from scheduling.services.reservations import (
     explanation,
     priority_rank,
     reserve,
-    snapshot,
 )
+from scheduling.services.snapshots import lend
 
 S = Reservation.Status
 #: Queued requests given an estimated start per pass (each costs one earliest-window search);
@@ -107,8 +107,8 @@ def queue_pass(pool_id: int, *, now: dt.datetime | None = None) -> dict[str, int
         pool_quotas_for_update(pool.pk)
         lock_nodes(pool.nodes.values("pk"))
         # The clock is read after the locks: waiting for them may take a while.
-        snap = snapshot(pool, now or timezone.now())
-        return _pass_locked(pool, snap, place=True)
+        with lend(pool, now or timezone.now()) as snap:
+            return _pass_locked(pool, snap, place=True)
 
 
 def _pass_locked(pool: Pool, snap: Snapshot, *, place: bool) -> dict[str, int]:

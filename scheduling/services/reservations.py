@@ -10,21 +10,20 @@ cannot be placed is stored as ``rejected`` with the engine's explanation.
 The engine gets every reservation's owner (tenant, borrowed, priority rank) and the pool's
 topology-shaped guarantees (``Quota.guaranteed_leaf_groups``), so a non-borrowed request never
 fragments the pool past another tenant's "N whole leaf groups", and reclaim of borrowed capacity
-takes lower priority classes first (:data:`PRIORITY_RANK`).
+takes lower priority classes first (:data:`.snapshots.PRIORITY_RANK`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import logging
-from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from django.db import IntegrityError, OperationalError, transaction
-from django.db.models import F, Max, Min, Sum, Value
 from django.utils import timezone
 
 from console.tenancy import audit
@@ -33,31 +32,27 @@ from console.tenancy.errors import Conflict, Forbidden, Invalid, NotFound
 from console.tenancy.horizon import check_within_horizon
 from console.tenancy.models import Principal, Tenant
 from scheduling.models import (
-    GPU,
     Node,
     Pool,
     PriorityClass,
     Quota,
     Reservation,
-    ReservationAllocation,
 )
 from scheduling.placement import (
-    NodeState,
     Owner,
     Placement,
-    PlacementEngine,
     Rejection,
     Request,
-    ShapedGuarantees,
     reclaim_plan,
 )
 from scheduling.placement.queue import packed_limit
 from scheduling.placement.registry import ConstraintError, build_constraints
+from scheduling.services import snapshots
 from scheduling.services.grant import grant
 from scheduling.services.lifecycle import preempt
-from scheduling.services.locks import lock_nodes, quota_for_update
+from scheduling.services.locks import lock_nodes, quota_for_update, reservations_for_update
 from scheduling.services.quotas import usage
-from scheduling.services.topology import NamedTopology, pool_topology
+from scheduling.services.snapshots import Snapshot, lend, priority_rank
 
 log = logging.getLogger(__name__)
 
@@ -67,19 +62,6 @@ PAST_TOLERANCE = dt.timedelta(minutes=5)
 MAX_SIZE = 1_000_000
 MAX_ATTEMPTS = 5
 RETRYABLE_SQLSTATES = {"40001", "40P01"}  # serialization failure, deadlock
-#: Reclaim order of priority classes (``Owner.priority``): lower ranks are preempted first.
-#: Best-effort is preemptible by definition; training checkpoints and restarts; inference serves
-#: live traffic. The same order as the default service levels (0, 1, 2).
-PRIORITY_RANK: dict[str, int] = {
-    PriorityClass.BEST_EFFORT: 0,
-    PriorityClass.TRAINING: 1,
-    PriorityClass.INFERENCE: 2,
-}
-
-
-def priority_rank(priority_class: str) -> int:
-    """The reclaim rank of a priority class (unknown classes rank as training)."""
-    return PRIORITY_RANK.get(priority_class, PRIORITY_RANK[PriorityClass.TRAINING])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,15 +95,6 @@ class ReservationRequest:
 #: Called inside the reserve transaction with a request that could not be placed; returns True
 #: when it recorded the reservation otherwise (queued) instead of rejected.
 Unplaced = Callable[[Reservation, "Snapshot", "Decision", ReservationRequest], bool]
-
-
-@dataclass
-class Snapshot:
-    """A pool's engine loaded with every booking from the database, at ``now``."""
-
-    named: NamedTopology
-    engine: PlacementEngine
-    now: dt.datetime
 
 
 @dataclass
@@ -233,54 +206,9 @@ def pool_of(pool_id: int) -> Pool:
 
 
 def snapshot(pool: Pool, now: dt.datetime) -> Snapshot:
-    """The pool's engine with node states, failed GPUs, the shaped guarantees of the pool's
-    quotas and every allocation ending after now (owner: tenant, borrowed, priority rank)."""
-    named = pool_topology(pool)
-    shaped = Quota.objects.filter(pool=pool, guaranteed_leaf_groups__gt=0).values_list(
-        "tenant_id", "guaranteed_leaf_groups"
-    )
-    engine = PlacementEngine(
-        named.topology,
-        now=now.timestamp(),
-        guards=[ShapedGuarantees({str(tenant_id): groups for tenant_id, groups in shaped})],
-    )
-    index_of = {pk: i for i, pk in enumerate(named.node_pks)}
-    in_pool = Pool.nodes.through.objects.filter(pool_id=pool.pk).values("node_id")
-    states = Node.objects.filter(pk__in=in_pool).exclude(state=Node.State.AVAILABLE).order_by()
-    for pk, state in states.values_list("pk", "state"):
-        engine.set_node_state(index_of[pk], NodeState(state))
-    failed = GPU.objects.filter(node_id__in=in_pool, health=GPU.Health.FAILED).order_by()
-    for pk in set(failed.values_list("node_id", flat=True)):
-        engine.set_node_state(index_of[pk], NodeState.DOWN)
-    # One row per (reservation, node) with its GPUs as a bit mask, then one row per reservation
-    # with its owner and window. ``order_by()`` drops the models' default orderings, which would
-    # join five tables and sort every allocation row.
-    rows = ReservationAllocation.objects.filter(node_id__in=in_pool, end__gt=now).order_by()
-    masks: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    gpu_bit = Value(1).bitleftshift(F("gpu__index"))  # type: ignore[arg-type]  # stub wants int; any expression works
-    for res_id, node_pk, mask in (
-        rows.values("reservation_id", "node_id")
-        .annotate(mask=Sum(gpu_bit, distinct=True))
-        .values_list("reservation_id", "node_id", "mask")
-    ):
-        masks[res_id].append((index_of[node_pk], int(mask)))
-    owners = rows.values("reservation_id").annotate(
-        first=Min("start"),
-        last=Max("end"),
-        tenant=F("reservation__tenant_id"),
-        borrowed=F("reservation__borrowed"),
-        priority=F("reservation__priority_class"),
-    )
-    for row in owners.values_list("reservation_id", "first", "last", "tenant", "borrowed", "priority"):
-        res_id, start, end, tenant_id, borrowed, priority_class = row
-        engine.state.book(
-            f"r{res_id}",
-            Owner(str(tenant_id), borrowed, priority_rank(priority_class)),
-            tuple(masks[res_id]),
-            start.timestamp(),
-            end.timestamp(),
-        )
-    return Snapshot(named, engine, now)
+    """A fresh, private engine of the pool at ``now`` (:func:`.snapshots.snapshot`); the hot paths
+    lend the process's cached one instead (:func:`.snapshots.lend`)."""
+    return snapshots.snapshot(pool, now)
 
 
 def decide(snap: Snapshot, request: ReservationRequest, tenant: Tenant, pool: Pool, quota: Quota | None) -> Decision:
@@ -354,8 +282,9 @@ def preview(principal: Principal, request: ReservationRequest) -> dict[str, Any]
     tenant = tenant_of(principal, request)
     pool = pool_of(request.pool_id)
     quota = Quota.objects.filter(tenant=tenant, pool=pool).first()
-    snap = snapshot(pool, timezone.now())
-    decision = decide(snap, request, tenant, pool, quota)
+    with lend(pool, timezone.now()) as snap:
+        decision = decide(snap, request, tenant, pool, quota)
+        described = snap.named.describe(decision.result) if isinstance(decision.result, Placement) else None
     body: dict[str, Any] = {
         "placeable": decision.placed,
         "start": decision.start,
@@ -372,7 +301,7 @@ def preview(principal: Principal, request: ReservationRequest) -> dict[str, Any]
         "rejection": None,
     }
     if isinstance(decision.result, Placement):
-        body["placement"] = snap.named.describe(decision.result)
+        body["placement"] = described
         body["preempts"] = [int(b[1:]) for b in decision.result.preempts]
     else:
         body["rejection"] = explanation(decision)
@@ -400,6 +329,7 @@ def reserve(
             return _reserve_once(actor, principal, tenant, pool, request, unplaced)
         except IntegrityError as exc:
             log.info("reservation retry after constraint violation: %s", exc)
+            snapshots.forget(pool.pk)  # a writer that bypassed snapshots.touch: load the pool whole
         except OperationalError as exc:
             if not _retryable(exc):
                 raise
@@ -420,11 +350,12 @@ def _reserve_once(
     request: ReservationRequest,
     unplaced: Unplaced | None,
 ) -> Reservation:
-    with transaction.atomic():
+    with transaction.atomic(), contextlib.ExitStack() as stack:
         quota = quota_for_update(tenant_id=tenant.pk, pool_id=pool.pk)
         lock_nodes(Node.objects.filter(pools=pool).values("pk"))
-        # The clock is read after the locks: waiting for them may take a while.
-        snap = snapshot(pool, timezone.now())
+        # The clock is read after the locks: waiting for them may take a while; the cached
+        # snapshot is brought up to date under them.
+        snap = stack.enter_context(lend(pool, timezone.now()))
         decision = decide(snap, request, tenant, pool, quota)
         reservation = Reservation(
             tenant=tenant,
@@ -449,6 +380,9 @@ def _reserve_once(
             audit.record(actor, "reservation.reject", reservation, after=audit.snapshot(reservation))
             return reservation
         placement = decision.result
+        # Every victim's row before winding any down: once a wind-down has bumped the pool's
+        # booking generation (snapshots.touch) this transaction waits on no other row.
+        list(reservations_for_update(Reservation.objects.filter(pk__in=[int(v[1:]) for v in placement.preempts])))
         for victim in placement.preempts:
             preempt(actor, int(victim[1:]), now=snap.now)
         reservation.borrowed = decision.borrowed
