@@ -109,18 +109,13 @@ def _node_states(pool: Pool, named: NamedTopology) -> dict[int, NodeState]:
     return found
 
 
-def _book(
-    state: PoolState, named: NamedTopology, pool: Pool, now: dt.datetime, only: Iterable[int] | None = None
-) -> None:
-    """Book every allocation of the pool's nodes ending after ``now`` (``only``: of these
-    reservations): one row per (reservation, node) with its GPUs as a bit mask, then one row per
+def _book(state: PoolState, named: NamedTopology, pool: Pool, now: dt.datetime) -> None:
+    """Book every allocation of the pool's nodes ending after ``now``: one row per (reservation, node) with its GPUs as a bit mask, then one row per
     reservation with its owner and window. ``order_by()`` drops the models' default orderings,
     which would join five tables and sort every allocation row."""
     index_of = _index_of(named)
     in_pool = Pool.nodes.through.objects.filter(pool_id=pool.pk).values("node_id")
     rows = ReservationAllocation.objects.filter(node_id__in=in_pool, end__gt=now).order_by()
-    if only is not None:
-        rows = rows.filter(reservation_id__in=list(only))
     masks: dict[int, list[tuple[int, int]]] = defaultdict(list)
     gpu_bit = Value(1).bitleftshift(F("gpu__index"))  # type: ignore[arg-type]  # stub wants int; any expression works
     for res_id, node_pk, mask in (
@@ -145,6 +140,34 @@ def _book(
             start.timestamp(),
             end.timestamp(),
         )
+
+
+def _book_few(state: PoolState, named: NamedTopology, now: dt.datetime, reservations: set[int]) -> None:
+    """Book what the database holds now of a few reservations on the pool's nodes: their rows
+    by the reservation index (a delta touches one or two reservations, not the pool)."""
+    index_of = _index_of(named)
+    rows = ReservationAllocation.objects.filter(reservation_id__in=sorted(reservations), end__gt=now).order_by()
+    masks: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    windows: dict[int, tuple[dt.datetime, dt.datetime, Owner]] = {}
+    for res_id, node_pk, index, start, end, tenant_id, borrowed, priority_class in rows.values_list(
+        "reservation_id",
+        "node_id",
+        "gpu__index",
+        "start",
+        "end",
+        "reservation__tenant_id",
+        "reservation__borrowed",
+        "reservation__priority_class",
+    ):
+        node = index_of.get(node_pk)
+        if node is None:
+            continue  # a node of another pool of the reservation's
+        masks[res_id][node] |= 1 << index
+        seen = windows.get(res_id)
+        owner = Owner(str(tenant_id), borrowed, priority_rank(priority_class))
+        windows[res_id] = (min(start, seen[0]), max(end, seen[1]), owner) if seen else (start, end, owner)
+    for res_id, (start, end, owner) in windows.items():
+        state.book(f"r{res_id}", owner, tuple(sorted(masks[res_id].items())), start.timestamp(), end.timestamp())
 
 
 def snapshot(pool: Pool, now: dt.datetime) -> Snapshot:
@@ -300,7 +323,7 @@ def _refresh(entry: _Cached, pool: Pool, now: dt.datetime) -> None:
                 for res_id in reservations:
                     if f"r{res_id}" in entry.state.bookings:
                         entry.state.release(f"r{res_id}")
-                _book(entry.state, entry.named, pool, now, only=reservations)
+                _book_few(entry.state, entry.named, now, reservations)
                 stats["delta"] += 1
             except (BookingConflict, ValueError):
                 full = True
