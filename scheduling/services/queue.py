@@ -118,6 +118,7 @@ def _pass_locked(pool: Pool, snap: Snapshot, *, place: bool) -> dict[str, int]:
     rows = list(reservations_for_update(queued_in(pool)))
     if not rows:
         return {"placed": 0, "queued": 0}
+    shown = {r.pk: (r.estimated_start, r.queue_position, r.explanation) for r in rows}
     by_key = {f"q{r.pk}": r for r in rows}
     jobs = [queued_job(r, pool) for r in rows]
     quotas = {q.tenant_id: q for q in Quota.objects.filter(pool=pool)}
@@ -142,7 +143,9 @@ def _pass_locked(pool: Pool, snap: Snapshot, *, place: bool) -> dict[str, int]:
         waiting.append(row)
     for position, row in enumerate(waiting, start=1):
         row.queue_position = position
-    Reservation.objects.bulk_update(waiting, ["estimated_start", "queue_position", "explanation"])
+    # Only the rows whose estimate, position or note moved (a pass usually moves few of them).
+    moved = [r for r in waiting if (r.estimated_start, r.queue_position, r.explanation) != shown[r.pk]]
+    Reservation.objects.bulk_update(moved, ["estimated_start", "queue_position", "explanation"], batch_size=100)
     if behind:
         enqueue_queue_pass(pool.pk)
     return {"placed": placed, "queued": len(waiting)}

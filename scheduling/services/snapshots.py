@@ -164,8 +164,10 @@ def _book_few(state: PoolState, named: NamedTopology, now: dt.datetime, reservat
             continue  # a node of another pool of the reservation's
         masks[res_id][node] |= 1 << index
         seen = windows.get(res_id)
-        owner = Owner(str(tenant_id), borrowed, priority_rank(priority_class))
-        windows[res_id] = (min(start, seen[0]), max(end, seen[1]), owner) if seen else (start, end, owner)
+        if seen is None:
+            windows[res_id] = (start, end, Owner(str(tenant_id), borrowed, priority_rank(priority_class)))
+        elif start < seen[0] or end > seen[1]:
+            windows[res_id] = (min(start, seen[0]), max(end, seen[1]), seen[2])
     for res_id, (start, end, owner) in windows.items():
         state.book(f"r{res_id}", owner, tuple(sorted(masks[res_id].items())), start.timestamp(), end.timestamp())
 
