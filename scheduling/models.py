@@ -118,6 +118,34 @@ class Pool(models.Model):
         return self.name
 
 
+class BookingGeneration(models.Model):
+    """Bumped by every change to the bookings of the pool's nodes (an upsert: its row lock orders
+    the bumps as they commit); each bump writes :class:`BookingChange` rows. A row of its own, not
+    a column of the pool, so that only writers of bookings ever wait on it."""
+
+    pool = models.OneToOneField(Pool, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    generation = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"pool {self.pool_id} bookings at {self.generation}"
+
+
+class BookingChange(models.Model):
+    """A reservation whose allocations on the pool's nodes changed at ``generation``: the deltas a
+    process's cached pool snapshot applies (:mod:`scheduling.services.snapshots`). Not a foreign
+    key to the reservation: the row outlives nothing and must never block a delete."""
+
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="booking_changes")
+    generation = models.BigIntegerField()
+    reservation_id = models.BigIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["pool", "generation"], name="booking_change_pool_gen")]
+
+    def __str__(self) -> str:
+        return f"pool {self.pool_id} reservation {self.reservation_id} at {self.generation}"
+
+
 class PriorityClass(models.TextChoices):
     TRAINING = "training"
     INFERENCE = "inference"

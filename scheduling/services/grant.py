@@ -15,6 +15,7 @@ from console.tenancy.errors import Conflict
 from scheduling.models import Reservation, ReservationAllocation
 from scheduling.placement import Placement
 from scheduling.services.quotas import service_level
+from scheduling.services.snapshots import touch
 from scheduling.services.topology import NamedTopology
 
 
@@ -65,6 +66,7 @@ def grant(
         ],
         batch_size=2000,
     )
+    touch((named.node_pks[node] for node in placement.node_ids), [reservation.pk])
     audit.record(actor, action, reservation, before=before, after=audit.snapshot(reservation))
     enqueue_reconcile(pool.fabric_id)
     return reservation

@@ -28,6 +28,7 @@ from scheduling.services.locks import lock_nodes, quota_for_update, reservation_
 from scheduling.services.publish import enqueue_queue_pass
 from scheduling.services.quotas import usage
 from scheduling.services.rights import check_manage
+from scheduling.services.snapshots import touch
 
 S = Reservation.Status
 TRANSITIONS: dict[str, frozenset[str]] = {
@@ -68,8 +69,11 @@ def transition(reservation: Reservation, new: str) -> None:
 
 def truncate_allocations(reservation: Reservation, at: dt.datetime) -> None:
     """Free the reservation's GPUs from ``at`` on (its past stays recorded)."""
-    ReservationAllocation.objects.filter(reservation=reservation, start__gte=at).delete()
-    ReservationAllocation.objects.filter(reservation=reservation, end__gt=at).update(end=at)
+    mine = ReservationAllocation.objects.filter(reservation=reservation)
+    nodes = set(mine.filter(end__gt=at).values_list("node_id", flat=True))
+    mine.filter(start__gte=at).delete()
+    mine.filter(end__gt=at).update(end=at)
+    touch(nodes, [reservation.pk])  # the pools' cached snapshots reload it
     if reservation.start < at < reservation.end:
         reservation.end = at
 
@@ -188,6 +192,7 @@ def extend(actor: Actor, principal: Principal, reservation: Reservation, new_end
                 )
             before = audit.snapshot(reservation)
             mine.update(end=new_end)
+            touch(mine.values_list("node_id", flat=True), [reservation.pk])
             reservation.end = new_end
             reservation.save(update_fields=["end", "updated_at"])
             audit.record(actor, "reservation.extend", reservation, before=before, after=audit.snapshot(reservation))

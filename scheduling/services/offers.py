@@ -15,8 +15,9 @@ from typing import Any
 
 from console.tenancy.models import Tenant
 from scheduling.models import Pool, Quota, Reservation
+from scheduling.services.decision import Decision, ReservationRequest, decide
 from scheduling.services.pricing import price_book
-from scheduling.services.reservations import Decision, ReservationRequest, Snapshot, decide
+from scheduling.services.snapshots import Snapshot
 
 #: Rejection codes no alternative cures (no quota at all, or nothing in the pool can ever match).
 HOPELESS = {"no_quota", "no_eligible_nodes", "invalid"}

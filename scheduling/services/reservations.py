@@ -10,105 +10,74 @@ cannot be placed is stored as ``rejected`` with the engine's explanation.
 The engine gets every reservation's owner (tenant, borrowed, priority rank) and the pool's
 topology-shaped guarantees (``Quota.guaranteed_leaf_groups``), so a non-borrowed request never
 fragments the pool past another tenant's "N whole leaf groups", and reclaim of borrowed capacity
-takes lower priority classes first (:data:`PRIORITY_RANK`).
+takes lower priority classes first (:data:`.snapshots.PRIORITY_RANK`).
 """
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import datetime as dt
 import logging
-from collections import defaultdict
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable
 from typing import Any
 
 from django.db import IntegrityError, OperationalError, transaction
-from django.db.models import F, Max, Min, Sum, Value
 from django.utils import timezone
 
 from console.tenancy import audit
 from console.tenancy.context import Actor
-from console.tenancy.errors import Conflict, Forbidden, Invalid, NotFound
-from console.tenancy.horizon import check_within_horizon
+from console.tenancy.errors import Conflict, Forbidden
 from console.tenancy.models import Principal, Tenant
-from scheduling.models import (
-    GPU,
-    Node,
-    Pool,
-    PriorityClass,
-    Quota,
-    Reservation,
-    ReservationAllocation,
+from scheduling.models import Node, Pool, Quota, Reservation
+from scheduling.placement import Placement
+from scheduling.services import offers, snapshots
+from scheduling.services.decision import (
+    MAX_SIZE,
+    MAX_WINDOW,
+    PAST_TOLERANCE,
+    Decision,
+    ReservationRequest,
+    constraint_columns,
+    decide,
+    engine_request,
+    explanation,
+    pool_of,
+    tenant_of,
+    window_of,
 )
-from scheduling.placement import (
-    NodeState,
-    Owner,
-    Placement,
-    PlacementEngine,
-    Rejection,
-    Request,
-    ShapedGuarantees,
-    reclaim_plan,
-)
-from scheduling.placement.queue import packed_limit
-from scheduling.placement.registry import ConstraintError, build_constraints
 from scheduling.services.grant import grant
 from scheduling.services.lifecycle import preempt
-from scheduling.services.locks import lock_nodes, quota_for_update
+from scheduling.services.locks import lock_nodes, quota_for_update, reservations_for_update
 from scheduling.services.naming import default_name
-from scheduling.services.quotas import usage
-from scheduling.services.topology import NamedTopology, pool_topology
+from scheduling.services.snapshots import Snapshot, lend, priority_rank
+
+# The decision's names stay importable from here (the service's public face).
+__all__ = [
+    "MAX_SIZE",
+    "MAX_WINDOW",
+    "PAST_TOLERANCE",
+    "Decision",
+    "ReservationRequest",
+    "Snapshot",
+    "Unplaced",
+    "constraint_columns",
+    "decide",
+    "engine_request",
+    "explanation",
+    "lend",
+    "pool_of",
+    "preview",
+    "priority_rank",
+    "reserve",
+    "snapshot",
+    "tenant_of",
+    "window_of",
+]
 
 log = logging.getLogger(__name__)
 
-MAX_WINDOW = Reservation.MAX_WINDOW
-#: A start this far in the past is taken as "now" (clock skew, form latency); older is an error.
-PAST_TOLERANCE = dt.timedelta(minutes=5)
-MAX_SIZE = 1_000_000
 MAX_ATTEMPTS = 5
 RETRYABLE_SQLSTATES = {"40001", "40P01"}  # serialization failure, deadlock
-#: Reclaim order of priority classes (``Owner.priority``): lower ranks are preempted first.
-#: Best-effort is preemptible by definition; training checkpoints and restarts; inference serves
-#: live traffic. The same order as the default service levels (0, 1, 2).
-PRIORITY_RANK: dict[str, int] = {
-    PriorityClass.BEST_EFFORT: 0,
-    PriorityClass.TRAINING: 1,
-    PriorityClass.INFERENCE: 2,
-}
-
-
-def priority_rank(priority_class: str) -> int:
-    """The reclaim rank of a priority class (unknown classes rank as training)."""
-    return PRIORITY_RANK.get(priority_class, PRIORITY_RANK[PriorityClass.TRAINING])
-
-
-@dataclass(frozen=True, kw_only=True)
-class ReservationRequest:
-    """What a tenant asks for. Size: ``gpus`` (whole nodes above one node) or ``nodes``.
-
-    Window: ``start`` (default now) and ``end`` or ``duration``. Operators name ``tenant_id``.
-    ``constraints`` maps the parameters of the registered constraint types
-    (:mod:`scheduling.placement.registry`: ``gpu_model``, ``same_leaf``, ``max_switch_hops``,
-    ``rail_aligned``, …) to values; an absent parameter takes its default.
-    """
-
-    pool_id: int
-    gpus: int | None = None
-    nodes: int | None = None
-    start: dt.datetime | None = None
-    end: dt.datetime | None = None
-    duration: dt.timedelta | None = None
-    priority_class: str = PriorityClass.TRAINING
-    constraints: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    name: str = ""
-    tenant_id: int | None = None
-    #: ``start: "asap"``: queued when it does not fit now (:mod:`.queue`); needs ``duration``.
-    asap: bool = False
-    #: Patience of an asap request (default: the pool's ``default_max_wait``).
-    max_wait: dt.timedelta | None = None
-    #: Only a packed placement (:func:`scheduling.placement.queue.packed_limit`) is acceptable.
-    packed: bool = False
 
 
 #: Called inside the reserve transaction with a request that could not be placed; returns True
@@ -116,232 +85,13 @@ class ReservationRequest:
 Unplaced = Callable[[Reservation, "Snapshot", "Decision", ReservationRequest], bool]
 
 
-@dataclass
-class Snapshot:
-    """A pool's engine loaded with every booking from the database, at ``now``."""
-
-    named: NamedTopology
-    engine: PlacementEngine
-    now: dt.datetime
-
-
-@dataclass
-class Decision:
-    """The outcome of one placement attempt (shared by preview and reserve)."""
-
-    start: dt.datetime
-    end: dt.datetime
-    gpus: int
-    quota: Quota | None
-    held_gpus: int
-    borrowed: bool
-    result: Placement | Rejection
-    code: str = ""  # rejection code: no_quota | over_quota | the engine's reason
-
-    @property
-    def placed(self) -> bool:
-        return isinstance(self.result, Placement)
-
-
-# ---------------------------------------------------------------- validation
-
-
-def window_of(request: ReservationRequest, now: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
-    """The request's half-open window, or a 400 naming the field."""
-    if request.asap and (request.start is not None or request.end is not None or request.duration is None):
-        raise Invalid("start asap takes a duration, not start or end", fields={"start": ["asap needs a duration"]})
-    if request.max_wait is not None and not request.asap:
-        raise Invalid("max_wait applies to asap requests", fields={"max_wait_minutes": ["only with start asap"]})
-    start = request.start or now
-    for field, value in (("start", request.start), ("end", request.end)):
-        if value is not None and timezone.is_naive(value):
-            raise Invalid(f"{field} needs a time zone", fields={field: ["give an offset or Z"]})
-        check_within_horizon(field, value, now=now)
-    if start < now - PAST_TOLERANCE:
-        raise Invalid("the window starts in the past", fields={"start": ["in the past"]})
-    start = max(start, now)
-    if request.end is not None and request.duration is not None:
-        raise Invalid("give end or duration, not both", fields={"end": ["or duration"]})
-    if request.duration is not None and request.duration <= dt.timedelta(0):
-        raise Invalid("the duration must be positive", fields={"duration": ["must be positive"]})
-    end = request.end or (start + request.duration if request.duration else None)
-    if end is None:
-        raise Invalid("give end or duration", fields={"end": ["required (or duration)"]})
-    if end <= start:
-        raise Invalid("the window must end after it starts", fields={"end": ["not after start"]})
-    if end - start > MAX_WINDOW:
-        raise Invalid(f"windows are at most {MAX_WINDOW.days} days", fields={"end": ["too far"]})
-    return start, end
-
-
-def engine_request(request: ReservationRequest, start: dt.datetime, end: dt.datetime) -> Request:
-    """The engine's :class:`Request`; size and constraint errors become 400s."""
-    for field in ("gpus", "nodes"):
-        value = getattr(request, field)
-        if value is not None and not 1 <= value <= MAX_SIZE:
-            raise Invalid(f"{field} must be between 1 and {MAX_SIZE}", fields={field: ["range"]})
-    try:
-        constraints = build_constraints(request.constraints)
-    except ConstraintError as exc:
-        raise Invalid(str(exc), fields={exc.param: [exc.code]}) from None
-    if request.priority_class not in PriorityClass.values:
-        raise Invalid("unknown priority class", fields={"priority_class": PriorityClass.values})
-    try:
-        return Request(
-            gpus=request.gpus,
-            nodes=request.nodes,
-            start=start.timestamp(),
-            end=end.timestamp(),
-            constraints=constraints,
-        )
-    except ValueError as exc:
-        raise Invalid(str(exc), fields={"gpus": [str(exc)]}) from None
-
-
-def constraint_columns(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The reservation row's fields for the constraint parameters asked: the built-in ones in
-    columns of the same name, every other one in ``constraint_params``."""
-    columns = {f.name for f in Reservation._meta.concrete_fields} - {"constraint_params"}
-    given = {name: value for name, value in values.items() if value is not None}
-    fields = {name: value for name, value in given.items() if name in columns}
-    fields["constraint_params"] = {name: value for name, value in given.items() if name not in columns}
-    return fields
-
-
-def tenant_of(principal: Principal, request: ReservationRequest) -> Tenant:
-    """Tenant users reserve for their own tenant (a posted tenant is ignored); operators name one."""
-    if principal.role is None:
-        raise Forbidden("you have no role in this console")
-    if not principal.sees_all_tenants:
-        assert principal.tenant_id is not None  # Membership's check constraint: tenant roles have a tenant
-        return Tenant.objects.get(pk=principal.tenant_id)
-    if request.tenant_id is None:
-        raise Invalid("operators must say which tenant reserves", fields={"tenant": ["required"]})
-    tenant = Tenant.objects.filter(pk=request.tenant_id).first()
-    if tenant is None:
-        raise Invalid("unknown tenant", fields={"tenant": ["unknown"]})
-    return tenant
-
-
-def pool_of(pool_id: int) -> Pool:
-    pool = Pool.objects.select_related("fabric").filter(pk=pool_id).first()
-    if pool is None:
-        raise NotFound("no such pool")
-    return pool
-
-
 # ---------------------------------------------------------------- engine from database state
 
 
 def snapshot(pool: Pool, now: dt.datetime) -> Snapshot:
-    """The pool's engine with node states, failed GPUs, the shaped guarantees of the pool's
-    quotas and every allocation ending after now (owner: tenant, borrowed, priority rank)."""
-    named = pool_topology(pool)
-    shaped = Quota.objects.filter(pool=pool, guaranteed_leaf_groups__gt=0).values_list(
-        "tenant_id", "guaranteed_leaf_groups"
-    )
-    engine = PlacementEngine(
-        named.topology,
-        now=now.timestamp(),
-        guards=[ShapedGuarantees({str(tenant_id): groups for tenant_id, groups in shaped})],
-    )
-    index_of = {pk: i for i, pk in enumerate(named.node_pks)}
-    in_pool = Pool.nodes.through.objects.filter(pool_id=pool.pk).values("node_id")
-    states = Node.objects.filter(pk__in=in_pool).exclude(state=Node.State.AVAILABLE).order_by()
-    for pk, state in states.values_list("pk", "state"):
-        engine.set_node_state(index_of[pk], NodeState(state))
-    failed = GPU.objects.filter(node_id__in=in_pool, health=GPU.Health.FAILED).order_by()
-    for pk in set(failed.values_list("node_id", flat=True)):
-        engine.set_node_state(index_of[pk], NodeState.DOWN)
-    # One row per (reservation, node) with its GPUs as a bit mask, then one row per reservation
-    # with its owner and window. ``order_by()`` drops the models' default orderings, which would
-    # join five tables and sort every allocation row.
-    rows = ReservationAllocation.objects.filter(node_id__in=in_pool, end__gt=now).order_by()
-    masks: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    gpu_bit = Value(1).bitleftshift(F("gpu__index"))  # type: ignore[arg-type]  # stub wants int; any expression works
-    for res_id, node_pk, mask in (
-        rows.values("reservation_id", "node_id")
-        .annotate(mask=Sum(gpu_bit, distinct=True))
-        .values_list("reservation_id", "node_id", "mask")
-    ):
-        masks[res_id].append((index_of[node_pk], int(mask)))
-    owners = rows.values("reservation_id").annotate(
-        first=Min("start"),
-        last=Max("end"),
-        tenant=F("reservation__tenant_id"),
-        borrowed=F("reservation__borrowed"),
-        priority=F("reservation__priority_class"),
-    )
-    for row in owners.values_list("reservation_id", "first", "last", "tenant", "borrowed", "priority"):
-        res_id, start, end, tenant_id, borrowed, priority_class = row
-        engine.state.book(
-            f"r{res_id}",
-            Owner(str(tenant_id), borrowed, priority_rank(priority_class)),
-            tuple(masks[res_id]),
-            start.timestamp(),
-            end.timestamp(),
-        )
-    return Snapshot(named, engine, now)
-
-
-def decide(snap: Snapshot, request: ReservationRequest, tenant: Tenant, pool: Pool, quota: Quota | None) -> Decision:
-    """Quota check, then placement (with reclaim of borrowed capacity inside a guarantee).
-
-    The request is the tenant's, borrowed or not: a non-borrowed one must keep the other
-    tenants' shaped guarantees placeable; within its guarantee a tenant may take back any
-    borrowed capacity of others, lower priority classes first.
-    """
-    start, end = window_of(request, snap.now)
-    wanted = engine_request(request, start, end)
-    engine = snap.engine
-    shape = engine.shape(wanted)
-    gpus = shape.nodes * shape.gpus_per_node if shape else (request.gpus or 0)
-    held = usage(tenant.pk, pool.pk, start, end)
-    if quota is None:
-        message = f"tenant {tenant.name!r} has no quota in pool {pool.name!r}"
-        return Decision(start, end, gpus, None, held, False, Rejection("no_quota", message), "no_quota")
-    if held + gpus > quota.limit_gpus:
-        message = (
-            f"over quota: {gpus} GPUs requested; tenant {tenant.name!r} already holds up to {held} "
-            f"GPUs in pool {pool.name!r} in that window, of a limit of {quota.limit_gpus} "
-            f"({quota.guaranteed_gpus} guaranteed + {quota.borrow_limit_gpus} borrowable); "
-            f"headroom {max(0, quota.limit_gpus - held)} GPUs"
-        )
-        details = {
-            "requested_gpus": gpus,
-            "held_gpus": held,
-            "limit_gpus": quota.limit_gpus,
-            "guaranteed_gpus": quota.guaranteed_gpus,
-            "borrow_limit_gpus": quota.borrow_limit_gpus,
-        }
-        rejection = Rejection("over_quota", message, details)
-        return Decision(start, end, gpus, quota, held, True, rejection, "over_quota")
-    borrowed = held + gpus > quota.guaranteed_gpus
-    owner = Owner(str(tenant.pk), borrowed, priority_rank(request.priority_class))
-    wanted = replace(wanted, owner=owner)
-    limit = packed_limit(engine, wanted) if request.packed else None
-    if limit is not None:
-        wanted = replace(wanted, constraints=(*wanted.constraints, limit))
-    result = engine.preview(wanted, explain=True)
-    if isinstance(result, Rejection) and not borrowed:
-        # Within its guarantee the tenant may take back capacity others borrowed.
-        reclaimed = reclaim_plan(engine, wanted)
-        if isinstance(reclaimed, Placement):
-            result = reclaimed
-    code = "" if isinstance(result, Placement) else str(result.reason)
-    return Decision(start, end, gpus, quota, held, borrowed, result, code)
-
-
-def explanation(decision: Decision) -> dict[str, Any]:
-    """The rejection's figures, with epoch times as ISO strings."""
-    if not isinstance(decision.result, Rejection):
-        return {}
-    details: dict[str, Any] = {}
-    for key, value in decision.result.details.items():
-        if key in {"window_start", "window_end", "earliest_start", "earliest_end"} and isinstance(value, int | float):
-            value = dt.datetime.fromtimestamp(value, dt.UTC).isoformat()
-        details[key] = value
-    return {"reason": decision.code, "message": decision.result.message, "details": details}
+    """A fresh, private engine of the pool at ``now`` (:func:`.snapshots.snapshot`); the hot paths
+    lend the process's cached one instead (:func:`.snapshots.lend`)."""
+    return snapshots.snapshot(pool, now)
 
 
 # ---------------------------------------------------------------- preview
@@ -355,8 +105,10 @@ def preview(principal: Principal, request: ReservationRequest) -> dict[str, Any]
     tenant = tenant_of(principal, request)
     pool = pool_of(request.pool_id)
     quota = Quota.objects.filter(tenant=tenant, pool=pool).first()
-    snap = snapshot(pool, timezone.now())
-    decision = decide(snap, request, tenant, pool, quota)
+    with lend(pool, timezone.now()) as snap:
+        decision = decide(snap, request, tenant, pool, quota)
+        described = snap.named.describe(decision.result) if isinstance(decision.result, Placement) else None
+        alternatives = offers.offers(snap, request, tenant, pool, quota, decision)
     body: dict[str, Any] = {
         "placeable": decision.placed,
         "start": decision.start,
@@ -373,15 +125,12 @@ def preview(principal: Principal, request: ReservationRequest) -> dict[str, Any]
         "rejection": None,
     }
     if isinstance(decision.result, Placement):
-        body["placement"] = snap.named.describe(decision.result)
+        body["placement"] = described
         body["preempts"] = [int(b[1:]) for b in decision.result.preempts]
     else:
         body["rejection"] = explanation(decision)
-    # Imported here: offers builds on decide() of this module.
-    from scheduling.services import offers
-
     body.update(offers.quote(pool, request, decision))
-    body["offers"] = offers.offers(snap, request, tenant, pool, quota, decision)
+    body["offers"] = alternatives
     return body
 
 
@@ -406,6 +155,7 @@ def reserve(
             return _reserve_once(actor, principal, tenant, pool, request, unplaced)
         except IntegrityError as exc:
             log.info("reservation retry after constraint violation: %s", exc)
+            snapshots.forget(pool.pk)  # a writer that bypassed snapshots.touch: load the pool whole
         except OperationalError as exc:
             if not _retryable(exc):
                 raise
@@ -426,11 +176,12 @@ def _reserve_once(
     request: ReservationRequest,
     unplaced: Unplaced | None,
 ) -> Reservation:
-    with transaction.atomic():
+    with transaction.atomic(), contextlib.ExitStack() as stack:
         quota = quota_for_update(tenant_id=tenant.pk, pool_id=pool.pk)
         lock_nodes(Node.objects.filter(pools=pool).values("pk"))
-        # The clock is read after the locks: waiting for them may take a while.
-        snap = snapshot(pool, timezone.now())
+        # The clock is read after the locks: waiting for them may take a while; the cached
+        # snapshot is brought up to date under them.
+        snap = stack.enter_context(lend(pool, timezone.now()))
         decision = decide(snap, request, tenant, pool, quota)
         reservation = Reservation(
             tenant=tenant,
@@ -455,6 +206,9 @@ def _reserve_once(
             audit.record(actor, "reservation.reject", reservation, after=audit.snapshot(reservation))
             return reservation
         placement = decision.result
+        # Every victim's row before winding any down: once a wind-down has bumped the pool's
+        # booking generation (snapshots.touch) this transaction waits on no other row.
+        list(reservations_for_update(Reservation.objects.filter(pk__in=[int(v[1:]) for v in placement.preempts])))
         for victim in placement.preempts:
             preempt(actor, int(victim[1:]), now=snap.now)
         reservation.borrowed = decision.borrowed

@@ -8,8 +8,9 @@ a tail of large gangs), 1 to 8 hours, in random order. The first ones fill the f
 rest each get an estimated start (one earliest-window search per request, backfilled around the
 requests ahead of it: the head by the engine's earliest-window search, the others from the
 pool's free-from profile). Every repetition starts from a fresh copy of the pool state, so each
-pass sees the same state; the topology (and its cached eligibility) is shared, as in the console. Timed: the pass alone (the service adds its snapshot load, measured by
-``bench_scheduling``'s preview/reserve figures).
+pass sees the same state; the topology (and its cached eligibility) is shared, as in the console. Timed: the pass alone (the same
+parameters as the console's service pass: EASY backfill, estimates from the free-from profile).
+``bench_scheduling`` times the service pass (locks, cached snapshot, pass, writes) on its pool.
 
 Run: ``.venv/bin/python tests/benchmarks/bench_queue.py [--repeat N] [--depth N]``.
 Prints ONE JSON line with the median; target under 100 ms.

@@ -8,8 +8,16 @@
    random) through the real service path: ``preview`` (snapshot of the pool from the database +
    quota + engine decision) and ``reserve`` (locks, decision, inserts, commit), each followed by a
    release so every request sees the same fragmentation. The engine decision alone is timed too.
+   Preview and reserve lend the process's cached pool snapshot (``services.snapshots``), brought
+   up to date by the bookings changed since (each reserve and release is one); ``--fresh``
+   measures the old way (a full snapshot load per request) in the same process, for comparison.
+3. Unless ``--no-service``: queue passes through the service (``services.queue.queue_pass``:
+   locks, snapshot, the pass, writes) over ``--queued`` (500) queued requests of 8 to 1,024 GPUs
+   on that pool: the first (committed) places what fits now, a grant each, and is timed once;
+   then the steady pass (nothing more fits; every request's estimate and position refreshed),
+   timed ``repeat`` times, each rolled back so every pass sees the same queue.
 
-Run: ``.venv/bin/python tests/benchmarks/bench_scheduling.py [--requests N] [--no-service]``
+Run: ``.venv/bin/python tests/benchmarks/bench_scheduling.py [--requests N] [--fresh] [--no-service]``
 (uses ``DATABASE_URL`` when set, creating and dropping a ``test_…`` database).
 Ends by printing ONE JSON line. Traces: Kalos from InternLM/AcmeTrace (Hu et al., NSDI 2024),
 CC BY 4.0.
@@ -62,7 +70,7 @@ def kalos_side_by_side() -> dict:
     return out
 
 
-def service_path(requests: int, seed: int) -> dict:
+def service_path(requests: int, seed: int, fresh: bool, queued: int) -> dict:
     from django.db import connection
     from django.test.utils import setup_databases, teardown_databases
     from django.utils import timezone
@@ -72,7 +80,7 @@ def service_path(requests: int, seed: int) -> dict:
     from console.tenancy.models import Principal, Role, Tenant
     from designer import services as designer_services
     from scheduling.models import GPU, Node, Reservation, ReservationAllocation
-    from scheduling.services import inventory, lifecycle, quotas, reservations
+    from scheduling.services import inventory, lifecycle, quotas, reservations, snapshots
     from scheduling.services.reservations import ReservationRequest, decide, snapshot
 
     old = setup_databases(verbosity=0, interactive=False)
@@ -116,7 +124,11 @@ def service_path(requests: int, seed: int) -> dict:
         principal = Principal(None, Role.TENANT_ADMIN, tenant.pk)
         request = ReservationRequest(pool_id=pool.pk, gpus=128, duration=dt.timedelta(hours=2))
         previews, reserves, decisions, groups = [], [], [], []
-        reservations.preview(principal, request)  # warm the topology cache
+        reservations.preview(principal, request)  # warm the topology cache (and the snapshot's)
+        if fresh:  # every lend a private full load: the path before the cache
+            snapshots.lend = _fresh_lend(snapshots)
+            reservations.lend = snapshots.lend
+        snapshots.stats.clear()
         for _ in range(requests):
             t = time.perf_counter()
             body = reservations.preview(principal, request)
@@ -132,6 +144,8 @@ def service_path(requests: int, seed: int) -> dict:
             groups.append(len(made.placement["leaf_groups"]))
             lifecycle.release(actor, principal, made)
         assert decide  # imported for the docstring's claim: preview and reserve share it
+        lends = dict(snapshots.stats)
+        passes = queue_passes(pool, queued, seed, fresh)
         return {
             "pool_gpus": 16384,
             "busy_nodes": len(rows) // 8,
@@ -145,9 +159,83 @@ def service_path(requests: int, seed: int) -> dict:
             "reserve_ms_p50": round(percentile(reserves, 50), 2),
             "reserve_ms_p99": round(percentile(reserves, 99), 2),
             "leaf_groups_per_128_gpu_reservation": round(sum(groups) / len(groups), 3),
+            "snapshot": "fresh" if fresh else "cached",
+            "snapshot_lends": lends,
+            **passes,
         }
     finally:
         teardown_databases(old, verbosity=0)
+
+
+def _fresh_lend(snapshots):
+    import contextlib
+
+    @contextlib.contextmanager
+    def lend(pool, now):
+        snapshots.stats["private"] += 1
+        yield snapshots.snapshot(pool, now)
+
+    return lend
+
+
+def queue_passes(pool, queued: int, seed: int, fresh: bool, repeat: int = 7) -> dict:
+    """``repeat`` service queue passes over ``queued`` queued requests, each rolled back."""
+    from django.db import transaction
+    from django.utils import timezone
+
+    from console.tenancy.context import Actor
+    from console.tenancy.models import Principal, Role, Tenant
+    from scheduling.models import Reservation
+    from scheduling.services import queue, quotas, snapshots
+
+    if fresh:
+        queue.lend = _fresh_lend(snapshots)
+    actor, operator = Actor.system("bench"), Principal(None, Role.OPERATOR, None)
+    rng = random.Random(seed)
+    sizes = (8, 8, 8, 8, 16, 16, 32, 64, 128, 256, 512, 1024)
+    tenants = []
+    for i in range(8):
+        tenant = Tenant.objects.create(name=f"Queue {i}", slug=f"queue-{i}")
+        quotas.set_quota(actor, operator, tenant=tenant, pool=pool, guaranteed_gpus=0, borrow_limit_gpus=16384)
+        tenants.append(tenant)
+    now = timezone.now()
+    rows = []
+    for i in range(queued):
+        gpus = rng.choice(sizes)
+        start = now + dt.timedelta(seconds=i)
+        rows.append(
+            Reservation(
+                tenant=tenants[i % 8],
+                pool=pool,
+                fabric_id=pool.fabric_id,
+                status=Reservation.Status.QUEUED,
+                requested_gpus=gpus,
+                gpus=gpus,
+                start=start,
+                end=start + dt.timedelta(hours=rng.uniform(1, 8)),
+                queued_at=start,
+            )
+        )
+    Reservation.objects.bulk_create(rows)
+    t = time.perf_counter()
+    first = queue.queue_pass(pool.pk)  # committed: places what fits now (a grant each)
+    placing_ms = (time.perf_counter() - t) * 1000
+    times, counts = [], {}
+    for _ in range(repeat + 1):
+        with transaction.atomic():
+            t = time.perf_counter()
+            counts = queue.queue_pass(pool.pk)
+            times.append((time.perf_counter() - t) * 1000)
+            transaction.set_rollback(True)
+    times = times[1:]  # the first warms the caches
+    return {
+        "queue_pass_queued": queued,
+        "queue_pass_placing_ms": round(placing_ms, 1),
+        "queue_pass_placed": first["placed"],
+        "queue_pass_waiting": counts.get("queued", 0),
+        "queue_pass_ms_median": round(percentile(times, 50), 1),
+        "queue_pass_ms_max": round(max(times), 1),
+    }
 
 
 def main() -> None:
@@ -155,10 +243,15 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=100)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--no-service", action="store_true")
+    parser.add_argument("--fresh", action="store_true", help="a full snapshot load per request (before the cache)")
+    parser.add_argument("--queued", type=int, default=500)
+    parser.add_argument("--no-kalos", action="store_true")
     args = parser.parse_args()
-    result = {"bench": "scheduling", "kalos_2048": kalos_side_by_side()}
+    result: dict = {"bench": "scheduling"}
+    if not args.no_kalos:
+        result["kalos_2048"] = kalos_side_by_side()
     if not args.no_service:
-        result["service_16k"] = service_path(args.requests, args.seed)
+        result["service_16k"] = service_path(args.requests, args.seed, args.fresh, args.queued)
     print(json.dumps(result))
 
 

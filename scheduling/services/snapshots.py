@@ -1,0 +1,349 @@
+"""A pool's engine loaded from the database, and a per-process cache of it kept current by deltas.
+
+:func:`snapshot` loads everything (node states, failed GPUs, the quotas' shaped guarantees and
+every allocation ending after ``now``): ~70 ms on a 16,384-GPU pool with a thousand bookings.
+:func:`lend` lends the process's cached engine of the pool instead, brought up to date first:
+
+- **Bookings.** Every writer of allocations (``grant``, ``truncate_allocations``, ``extend``)
+  calls :func:`touch` in its transaction: it bumps the :class:`~scheduling.models.BookingGeneration`
+  of every pool holding the touched nodes (an upsert: the row lock orders the bumps as they commit) and
+  writes one :class:`~scheduling.models.BookingChange` row per reservation. A reader reads the
+  generation first (one row), then reloads only the reservations changed since its cached
+  generation (idempotently: drop the booking, book what the database holds now). A gap in the
+  change rows (pruned), a clock that went back, a conflict, or the cache's age past
+  :data:`MAX_AGE` (a safety net against writers that bypass the services) mean a full reload.
+- **Time.** ``PoolState.advance(now)`` ends bookings whose end passed and starts those whose start
+  came, as the database's ``end > now`` filter does.
+- **Node states, failed GPUs, shaped guarantees**: re-read on every lend (three small queries:
+  their writers are many and their rows few). Membership: the pool's topology (cached by
+  ``Pool.version``) must be the same object, else full reload.
+
+The cache is the process's own (each gunicorn/Celery worker has one); the database stays the truth.
+A reserve lends it after taking its row locks, so the refresh sees every booking committed before
+them. A lend that finds the cache busy (another thread) or the pool touched by the current,
+uncommitted transaction gets a private fresh :func:`snapshot` instead: the cache never holds
+uncommitted state, and nobody waits on it. Whatever the borrower books into the engine (the queue
+pass books its forecasts) is released when the lend ends; an exception drops the cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from django.db import connection
+from django.db.models import F, Max, Min, Sum, Value
+
+from scheduling.models import (
+    GPU,
+    BookingChange,
+    BookingGeneration,
+    Node,
+    Pool,
+    PriorityClass,
+    Quota,
+    ReservationAllocation,
+)
+from scheduling.placement import NodeState, Owner, PlacementEngine, ShapedGuarantees
+from scheduling.placement.state import BookingConflict, PoolState
+from scheduling.services.topology import NamedTopology, pool_topology
+
+#: Reclaim order of priority classes (``Owner.priority``): lower ranks are preempted first.
+#: Best-effort is preemptible by definition; training checkpoints and restarts; inference serves
+#: live traffic. The same order as the default service levels (0, 1, 2).
+PRIORITY_RANK: dict[str, int] = {
+    PriorityClass.BEST_EFFORT: 0,
+    PriorityClass.TRAINING: 1,
+    PriorityClass.INFERENCE: 2,
+}
+#: A cached snapshot older than this is reloaded whole (writers that bypass :func:`touch`).
+MAX_AGE = 300.0
+#: Change rows kept per pool (a reader further behind reloads whole).
+KEEP_CHANGES = 5000
+#: Bookings a borrower added and the lend released (stale heap events): past this, reload whole.
+MAX_STALE_EVENTS = 100_000
+
+
+def priority_rank(priority_class: str) -> int:
+    """The reclaim rank of a priority class (unknown classes rank as training)."""
+    return PRIORITY_RANK.get(priority_class, PRIORITY_RANK[PriorityClass.TRAINING])
+
+
+@dataclass
+class Snapshot:
+    """A pool's engine loaded with every booking from the database, at ``now``."""
+
+    named: NamedTopology
+    engine: PlacementEngine
+    now: dt.datetime
+
+
+# ---------------------------------------------------------------- loading
+
+
+def _index_of(named: NamedTopology) -> dict[int, int]:
+    return {pk: i for i, pk in enumerate(named.node_pks)}
+
+
+def _guards(pool: Pool) -> list[ShapedGuarantees]:
+    shaped = Quota.objects.filter(pool=pool, guaranteed_leaf_groups__gt=0).values_list(
+        "tenant_id", "guaranteed_leaf_groups"
+    )
+    return [ShapedGuarantees({str(tenant_id): groups for tenant_id, groups in shaped})]
+
+
+def _node_states(pool: Pool, named: NamedTopology) -> dict[int, NodeState]:
+    """Engine index -> state of every node of the pool that is not available (failed GPU: down)."""
+    index_of = _index_of(named)
+    in_pool = Pool.nodes.through.objects.filter(pool_id=pool.pk).values("node_id")
+    states = Node.objects.filter(pk__in=in_pool).exclude(state=Node.State.AVAILABLE).order_by()
+    found = {index_of[pk]: NodeState(state) for pk, state in states.values_list("pk", "state")}
+    failed = GPU.objects.filter(node_id__in=in_pool, health=GPU.Health.FAILED).order_by()
+    for pk in set(failed.values_list("node_id", flat=True)):
+        found[index_of[pk]] = NodeState.DOWN
+    return found
+
+
+def _book(state: PoolState, named: NamedTopology, pool: Pool, now: dt.datetime) -> None:
+    """Book every allocation of the pool's nodes ending after ``now``: one row per (reservation, node) with its GPUs as a bit mask, then one row per
+    reservation with its owner and window. ``order_by()`` drops the models' default orderings,
+    which would join five tables and sort every allocation row."""
+    index_of = _index_of(named)
+    in_pool = Pool.nodes.through.objects.filter(pool_id=pool.pk).values("node_id")
+    rows = ReservationAllocation.objects.filter(node_id__in=in_pool, end__gt=now).order_by()
+    masks: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    gpu_bit = Value(1).bitleftshift(F("gpu__index"))  # type: ignore[arg-type]  # stub wants int; any expression works
+    for res_id, node_pk, mask in (
+        rows.values("reservation_id", "node_id")
+        .annotate(mask=Sum(gpu_bit, distinct=True))
+        .values_list("reservation_id", "node_id", "mask")
+    ):
+        masks[res_id].append((index_of[node_pk], int(mask)))
+    owners = rows.values("reservation_id").annotate(
+        first=Min("start"),
+        last=Max("end"),
+        tenant=F("reservation__tenant_id"),
+        borrowed=F("reservation__borrowed"),
+        priority=F("reservation__priority_class"),
+    )
+    for row in owners.values_list("reservation_id", "first", "last", "tenant", "borrowed", "priority"):
+        res_id, start, end, tenant_id, borrowed, priority_class = row
+        state.book(
+            f"r{res_id}",
+            Owner(str(tenant_id), borrowed, priority_rank(priority_class)),
+            tuple(sorted(masks[res_id])),
+            start.timestamp(),
+            end.timestamp(),
+        )
+
+
+def _book_few(state: PoolState, named: NamedTopology, now: dt.datetime, reservations: set[int]) -> None:
+    """Book what the database holds now of a few reservations on the pool's nodes: their rows
+    by the reservation index (a delta touches one or two reservations, not the pool)."""
+    index_of = _index_of(named)
+    rows = ReservationAllocation.objects.filter(reservation_id__in=sorted(reservations), end__gt=now).order_by()
+    masks: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    windows: dict[int, tuple[dt.datetime, dt.datetime, Owner]] = {}
+    for res_id, node_pk, index, start, end, tenant_id, borrowed, priority_class in rows.values_list(
+        "reservation_id",
+        "node_id",
+        "gpu__index",
+        "start",
+        "end",
+        "reservation__tenant_id",
+        "reservation__borrowed",
+        "reservation__priority_class",
+    ):
+        node = index_of.get(node_pk)
+        if node is None:
+            continue  # a node of another pool of the reservation's
+        masks[res_id][node] |= 1 << index
+        seen = windows.get(res_id)
+        if seen is None:
+            windows[res_id] = (start, end, Owner(str(tenant_id), borrowed, priority_rank(priority_class)))
+        elif start < seen[0] or end > seen[1]:
+            windows[res_id] = (min(start, seen[0]), max(end, seen[1]), seen[2])
+    for res_id, (start, end, owner) in windows.items():
+        state.book(f"r{res_id}", owner, tuple(sorted(masks[res_id].items())), start.timestamp(), end.timestamp())
+
+
+def snapshot(pool: Pool, now: dt.datetime) -> Snapshot:
+    """A fresh, private engine of the pool: node states, failed GPUs, the shaped guarantees of
+    the pool's quotas and every allocation ending after now (owner: tenant, borrowed, priority)."""
+    named = pool_topology(pool)
+    engine = PlacementEngine(named.topology, now=now.timestamp(), guards=_guards(pool))
+    for index, node_state in _node_states(pool, named).items():
+        engine.set_node_state(index, node_state)
+    _book(engine.state, named, pool, now)
+    return Snapshot(named, engine, now)
+
+
+# ---------------------------------------------------------------- writers
+
+
+def touch(node_ids: Iterable[int], reservation_ids: Iterable[int]) -> None:
+    """Record, in the current transaction, that these reservations' allocations on these nodes
+    changed: bump the generation of every pool holding one of the nodes (primary-key order) and
+    write its change rows. Call it after the allocation rows were written."""
+    reservations = sorted(set(reservation_ids))
+    pools = sorted(
+        set(Pool.nodes.through.objects.filter(node_id__in=list(set(node_ids))).values_list("pool_id", flat=True))
+    )
+    if not pools or not reservations:
+        return
+    table = connection.ops.quote_name(BookingGeneration._meta.db_table)
+    changes = []
+    with connection.cursor() as cursor:
+        for pool_id in pools:
+            cursor.execute(
+                f"INSERT INTO {table} (pool_id, generation) VALUES (%s, 1) "  # noqa: S608 - the table name is ours
+                f"ON CONFLICT (pool_id) DO UPDATE SET generation = {table}.generation + 1 RETURNING generation",
+                [pool_id],
+            )
+            generation = int(cursor.fetchone()[0])
+            changes += [BookingChange(pool_id=pool_id, generation=generation, reservation_id=r) for r in reservations]
+            if generation % 500 == 0:  # prune now and then, under the same row lock
+                BookingChange.objects.filter(pool_id=pool_id, generation__lte=generation - KEEP_CHANGES).delete()
+    BookingChange.objects.bulk_create(changes)
+    blocks = connection.atomic_blocks
+    if blocks:
+        _local.touched = (blocks[0], {*_touched_pools(), *pools})
+
+
+_local = threading.local()
+
+
+def _touched_pools() -> set[int]:
+    """Pools the current transaction touched (it is not committed yet): the outermost atomic
+    block that was open then is still open. A reused decorator's block may look open again:
+    a false "touched" only costs a private snapshot."""
+    touched = getattr(_local, "touched", None)
+    blocks = connection.atomic_blocks
+    if touched is None or not blocks or blocks[0] is not touched[0]:
+        return set()
+    return set(touched[1])
+
+
+# ---------------------------------------------------------------- the cache
+
+
+@dataclass
+class _Cached:
+    named: NamedTopology
+    state: PoolState
+    generation: int
+    loaded: float  # monotonic time of the last full load
+    marked: dict[int, NodeState] = field(default_factory=dict)
+    stale_events: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_cache: dict[int, _Cached] = {}
+_cache_lock = threading.Lock()
+#: Lends served, by how: hit (no change), delta, full (reload), private (fresh, cache not used).
+stats: dict[str, int] = defaultdict(int)
+
+
+def forget(pool_id: int | None = None) -> None:
+    """Drop the cached snapshot of a pool (all of them: tests): the next lend loads it whole."""
+    with _cache_lock:
+        if pool_id is None:
+            _cache.clear()
+        else:
+            _cache.pop(pool_id, None)
+
+
+@contextlib.contextmanager
+def lend(pool: Pool, now: dt.datetime) -> Iterator[Snapshot]:
+    """The pool's snapshot at ``now``, current as of this call (see the module docstring). The
+    engine is the borrower's until the ``with`` block ends; bookings it adds are undone then."""
+    named = pool_topology(pool)
+    with _cache_lock:
+        entry = _cache.get(pool.pk)
+        if entry is None or entry.named is not named:
+            entry = _cache[pool.pk] = _Cached(named, PoolState(named.topology, now.timestamp()), -1, 0.0)
+    if pool.pk in _touched_pools() or not entry.lock.acquire(blocking=False):
+        stats["private"] += 1
+        yield snapshot(pool, now)
+        return
+    try:
+        try:
+            _refresh(entry, pool, now)
+        except BaseException:
+            entry.generation = -1
+            raise
+        engine = PlacementEngine(named.topology, state=entry.state, guards=_guards(pool))
+        before = set(entry.state.bookings)
+        ok = False
+        try:
+            yield Snapshot(named, engine, now)
+            ok = True
+        except Exception:
+            ok = True  # an ordinary error: the engine's mutations are all-or-nothing
+            raise
+        finally:
+            added = [b for b in entry.state.bookings if b not in before]
+            if not ok or len(entry.state.bookings) - len(added) != len(before):
+                entry.generation = -1  # interrupted, or the borrower removed bookings: reload next time
+            else:
+                for booking_id in added:
+                    entry.state.release(booking_id)
+                entry.stale_events += len(added)
+    finally:
+        entry.lock.release()
+
+
+def _refresh(entry: _Cached, pool: Pool, now: dt.datetime) -> None:
+    # The generation first: changes committed after it are loaded too, and reloaded (idempotently)
+    # by the next refresh; never the other way round.
+    generation = BookingGeneration.objects.filter(pool_id=pool.pk).values_list("generation", flat=True).first() or 0
+    at = now.timestamp()
+    full = (
+        entry.generation < 0
+        or generation < entry.generation
+        or at < entry.state.now
+        or time.monotonic() - entry.loaded > MAX_AGE
+        or entry.stale_events > MAX_STALE_EVENTS
+    )
+    if not full and generation > entry.generation:
+        changed = list(
+            BookingChange.objects.filter(
+                pool_id=pool.pk, generation__gt=entry.generation, generation__lte=generation
+            ).values_list("generation", "reservation_id")
+        )
+        if len({g for g, _ in changed}) != generation - entry.generation:
+            full = True  # pruned past us
+        else:
+            try:
+                entry.state.advance(at)
+                reservations = {r for _, r in changed}
+                for res_id in reservations:
+                    if f"r{res_id}" in entry.state.bookings:
+                        entry.state.release(f"r{res_id}")
+                _book_few(entry.state, entry.named, now, reservations)
+                stats["delta"] += 1
+            except (BookingConflict, ValueError):
+                full = True
+    elif not full:
+        entry.state.advance(at)
+        stats["hit"] += 1
+    if full:
+        entry.state = PoolState(entry.named.topology, at)
+        entry.marked = {}
+        entry.stale_events = 0
+        entry.loaded = time.monotonic()
+        _book(entry.state, entry.named, pool, now)
+        stats["full"] += 1
+    entry.generation = generation
+    marked = _node_states(pool, entry.named)
+    for index in entry.marked.keys() - marked.keys():
+        entry.state.set_node_state(index, NodeState.AVAILABLE)
+    for index, node_state in marked.items():
+        if entry.marked.get(index) is not node_state:
+            entry.state.set_node_state(index, node_state)
+    entry.marked = marked
