@@ -24,13 +24,32 @@ from scheduling.services.usage import UsageQuery, usage_report
 from scheduling.usage import GroupBy
 
 
+def _percent(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1%}"
+
+
+def _is_date(value: str) -> bool:
+    try:
+        dt.date.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
 @login_required
 def usage(request: HttpRequest) -> HttpResponse:
     """Usage and chargeback over a window of whole UTC days (default: the last 30)."""
     principal = _principal(request, READERS)
     tenants = Tenant.objects.order_by("name") if principal.sees_all_tenants else None
-    form = UsageWindowForm(request.GET or None, tenants=tenants)
-    start, end, group_by, tenant_id = form.window(timezone.now().astimezone(dt.UTC).date())
+    today = timezone.now().astimezone(dt.UTC).date()
+    # The selector always shows the window it reports (the last 30 UTC days, today included).
+    data = request.GET.copy()
+    data.setdefault("end", (today + dt.timedelta(days=1)).isoformat())
+    end_text = str(data.get("end", ""))
+    default_start = dt.date.fromisoformat(end_text) - dt.timedelta(days=30) if _is_date(end_text) else None
+    data.setdefault("start", default_start.isoformat() if default_start else "")
+    form = UsageWindowForm(data, tenants=tenants)
+    start, end, group_by, tenant_id = form.window(today)
     try:
         query = UsageQuery.checked(start, end, group_by, tenant_id)
     except Invalid as exc:  # an inverted or too long window: say so, show the default
@@ -38,7 +57,17 @@ def usage(request: HttpRequest) -> HttpResponse:
         query = UsageQuery.checked(None, None, group_by, tenant_id)
     stack_by = GroupBy.TENANT if principal.sees_all_tenants else GroupBy.POOL
     report = usage_report(principal, query, stack_by=stack_by)
-    table = UsageTable(report.rows, group_label=GROUP_LABELS[group_by], currency=report.currency)
+    # A reservation or a day is one of neither a quota nor several reservations: no such columns.
+    exclude = {
+        GroupBy.RESERVATION: ("reservations", "guaranteed_utilisation"),
+        GroupBy.DAY: ("guaranteed_utilisation",),
+    }
+    table = UsageTable(
+        report.rows,
+        group_label=GROUP_LABELS[group_by],
+        currency=report.currency,
+        exclude=exclude.get(group_by, ()),
+    )
     if (csv := respond(request, table, f"usage-{group_by.value}")) is not None:
         return csv
     return render(
@@ -52,5 +81,6 @@ def usage(request: HttpRequest) -> HttpResponse:
             "filter_form": form,
             "export_query": export_query(request),
             "chart": report.series,
+            "guarantee_used": _percent(report.total["guaranteed_utilisation"]),
         },
     )

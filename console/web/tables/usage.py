@@ -4,6 +4,7 @@ GPU-hours, borrowed GPU-hours, cost, preemptions and use of the guarantee (CSV f
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 from typing import Any
 
 import django_tables2 as tables
@@ -82,13 +83,16 @@ class UsageTable(ConsoleTable):
         self.columns["name"].column.verbose_name = group_label
         self.columns["cost"].column.verbose_name = f"Cost ({currency})"
 
+    def render_cost(self, value: str) -> str:
+        return f"{Decimal(value):,.2f}"
+
     def render_name(self, record: dict[str, Any]) -> str:
         if "reservation" not in record:
             return str(record["name"])
         return f"{record['name']} · {record['tenant_name']} · {record['pool_name']} · {record['gpus']} GPUs"
 
     def render_guaranteed_utilisation(self, value: float | None) -> str:
-        return "–" if value is None else f"{value:.1%}"
+        return "–" if value is None else f"{value:.1%}"  # the page's tile says it the same way
 
     def value_guaranteed_utilisation(self, value: float | None) -> str:
         return "" if value is None else f"{value:.4f}"
