@@ -78,7 +78,6 @@ def usage(request: HttpRequest) -> HttpResponse:
             "form": form,
             "report": report,
             "table": table,
-            "filter_form": form,
             "export_query": export_query(request),
             "chart": report.series,
             "guarantee_used": _percent(report.total["guaranteed_utilisation"]),
