@@ -20,8 +20,23 @@ from console.tenancy.models import Tenant
 from console.web.reservation_views import READERS, _principal
 from console.web.tables import export_query, respond
 from console.web.tables.usage import GROUP_LABELS, UsageTable, UsageWindowForm
+from scheduling.models import Pool, PriorityClass
+from scheduling.services.pricing import price_book
 from scheduling.services.usage import UsageQuery, usage_report
 from scheduling.usage import GroupBy
+
+
+def _price_rows() -> list[dict[str, object]]:
+    """Every pool's price per class (two queries): what the costs above were computed with."""
+    book = price_book()
+    classes = [cls.value for cls in PriorityClass]
+    return [
+        {
+            "pool": pool.name,
+            "prices": [(book.price(pool.pk, cls), (pool.pk, cls) in book.overrides) for cls in classes],
+        }
+        for pool in Pool.objects.order_by("name")
+    ]
 
 
 def _percent(value: float | None) -> str:
@@ -81,5 +96,7 @@ def usage(request: HttpRequest) -> HttpResponse:
             "export_query": export_query(request),
             "chart": report.series,
             "guarantee_used": _percent(report.total["guaranteed_utilisation"]),
+            "prices": _price_rows(),
+            "classes": [cls.label for cls in PriorityClass],
         },
     )

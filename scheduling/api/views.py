@@ -71,6 +71,10 @@ class PoolViewSet(
     filterset_fields = ["fabric", "kind"]
     ordering_fields = ["name", "created_at"]
 
+    def get_serializer_class(self) -> type[BaseSerializer]:
+        # The browsable API renders the prices action's form from the view's serializer.
+        return PoolPricesSerializer if self.action == "prices" else PoolSerializer
+
     def perform_create(self, serializer: BaseSerializer[Pool]) -> None:
         data = serializer.validated_data
         fabric = data["fabric"]

@@ -63,3 +63,16 @@ def test_an_inverted_window_says_so(world, client, operator):  # noqa: F811
     client.force_login(operator)
     html = client.get("/usage/", {"start": "2026-11-03", "end": "2026-11-01"}).content.decode()
     assert "&#x27;to&#x27; must be after &#x27;from&#x27;" in html or "must be after" in html
+
+
+def test_the_prices_the_costs_were_computed_with(world, client, member_a, pool):  # noqa: F811
+    from decimal import Decimal
+
+    from scheduling.models import GpuHourPrice
+
+    GpuHourPrice.objects.create(pool=pool, priority_class="training", price=Decimal("3.00"))
+    client.force_login(member_a)
+    html = client.get("/usage/", WINDOW).content.decode()
+    prices = html[html.index('data-testid="usage-prices"') :]
+    # training: the pool's own 3.00; inference: the setting's 2.00, marked as the default
+    assert "<td>3.00</td>" in prices and '2.00 <span class="muted">(default)</span>' in prices
