@@ -43,12 +43,11 @@ def _percent(value: float | None) -> str:
     return "–" if value is None else f"{value:.1%}"
 
 
-def _is_date(value: str) -> bool:
+def _is_date(value: str, days_after_year_1: int = 0) -> bool:
     try:
-        dt.date.fromisoformat(value)
+        return dt.date.fromisoformat(value) > dt.date.min + dt.timedelta(days=days_after_year_1)
     except ValueError:
         return False
-    return True
 
 
 @login_required
@@ -61,7 +60,7 @@ def usage(request: HttpRequest) -> HttpResponse:
     data = request.GET.copy()
     data.setdefault("end", (today + dt.timedelta(days=1)).isoformat())
     end_text = str(data.get("end", ""))
-    default_start = dt.date.fromisoformat(end_text) - dt.timedelta(days=30) if _is_date(end_text) else None
+    default_start = dt.date.fromisoformat(end_text) - dt.timedelta(days=30) if _is_date(end_text, 30) else None
     data.setdefault("start", default_start.isoformat() if default_start else "")
     form = UsageWindowForm(data, tenants=tenants)
     start, end, group_by, tenant_id = form.window(today)

@@ -73,7 +73,7 @@ class UsageParams(serializers.Serializer):
 
     to = serializers.CharField(required=False)
     group_by = serializers.ChoiceField(choices=[g.value for g in GroupBy], default=GroupBy.TENANT.value)
-    tenant = serializers.IntegerField(required=False, min_value=1)
+    tenant = serializers.IntegerField(required=False, min_value=1, max_value=2**31 - 1)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -49,8 +49,14 @@ class UsageQuery:
     ) -> UsageQuery:
         """Defaults (the last 30 days up to now) and limits; ``Invalid`` (400) when broken."""
         now = now or timezone.now()
+        for name, moment in (("from", window_from), ("to", window_to)):
+            if moment is not None and not 1 < moment.year < 9999:
+                raise Invalid(f"'{name}' is outside the years 2 to 9998", fields={name: ["year out of range"]})
         window_to = window_to or now
-        window_from = window_from or window_to - DEFAULT_WINDOW
+        try:
+            window_from = window_from or window_to - DEFAULT_WINDOW
+        except OverflowError:  # a 'to' in the first month of year 1
+            raise Invalid("'to' is too early", fields={"to": ["too early"]}) from None
         if window_to <= window_from:
             raise Invalid("'to' must be after 'from'", fields={"to": ["must be after 'from'"]})
         if window_to - window_from > MAX_WINDOW:

@@ -158,6 +158,9 @@ def test_csv_by_format_and_by_accept(world, operator, client_for, tenant_a):
         ({"from": "2026-11-03", "to": "2026-11-01"}, "to"),
         ({"from": "2024-01-01", "to": "2026-01-01"}, "from"),
         ({"group_by": "rack"}, "group_by"),
+        ({"to": "0001-01-05"}, "to"),
+        ({"to": "9999-12-31T23:00:00Z", "group_by": "day"}, "to"),
+        ({"tenant": "99999999999"}, "tenant"),
     ],
 )
 def test_bad_input_is_a_clear_400(world, operator, client_for, params, field):

@@ -46,6 +46,8 @@ class UsageWindowForm(forms.Form):
         """The chosen window (default: the 30 UTC days up to and including today)."""
         data = self.cleaned_data if self.is_valid() else {}
         end_day: dt.date = data.get("end") or today + dt.timedelta(days=1)
+        if end_day.year < 2 or end_day.year > 9998:
+            end_day = today + dt.timedelta(days=1)  # no window reaches the ends of the calendar
         start_day: dt.date = data.get("start") or end_day - dt.timedelta(days=30)
         tenant = data.get("tenant")
         return (
