@@ -54,5 +54,6 @@ urlpatterns = [
     path("", include(discovery_urls.urlpatterns)),
     path("", include(telemetry_urls.urlpatterns)),
     path("", include(notify_urls.urlpatterns)),
+    path("", include(scheduling_urls.urlpatterns)),
     path("", include(router.urls)),
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -164,7 +165,63 @@ def seed_scheduling(actor: Actor) -> list[str]:
         )
         reservation = reservations.reserve(actor, operator, request)
         created.append(f"reservation {name} ({reservation.status})")
-    return created
+    return created + seed_usage_history(pool, tenants)
+
+
+#: Two weeks of finished reservations, so the usage page has something to chart: (tenant, name,
+#: GPUs, start hour UTC, hours, class, borrowed, every n-th day, preempted after hours or None).
+DEMO_HISTORY = [
+    ("aurora", "pretrain", 64, 6, 12, "training", False, 1, None),
+    ("aurora", "sweep", 32, 20, 6, "training", True, 3, 2),
+    ("borealis", "serve", 16, 0, 24, "inference", False, 1, None),
+    ("borealis", "eval", 48, 9, 5, "best-effort", True, 2, None),
+]
+DEMO_HISTORY_DAYS = 14
+
+
+def seed_usage_history(pool: Any, tenants: dict[str, Tenant]) -> list[str]:
+    """Finished reservations of the last two weeks, as released (or preempted) rows. They held
+    GPUs in the past only, so they carry no allocations and no P_Key: the reservation service
+    refuses windows in the past, and the usage report reads nothing else."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from scheduling.models import Reservation
+
+    if Reservation.objects.filter(pool=pool, name__startswith="history-").exists():
+        return []
+    today = timezone.now().astimezone(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    rows = []
+    for back in range(DEMO_HISTORY_DAYS, 0, -1):
+        day = today - dt.timedelta(days=back)
+        for slug, name, gpus, hour, hours, priority, borrowed, every, preempted_after in DEMO_HISTORY:
+            tenant = tenants.get(slug)
+            if tenant is None or back % every:
+                continue
+            start = day + dt.timedelta(hours=hour)
+            end = start + dt.timedelta(hours=hours)
+            ended = start + dt.timedelta(hours=preempted_after) if preempted_after else end
+            rows.append(
+                Reservation(
+                    tenant=tenant,
+                    pool=pool,
+                    fabric_id=pool.fabric_id,
+                    name=f"history-{name}-{day:%m%d}",
+                    status=Reservation.Status.PREEMPTED if preempted_after else Reservation.Status.RELEASED,
+                    reason="borrowed GPUs reclaimed for a guarantee" if preempted_after else "",
+                    priority_class=priority,
+                    requested_gpus=gpus,
+                    gpus=gpus,
+                    borrowed=borrowed,
+                    start=start,
+                    end=end,
+                    ready_at=start,
+                    ended_at=ended,
+                )
+            )
+    Reservation.objects.bulk_create(rows)
+    return [f"{len(rows)} finished reservations (usage history)"] if rows else []
 
 
 def seed_all() -> list[str]:

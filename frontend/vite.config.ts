@@ -17,6 +17,7 @@ export default defineConfig({
         apidocs: "src/apidocs.ts",
         fabric_change: "src/fabric_change.ts",
         copy: "src/copy.ts",
+        usage: "src/usage.ts",
       },
     },
   },

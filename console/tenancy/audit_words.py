@@ -49,6 +49,7 @@ WORDINGS: dict[str, Wording] = {
     "pool.create": ("{actor} created pool {object}",),
     "pool.delete": ("{actor} deleted pool {object}",),
     "pool.nodes": ("{actor} changed the nodes of pool {object}",),
+    "pool.prices": ("{actor} changed the GPU-hour prices of pool {object}",),
     "pool.patience": (
         "{actor} set the default patience of pool {object} to {default_max_wait} s (queued requests wait that long for a packed placement)",
         "{actor} changed the default patience of pool {object}",

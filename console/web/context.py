@@ -55,6 +55,7 @@ def nav_items(principal: Principal) -> list[NavItem]:
         items.append(NavItem("Tenants", reverse("web:tenants"), "tenants"))
     if principal.role in (Role.OPERATOR, Role.AUDITOR, Role.TENANT_ADMIN, Role.TENANT_MEMBER):
         items.append(NavItem("Reservations", reverse("web:reservations"), "reservations"))
+        items.append(NavItem("Usage", reverse("web:usage"), "usage"))
     if principal.role in (Role.OPERATOR, Role.AUDITOR, Role.TENANT_ADMIN):
         items.append(NavItem("Audit log", reverse("web:audit"), "audit"))
     if principal.role is not None:

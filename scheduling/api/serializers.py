@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 from typing import Any
 
 from django.db.models import Sum
@@ -408,4 +409,28 @@ class UsageGuideSerializer(serializers.Serializer):
     network_attachment = serializers.CharField(
         help_text="Kubernetes NetworkAttachmentDefinition (YAML) of ib-sriov-cni with the reservation's P_Key; "
         "empty before a P_Key is assigned"
+    )
+
+
+class PoolPriceSerializer(serializers.Serializer):
+    priority_class = serializers.ChoiceField(choices=PriorityClass.choices)
+    price = serializers.DecimalField(max_digits=10, decimal_places=4, help_text="per GPU-hour, in `currency`")
+    default = serializers.DecimalField(max_digits=10, decimal_places=4, help_text="the setting's price")
+    overridden = serializers.BooleanField(help_text="the pool sets its own price for the class")
+
+
+class PoolPricesSerializer(serializers.Serializer):
+    """A pool's GPU-hour prices, one per priority class."""
+
+    pool = serializers.IntegerField()
+    currency = serializers.CharField()
+    prices = PoolPriceSerializer(many=True)
+
+
+class PoolPricesUpdateSerializer(serializers.Serializer):
+    """``{"prices": {"training": "3.10", "inference": null}}``: set, or clear (null: the default)."""
+
+    prices = serializers.DictField(
+        child=serializers.DecimalField(max_digits=10, decimal_places=4, min_value=Decimal(0), allow_null=True),
+        allow_empty=False,
     )

@@ -1,8 +1,11 @@
+from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from scheduling.api import views
+from scheduling.api import usage_views, views
 
 router = DefaultRouter()
 router.register("pools", views.PoolViewSet, basename="pool")
 router.register("quotas", views.QuotaViewSet, basename="quota")
 router.register("reservations", views.ReservationViewSet, basename="reservation")
+
+urlpatterns = [path("usage/", usage_views.UsageView.as_view(), name="usage")]

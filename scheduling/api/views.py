@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Count, Sum
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -26,6 +27,8 @@ from console.tenancy.models import Role
 from scheduling.api.serializers import (
     AvailabilitySerializer,
     ExtendSerializer,
+    PoolPricesSerializer,
+    PoolPricesUpdateSerializer,
     PoolSerializer,
     PreviewSerializer,
     QuotaSerializer,
@@ -37,7 +40,7 @@ from scheduling.api.serializers import (
 )
 from scheduling.filtersets import ReservationFilterSet
 from scheduling.models import Pool, Quota, Reservation
-from scheduling.services import inventory, lifecycle, queue, quotas, reservations
+from scheduling.services import inventory, lifecycle, pricing, queue, quotas, reservations
 from scheduling.services.availability import availability
 from scheduling.usage_guide import usage_guide
 
@@ -67,6 +70,10 @@ class PoolViewSet(
     serializer_class = PoolSerializer
     filterset_fields = ["fabric", "kind"]
     ordering_fields = ["name", "created_at"]
+
+    def get_serializer_class(self) -> type[BaseSerializer]:
+        # The browsable API renders the prices action's form from the view's serializer.
+        return PoolPricesSerializer if self.action == "prices" else PoolSerializer
 
     def perform_create(self, serializer: BaseSerializer[Pool]) -> None:
         data = serializer.validated_data
@@ -125,6 +132,20 @@ class PoolViewSet(
             step=dt.timedelta(minutes=data["step_minutes"]),
         )
         return Response(AvailabilitySerializer(body).data)
+
+    @extend_schema(methods=["GET"], request=None, responses={200: PoolPricesSerializer})
+    @extend_schema(methods=["PUT"], request=PoolPricesUpdateSerializer, responses={200: PoolPricesSerializer})
+    @action(detail=True, methods=["get", "put"])
+    def prices(self, request: Request, pk: str | None = None) -> Response:
+        """Price of a GPU-hour per priority class in this pool (chargeback): the pool's own or the
+        default. Operators set one with a price, or clear it (back to the default) with null."""
+        pool = self.get_object()
+        if request.method == "PUT":
+            body = PoolPricesUpdateSerializer(data=request.data)
+            body.is_valid(raise_exception=True)
+            pool = pricing.set_prices(self.actor, self.principal, pool, body.validated_data["prices"])
+        data = {"pool": pool.pk, "currency": settings.CONSOLE_CURRENCY, "prices": pricing.pool_prices(pool)}
+        return Response(PoolPricesSerializer(data).data)
 
 
 def _minutes(value: int | None) -> dt.timedelta | None:

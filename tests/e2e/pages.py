@@ -72,6 +72,7 @@ PAGES: tuple[Page, ...] = (
     Page("reservations-all", "/reservations/all/", READERS),
     Page("reservations-quotas", "/reservations/quotas/", READERS),
     Page("reservations-occupancy", "/reservations/occupancy/", READERS),
+    Page("usage", "/usage/", SIGNED_IN),
     Page("audit", "/audit/", frozenset({OPERATOR, AUDITOR, TENANT_ADMIN})),
     Page("tenants", "/tenants/", READERS),
     Page("locked-logins", "/logins/locked/", READERS),

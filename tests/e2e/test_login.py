@@ -22,6 +22,7 @@ def test_operator_sees_operator_navigation_and_logs_out(login, operator, tenant_
         "live",
         "tenants",
         "reservations",
+        "usage",
         "audit",
         "notifications",
         "tokens",
@@ -38,7 +39,7 @@ def test_tenant_member_sees_tenant_navigation_only(login, member_a, live_server)
     page = login("member-a")
     expect(page.get_by_test_id("role")).to_have_text("tenant-member")
     expect(page.get_by_test_id("tenant-name")).to_have_text("Tenant A")
-    assert nav_keys(page) == ["home", "live", "reservations", "notifications", "tokens", "api-docs"]
+    assert nav_keys(page) == ["home", "live", "reservations", "usage", "notifications", "tokens", "api-docs"]
     response = page.goto(f"{live_server.url}/audit/")
     assert response.status == 404
 

@@ -89,6 +89,15 @@ def test_demo_seed_creates_pool_quotas_and_live_reservations():
     live = Reservation.objects.live()
     assert {r.tenant.slug for r in live} == {"aurora", "borealis"}
     assert all(r.pkey for r in live)
+    # two weeks of history for the usage page: aurora's 64-GPU 12 h pretrain every day alone
+    # is 14 × 768 GPU-hours; borealis's 16-GPU all-day serve 14 × 384
+    from console.tenancy.models import Principal
+    from scheduling.services.usage import UsageQuery, usage_report
+
+    report = usage_report(Principal(None, "operator", None), UsageQuery.checked(None, None))
+    hours = {row["name"]: row["gpu_hours"] for row in report.rows}
+    assert hours["Aurora Labs"] >= 14 * 768 and hours["Borealis AI"] >= 14 * 384
+    assert report.total["preemptions"] >= 1
     assert seed_all() == []
 
 
