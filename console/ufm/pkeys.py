@@ -25,6 +25,7 @@ from django.conf import settings
 
 from console.fabric import changes
 from console.fabric.changes.desired import applied_of, build_desired
+from console.fabric.changes.requests import OPEN
 from console.fabric.hooks import requested_partitions
 from console.fabric.models import ChangeRequest, Fabric, FabricPartition
 from console.fabric.opensm.lint import format_guid
@@ -32,7 +33,7 @@ from console.fabric.opensm.lint import parse_guid as parse_console_guid
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
 from console.tenancy.models import Principal
-from console.ufm.wire import NAME_PREFIX, GuidsRequest, UfmError, pkey_body, ufm_pkey
+from console.ufm.wire import NAME_PREFIX, GuidsRequest, UfmError, pkey_body, ufm_guid, ufm_pkey
 from scheduling.models import Reservation
 
 Status = ChangeRequest.Status
@@ -97,13 +98,30 @@ def get_pkey(principal: Principal, fabric: Fabric, pkey: int) -> PkeyView:
     return view
 
 
-def _reservation_pkey(fabric: Fabric, pkey: int) -> tuple[int, int] | None:
-    """(reservation, tenant) of a reservation whose P_Key this is, while it may be on the wire."""
+@dataclass(frozen=True)
+class Owner:
+    """The reservation a P_Key belongs to, and the port GUIDs of its hosts."""
+
+    reservation_id: int
+    tenant_id: int
+    hosts: frozenset[int]
+
+
+def _reservation_pkey(fabric: Fabric, pkey: int) -> Owner | None:
+    """The reservation whose P_Key this is, while it may be on the wire (a reservation winding
+    down has no hosts any more: nothing may be added to it)."""
     for req in requested_partitions(fabric.pk):
         if int(req["pkey"]) == pkey:
-            return req["reservation_id"], req["tenant_id"]
+            hosts = frozenset(g for g, _ in _members(req["members"]))
+            return Owner(req["reservation_id"], req["tenant_id"], hosts)
     live = Reservation.objects.filter(fabric=fabric, pkey=pkey, pkey_live=True).values_list("pk", "tenant_id").first()
-    return (live[0], live[1]) if live else None
+    return Owner(live[0], live[1], frozenset()) if live else None
+
+
+def _check_owner(principal: Principal, owner: Owner, pkey: int) -> None:
+    """Another tenant's reservation P_Key does not exist for you (404)."""
+    if not principal.sees_all_tenants and principal.tenant_id != owner.tenant_id:
+        raise UfmError(404, f"pkey {ufm_pkey(pkey)} not found")
 
 
 def _writable_row(principal: Principal, fabric: Fabric, pkey: int, *, verb: str) -> FabricPartition | None:
@@ -112,13 +130,11 @@ def _writable_row(principal: Principal, fabric: Fabric, pkey: int, *, verb: str)
     P_Key for an operator, is protected (403); a tenant changes no operator partition (403)."""
     owner = _reservation_pkey(fabric, pkey)
     if owner is not None:
-        reservation_id, tenant_id = owner
-        if not principal.sees_all_tenants and principal.tenant_id != tenant_id:
-            raise UfmError(404, f"pkey {ufm_pkey(pkey)} not found")
+        _check_owner(principal, owner, pkey)
         raise UfmError(
             403,
-            f"pkey {ufm_pkey(pkey)} belongs to reservation {reservation_id}: its GUIDs follow the reservation's "
-            f"hosts and it cannot be {verb} through this API",
+            f"pkey {ufm_pkey(pkey)} belongs to reservation {owner.reservation_id}: its GUIDs follow the "
+            f"reservation's hosts and it cannot be {verb} through this API",
         )
     if not (principal.is_operator and principal.can_write):
         if principal.sees_all_tenants:
@@ -132,7 +148,7 @@ def _save(
 ) -> bool:
     """Write the operator partition through the console's service; True when anything changed.
     Members that are OpenSM keywords (``ALL``, ``SELF`` …), which UFM clients cannot name, stay."""
-    name = row.name if row is not None else f"{NAME_PREFIX}{ufm_pkey(pkey)}"
+    name = row.name if row is not None else values.get("name") or f"{NAME_PREFIX}{ufm_pkey(pkey)}"
     keywords = [list(m) for m in (row.members if row is not None else []) if parse_console_guid(str(m[0])) is None]
     members = sorted([[format_guid(g), m] for g, m in values["members"].items()] + keywords)
     ipoib = bool(values["ipoib"])
@@ -165,11 +181,39 @@ def _current(row: FabricPartition | None) -> dict[int, str]:
 
 
 def add_guids(actor: Actor, principal: Principal, fabric: Fabric, req: GuidsRequest) -> ChangeRequest | None:
-    """``POST resources/pkeys``: add GUIDs (creating the P_Key if it does not exist)."""
+    """``POST resources/pkeys``: add GUIDs (creating the P_Key if it does not exist).
+
+    On a reservation's P_Key its tenant (or an operator) may add only port GUIDs of the
+    reservation's own hosts, which are members already: the call succeeds without a change. Any
+    other GUID is refused (403): the console cannot tell whose a virtual GUID is.
+    """
+    owner = _reservation_pkey(fabric, req.pkey)
+    if owner is not None:
+        _check_owner(principal, owner, req.pkey)
+        if not principal.can_write:
+            raise UfmError(403, "auditors have read-only access")
+        foreign = [ufm_guid(g) for g in req.members if g not in owner.hosts]
+        if foreign:
+            raise UfmError(
+                403,
+                f"pkey {ufm_pkey(req.pkey)} belongs to reservation {owner.reservation_id}; "
+                f"{', '.join(foreign[:8])} {'is not a port' if len(foreign) == 1 else 'are not ports'} of its hosts",
+            )
+        return None
     row = _writable_row(principal, fabric, req.pkey, verb="changed")
     members = {**_current(row), **req.members}
     _save(actor, principal, fabric, row, req.pkey, members=members, ipoib=req.ip_over_ib)
     return push_and_wait(actor, principal, fabric, f"UFM API: add {len(req.members)} GUIDs to {ufm_pkey(req.pkey)}")
+
+
+def create_pkey(
+    actor: Actor, principal: Principal, fabric: Fabric, pkey: int, *, name: str, ip_over_ib: bool
+) -> ChangeRequest | None:
+    """``POST resources/pkeys/add``: a P_Key without GUIDs; an existing one is left as it is."""
+    row = _writable_row(principal, fabric, pkey, verb="changed")
+    if row is None:
+        _save(actor, principal, fabric, None, pkey, members={}, ipoib=ip_over_ib, name=name)
+    return push_and_wait(actor, principal, fabric, f"UFM API: create {ufm_pkey(pkey)}")
 
 
 def set_guids(actor: Actor, principal: Principal, fabric: Fabric, req: GuidsRequest) -> ChangeRequest | None:
@@ -212,9 +256,12 @@ def push_and_wait(actor: Actor, principal: Principal, fabric: Fabric, reason: st
     """
     applied = applied_of(fabric)
     try:
-        if applied is not None and applied.desired == build_desired(fabric):
+        desired = build_desired(fabric)
+        if applied is not None and applied.desired == desired:
             return None
-        change = changes.request_change(actor, principal, fabric, reason=reason)
+        # A repeat while the first call's change is still open waits for that change.
+        same = [c for c in fabric.changes.filter(status__in=OPEN).order_by("-pk") if c.desired == desired]
+        change = same[0] if same else changes.request_change(actor, principal, fabric, reason=reason)
     except ConsoleError as exc:
         raise UfmError(exc.status, exc.detail) from exc
     deadline = time.monotonic() + float(settings.UFM_API_WAIT_S)

@@ -8,7 +8,8 @@ from console.ufm import views
 resources = [
     path("app/ufm_version", views.VersionView.as_view()),
     re_path(r"^resources/pkeys/?$", views.PkeysView.as_view()),
-    re_path(r"^(?P<rest>resources/pkeys/(add|qos_conf))/?$", views.NotImplementedView.as_view()),
+    re_path(r"^resources/pkeys/add/?$", views.CreatePkeyView.as_view()),
+    re_path(r"^(?P<rest>resources/pkeys/qos_conf)/?$", views.NotImplementedView.as_view()),
     re_path(r"^resources/pkeys/(?P<pkey>[^/]+)/guids/(?P<guids>[^/]+)/?$", views.PkeyGuidsView.as_view()),
     re_path(r"^resources/pkeys/(?P<pkey>[^/]+)/?$", views.PkeyView.as_view()),
     re_path(r"^actions/remove_guids_from_pkey/?$", views.RemoveGuidsView.as_view()),

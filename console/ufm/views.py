@@ -20,6 +20,7 @@ from console.tenancy.permissions import principal_of
 from console.ufm import inventory, pkeys
 from console.ufm.wire import (
     UfmError,
+    parse_bool,
     parse_guids,
     parse_guids_request,
     parse_pkey,
@@ -120,6 +121,17 @@ class PkeysView(UfmView):
     def put(self, request: Request, **kwargs: Any) -> Response:
         actor, principal = self.writer(request)
         return done(pkeys.set_guids(actor, principal, self.fabric(**kwargs), parse_guids_request(request.data)))
+
+
+class CreatePkeyView(UfmView):
+    def post(self, request: Request, **kwargs: Any) -> Response:
+        actor, principal = self.writer(request)
+        body = request.data if isinstance(request.data, dict) else {}
+        name = body.get("partition_name") or ""
+        if not isinstance(name, str):
+            raise UfmError(400, "partition_name must be a string")
+        pkey, ipoib = parse_pkey(body.get("pkey")), parse_bool(body, "ip_over_ib", True)
+        return done(pkeys.create_pkey(actor, principal, self.fabric(**kwargs), pkey, name=name, ip_over_ib=ipoib))
 
 
 class PkeyView(UfmView):
