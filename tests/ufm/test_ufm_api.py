@@ -32,6 +32,13 @@ def basic(username: str, password: str = "pw-12345678") -> APIClient:
     return client
 
 
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """Every Basic request checks a password: a cheap hasher here keeps these tests about the API
+    (the lab tests keep the console's real hasher)."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def fabric(su1_revision):  # noqa: F811
     return changes.create_fabric(ACTOR, OPERATOR, name="ufm-f", revision=su1_revision, approval_required=True)
