@@ -3,11 +3,15 @@ in UFM's shape. Thin on purpose: every rule lives in the plain functions they ca
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import authenticate
 from rest_framework import authentication, exceptions
+from rest_framework.authentication import SessionAuthentication
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -44,11 +48,24 @@ class BasicAuthentication(authentication.BasicAuthentication):
         return (user, None)
 
 
-class UfmView(APIView):
-    """Base: console users by Basic or bearer token; any role reads; errors as ``{"error": …}``."""
+class JsonOnly(DefaultContentNegotiation):
+    """UFM answers JSON whatever the ``Accept`` header says (a browser included)."""
 
-    authentication_classes = [BasicAuthentication, BearerTokenAuthentication]
+    def select_renderer(
+        self, request: Request, renderers: Iterable[BaseRenderer], format_suffix: str | None = None
+    ) -> tuple[BaseRenderer, str]:
+        first = next(iter(renderers))
+        return first, first.media_type
+
+
+class UfmView(APIView):
+    """Base: console users by Basic or bearer token (or a browser's session, CSRF-checked); any
+    role reads; answers JSON; errors as ``{"error": …}``."""
+
+    authentication_classes = [BasicAuthentication, BearerTokenAuthentication, SessionAuthentication]
     permission_classes: list[Any] = []
+    renderer_classes = [JSONRenderer]
+    content_negotiation_class = JsonOnly
     schema = None  # not part of the console's own OpenAPI document (docs/api.md describes it)
 
     def principal(self, request: Request) -> Principal:
@@ -173,8 +190,8 @@ class PortsView(UfmView):
 class NotImplementedView(UfmView):
     """Any other ``/ufmRest/`` path: UFM has it, the console's subset does not (docs/api.md)."""
 
-    def dispatch_missing(self, request: Request, rest: str, **kwargs: Any) -> Response:
+    def dispatch_missing(self, request: Request, **kwargs: Any) -> Response:
         self.principal(request)
-        raise UfmError(404, f"{request.method} /ufmRest/{rest} is not part of the console's UFM-compatible API")
+        raise UfmError(404, f"{request.method} {request.path} is not part of the console's UFM-compatible API")
 
     get = post = put = patch = delete = dispatch_missing

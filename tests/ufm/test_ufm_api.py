@@ -174,3 +174,12 @@ def test_systems_and_ports_lead_a_client_to_a_hosts_guids(fabric, reservation, o
     assert sorted(p["guid"] for p in ports) == sorted(held[0]["guids"])
     assert {p["name"] for p in ports} == {f"{g}_1" for g in held[0]["guids"]}
     assert basic("member-b").get(f"/ufmRest/resources/ports?system={name}").json() == []
+
+
+def test_a_browser_session_reads_json_and_cannot_write_without_csrf(fabric, reservation, member_a):
+    client = APIClient(enforce_csrf_checks=True)
+    client.force_login(member_a)
+    r = client.get("/ufmRest/resources/pkeys", HTTP_ACCEPT="text/html")
+    assert r["Content-Type"] == "application/json" and list(r.json()) == [f"{reservation.pkey:#x}"]
+    r = client.post("/ufmRest/resources/pkeys", {"pkey": "0x31", "guids": [G1]}, format="json")
+    assert r.status_code == 403 and "CSRF" in r.json()["error"]
