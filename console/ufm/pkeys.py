@@ -251,8 +251,8 @@ def push_and_wait(actor: Actor, principal: Principal, fabric: Fabric, reason: st
     """Request a change for the fabric's desired state and wait until it is verified on the ports.
 
     None when the desired state is already what was verified (an idempotent repeat). A change
-    that waits for approval is returned as it is (the caller answers 202); a failed or rolled back
-    change, or one not finished within ``UFM_API_WAIT_S``, is a 5xx in UFM's shape.
+    that waits for approval is returned as it is (the caller answers 202); a failed, rolled back
+    or cancelled change, or one not finished within ``UFM_API_WAIT_S``, is a 5xx in UFM's shape.
     """
     applied = applied_of(fabric)
     try:
@@ -273,5 +273,9 @@ def push_and_wait(actor: Actor, principal: Principal, fabric: Fabric, reason: st
         time.sleep(0.2)
         change.refresh_from_db()
     if change.status in (Status.APPLIED, Status.UNCHANGED, Status.PENDING_APPROVAL):
+        return change
+    if change.status == Status.CANCELLED and change.error.startswith("superseded"):
+        # A newer change, requested after this call's partition was written, carried it and was
+        # verified first (the pipeline cancels the older one): the call's effect is on the ports.
         return change
     raise UfmError(500, f"change {change.pk} {change.status}: {change.error or 'see the change in the console'}")

@@ -9,6 +9,7 @@ from this test process, not through the console.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pytest
@@ -17,16 +18,26 @@ from networking_mlnx_baremetal.ufmclient import exceptions as ufm_exceptions
 from networking_mlnx_baremetal.ufmclient.client import UfmClient
 
 from console.fabric.models import ChangeRequest
-from console.tenancy.models import Role
-from scheduling.services import inventory
+from console.tenancy.models import Principal, Role
+from scheduling.models import HCA, Reservation
+from scheduling.services import inventory, quotas
+from scheduling.services.reservations import ReservationRequest, reserve
 from tests.fabric.conftest import requires_lab
-from tests.fabric.lab_fixtures import ACTOR, lab_data_dir, lab_fabric, su1_revision  # noqa: F401  (fixtures)
+from tests.fabric.lab_fixtures import (  # noqa: F401  (fixtures)
+    ACTOR,
+    lab_data_dir,
+    lab_fabric,
+    su1_revision,
+    whole_lab_pool,
+)
+from tests.fabric.pipeline_fixtures import wait_for
 from tests.fabric.test_worker_crash import workers  # noqa: F401  (fixture)
 from tests.servers import processes, web  # noqa: F401  (fixture)
 
 pytestmark = [requires_lab, pytest.mark.lab, pytest.mark.timeout(600), pytest.mark.django_db(transaction=True)]
 
 PASSWORD = "pw-12345678"
+OPERATOR = Principal(None, Role.OPERATOR, None)
 
 
 def memberships(lab, pkey: int, guids: list[int]) -> dict[int, str | None]:
@@ -153,3 +164,50 @@ def test_ib_kubernetes_ufm_plugin_request_sequence(console):
     )
     assert r.status_code == 200, r.text
     assert memberships(lab, pkey, guids)[guids[2]] == "full"
+
+
+def test_a_reservation_pkey_takes_only_its_own_hosts_and_survives_every_removal(console, tenant_a, tenant_b, make_user):
+    fabric, lab, url = console
+    make_user("member-a", Role.TENANT_MEMBER, tenant_a)
+    make_user("member-b", Role.TENANT_MEMBER, tenant_b)
+    pool = whole_lab_pool(fabric)
+    quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_a, pool=pool, guaranteed_gpus=64)
+    request = ReservationRequest(pool_id=pool.pk, gpus=16, duration=dt.timedelta(hours=1), tenant_id=tenant_a.pk)
+    res = reserve(ACTOR, OPERATOR, request)
+    # the worker reconciles and pushes the reservation's partition
+    wait_for(lambda: Reservation.objects.get(pk=res.pk).status == Reservation.Status.READY, timeout=240)
+    res.refresh_from_db()
+    key = f"0x{res.pkey:04X}"
+    hosts = sorted(
+        int(g, 16)
+        for g in HCA.objects.filter(node__in=res.allocations.values("node")).values_list("port_guid", flat=True)
+    )
+    foreign = int(HCA.objects.exclude(port_guid__in=[f"0x{g:016x}" for g in hosts]).first().port_guid, 16)
+    a, b, op = ("member-a", PASSWORD), ("member-b", PASSWORD), ("op", PASSWORD)
+
+    def post(path: str, guids: list[int], auth: tuple[str, str]) -> requests.Response:
+        quoted = ",".join(f'"{g:016x}"' for g in guids)
+        body = f'{{"pkey": "{key}", "index0": true, "ip_over_ib": true, "membership": "full", "guids": [{quoted}]}}'
+        return requests.post(
+            f"{url}{path}", data=body, auth=auth, timeout=180, headers={"Content-Type": "application/json"}
+        )
+
+    def on_wire() -> dict[int, str | None]:
+        return memberships(lab, res.pkey, [*hosts[:2], foreign])
+
+    assert on_wire() == {hosts[0]: "full", hosts[1]: "full", foreign: None}
+    # its tenant adds its own hosts (an ib-kubernetes call): 200, nothing to change
+    assert post("/ufmRest/resources/pkeys", hosts[:2], a).status_code == 200
+    # a GUID of another host, by the tenant or by an operator: 403, not on the wire
+    for auth in (a, op):
+        r = post("/ufmRest/resources/pkeys", [foreign], auth)
+        assert r.status_code == 403 and f"{foreign:016x}" in r.json()["error"]
+    # another tenant: the P_Key does not exist for it
+    assert post("/ufmRest/resources/pkeys", hosts[:1], b).status_code == 404
+    assert requests.get(f"{url}/ufmRest/resources/pkeys/{key}", auth=b, timeout=30).status_code == 404
+    # nobody removes its hosts or deletes it
+    for auth in (a, op):
+        assert post("/ufmRest/actions/remove_guids_from_pkey", hosts[:1], auth).status_code == 403
+        assert requests.delete(f"{url}/ufmRest/resources/pkeys/{key}", auth=auth, timeout=30).status_code == 403
+    assert on_wire() == {hosts[0]: "full", hosts[1]: "full", foreign: None}
+    assert Reservation.objects.get(pk=res.pk).status == Reservation.Status.READY
