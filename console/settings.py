@@ -230,6 +230,10 @@ CONSOLE_MAX_IMPORT_BYTES = int(os.environ.get("CONSOLE_MAX_IMPORT_BYTES", str(64
 # request waits for a concurrent one with the same key before answering 409 in progress.
 IDEMPOTENCY_KEY_TTL_HOURS = float(os.environ.get("IDEMPOTENCY_KEY_TTL_HOURS", "24"))
 IDEMPOTENCY_WAIT_S = float(os.environ.get("IDEMPOTENCY_WAIT_S", "10"))
+# The UFM-compatible P_Key API (console/ufm, docs/api.md): the fabric /ufmRest/ serves (empty: the
+# only fabric), and how long a call waits for its change to be verified on the ports.
+UFM_API_FABRIC = os.environ.get("CONSOLE_UFM_FABRIC", "")
+UFM_API_WAIT_S = float(os.environ.get("CONSOLE_UFM_API_WAIT_S", "120"))
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

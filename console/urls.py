@@ -1,4 +1,4 @@
-"""URL root: pages, the API under /api/, health and readiness."""
+"""URL root: pages, the API under /api/, the UFM-compatible P_Key API under /ufmRest/, health and readiness."""
 
 from django.urls import include, path
 
@@ -9,6 +9,7 @@ urlpatterns = [
     path("api/", include("console.api_urls")),
     path("healthz", web_views.healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),
+    path("", include("console.ufm.urls")),
     path("", include("console.web.urls")),
 ]
 

@@ -41,6 +41,9 @@ if [[ ! -f $stamp || $(cat $stamp) != "$want" ]]; then
   say "installing Python dependencies (pinned by constraints.txt)"
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -c constraints.txt -e ".[dev]"
+  # Test-only: networking_mlnx_baremetal.ufmclient, a real UFM client (tests/ufm). Its declared
+  # dependencies are neutron's whole stack; the client module needs only requests, six and pbr.
+  .venv/bin/python -m pip install -q --no-deps -c constraints.txt networking-mlnx-baremetal
   echo "$want" > $stamp
 fi
 

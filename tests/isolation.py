@@ -160,6 +160,11 @@ SCAN_PARAMETERS = frozenset(
         "change_id",
         "switch",
         "link_id",
+        # the UFM-compatible API (console/ufm/urls.py)
+        "fabric",
+        "pkey",
+        "guids",
+        "rest",
     }
 )
 FORMAT_SUFFIX = "(?P<format>"

@@ -104,6 +104,8 @@ NOT_PAGES: dict[str, str] = {
 }
 #: The REST API answers JSON (DRF's browsable view of it is not a console page); its docs page is.
 API_PREFIX = "/api/"
+#: The UFM-compatible P_Key API (console/ufm) answers JSON only, whatever the Accept header.
+UFM_PREFIXES = ("/ufmRest/", "/ufmRestV2/", "/ufm/{fabric}/ufmRest/")
 
 
 def pages_for(role: str) -> list[Page]:

@@ -25,6 +25,7 @@ from tests.e2e.pages import (
     ROLES,
     TENANT_ADMIN,
     TENANT_MEMBER,
+    UFM_PREFIXES,
     checks_whole,
     open_page,
     pages_for,
@@ -62,7 +63,9 @@ def ids(world):  # noqa: F811
 
 
 def test_every_html_url_pattern_is_in_the_page_list():
-    html = {route for route, _ in url_routes() if not route.startswith(API_PREFIX) or route == "/api/docs/"}
+    html = {
+        route for route, _ in url_routes() if not route.startswith((API_PREFIX, *UFM_PREFIXES)) or route == "/api/docs/"
+    }
     listed = {page.route for page in PAGES if page.route}
     missing = sorted(html - listed - set(NOT_PAGES))
     assert not missing, f"pages axe does not visit (add them to tests/e2e/pages.py): {missing}"

@@ -23,7 +23,7 @@ from console.telemetry.models import FabricEvent
 from console.tenancy import actions
 from console.tenancy.context import Actor
 from console.tenancy.models import ApiToken, AuditEntry, Membership, Principal, Role, Tenant
-from scheduling.models import Quota, Reservation
+from scheduling.models import HCA, Quota, Reservation
 from tests.isolation import SCAN_PARAMETERS, fill_route, leaked, url_routes
 from tests.live.fabric_fixtures import statuses, world  # noqa: F401
 from tests.live.helpers import connect
@@ -103,6 +103,11 @@ def scan(world, make_user, admin_a, tenant_a, tenant_b):  # noqa: F811
         "change_id": [str(i) for i in ChangeRequest.objects.values_list("pk", flat=True)] or ["1"],
         "switch": graph_leaves,
         "link_id": links_a[:2] + links_b[:2],
+        # /ufmRest/: both reservations' P_Keys, a port GUID of one of B's hosts, an unserved path
+        "fabric": [fabric.name],
+        "pkey": [f"{res_a.pkey:#x}", f"{res_b.pkey:#x}"],
+        "guids": [g[2:] for g in HCA.objects.filter(node__name__in=hosts_b).values_list("port_guid", flat=True)[:1]],
+        "rest": ["resources/links"],
     }
     queries: dict[str, list[str]] = {
         "fabric-live": ["", "?level=fabric", "?level=pod"] + [f"?switch={leaf}" for leaf in graph_leaves],

@@ -48,6 +48,10 @@ def params(world):  # noqa: F811
         "change_id": [str(i) for i in ChangeRequest.objects.values_list("pk", flat=True)] or ["1"],
         "switch": leaves,
         "link_id": sorted(world["collector"].lm.ends)[:1],
+        "fabric": [fabric.name],
+        "pkey": [f"{r.pkey:#x}" for r in (world["res_a"], world["res_b"]) if r.pkey],
+        "guids": ["0002c90300000101"],
+        "rest": ["resources/links"],
     }
 
 

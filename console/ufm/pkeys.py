@@ -1,0 +1,281 @@
+"""P_Keys as a UFM client sees them, and every change it asks for as an audited change request.
+
+A P_Key is one of three things on a console fabric:
+
+- an operator-owned partition (``FabricPartition``, source manual): UFM semantics — adding GUIDs
+  to an unknown P_Key creates it (named ``api_pkey_0x…`` as UFM names them), setting replaces its
+  GUIDs, removing GUIDs may leave it empty, deleting removes it. Only operators change them.
+- a reservation's partition (scheduling's, carried through :mod:`console.fabric.hooks`):
+  protected. Only the reservation's tenant (and operators and auditors) can see it; nobody deletes
+  it or removes its hosts' GUIDs through this API; another tenant gets 404.
+- Default (0x7fff): the console's own rule, refused.
+
+Every accepted mutation goes through :mod:`console.fabric.changes` (permission check, lint,
+audit) and a change request; the call returns once that change is verified on the ports
+(:func:`push_and_wait`). A repeat that changes nothing creates no change and answers at once.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from console.fabric import changes
+from console.fabric.changes.desired import applied_of, build_desired
+from console.fabric.changes.requests import OPEN
+from console.fabric.hooks import requested_partitions
+from console.fabric.models import ChangeRequest, Fabric, FabricPartition
+from console.fabric.opensm.lint import format_guid
+from console.fabric.opensm.lint import parse_guid as parse_console_guid
+from console.tenancy.context import Actor
+from console.tenancy.errors import ConsoleError
+from console.tenancy.models import Principal
+from console.ufm.wire import NAME_PREFIX, GuidsRequest, UfmError, pkey_body, ufm_guid, ufm_pkey
+from scheduling.models import Reservation
+
+Status = ChangeRequest.Status
+
+
+@dataclass(frozen=True)
+class PkeyView:
+    """One P_Key as this API shows it."""
+
+    pkey: int
+    name: str
+    ip_over_ib: bool
+    members: tuple[tuple[int, str], ...]  # (GUID, full|limited)
+    reservation_id: int | None = None
+    tenant_id: int | None = None
+
+    def body(self, *, guids_data: bool) -> dict[str, Any]:
+        return pkey_body(self.name, self.ip_over_ib, self.members, guids_data=guids_data)
+
+
+def _members(raw: list[list[str]]) -> tuple[tuple[int, str], ...]:
+    """Console members → (GUID, UFM membership); OpenSM keywords (ALL, SELF …) are no GUIDs."""
+    out = []
+    for port, membership in raw:
+        guid = parse_console_guid(str(port))
+        if guid is not None:
+            out.append((guid, "limited" if membership == "limited" else "full"))
+    return tuple(sorted(out))
+
+
+def all_pkeys(fabric: Fabric) -> dict[int, PkeyView]:
+    """Every P_Key of ``fabric``'s desired state except Default: operators' and reservations'."""
+    views = {
+        row.pkey: PkeyView(row.pkey, row.name, row.ipoib, _members(row.members))
+        for row in FabricPartition.objects.filter(fabric=fabric)
+    }
+    for req in requested_partitions(fabric.pk):
+        views[int(req["pkey"])] = PkeyView(
+            int(req["pkey"]),
+            req["name"],
+            False,
+            _members(req["members"]),
+            reservation_id=req["reservation_id"],
+            tenant_id=req["tenant_id"],
+        )
+    return views
+
+
+def visible_pkeys(principal: Principal, fabric: Fabric) -> dict[int, PkeyView]:
+    """What ``principal`` may see: everything for operators and auditors; a tenant its own
+    reservations' P_Keys only (nothing that names, or belongs to, another tenant)."""
+    views = all_pkeys(fabric)
+    if principal.sees_all_tenants:
+        return views
+    return {k: v for k, v in views.items() if v.tenant_id is not None and v.tenant_id == principal.tenant_id}
+
+
+def get_pkey(principal: Principal, fabric: Fabric, pkey: int) -> PkeyView:
+    view = visible_pkeys(principal, fabric).get(pkey)
+    if view is None:
+        raise UfmError(404, f"pkey {ufm_pkey(pkey)} not found")
+    return view
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The reservation a P_Key belongs to, and the port GUIDs of its hosts."""
+
+    reservation_id: int
+    tenant_id: int
+    hosts: frozenset[int]
+
+
+def _reservation_pkey(fabric: Fabric, pkey: int) -> Owner | None:
+    """The reservation whose P_Key this is, while it may be on the wire (a reservation winding
+    down has no hosts any more: nothing may be added to it)."""
+    for req in requested_partitions(fabric.pk):
+        if int(req["pkey"]) == pkey:
+            hosts = frozenset(g for g, _ in _members(req["members"]))
+            return Owner(req["reservation_id"], req["tenant_id"], hosts)
+    live = Reservation.objects.filter(fabric=fabric, pkey=pkey, pkey_live=True).values_list("pk", "tenant_id").first()
+    return Owner(live[0], live[1], frozenset()) if live else None
+
+
+def _check_owner(principal: Principal, owner: Owner, pkey: int) -> None:
+    """Another tenant's reservation P_Key does not exist for you (404)."""
+    if not principal.sees_all_tenants and principal.tenant_id != owner.tenant_id:
+        raise UfmError(404, f"pkey {ufm_pkey(pkey)} not found")
+
+
+def _writable_row(principal: Principal, fabric: Fabric, pkey: int, *, verb: str) -> FabricPartition | None:
+    """The operator-owned partition ``pkey`` (None if there is none yet), after the protection
+    rules: another tenant's reservation P_Key does not exist (404); one's own, or any reservation
+    P_Key for an operator, is protected (403); a tenant changes no operator partition (403)."""
+    owner = _reservation_pkey(fabric, pkey)
+    if owner is not None:
+        _check_owner(principal, owner, pkey)
+        raise UfmError(
+            403,
+            f"pkey {ufm_pkey(pkey)} belongs to reservation {owner.reservation_id}: its GUIDs follow the "
+            f"reservation's hosts and it cannot be {verb} through this API",
+        )
+    if not (principal.is_operator and principal.can_write):
+        if principal.sees_all_tenants:
+            raise UfmError(403, "auditors have read-only access")
+        raise UfmError(403, "only operators change partitions that belong to no reservation of yours")
+    return FabricPartition.objects.filter(fabric=fabric, pkey=pkey).first()
+
+
+def _save(
+    actor: Actor, principal: Principal, fabric: Fabric, row: FabricPartition | None, pkey: int, **values: Any
+) -> bool:
+    """Write the operator partition through the console's service; True when anything changed.
+    Members that are OpenSM keywords (``ALL``, ``SELF`` …), which UFM clients cannot name, stay."""
+    name = row.name if row is not None else values.get("name") or f"{NAME_PREFIX}{ufm_pkey(pkey)}"
+    keywords = [list(m) for m in (row.members if row is not None else []) if parse_console_guid(str(m[0])) is None]
+    members = sorted([[format_guid(g), m] for g, m in values["members"].items()] + keywords)
+    ipoib = bool(values["ipoib"])
+    if row is not None and sorted(row.members) == members and row.ipoib == ipoib:
+        return False
+    try:
+        changes.set_partition(
+            actor,
+            principal,
+            fabric,
+            name=name,
+            pkey=pkey,
+            members=members,
+            sl=row.sl if row is not None else 0,
+            ipoib=ipoib,
+        )
+    except ConsoleError as exc:
+        raise UfmError(exc.status, exc.detail) from exc
+    return True
+
+
+def _current(row: FabricPartition | None) -> dict[int, str]:
+    """GUID → membership as stored (``both`` included) of an operator partition."""
+    out: dict[int, str] = {}
+    for port, membership in row.members if row is not None else []:
+        guid = parse_console_guid(str(port))
+        if guid is not None:
+            out[guid] = str(membership)
+    return out
+
+
+def add_guids(actor: Actor, principal: Principal, fabric: Fabric, req: GuidsRequest) -> ChangeRequest | None:
+    """``POST resources/pkeys``: add GUIDs (creating the P_Key if it does not exist).
+
+    On a reservation's P_Key its tenant (or an operator) may add only port GUIDs of the
+    reservation's own hosts, which are members already: the call succeeds without a change. Any
+    other GUID is refused (403): the console cannot tell whose a virtual GUID is.
+    """
+    owner = _reservation_pkey(fabric, req.pkey)
+    if owner is not None:
+        _check_owner(principal, owner, req.pkey)
+        if not principal.can_write:
+            raise UfmError(403, "auditors have read-only access")
+        foreign = [ufm_guid(g) for g in req.members if g not in owner.hosts]
+        if foreign:
+            raise UfmError(
+                403,
+                f"pkey {ufm_pkey(req.pkey)} belongs to reservation {owner.reservation_id}; "
+                f"{', '.join(foreign[:8])} {'is not a port' if len(foreign) == 1 else 'are not ports'} of its hosts",
+            )
+        return None
+    row = _writable_row(principal, fabric, req.pkey, verb="changed")
+    members = {**_current(row), **req.members}
+    _save(actor, principal, fabric, row, req.pkey, members=members, ipoib=req.ip_over_ib)
+    return push_and_wait(actor, principal, fabric, f"UFM API: add {len(req.members)} GUIDs to {ufm_pkey(req.pkey)}")
+
+
+def create_pkey(
+    actor: Actor, principal: Principal, fabric: Fabric, pkey: int, *, name: str, ip_over_ib: bool
+) -> ChangeRequest | None:
+    """``POST resources/pkeys/add``: a P_Key without GUIDs; an existing one is left as it is."""
+    row = _writable_row(principal, fabric, pkey, verb="changed")
+    if row is None:
+        _save(actor, principal, fabric, None, pkey, members={}, ipoib=ip_over_ib, name=name)
+    return push_and_wait(actor, principal, fabric, f"UFM API: create {ufm_pkey(pkey)}")
+
+
+def set_guids(actor: Actor, principal: Principal, fabric: Fabric, req: GuidsRequest) -> ChangeRequest | None:
+    """``PUT resources/pkeys``: the P_Key's GUIDs become exactly these."""
+    row = _writable_row(principal, fabric, req.pkey, verb="changed")
+    _save(actor, principal, fabric, row, req.pkey, members=dict(req.members), ipoib=req.ip_over_ib)
+    return push_and_wait(actor, principal, fabric, f"UFM API: set {len(req.members)} GUIDs of {ufm_pkey(req.pkey)}")
+
+
+def remove_guids(
+    actor: Actor, principal: Principal, fabric: Fabric, pkey: int, guids: list[int]
+) -> ChangeRequest | None:
+    """Remove GUIDs from a P_Key (absent ones are ignored, as UFM does); the P_Key stays."""
+    row = _writable_row(principal, fabric, pkey, verb="changed")
+    if row is None:
+        raise UfmError(404, f"pkey {ufm_pkey(pkey)} not found")
+    members = {g: m for g, m in _current(row).items() if g not in set(guids)}
+    _save(actor, principal, fabric, row, pkey, members=members, ipoib=row.ipoib)
+    return push_and_wait(actor, principal, fabric, f"UFM API: remove {len(guids)} GUIDs from {ufm_pkey(pkey)}")
+
+
+def delete_pkey(actor: Actor, principal: Principal, fabric: Fabric, pkey: int) -> ChangeRequest | None:
+    """``DELETE resources/pkeys/<pkey>``: an operator partition goes; a reservation's cannot."""
+    row = _writable_row(principal, fabric, pkey, verb="deleted")
+    if row is None:
+        raise UfmError(404, f"pkey {ufm_pkey(pkey)} not found")
+    try:
+        changes.delete_partition(actor, principal, fabric, name=row.name)
+    except ConsoleError as exc:
+        raise UfmError(exc.status, exc.detail) from exc
+    return push_and_wait(actor, principal, fabric, f"UFM API: delete {ufm_pkey(pkey)}")
+
+
+def push_and_wait(actor: Actor, principal: Principal, fabric: Fabric, reason: str) -> ChangeRequest | None:
+    """Request a change for the fabric's desired state and wait until it is verified on the ports.
+
+    None when the desired state is already what was verified (an idempotent repeat). A change
+    that waits for approval is returned as it is (the caller answers 202); a failed, rolled back
+    or cancelled change, or one not finished within ``UFM_API_WAIT_S``, is a 5xx in UFM's shape.
+    """
+    applied = applied_of(fabric)
+    try:
+        desired = build_desired(fabric)
+        if applied is not None and applied.desired == desired:
+            return None
+        # A repeat while the first call's change is still open waits for that change.
+        same = [c for c in fabric.changes.filter(status__in=OPEN).order_by("-pk") if c.desired == desired]
+        change = same[0] if same else changes.request_change(actor, principal, fabric, reason=reason)
+    except ConsoleError as exc:
+        raise UfmError(exc.status, exc.detail) from exc
+    deadline = time.monotonic() + float(settings.UFM_API_WAIT_S)
+    while change.status not in ChangeRequest.TERMINAL and change.status != Status.PENDING_APPROVAL:
+        if time.monotonic() > deadline:
+            raise UfmError(
+                504, f"change {change.pk} not verified within {settings.UFM_API_WAIT_S} s (still {change.status})"
+            )
+        time.sleep(0.2)
+        change.refresh_from_db()
+    if change.status in (Status.APPLIED, Status.UNCHANGED, Status.PENDING_APPROVAL):
+        return change
+    if change.status == Status.CANCELLED and change.error.startswith("superseded"):
+        # A newer change, requested after this call's partition was written, carried it and was
+        # verified first (the pipeline cancels the older one): the call's effect is on the ports.
+        return change
+    raise UfmError(500, f"change {change.pk} {change.status}: {change.error or 'see the change in the console'}")

@@ -1,0 +1,185 @@
+"""The /ufmRest/ API through Django's test client: authentication, UFM's error shapes and status
+codes, protected reservation P_Keys, idempotent repeats, the inventory a client finds GUIDs in.
+
+The fabric requires approval here, so a write ends at a pending change request (202) without a
+worker; the lab tests (test_ufm_lab.py) push and verify on the wire.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+
+import pytest
+from rest_framework.test import APIClient
+
+from console.fabric import changes
+from console.fabric.models import ChangeRequest, FabricPartition
+from console.tenancy.models import AuditEntry, Principal, Role
+from scheduling.models import HCA, Reservation
+from scheduling.services import quotas
+from scheduling.services.reservations import ReservationRequest, reserve
+from tests.fabric.lab_fixtures import ACTOR, su1_revision, whole_lab_pool  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.django_db
+OPERATOR = Principal(None, Role.OPERATOR, None)
+G1, G2 = "0002c90300000101", "0002c90300000102"
+
+
+def basic(username: str, password: str = "pw-12345678") -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Basic " + base64.b64encode(f"{username}:{password}".encode()).decode())
+    return client
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """Every Basic request checks a password: a cheap hasher here keeps these tests about the API
+    (the lab tests keep the console's real hasher)."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def fabric(su1_revision):  # noqa: F811
+    return changes.create_fabric(ACTOR, OPERATOR, name="ufm-f", revision=su1_revision, approval_required=True)
+
+
+@pytest.fixture
+def reservation(fabric, tenant_a, member_a) -> Reservation:
+    """A 16-GPU reservation of tenant A (2 nodes, 16 HCA ports), waiting for the fabric."""
+    pool = whole_lab_pool(fabric)
+    quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_a, pool=pool, guaranteed_gpus=64)
+    request = ReservationRequest(pool_id=pool.pk, gpus=16, duration=dt.timedelta(hours=1), tenant_id=tenant_a.pk)
+    res = reserve(ACTOR, Principal(member_a.pk, Role.TENANT_MEMBER, tenant_a.pk), request)
+    assert res.pkey is not None and res.status in Reservation.HOLDING
+    return res
+
+
+def host_guids(res: Reservation) -> list[str]:
+    nodes = res.allocations.values("node_id")
+    return sorted(g[2:] for g in HCA.objects.filter(node_id__in=nodes).values_list("port_guid", flat=True))
+
+
+def test_without_or_with_wrong_credentials_401_in_ufm_shape(fabric, operator):
+    r = APIClient().get("/ufmRest/app/ufm_version")
+    assert r.status_code == 401 and r["WWW-Authenticate"].startswith("Basic") and set(r.json()) == {"error"}
+    r = basic("op", "wrong-password").get("/ufmRest/resources/pkeys")
+    assert r.status_code == 401 and "error" in r.json()
+    assert basic("nobody-at-all").get("/ufmRest/resources/pkeys").status_code == 401
+
+
+def test_basic_and_bearer_credentials_both_work(fabric, operator, client_for):
+    assert basic("op").get("/ufmRest/app/ufm_version").json()["ufm_release_version"]
+    assert client_for(operator).get("/ufmRest/resources/pkeys").status_code == 200
+    assert basic("op").get("/ufmRestV2/resources/pkeys/").json() == {}
+    assert basic("op").get(f"/ufm/{fabric.name}/ufmRest/resources/pkeys").status_code == 200
+
+
+def test_read_only_token_and_auditor_cannot_write(fabric, operator, auditor, client_for):
+    body = {"pkey": "0x30", "guids": [G1]}
+    r = client_for(operator, read_only=True).post("/ufmRest/resources/pkeys", body, format="json")
+    assert (r.status_code, r.json()) == (403, {"error": "this token is read-only"})
+    assert basic("aud").post("/ufmRest/resources/pkeys", body, format="json").status_code == 403
+    assert not FabricPartition.objects.exists()
+
+
+def test_errors_have_ufm_shape_and_status(fabric, operator):
+    client = basic("op")
+    r = client.get("/ufmRest/resources/pkeys/0x999")
+    assert (r.status_code, r.json()) == (404, {"error": "pkey 0x999 not found"})
+    r = client.post("/ufmRest/resources/pkeys", {"pkey": "0x30", "guids": ["nope"]}, format="json")
+    assert r.status_code == 400 and "GUID 'nope'" in r.json()["error"]
+    r = client.post("/ufmRest/resources/pkeys", {"pkey": "0x7fff", "guids": [G1]}, format="json")
+    assert r.status_code == 400 and "management" in r.json()["error"]
+    assert client.delete("/ufmRest/resources/pkeys/0x30").status_code == 404
+    assert client.delete(f"/ufmRest/resources/pkeys/0x30/guids/{G1}").status_code == 404
+    r = client.put("/ufmRest/resources/pkeys/qos_conf", {"pkey": "0x30", "service_level": 1}, format="json")
+    assert r.status_code == 404 and "not part of" in r.json()["error"]
+    assert client.get("/ufmRest/resources/links").status_code == 404
+    assert client.patch("/ufmRest/resources/pkeys", {}, format="json").status_code == 405
+
+
+def test_operator_add_is_an_audited_change_request_and_a_repeat_adds_nothing(fabric, operator):
+    client = basic("op")
+    body = {"pkey": "0x0A2B", "index0": True, "ip_over_ib": True, "membership": "full", "guids": [G1, f"0x{G2}"]}
+    r = client.post("/ufmRest/resources/pkeys", body, format="json")
+    change = ChangeRequest.objects.get(fabric=fabric)
+    assert (r.status_code, r.json()) == (202, {"change_id": change.pk, "status": "pending_approval"})
+    row = FabricPartition.objects.get(fabric=fabric, pkey=0x0A2B)
+    assert (row.name, row.ipoib, row.members) == ("api_pkey_0xa2b", True, [[f"0x{G1}", "full"], [f"0x{G2}", "full"]])
+    assert "api_pkey_0xa2b" in change.artefacts["partitions.conf"] and change.requested_by_label == "op"
+    assert AuditEntry.objects.filter(action="fabric.partition.create").count() == 1
+    # the same call again, GUIDs spelled differently: no second change, no second audit row
+    body["guids"] = [":".join(G2[i : i + 2] for i in range(0, 16, 2)), G1]
+    assert client.post("/ufmRest/resources/pkeys/", body, format="json").json()["change_id"] == change.pk
+    assert ChangeRequest.objects.filter(fabric=fabric).count() == 1
+    assert AuditEntry.objects.filter(action__startswith="fabric.partition.").count() == 1
+    listed = client.get("/ufmRest/resources/pkeys?guids_data=true").json()
+    assert listed == {
+        "0xa2b": {
+            "partition": "api_pkey_0xa2b",
+            "ip_over_ib": True,
+            "index0": False,
+            "guids": [{"guid": g, "membership": "full", "index0": False} for g in (G1, G2)],
+        }
+    }
+    assert client.get("/ufmRest/resources/pkeys").json() == {
+        "0xa2b": {"partition": "api_pkey_0xa2b", "ip_over_ib": True, "index0": False}
+    }
+
+
+def test_a_reservation_pkey_is_its_tenants_and_protected(fabric, reservation, operator, member_a, member_b):
+    key, hosts = f"{reservation.pkey:#x}", host_guids(reservation)
+    assert len(hosts) == 16
+    a, b, op = basic("member-a"), basic("member-b"), basic("op")
+    # the tenant sees it, with its hosts; another tenant does not, anywhere
+    mine = a.get(f"/ufmRest/resources/pkeys/{key}?guids_data=true").json()
+    assert mine["partition"] == reservation.partition_name and [g["guid"] for g in mine["guids"]] == hosts
+    assert list(a.get("/ufmRest/resources/pkeys").json()) == [key]
+    assert b.get("/ufmRest/resources/pkeys").json() == {}
+    for r in (
+        b.get(f"/ufmRest/resources/pkeys/{key}"),
+        b.post("/ufmRest/resources/pkeys", {"pkey": key, "guids": hosts[:1]}, format="json"),
+        b.delete(f"/ufmRest/resources/pkeys/{key}"),
+    ):
+        assert (r.status_code, r.json()) == (404, {"error": f"pkey {key} not found"})
+    # its tenant may add its own hosts' GUIDs (members already: nothing to change) and nothing else
+    before = ChangeRequest.objects.count()
+    assert a.post("/ufmRest/resources/pkeys", {"pkey": key, "guids": hosts[:2]}, format="json").status_code == 200
+    assert ChangeRequest.objects.count() == before
+    foreign = HCA.objects.exclude(port_guid__in=[f"0x{g}" for g in hosts]).first().port_guid
+    r = a.post("/ufmRest/resources/pkeys", {"pkey": key, "guids": [foreign]}, format="json")
+    assert r.status_code == 403 and foreign[2:] in r.json()["error"]
+    # nobody deletes it, sets it or removes its hosts through this API, operators included
+    for client in (a, op):
+        assert client.delete(f"/ufmRest/resources/pkeys/{key}").status_code == 403
+        assert client.delete(f"/ufmRest/resources/pkeys/{key}/guids/{hosts[0]}").status_code == 403
+        body = {"pkey": key, "guids": hosts[:1]}
+        assert client.post("/ufmRest/actions/remove_guids_from_pkey", body, format="json").status_code == 403
+        assert client.put("/ufmRest/resources/pkeys", body, format="json").status_code == 403
+    assert ChangeRequest.objects.count() == before
+    # a tenant changes no operator partition
+    r = a.post("/ufmRest/resources/pkeys", {"pkey": "0x31", "guids": hosts[:1]}, format="json")
+    assert r.status_code == 403 and not FabricPartition.objects.exists()
+
+
+def test_systems_and_ports_lead_a_client_to_a_hosts_guids(fabric, reservation, operator, member_a, member_b):
+    systems = basic("op").get("/ufmRest/resources/systems").json()
+    assert len(systems) == 32 and all(s["type"] == "host" and len(s["guids"]) == 8 for s in systems)
+    held = sorted(basic("member-a").get("/ufmRest/resources/systems").json(), key=lambda s: s["system_name"])
+    assert sorted(g for s in held for g in s["guids"]) == host_guids(reservation)
+    assert basic("member-b").get("/ufmRest/resources/systems").json() == []
+    name = held[0]["system_name"]
+    ports = basic("member-a").get(f"/ufmRest/resources/ports?system={name}").json()
+    assert sorted(p["guid"] for p in ports) == sorted(held[0]["guids"])
+    assert {p["name"] for p in ports} == {f"{g}_1" for g in held[0]["guids"]}
+    assert basic("member-b").get(f"/ufmRest/resources/ports?system={name}").json() == []
+
+
+def test_a_browser_session_reads_json_and_cannot_write_without_csrf(fabric, reservation, member_a):
+    client = APIClient(enforce_csrf_checks=True)
+    client.force_login(member_a)
+    r = client.get("/ufmRest/resources/pkeys", HTTP_ACCEPT="text/html")
+    assert r["Content-Type"] == "application/json" and list(r.json()) == [f"{reservation.pkey:#x}"]
+    r = client.post("/ufmRest/resources/pkeys", {"pkey": "0x31", "guids": [G1]}, format="json")
+    assert r.status_code == 403 and "CSRF" in r.json()["error"]
