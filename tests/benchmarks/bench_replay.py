@@ -17,6 +17,11 @@ spines per multi-node job.
 
 Run: ``.venv/bin/python tests/benchmarks/bench_replay.py [--jobs N] [--seed S] [--patience-min M]``.
 Prints progress and a Markdown table, and ends with ONE JSON line.
+
+``--seeds 1,2,3,4,5`` (with ``--loads 0.8,1.0``, ``--jobs 1000`` keeps it bounded) replays only the
+synthetic traces, one per (load, seed), and reports per load and policy the mean over seeds (and
+the min-max spread) of every figure, and on how many seeds topology reached first-fit's
+utilisation and average wait: one sample at a saturated load is too chaotic to judge by.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import django  # noqa: E402
 django.setup()
 
 from designer.plan import plan  # noqa: E402
+from scheduling.placement import PoolTopology  # noqa: E402
 from scheduling.replay import ReplayOptions, TraceJob, load_alibaba, load_kalos, replay  # noqa: E402
 from scheduling.replay.generator import STANDARD_LOADS, TraceSpec, generate, offered_load  # noqa: E402
 from scheduling.services.topology import topology_from_graph  # noqa: E402
@@ -69,10 +75,17 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--patience-min", type=float, default=30.0)
+    parser.add_argument("--seeds", help="comma-separated seeds: multi-seed table of the synthetic loads only")
+    parser.add_argument("--loads", default="0.8,1.0", help="loads of the multi-seed table")
     args = parser.parse_args()
     graph = plan({"topology": "rail-optimized", "gpus": 2048}).graph
     assert graph is not None
     topology = topology_from_graph(graph).topology
+    if args.seeds:
+        seeds = [int(s) for s in args.seeds.split(",")]
+        loads = [float(x) for x in args.loads.split(",")]
+        multi_seed(topology, args.jobs, seeds, loads, args.patience_min * 60)
+        return
     began = time.perf_counter()
     load_1m = os.getloadavg()[0]
     results: dict[str, dict] = {}
@@ -116,6 +129,73 @@ def main() -> None:
         "traces": results,
     }
     print(json.dumps(summary))
+
+
+def multi_seed(topology: PoolTopology, jobs: int, seeds: list[int], loads: list[float], patience_s: float) -> None:
+    """Per load: mean (min-max) over ``seeds`` of every figure for each policy; seeds where
+    topology reached first-fit's utilisation and average wait."""
+    began = time.perf_counter()
+    load_1m = os.getloadavg()[0]
+    out: dict[str, dict] = {}
+    lines = []
+    for load in loads:
+        per: dict[str, list[dict]] = {label: [] for label, _, _ in POLICIES}
+        for seed in seeds:
+            trace = generate(TraceSpec(jobs=jobs, load=load, seed=seed))
+            for label, policy, max_wait in POLICIES:
+                t = time.perf_counter()
+                result = replay(
+                    trace, topology, policy, ReplayOptions(max_wait_s=patience_s if max_wait is None else 0.0)
+                )
+                figures = {k: result[k] for k in FIGURES}
+                per[label].append(figures)
+                print(f"load {load:g} seed {seed} {label:9} {time.perf_counter() - t:6.1f} s  {figures}", flush=True)
+        topo, ff = per["topology"], per["first-fit"]
+        entry: dict = {label: {k: _spread([r[k] for r in runs]) for k in FIGURES} for label, runs in per.items()}
+        entry["seeds_topology_util_ge_first_fit"] = sum(
+            t["utilization"] >= f["utilization"] - 1e-9 for t, f in zip(topo, ff, strict=True)
+        )
+        entry["seeds_topology_wait_le_first_fit"] = sum(
+            t["avg_wait_s"] <= f["avg_wait_s"] + 1e-9 for t, f in zip(topo, ff, strict=True)
+        )
+        out[f"{load:g}"] = entry
+        for label in per:
+            e = entry[label]
+            lines.append(
+                f"| {load:g} | {label} | {_fmt(e['utilization'], 4)} | {_fmt(e['utilization_arrivals'], 4)} | "
+                f"{_fmt(e['avg_wait_s'], 1, 60)} | {_fmt(e['p95_wait_s'], 1, 60)} | "
+                f"{e['avg_leaves_per_job']['mean']:.2f} | {e['avg_spines_per_job']['mean']:.2f} |"
+            )
+        lines.append(
+            f"| {load:g} | topology ≥ first-fit | util. {entry['seeds_topology_util_ge_first_fit']}/{len(seeds)} "
+            f"| | avg wait {entry['seeds_topology_wait_le_first_fit']}/{len(seeds)} | | | |"
+        )
+    print()
+    print(f"{jobs} jobs per trace, seeds {','.join(map(str, seeds))}: mean (min-max) over seeds; waits in minutes")
+    print("| load | policy | utilisation | util. while arriving | avg wait | p95 wait | leaves / job | spines / job |")
+    print("|---|---|---|---|---|---|---|---|")
+    for line in lines:
+        print(line)
+    print()
+    summary = {
+        "bench": "replay_seeds",
+        "jobs": jobs,
+        "seeds": seeds,
+        "patience_min": patience_s / 60,
+        "loadavg_1m_start": round(load_1m, 2),
+        "loadavg_1m_end": round(os.getloadavg()[0], 2),
+        "seconds": round(time.perf_counter() - began, 1),
+        "loads": out,
+    }
+    print(json.dumps(summary))
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    return {"mean": round(sum(values) / len(values), 4), "min": round(min(values), 4), "max": round(max(values), 4)}
+
+
+def _fmt(s: dict[str, float], digits: int, scale: float = 1.0) -> str:
+    return f"{s['mean'] / scale:.{digits}f} ({s['min'] / scale:.{digits}f}–{s['max'] / scale:.{digits}f})"
 
 
 def _row(name: str, offered: float, label: str, r: dict) -> str:

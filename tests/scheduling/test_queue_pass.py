@@ -45,3 +45,21 @@ def test_a_pass_places_in_order_and_estimates_the_rest():
     # a second pass at the same instant on the same engine cannot place anything twice
     again = queue_pass(engine, [jobs[1]], reservations=0)
     assert not again[0].placed_now
+
+
+@pytest.mark.parametrize(("max_wait", "start", "groups"), [(0.0, 100.0, (0, 1)), (1000.0, 300.0, (0,))])
+def test_the_heads_reservation_is_the_earliest_start_unless_patience_waits_for_one_group(max_wait, start, groups):
+    # Groups of 4 nodes, all busy now. At 100 nodes 3 and 7 free (one per group); at 300 node 0
+    # frees too, so from 300 group 0 holds two. Without patience the head is reserved at the
+    # earliest start any placement fits (100, two groups), not later for a tighter one; with
+    # patience up to 1000 it waits for one group (300).
+    engine = PlacementEngine(fat_tree(8, 4), now=0.0)
+    occupy(engine, [3, 7], end=100.0, booking_id="until-100")
+    occupy(engine, [0], end=300.0, booking_id="until-300")
+    occupy(engine, [1, 2, 4, 5, 6], end=5000.0, booking_id="long")
+    head = QueuedJob("head", Request(gpus=16), 50.0, 0.0, max_wait=max_wait, gpus=16)
+
+    (decision,) = queue_pass(engine, [head])
+
+    assert decision.placement is not None and decision.estimated_start == start
+    assert decision.placement.leaf_groups == groups
