@@ -13,7 +13,9 @@ def nav_keys(page) -> list[str]:
 
 
 def test_operator_sees_operator_navigation_and_logs_out(login, operator, tenant_a, tenant_b, live_server):
-    page = login("op")
+    operator.username = "operator"  # the demo's name: the width the header must hold
+    operator.save(update_fields=["username"])
+    page = login("operator")
     expect(page.get_by_test_id("role")).to_have_text("operator")
     assert nav_keys(page) == [
         "home",
@@ -29,6 +31,16 @@ def test_operator_sees_operator_navigation_and_logs_out(login, operator, tenant_
         "api-docs",
     ]
     expect(page.get_by_test_id("tenant-count")).to_have_text("2")
+    # the operator's navigation (the longest) stays on one line in a 1600-pixel window
+    page.set_viewport_size({"width": 1600, "height": 1000})
+    tops = page.locator("header.topbar a, header.topbar button, header.topbar input").evaluate_all(
+        "els => els.map(e => e.getBoundingClientRect()).filter(r => r.height > 0).map(r => [r.top, r.bottom])"
+    )
+    centres = [(top + bottom) / 2 for top, bottom in tops]
+    assert max(centres) - min(centres) < 12, f"navigation on several lines: {sorted(tops)}"
+    font = page.get_by_test_id("logout").evaluate("e => parseFloat(getComputedStyle(e).fontSize)")
+    height = page.get_by_test_id("logout").evaluate("e => e.getBoundingClientRect().height")
+    assert height < 2 * font, "'Log out' wraps onto two lines"
     page.get_by_test_id("logout").click()
     page.wait_for_url(f"{live_server.url}/login/")
     page.goto(f"{live_server.url}/audit/")
