@@ -107,14 +107,22 @@ def test_queued_request_becomes_ready_when_the_pool_frees_and_the_signed_event_a
     secret = page.get_by_test_id("new-webhook-secret").locator("code.secret").inner_text().strip()
     assert secret.startswith("whsec_")
 
-    # when B asks for 32 GPUs as soon as possible (16 are free), from its reservations page
+    # when B asks for 32 GPUs as soon as possible (16 are free), in its reservation form
     page.goto(f"{live_server.url}/reservations/")
     expect(page.locator("body[data-reservations=ready]")).to_be_attached()
-    asked = page.evaluate(
-        RESERVE, {"pool": lab_pool.pk, "gpus": 32, "start": "asap", "duration_minutes": 60, "name": "b-waits"}
-    )
-    assert asked["status"] == 202 and asked["body"]["status"] == "queued", asked
-    queued_id = asked["body"]["id"]
+    page.get_by_test_id("res-pool").select_option(str(lab_pool.pk))
+    page.get_by_test_id("res-size").fill("32")
+    page.get_by_test_id("res-duration").fill("1")
+    page.get_by_test_id("res-name").fill("b-waits")
+    page.get_by_test_id("res-when-asap").check()
+    # the preview says it will queue, and the button says so
+    expect(page.get_by_test_id("preview-state")).to_have_text("will queue")
+    expect(page.get_by_test_id("res-submit")).to_have_text("Queue it")
+    page.get_by_test_id("res-submit").click()
+    expect(card_named(page, "b-waits")).to_be_visible()
+    queued_row = Reservation.objects.get(name="b-waits")
+    assert queued_row.status == "queued" and queued_row.tenant.slug == "tenant-b", queued_row.status
+    queued_id = queued_row.pk
     page.reload()
     card = card_named(page, "b-waits")
     # then it is shown queued, first in line, to start when A's reservation ends
