@@ -1,4 +1,4 @@
-// Reservation cards: status, size, partition (P_Key, SL), window, placement and connection
+// Reservation cards: status, size, isolation (partition and service level), window, placement and connection
 // details, with extend/release/cancel. The board polls the API every poll_ms for reservations
 // still on their way (requested, queued, provisioning, ending, or placed and due) until they settle.
 // A queued request shows its position and estimated start instead of a window and partition.
@@ -156,8 +156,12 @@ export class Board {
         { class: "res-facts" },
         h("dt", {}, "GPUs"), h("dd", { testid: "res-gpus" }, String(size)),
         h("dt", {}, "Nodes"), h("dd", { testid: "res-node-count" }, String(nodes.length || "–")),
-        h("dt", {}, "P_Key"), h("dd", {}, h("code", { testid: "res-pkey" }, r.pkey_hex ?? "–")),
-        h("dt", {}, "SL"), h("dd", { testid: "res-sl" }, String(r.sl)),
+        // In words: the partition that isolates it and the service level its traffic gets (the
+        // variables a job needs are on "How to use it").
+        h("dt", {}, "Isolation"),
+        h("dd", { title: "InfiniBand partition (P_Key) and service level (SL)" },
+          "partition ", h("code", { testid: "res-pkey" }, r.pkey_hex ?? "–"),
+          ", service level ", h("span", { testid: "res-sl" }, String(r.sl))),
         h("dt", {}, "Priority"), h("dd", {}, r.priority_class + (r.borrowed ? " (borrowed)" : "")),
         ...(r.status === "queued"
           ? [h("dt", {}, "Duration"), h("dd", { testid: "res-window" }, duration(r.start, r.end))]
