@@ -77,6 +77,8 @@ def test_the_snapshot_names_tenants_and_reservations_and_a_tenant_only_its_own(w
     reservations (a reservation without a name by its partition, ``res-<id>``); a tenant's names
     only its own reservations and nothing of the other tenant."""
     Reservation.objects.filter(pk=world["res_a"].pk).update(name="llama-pretrain")
+    # reservations get a generated name now; one stored without (before that) shows its partition
+    Reservation.objects.filter(pk=world["res_b"].pk).update(name="")
     world["collector"].workload.jobs = []  # the next refresh reads the reservations again
     world["collector"]._refresh_jobs()
     _publish_snapshot(world)
