@@ -8,7 +8,8 @@ each with the one error body (console.tenancy.api.errors):
   429 (throttling) and 503 (database away, with ``Retry-After``) on every operation;
 - 400 (invalid input, bad filters, unparsable JSON) on every operation: query parameters and
   bodies are validated everywhere;
-- 409 (a conflict with existing data) on every write; 413 (body too large) where there is a body;
+- 409 (a conflict with existing data) on every write; 413 (body too large) and 415 (a body in a
+  media type the operation does not parse) where there is a body;
 - 422 (``idempotency_key_reused``) where the ``Idempotency-Key`` header is accepted.
 
 A view's own schema for one of these statuses is kept and widened to also allow the error body.
@@ -41,6 +42,7 @@ DESCRIPTIONS = {
     "404": "Not found (other tenants' objects answer 404 too)",
     "409": "Conflicts with existing data or a concurrent request",
     "413": "The request body is too large",
+    "415": "The request body's Content-Type is not one the operation accepts",
     "422": "The Idempotency-Key was used for a different request",
     "429": "Too many requests: retry after Retry-After seconds",
     "503": "The database was unavailable: retry after Retry-After seconds",
@@ -56,7 +58,7 @@ def error_statuses(method: str, operation: dict[str, Any]) -> list[str]:
     if method in WRITES:
         statuses.append("409")
     if "requestBody" in operation:
-        statuses.append("413")
+        statuses += ["413", "415"]
     if any(p.get("in") == "header" and p.get("name") == "Idempotency-Key" for p in operation.get("parameters", [])):
         statuses.append("422")
     return sorted(statuses)
