@@ -22,20 +22,12 @@ from designer.graph import FabricGraph
 from designer.imports import import_fabric
 from designer.plan import plan
 from tests.designer import k8s_schemas
+from tests.designer.sample_designs import DISCOVERED, REALDATA, THREE_LEVEL, TWO_LEVEL
 
-REALDATA = Path("/work/shared/realdata")
 EXAMPLES = REALDATA / "slurm_k8s_topology"
-DISCOVERED = REALDATA / "ibnetdiscover" / "psmn_x5_voltaire_qdr_89ca_11sw.ibnetdiscover"
 DESIGNS = {
-    "two-level": {"topology": "fat-tree", "nodes": 64, "gpus_per_node": 8, "hcas_per_node": 1, "levels": 2},
-    "three-level": {
-        "topology": "fat-tree",
-        "nodes": 800,
-        "gpus_per_node": 8,
-        "hcas_per_node": 1,
-        "levels": 3,
-        "switch": "QM8700",
-    },
+    "two-level": TWO_LEVEL,
+    "three-level": THREE_LEVEL,
     "rail-optimized": {"topology": "rail-optimized", "gpus": 512},
     "discovered": DISCOVERED,
 }

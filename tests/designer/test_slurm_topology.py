@@ -18,26 +18,13 @@ from designer.exports import export
 from designer.graph import FabricGraph
 from designer.imports import import_fabric
 from designer.plan import plan
+from tests.designer.sample_designs import DISCOVERED, REALDATA, THREE_LEVEL, TWO_LEVEL
 from tests.needs import needs
 from tests.slurmctld import Slurmctld
 
 pytestmark = needs("slurm")
 
-REALDATA = Path("/work/shared/realdata")
 MAN = REALDATA / "slurm_k8s_topology" / "slurm_man_topology.conf.5"
-#: a discovered fabric: PSMN's Voltaire QDR cluster, switches named by their node descriptions
-DISCOVERED = REALDATA / "ibnetdiscover" / "psmn_x5_voltaire_qdr_89ca_11sw.ibnetdiscover"
-#: a two-level fat tree: 2 leaves of QM9700 under one spine
-TWO_LEVEL = {"topology": "fat-tree", "nodes": 64, "gpus_per_node": 8, "hcas_per_node": 1, "levels": 2}
-#: a three-level fat tree with two pods of 20 QM8700 leaves each
-THREE_LEVEL = {
-    "topology": "fat-tree",
-    "nodes": 800,
-    "gpus_per_node": 8,
-    "hcas_per_node": 1,
-    "levels": 3,
-    "switch": "QM8700",
-}
 #: a three-level fat tree in one pod whose last leaf is not full (96 = 4 x 20 + 16)
 UNEVEN = {**THREE_LEVEL, "nodes": 96}
 
