@@ -143,22 +143,118 @@ _SWITCHES = (
     director_model(800, "NDR"),
 )
 
+# Idle, off (BMC standby) draw and boot time are estimates for power-management planning: an
+# idle 8-GPU server still draws well over a kilowatt (fans, CPUs, NVSwitches, idle GPUs at
+# 60-100 W each); DGX-class servers take 5-8 minutes from power-on to HCA ports active.
 _NODES = (
-    NodeType("DGX-A100", 8, 8, "A100", 6_500, 200_000, "HDR", 200, 0x101B, 6, 4),
-    NodeType("DGX-H100", 8, 8, "H100", 10_200, 400_000, "NDR", 400, 0x1021, 8, 4),
-    NodeType("DGX-B200", 8, 8, "B200", 14_300, 500_000, "NDR", 400, 0x1021, 10, 4),
+    NodeType(
+        "DGX-A100",
+        8,
+        8,
+        "A100",
+        6_500,
+        200_000,
+        "HDR",
+        200,
+        0x101B,
+        6,
+        4,
+        idle_power_w=1_300,
+        off_power_w=40,
+        boot_s=360,
+    ),
+    NodeType(
+        "DGX-H100",
+        8,
+        8,
+        "H100",
+        10_200,
+        400_000,
+        "NDR",
+        400,
+        0x1021,
+        8,
+        4,
+        idle_power_w=1_800,
+        off_power_w=45,
+        boot_s=420,
+    ),
+    NodeType(
+        "DGX-B200",
+        8,
+        8,
+        "B200",
+        14_300,
+        500_000,
+        "NDR",
+        400,
+        0x1021,
+        10,
+        4,
+        idle_power_w=2_300,
+        off_power_w=50,
+        boot_s=480,
+    ),
     # DGX B300, XDR SuperPOD RA (docs.nvidia.com/dgx-superpod/reference-architecture/
     # scalable-infrastructure-b300-xdr, "DGX SuperPOD Architecture"): 8 Blackwell Ultra GPUs, each
     # with its own single-port ConnectX-8 at XDR 800 Gb/s; four DGX B300 per rack at ~56 kW, so
     # ~14 kW each; 10U. ConnectX-8 is PCI device 0x1023 (Linux mlx5_core's device table).
-    NodeType("DGX-B300", 8, 8, "B300", 14_000, 600_000, "XDR", 800, 0x1023, 10, 4),
+    NodeType(
+        "DGX-B300",
+        8,
+        8,
+        "B300",
+        14_000,
+        600_000,
+        "XDR",
+        800,
+        0x1023,
+        10,
+        4,
+        idle_power_w=2_300,
+        off_power_w=50,
+        boot_s=480,
+    ),
     # GB300 NVL72 compute tray, NVL72 AI Factory enterprise RA (docs.nvidia.com/
     # enterprise-reference-architectures/nvl72-ai-factory, "System Hardware & Components"):
     # 2 Grace CPUs, 4 Blackwell Ultra GPUs and 4 ConnectX-8 HCAs per 1U tray; 18 trays in a rack of
     # up to 142 kW, so ~7.9 kW per tray with its share of the NVLink switch trays.
-    NodeType("GB300-tray", 4, 4, "GB300", 7_900, 250_000, "XDR", 800, 0x1023, 1, 18),
-    NodeType("generic", 8, 8, "", 3_000, 150_000, "NDR", 400, 0x1021, 4, 8),
-    NodeType("UFM-appliance", 0, 2, "", 600, 30_000, "NDR", 400, 0x1021, 1, 16, "manager"),
+    NodeType(
+        "GB300-tray",
+        4,
+        4,
+        "GB300",
+        7_900,
+        250_000,
+        "XDR",
+        800,
+        0x1023,
+        1,
+        18,
+        idle_power_w=1_200,
+        off_power_w=30,
+        boot_s=360,
+    ),
+    NodeType(
+        "generic", 8, 8, "", 3_000, 150_000, "NDR", 400, 0x1021, 4, 8, idle_power_w=600, off_power_w=20, boot_s=240
+    ),
+    NodeType(
+        "UFM-appliance",
+        0,
+        2,
+        "",
+        600,
+        30_000,
+        "NDR",
+        400,
+        0x1021,
+        1,
+        16,
+        "manager",
+        idle_power_w=300,
+        off_power_w=10,
+        boot_s=180,
+    ),
 )
 
 # (kind, reach_min, reach_max, price, transceiver?, power) per generation; NDR reaches are the

@@ -130,7 +130,7 @@ class NodeType:
     gpus: int
     hcas: int
     gpu_model: str = ""
-    power_w: float = 0.0
+    power_w: float = 0.0  # busy (all GPUs loaded)
     price: float = 0.0
     hca_speed: str = "NDR"
     hca_gbps: int = 400
@@ -138,6 +138,13 @@ class NodeType:
     rack_units: int = 2
     per_rack: int = 8  # how many fit in a rack within its power budget
     role: str = "compute"  # compute | manager
+    idle_power_w: float = 0.0  # powered on, no job; 0: a fifth of `power_w`
+    off_power_w: float = 0.0  # powered off, BMC on standby
+    boot_s: int = 300  # power-on to OS up and HCA ports active
+
+    def idle_watts(self) -> float:
+        """Draw when on and idle: the catalogue figure, or a fifth of the busy draw when unset."""
+        return self.idle_power_w or self.power_w / 5
 
 
 @dataclass(frozen=True, slots=True)

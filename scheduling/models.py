@@ -32,6 +32,15 @@ class Node(models.Model):
         DOWN = "down"
         OFF = "off", "powered off"
 
+    class Power(models.TextChoices):
+        """What the BMC says (and the console is doing); independent of the operator's `state`."""
+
+        ON = "on"
+        POWERING_ON = "powering-on"
+        OFF = "off"
+        POWERING_OFF = "powering-off"
+        FAILED = "failed"
+
     fabric = models.ForeignKey("fabric.Fabric", on_delete=models.CASCADE, related_name="nodes")
     name = models.CharField(max_length=64)
     node_type = models.CharField(max_length=40, blank=True)
@@ -40,6 +49,8 @@ class Node(models.Model):
     state = models.CharField(max_length=10, choices=State.choices, default=State.AVAILABLE)
     gpu_model = models.CharField(max_length=40, blank=True)
     gpus = models.PositiveSmallIntegerField(default=0)
+    power_state = models.CharField(max_length=12, choices=Power.choices, default=Power.ON)
+    power_changed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["fabric", "name"]
