@@ -187,17 +187,19 @@ class PowerModel:
                 self._power_on(node, now)
 
     def _may_act(self, now: float) -> bool:
-        # Cheap pre-check so a quiet pool does not build the planner's inputs at every event.
-        warm = 0
+        # Cheap pre-check so a quiet pool does not build the planner's inputs at every event: the
+        # planner can only act (without queued demand) below the buffer, or above it with a node
+        # idle past T. Its warm count lies between these two (reserved nodes left out or not).
+        warm_all = warm_unreserved = 0
         due = False
+        future = self.state.future
         for node, power in enumerate(self.power):
-            if power is PowerState.POWERING_ON:
-                warm += 1
-            elif power is PowerState.ON and not self.state.busy_now[node]:
-                warm += 1
+            if power is PowerState.POWERING_ON or (power is PowerState.ON and not self.state.busy_now[node]):
+                warm_all += 1
+                warm_unreserved += node not in future
                 since = self.idle_since[node]
                 due = due or (since is not None and now - since >= self._idle_after)
-        return due or warm < self._buffer
+        return warm_unreserved < self._buffer or (due and warm_all > self._buffer)
 
     def _demand_nodes(self, queued_gpus: Iterable[int]) -> int:
         per_node = self.gpus_per_node

@@ -145,29 +145,15 @@ def test_replay_cli_power_policy_adds_energy_and_wait_change(tmp_path):
     write_csv([TraceJob("a", 0, 3600, 8), TraceJob("b", 7200, 3600, 32)], trace)
     out = StringIO()
 
-    call_command(
-        "schedule",
-        "replay",
-        "--trace",
-        str(trace),
-        "--design",
-        "fat-tree:nodes=4,node_type=DGX-H100",
-        "--power-policy",
-        "idle=10m,buffer=0",
-        "--json",
-        stdout=out,
-    )
+    replay_args = f"replay --trace {trace} --design fat-tree:nodes=4,node_type=DGX-H100 --json".split()
+
+    call_command("schedule", *replay_args, "--power-policy", "idle=10m,buffer=0", stdout=out)
 
     result = json.loads(out.getvalue())
     assert list(result) == [*RESULT_KEYS, *POWER_KEYS, *WAIT_DELTA_KEYS]
     assert result["wait_delta_p95_s"] == pytest.approx(420)
     assert result["energy_kwh"] == pytest.approx(57.245)
     with pytest.raises(CommandError, match="idle=T"):
-        call_command(
-            "schedule", "replay", "--trace", str(trace), "--design", "fat-tree:nodes=4", "--power-policy", "buffer=1"
-        )
+        call_command("schedule", *replay_args, "--power-policy", "buffer=1")
     with pytest.raises(CommandError, match="unknown node type"):
-        call_command(
-            "schedule", "replay", "--trace", str(trace), "--design", "fat-tree:nodes=4",
-            "--power-policy", "idle=10m", "--node-type", "Toaster",
-        )  # fmt: skip
+        call_command("schedule", *replay_args, "--power-policy", "idle=10m", "--node-type", "Toaster")
