@@ -185,8 +185,8 @@ def plan(
     buffer = policy.buffer_for(len(pool))
     required = queued_nodes + buffer
     wanted = (
-        f"{len(soon)} queued request(s) need {queued_nodes} node(s) by {_clock(horizon)} and the warm buffer "
-        f"is {buffer}"
+        f"{queued_nodes} node(s) wanted by {len(soon)} queued request(s) before {_clock(horizon)} "
+        f"plus a warm buffer of {buffer}"
     )
     actions = list(urgent)
     if len(warm) < required:
@@ -216,8 +216,8 @@ def plan(
                     "off",
                     f"idle for {_minutes(idle_for[node.name])} (policy: off after {_minutes(policy.idle_after)}); "
                     f"no reservation needs it before {_clock(now + node.boot + policy.margin)} "
-                    f"(boot {_minutes(node.boot)} + margin {_minutes(policy.margin)}); {wanted}, "
-                    f"{len(warm)} idle node(s) on",
+                    f"(boot {_minutes(node.boot)} + margin {_minutes(policy.margin)}); {wanted}, and "
+                    f"{len(warm)} idle node(s) are on",
                     policy.dry_run,
                 )
             )
