@@ -16,7 +16,8 @@ The rules, in the order they are applied:
    warm. Short of that, off nodes are powered on; above it, nodes idle for longer than
    ``idle_after`` are powered off, never more than the surplus.
 4. **Rate limit**: at most ``max_actions_per_minute`` actions in any minute, counting
-   ``recent_actions``; power-ons for reservations first, then other power-ons, then power-offs.
+   ``recent_actions``; power-ons for pinned nodes and reservations first, then power-ons for the
+   queue and the buffer, then power-offs.
 
 Which nodes: power-offs take first the nodes of the leaf groups with the fewest busy nodes (the
 groups with the least work empty first, so the groups that stay on stay whole), then the longest

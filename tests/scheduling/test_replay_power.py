@@ -25,6 +25,7 @@ from scheduling.replay import (
     simulate,
 )
 from scheduling.replay.generator import TraceSpec, generate, write_csv
+from scheduling.replay.power import PowerModel
 
 H100 = default_catalogue().nodes["DGX-H100"]  # 10,200 W busy, 1,800 W idle, 45 W off, 420 s boot
 FOUR_NODES = rail_optimized(1, nodes_per_su=4)  # 4 DGX nodes, 32 GPUs, one leaf group
@@ -157,3 +158,19 @@ def test_replay_cli_power_policy_adds_energy_and_wait_change(tmp_path):
         call_command("schedule", *replay_args, "--power-policy", "buffer=1")
     with pytest.raises(CommandError, match="unknown node type"):
         call_command("schedule", *replay_args, "--power-policy", "idle=10m", "--node-type", "Toaster")
+
+
+def test_skipping_the_planner_when_it_cannot_act_changes_nothing(monkeypatch):
+    # The model's cheap pre-check skips the planner on quiet events; asking it every time must
+    # give the very same replay.
+    topology = rail_optimized(2)
+    jobs = generate(TraceSpec(jobs=150, load=0.4, seed=7, capacity_gpus=topology.total_gpus, max_duration_s=4 * 3600))
+    options = ReplayOptions(power=settings("idle=20m,buffer=5%"))
+
+    skipping = simulate(jobs, topology, "topology", options).summary()
+    monkeypatch.setattr(PowerModel, "_may_act", lambda self, now: True)
+    always = simulate(jobs, topology, "topology", options).summary()
+
+    assert skipping["power_off_actions"] > 0
+    keys = ("avg_wait_s", "p95_wait_s", "energy_kwh", "power_on_actions", "power_off_actions")
+    assert {k: skipping[k] for k in keys} == {k: always[k] for k in keys}
