@@ -234,6 +234,9 @@ IDEMPOTENCY_WAIT_S = float(os.environ.get("IDEMPOTENCY_WAIT_S", "10"))
 # only fabric), and how long a call waits for its change to be verified on the ports.
 UFM_API_FABRIC = os.environ.get("CONSOLE_UFM_FABRIC", "")
 UFM_API_WAIT_S = float(os.environ.get("CONSOLE_UFM_API_WAIT_S", "120"))
+# Virtual port GUIDs (SR-IOV VFs of pods, console/fabric/opensm/vguids.py): the console-wide 4-byte
+# prefix of every reservation's vGUID range (ib-kubernetes's GUID pool), e.g. 02:c0:ff:ee.
+VGUID_PREFIX = os.environ.get("CONSOLE_VGUID_PREFIX", "02:c0:ff:ee")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -410,6 +410,14 @@ class UsageGuideSerializer(serializers.Serializer):
         help_text="Kubernetes NetworkAttachmentDefinition (YAML) of ib-sriov-cni with the reservation's P_Key; "
         "empty before a P_Key is assigned"
     )
+    vguid_start = serializers.CharField(
+        help_text="first virtual GUID (pod VF) of the reservation's own range, e.g. 02:C0:FF:EE:00:00:70:00: "
+        "the GUID_POOL_RANGE_START of its ib-kubernetes"
+    )
+    vguid_end = serializers.CharField(help_text="last virtual GUID of the range (GUID_POOL_RANGE_END)")
+    ib_kubernetes_config = serializers.CharField(
+        help_text="ib-kubernetes ConfigMap (UFM plugin, GUID pool = the vGUID range) and UFM Secret (YAML)"
+    )
 
 
 class PoolPriceSerializer(serializers.Serializer):

@@ -292,7 +292,7 @@ def desired_partitions(fabric_id: int) -> list[PartitionRequest]:
                 name=r.partition_name,
                 pkey=r.pkey,
                 sl=r.sl,
-                members=[[guid, "full"] for guid in members],
+                members=[[guid, "full"] for guid in members] + [list(m) for m in r.virtual_guids or []],
             )
         )
     return partitions
