@@ -151,7 +151,7 @@ class ReservationListSerializer(serializers.ListSerializer):
         return super().to_representation(rows)
 
 
-class ProgressSerializer(serializers.Serializer):
+class ReservationProgressSerializer(serializers.Serializer):
     """Where a granted reservation is on its way to ready."""
 
     step = serializers.ChoiceField(["powering-on", "power-failed", "off-until-start", "fabric"])
@@ -210,7 +210,7 @@ class ReservationSerializer(serializers.ModelSerializer):
         read_only_fields = fields
         list_serializer_class = ReservationListSerializer
 
-    @extend_schema_field(ProgressSerializer(allow_null=True))
+    @extend_schema_field(ReservationProgressSerializer(allow_null=True))
     def get_progress(self, reservation: Reservation) -> dict[str, Any] | None:
         batched = self.context.get("reservation_progress") or {}
         if reservation.pk in batched:
