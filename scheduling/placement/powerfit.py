@@ -34,6 +34,8 @@ FAILED = "failed"
 #: Slack on top of a node type's boot time before a booted node counts as ready (BMC latency,
 #: the subnet manager bringing its ports to active, the P_Key push).
 BOOT_MARGIN_S = 120.0
+#: Node names a rejection's details list at most (the counts are complete).
+MAX_NAMED = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,8 +142,10 @@ class PowerFit:
         if failed:
             parts.append(f"{len(failed)} failed node{'s' if len(failed) > 1 else ''}: excluded")
         details = {
-            "power_excluded_nodes": [self.topology.nodes[n].name for n in late],
-            "power_failed_nodes": [self.topology.nodes[n].name for n in failed],
+            "power_excluded_nodes": [self.topology.nodes[n].name for n in late[:MAX_NAMED]],
+            "power_excluded_count": len(late),
+            "power_failed_nodes": [self.topology.nodes[n].name for n in failed[:MAX_NAMED]],
+            "power_failed_count": len(failed),
         }
         return "; ".join(parts), details
 

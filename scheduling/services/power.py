@@ -6,7 +6,8 @@ The seam with the power app (``console/power``, which drives the BMCs):
   keys), ``reservation_ids`` and ``reason`` (``grant`` or ``start``) when a granted reservation
   needs nodes that are off: at the grant when booting from now would barely make its start, else
   by the periodic tick once the start comes within the nodes' boot time plus margin
-  (:func:`wake_due`). The power app connects a receiver that powers them on.
+  (:func:`wake_due`), again on every tick while a node is still reported off: the power app
+  connects a receiver that powers them on, and ignores a node it is already booting.
 - :func:`node_power_changed`, which the power app calls when a BMC reports a state: it records
   ``Node.power_state``/``power_changed_at`` (audited) and, when the last node of a reservation
   waiting for power is on, asks for a reconcile: the reservation's partition enters the fabric's

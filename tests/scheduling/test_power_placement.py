@@ -111,7 +111,7 @@ def test_off_nodes_that_cannot_boot_before_the_start_are_excluded_with_the_start
     assert f"16 nodes are off and cannot boot before {when} (ready in 9 min): excluded" in reservation.reason
     assert "once booted they fit from" in reservation.reason
     details = reservation.explanation["details"]
-    assert len(details["power_excluded_nodes"]) == 16
+    assert len(details["power_excluded_nodes"]) == details["power_excluded_count"] == 16
     earliest = dt.datetime.fromisoformat(details["earliest_start"])
     assert before + dt.timedelta(seconds=BOOT) <= earliest <= timezone.now() + dt.timedelta(seconds=BOOT)
     assert not ReservationAllocation.objects.exists()
