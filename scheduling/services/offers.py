@@ -70,7 +70,7 @@ def offers(
         found.append({"kind": "later", **full.fields(), "start": start, "label": label})
     if refused.gpus <= quota.limit_gpus and refused.code != "too_large":
         found.append(
-            {"kind": "queue", **full.fields(), "start": None, "label": f"Queue {full.words()} (as soon as possible)"}
+            {"kind": "queue", **full.fields(), "start": None, "label": f"Queue {full.words()}, as soon as possible"}
         )
     return found
 

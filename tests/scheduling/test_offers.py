@@ -133,7 +133,7 @@ def test_a_request_by_nodes_is_offered_nodes_and_taking_an_offer_asks_for_nodes(
     }
     assert offers["smaller_now"]["label"] == "6 nodes (48 GPUs) now"
     assert offers["later"]["label"].startswith("8 nodes (64 GPUs) at ") and offers["later"]["label"].endswith(" UTC")
-    assert offers["queue"]["label"] == "Queue 8 nodes (64 GPUs) (as soon as possible)"
+    assert offers["queue"]["label"] == "Queue 8 nodes (64 GPUs), as soon as possible"
     # and taking the "now" offer as offered (by nodes) reserves 6 whole nodes
     taken = reserve(SYSTEM, admin, request_for(pool, nodes=offers["smaller_now"]["nodes"], name="taken"))
     assert taken.status == Reservation.Status.PROVISIONING, taken.reason
