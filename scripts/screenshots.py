@@ -147,6 +147,8 @@ def shoot(base: str, ids: dict[str, dict[str, object]]) -> list[dict[str, object
                 )
                 flag = "" if status == entry.status else f"  UNEXPECTED: expected {entry.status}"
                 print(f"  {account}/{entry.slug}.png  {status}  axe serious/critical: {len(found)}{flag}")
+                for v in found:  # where, so a finding can be fixed without rerunning axe by hand
+                    print(f"    {v['id']}: {[n.get('target') for n in v.get('nodes', [])][:5]}")
                 if entry.slug == "reservations" and role_of(account) == pages.TENANT_ADMIN:
                     rows.append(offers_shot(page, account))
             context.close()
