@@ -4,25 +4,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('notify', '0001_initial'),
+        ("notify", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='DemoSinkReceipt',
+            name="DemoSinkReceipt",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('received_at', models.DateTimeField(auto_now_add=True)),
-                ('event_id', models.CharField(blank=True, max_length=64)),
-                ('event_type', models.CharField(blank=True, max_length=40)),
-                ('verified', models.BooleanField()),
-                ('problem', models.CharField(blank=True, help_text='why the signature did not verify', max_length=200)),
-                ('payload', models.JSONField(blank=True, null=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("received_at", models.DateTimeField(auto_now_add=True)),
+                ("event_id", models.CharField(blank=True, max_length=64)),
+                ("event_type", models.CharField(blank=True, max_length=40)),
+                ("verified", models.BooleanField()),
+                ("problem", models.CharField(blank=True, help_text="why the signature did not verify", max_length=200)),
+                ("payload", models.JSONField(blank=True, null=True)),
             ],
             options={
-                'ordering': ['-received_at', '-id'],
+                "ordering": ["-received_at", "-id"],
             },
         ),
     ]
