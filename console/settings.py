@@ -385,6 +385,9 @@ NOTIFY_WEBHOOK_BACKOFF_S = int(os.environ.get("NOTIFY_WEBHOOK_BACKOFF_S", "10"))
 NOTIFY_WEBHOOK_BACKOFF_MAX_S = int(os.environ.get("NOTIFY_WEBHOOK_BACKOFF_MAX_S", "600"))
 NOTIFY_EXPIRING_LEAD_S = int(os.environ.get("NOTIFY_EXPIRING_LEAD_S", "1800"))
 NOTIFY_ALLOW_PRIVATE_URLS = env_bool("NOTIFY_ALLOW_PRIVATE_URLS", False)
+# Demo only: the one local URL allowed anyway, the demo's own receiver (console/notify/demo_sink.py);
+# ``manage.py up`` sets it on a seeded demo. Empty: none.
+NOTIFY_DEMO_SINK_URL = os.environ.get("NOTIFY_DEMO_SINK_URL", "")
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "IB console <console@localhost>")
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")

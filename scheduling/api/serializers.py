@@ -371,12 +371,17 @@ class OfferSerializer(serializers.Serializer):
         "it fits; queue: the full size with start asap",
     )
     gpus = serializers.IntegerField()
+    nodes = serializers.IntegerField(
+        allow_null=True,
+        help_text="whole nodes when the request asked by nodes (offers are in the unit asked; taking one "
+        "asks for these nodes); null when it asked by GPUs",
+    )
     start = serializers.DateTimeField(allow_null=True, help_text="later only; null: now (or asap for queue)")
 
     def get_fields(self) -> dict[str, serializers.Field]:
         # ``label`` is also an attribute of every DRF field: declared here, not as a class attribute.
         fields = super().get_fields()
-        fields["label"] = serializers.CharField(help_text='in words, e.g. "112 GPUs now"')
+        fields["label"] = serializers.CharField(help_text='in words, e.g. "112 GPUs now" or "3 nodes (24 GPUs) now"')
         return fields
 
 
