@@ -191,3 +191,34 @@ def test_a_reservation_on_powered_off_nodes_is_ready_only_after_they_boot_and_it
     assert reservation.status == S.READY
     assert set(holders_of(lab, reservation.pkey, members).values()) == {"full"}
     assert set(holders_of(lab, reservation.pkey, neighbours(reservation)).values()) == {None}
+
+
+def test_a_future_reservation_pushed_before_its_start_is_ready_at_its_start_without_a_new_change(
+    su1, tenant_a, django_capture_on_commit_callbacks
+):
+    fabric, lab, pool = su1
+    # given a reservation starting in 30 minutes: placed, and its partition pushed ahead of time
+    start = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(minutes=30)
+    request = ReservationRequest(
+        pool_id=pool.pk, gpus=16, start=start, duration=dt.timedelta(hours=1), name="later", tenant_id=tenant_a.pk
+    )
+    reservation = reserve(ACTOR, OPERATOR, request)
+    assert reservation.status == S.PLACED, reservation.reason
+    converge(fabric)
+    reservation.refresh_from_db()
+    assert reservation.status == S.PLACED
+    assert set(holders_of(lab, reservation.pkey, guids_of(reservation)).values()) == {"full"}
+
+    # when its start comes: the tick starts it, and the reconcile finds nothing to change
+    lifecycle.tick(now=start + dt.timedelta(seconds=1))
+    reservation.refresh_from_db()
+    assert reservation.status == S.PROVISIONING
+    changes_before = ChangeRequest.objects.filter(fabric=fabric).count()
+    with django_capture_on_commit_callbacks(execute=True):
+        assert changes.reconcile(fabric, actor=ACTOR) is None
+
+    # then it is ready on the strength of the verified change that put its P_Key on the ports
+    reservation.refresh_from_db()
+    assert reservation.status == S.READY and reservation.ready_at is not None
+    assert ChangeRequest.objects.filter(fabric=fabric).count() == changes_before
+    assert set(holders_of(lab, reservation.pkey, guids_of(reservation)).values()) == {"full"}

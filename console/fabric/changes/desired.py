@@ -134,6 +134,13 @@ def diff_artefacts(applied: dict[str, str], desired: dict[str, str]) -> str:
     return "".join(chunks)
 
 
+def present_pkeys(desired: dict[str, Any]) -> set[int]:
+    """The P_Keys a desired state puts on member ports (the Default partition excluded)."""
+    present = {int(p["pkey"], 16) for p in desired.get("partitions", [])}
+    present.discard(0x7FFF)
+    return present
+
+
 def applied_of(fabric: Fabric) -> AppliedState | None:
     """The fabric's applied state, if any change was ever verified."""
     return AppliedState.objects.filter(fabric=fabric).first()

@@ -22,6 +22,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
+from console.fabric.changes.desired import present_pkeys
 from console.fabric.changes.locks import change_for_update, fabric_for_update
 from console.fabric.diags.runner import DiagTimeout
 from console.fabric.drivers import DesiredFabric, DriverError, driver_for
@@ -251,9 +252,7 @@ def finalize(change_id: int, worker_id: str, first_seq: int, result: PushResult)
                     "verified_at": change.finished_at,
                 },
             )
-            present = {int(p["pkey"], 16) for p in change.desired.get("partitions", [])}
-            present.discard(0x7FFF)
-            notify_verified(change.fabric_id, present_pkeys=present, change_id=change.pk)
+            notify_verified(change.fabric_id, present_pkeys=present_pkeys(change.desired), change_id=change.pk)
         else:
             notify_failed(change.fabric_id, change_id=change.pk, error=change.error or result.outcome)
         audit.record(ACTOR, f"fabric.change.{status}", change, after=change.outcome)

@@ -12,10 +12,11 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from console.fabric.changes.desired import applied_of, build_desired, diff_artefacts
+from console.fabric.changes.desired import applied_of, build_desired, diff_artefacts, present_pkeys
 from console.fabric.changes.desired import render_artefacts as render
 from console.fabric.changes.locks import change_for_update, fabric_for_update
 from console.fabric.enqueue import enqueue_apply
+from console.fabric.hooks import notify_verified
 from console.fabric.models import ChangeRequest, ChangeStep, Fabric
 from console.tenancy import audit
 from console.tenancy.context import Actor, current_correlation_id
@@ -144,6 +145,10 @@ def cancel(actor: Actor, principal: Principal, change: ChangeRequest) -> ChangeR
 def reconcile(fabric: Fabric, *, actor: Actor) -> ChangeRequest | None:
     """Create a change only when desired state differs from the applied one and no open change
     already carries exactly this desired state. Running it twice creates nothing the second time.
+
+    When the fabric already carries the desired state, the listeners hear so again (the last
+    verified change's P_Keys): a reservation whose partition was pushed before its start becomes
+    ready at its start without a push that would change nothing.
     """
     plan = _plan(fabric)
     desired = plan[0]
@@ -151,6 +156,9 @@ def reconcile(fabric: Fabric, *, actor: Actor) -> ChangeRequest | None:
         fabric_for_update(fabric.pk)
         applied = applied_of(fabric)
         if applied is not None and applied.desired == desired:
+            if applied.change_id is not None:
+                present, change_id = present_pkeys(applied.desired), applied.change_id
+                transaction.on_commit(lambda: notify_verified(fabric.pk, present_pkeys=present, change_id=change_id))
             return None
         if any(c.desired == desired for c in fabric.changes.filter(status__in=OPEN)):
             return None
