@@ -42,6 +42,9 @@ if not SECRET_KEY:
         raise ImproperlyConfigured("SECRET_KEY must be set when CONSOLE_ENV=production")
     SECRET_KEY = "dev-only-not-secret-" + "x" * 40
 
+# BMC passwords are encrypted at rest with this Fernet key; unset: derived from SECRET_KEY (console.power.crypto).
+CONSOLE_BMC_KEY = os.environ.get("CONSOLE_BMC_KEY", "")
+
 # Off unless DEBUG=1 is set explicitly, in every mode (`make run` included): Django's debug pages
 # list every URL pattern and show tracebacks to whoever asks.
 DEBUG = env_bool("DEBUG", False)
@@ -76,6 +79,7 @@ INSTALLED_APPS = [
     "console.fabric",
     "console.notify",
     "scheduling",
+    "console.power",
     "console.telemetry",
     "console.live",
     "console.web",

@@ -1,0 +1,12 @@
+"""Celery task of power management: one BMC action and its polling (thin; see services.drive)."""
+
+from celery import shared_task
+
+from console.power import services
+
+
+@shared_task(name="power.drive", acks_late=True, ignore_result=True)
+def drive_task(node_id: int, action: str) -> str:
+    """Send ``action`` (on | off | force-off) to the node's BMC and wait for the state; a redelivered
+    message finds the node settled and does nothing."""
+    return services.drive(node_id, action)
