@@ -21,6 +21,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from console.power import lab
 from console.power.drivers import BmcError, driver_for
 from console.power.models import Bmc, PowerEvent
 from console.power.signals import power_state_changed
@@ -194,6 +195,8 @@ def drive(
         return _settle(node_id, expected, FAILED, f"{act.name}: {exc}")
     if seen != act.target:
         return _settle(node_id, expected, FAILED, f"{act.name}: the BMC still reports {seen!r} after {limit:.0f} s")
+    # the HCAs go dark with the host and come up as it boots (a lab fabric: its cables in ibsim)
+    lab.set_links(node, up=act.target == ON, actor=Actor.system("bmc"))
     return _settle(node_id, expected, act.target, f"the BMC reports {seen}")
 
 
