@@ -28,7 +28,19 @@ import requests
 DEFAULT_USERNAME = "admin"
 #: a throwaway credential for the local emulator only (the demo's BMCs store it encrypted like any)
 DEFAULT_PASSWORD = "emulated-bmc"
+#: where `manage.py up` serves the demo's BMCs (CONSOLE_BMC_EMULATOR_PORT overrides)
+DEMO_PORT = 8623
 _NAMESPACE = uuid.UUID("6f1c2a52-7a43-4f0e-9a55-2b8d1e0c6c11")
+
+
+def demo_port() -> int:
+    """The demo emulator's port."""
+    return int(os.environ.get("CONSOLE_BMC_EMULATOR_PORT", DEMO_PORT))
+
+
+def demo_url() -> str:
+    """The demo emulator's base URL (what the demo nodes' BMCs point at)."""
+    return f"http://127.0.0.1:{demo_port()}"
 
 
 def system_uuid(name: str) -> str:
@@ -137,3 +149,14 @@ def start(
             emulator.stop()
             raise EmulatorError(f"sushy-emulator did not answer on {emulator.url} within {timeout:.0f} s")
         time.sleep(0.1)
+
+
+def start_demo(directory: Path) -> Emulator | None:
+    """The emulator behind the demo's BMCs (those whose address is :func:`demo_url`), one system
+    per such node, its power states kept in ``directory`` across restarts; None without any."""
+    from scheduling.models import Node
+
+    names = list(Node.objects.filter(bmc__address=demo_url()).order_by("pk").values_list("name", flat=True))
+    if not names:
+        return None
+    return start(directory, names, port=demo_port(), fresh=False)
