@@ -30,4 +30,8 @@ def driver_for(bmc: Bmc) -> BmcDriver:
         from console.power.drivers.redfish import RedfishDriver
 
         return RedfishDriver(bmc)
+    if bmc.driver == Bmc.Driver.IPMI:
+        from console.power.drivers.ipmi import IpmiDriver
+
+        return IpmiDriver(bmc)
     raise BmcError(f"BMC driver {bmc.driver!r} is not available")
