@@ -69,14 +69,19 @@ class Emulator:
     systems: dict[str, str] = field(default_factory=dict)  # node name → Redfish system path
 
     def stop(self) -> None:
-        """Terminate the emulator's process group and wait for it."""
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=10)
+        """Terminate the emulator and wait for it."""
+        stop_group(self.process)
+
+
+def stop_group(process: subprocess.Popen[bytes]) -> None:
+    """End the process group a launcher here started (``start_new_session``): TERM, then KILL."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
 
 
 def _free_port() -> int:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -17,6 +16,8 @@ import time
 from dataclasses import dataclass
 
 from pyghmi.ipmi import bmc as pyghmi_bmc
+
+from console.power.emulator import stop_group
 
 
 class ChassisBmc(pyghmi_bmc.Bmc):
@@ -59,9 +60,8 @@ class IpmiEmulator:
     process: subprocess.Popen[bytes]
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            self.process.wait(timeout=10)
+        """Terminate the emulator and wait for it."""
+        stop_group(self.process)
 
 
 def start(port: int, username: str, password: str, *, delay_s: float = 1.5, timeout: float = 20.0) -> IpmiEmulator:

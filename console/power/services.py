@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from celery import current_app as celery_app
 from django.db import transaction
 from django.utils import timezone
 
@@ -99,10 +100,19 @@ def _change(node: Node, to: str, *, actor: str, reason: str, intended: bool, now
     return event
 
 
-def _enqueue(node_id: int, action: str) -> None:
-    from console.power.tasks import drive_task
+DRIVE = "power.drive"
 
-    transaction.on_commit(lambda: drive_task.delay(node_id, action))
+
+def _enqueue(node_id: int, action: str) -> None:
+    """After commit, publish ``power.drive`` by name (console.power.tasks runs it)."""
+    transaction.on_commit(lambda: _publish(node_id, action))
+
+
+def _publish(node_id: int, action: str) -> None:
+    try:
+        celery_app.send_task(DRIVE, args=[node_id, action], ignore_result=True)
+    except Exception:  # the row is committed; an operator retries (see docs/operations.md)
+        log.exception("could not enqueue %s for node %s", DRIVE, node_id)
 
 
 def _bmc_of(node: Node) -> Bmc:
@@ -206,7 +216,8 @@ def _settle(node_id: int, expected: str, to: str, reason: str) -> str:
         if node.power_state != expected:
             return node.power_state
         _change(node, to, actor="bmc", reason=reason, intended=to != FAILED, now=timezone.now())
-        audit.record(Actor.system("bmc"), f"node.power_{to}", node, after={"power_state": to, "reason": reason})
+        action = "node.power_failed" if to == FAILED else "node.power_settled"
+        audit.record(Actor.system("bmc"), action, node, after={"power_state": to, "reason": reason})
     if to == FAILED:
         log.warning("node %s power action failed: %s", node_id, reason)
     return to

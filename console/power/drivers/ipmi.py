@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from console.power.drivers import BmcError
+from console.power.drivers.base import BmcError
 from console.power.models import Bmc
 
 DEFAULT_PORT = 623

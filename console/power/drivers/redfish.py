@@ -9,7 +9,7 @@ import sushy
 from sushy import auth as sushy_auth
 from sushy.exceptions import SushyError
 
-from console.power.drivers import BmcError
+from console.power.drivers.base import BmcError
 from console.power.models import Bmc
 
 #: seconds; a BMC that does not answer within this is reported, not waited for
