@@ -295,6 +295,9 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "ChangeStatusEnum": "console.fabric.models.ChangeRequest.Status",
         "ChangeStepStatusEnum": "console.fabric.models.ChangeStep.Status",
+        "DriverEnum": "console.fabric.models.Fabric.Driver",
+        "BmcDriverEnum": "console.power.models.Bmc.Driver",
+        "PowerStateEnum": "scheduling.models.Node.Power",
     },
 }
 
