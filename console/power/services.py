@@ -223,6 +223,27 @@ def _settle(node_id: int, expected: str, to: str, reason: str) -> str:
     return to
 
 
+#: on top of a transition's own time limit before the reaper calls it failed
+REAP_SLACK = dt.timedelta(minutes=1)
+
+
+def reap_stuck(now: dt.datetime | None = None) -> list[int]:
+    """Nodes left ``powering-on``/``powering-off`` longer than their boot time + margin + slack (a
+    lost ``power.drive`` message, a worker that died mid-poll) become ``failed`` (not intended),
+    so an operator sees them and acts; a late task then finds the node settled and does
+    nothing. Returns the node ids."""
+    now = now or timezone.now()
+    reaped: list[int] = []
+    moving = Node.objects.filter(power_state__in=(POWERING_ON, POWERING_OFF), power_changed_at__isnull=False)
+    for node in moving.order_by("pk"):
+        assert node.power_changed_at is not None
+        if node.power_changed_at + boot_time(node) + MARGIN + REAP_SLACK < now:
+            reason = f"no BMC answer recorded since {node.power_changed_at:%Y-%m-%d %H:%M:%S} UTC"
+            if _settle(node.pk, node.power_state, FAILED, reason) == FAILED:
+                reaped.append(node.pk)
+    return reaped
+
+
 def set_bmc(node_id: int, *, actor: Actor, data: dict[str, Any]) -> Bmc:
     """Create or change a node's BMC; ``password`` is stored encrypted (absent: kept)."""
     with transaction.atomic():

@@ -148,3 +148,21 @@ def test_a_reservation_beyond_boot_time_does_not_block(nodes, attach_bmc):
 def test_without_bmc_there_is_no_power_action(nodes):
     with pytest.raises(services.Invalid):
         services.power_off(nodes[0].pk, actor=SYSTEM_ACTOR, enqueue=False)
+
+
+def test_a_transition_nobody_carried_out_is_reaped_as_failed(nodes, attach_bmc):
+    # given two nodes going off, one for longer than its boot time + margin + slack
+    stale, fresh = nodes[0], nodes[1]
+    for node in (stale, fresh):
+        attach_bmc(node)
+        services.power_off(node.pk, actor=SYSTEM_ACTOR, enqueue=False)
+    long_ago = dt.datetime.now(dt.UTC) - services.boot_time(stale) - services.MARGIN - dt.timedelta(minutes=2)
+    Node.objects.filter(pk=stale.pk).update(power_changed_at=long_ago)
+    # when the reaper runs
+    assert services.reap_stuck() == [stale.pk]
+    # then only the stale one is failed, and a late task leaves it alone
+    assert Node.objects.get(pk=stale.pk).power_state == "failed"
+    assert Node.objects.get(pk=fresh.pk).power_state == "powering-off"
+    assert services.drive(stale.pk, "off") == "failed"
+    last = PowerEvent.objects.filter(node=stale).first()
+    assert last is not None and not last.intended and "no BMC answer" in last.reason
