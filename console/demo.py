@@ -185,6 +185,7 @@ def seed_usage_history(pool: Any, tenants: dict[str, Tenant]) -> list[str]:
     refuses windows in the past, and the usage report reads nothing else."""
     import datetime as dt
 
+    from django.db.models import F
     from django.utils import timezone
 
     from scheduling.models import Reservation
@@ -221,6 +222,9 @@ def seed_usage_history(pool: Any, tenants: dict[str, Tenant]) -> list[str]:
                 )
             )
     Reservation.objects.bulk_create(rows)
+    # Booked when they started, not now: lists newest-booked first show the live demo reservations
+    # above two weeks of history (created_at is auto_now_add, so set after the insert).
+    Reservation.objects.filter(pool=pool, name__startswith="history-").update(created_at=F("start"))
     return [f"{len(rows)} finished reservations (usage history)"] if rows else []
 
 

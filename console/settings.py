@@ -238,6 +238,9 @@ IDEMPOTENCY_WAIT_S = float(os.environ.get("IDEMPOTENCY_WAIT_S", "10"))
 # only fabric), and how long a call waits for its change to be verified on the ports.
 UFM_API_FABRIC = os.environ.get("CONSOLE_UFM_FABRIC", "")
 UFM_API_WAIT_S = float(os.environ.get("CONSOLE_UFM_API_WAIT_S", "120"))
+# Virtual port GUIDs (SR-IOV VFs of pods, console/fabric/opensm/vguids.py): the console-wide 4-byte
+# prefix of every reservation's vGUID range (ib-kubernetes's GUID pool), e.g. 02:c0:ff:ee.
+VGUID_PREFIX = os.environ.get("CONSOLE_VGUID_PREFIX", "02:c0:ff:ee")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -390,6 +393,9 @@ NOTIFY_WEBHOOK_BACKOFF_S = int(os.environ.get("NOTIFY_WEBHOOK_BACKOFF_S", "10"))
 NOTIFY_WEBHOOK_BACKOFF_MAX_S = int(os.environ.get("NOTIFY_WEBHOOK_BACKOFF_MAX_S", "600"))
 NOTIFY_EXPIRING_LEAD_S = int(os.environ.get("NOTIFY_EXPIRING_LEAD_S", "1800"))
 NOTIFY_ALLOW_PRIVATE_URLS = env_bool("NOTIFY_ALLOW_PRIVATE_URLS", False)
+# Demo only: the one local URL allowed anyway, the demo's own receiver (console/notify/demo_sink.py);
+# ``manage.py up`` sets it on a seeded demo. Empty: none.
+NOTIFY_DEMO_SINK_URL = os.environ.get("NOTIFY_DEMO_SINK_URL", "")
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "IB console <console@localhost>")
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")

@@ -289,6 +289,9 @@ class Reservation(TenantOwnedModel):
     # True from allocation until the fabric verified the P_Key gone: no reuse meanwhile.
     pkey_live = models.BooleanField(default=False)
     sl = models.PositiveSmallIntegerField(default=0)
+    # Virtual port GUIDs (pod VFs, from the reservation's vGUID range) its tenant added to the
+    # P_Key through the UFM-compatible API: [["0x02c0ffee00007000", "full"], …].
+    virtual_guids = models.JSONField(default=list, blank=True)
     placement = models.JSONField(default=dict, blank=True)
     reason = models.TextField(blank=True)
     explanation = models.JSONField(default=dict, blank=True)

@@ -11,7 +11,9 @@ HCA device names are ``mlx5_<HCA index>`` (the console's HCA index is the node's
 
 A Kubernetes tenant gets the NetworkAttachmentDefinition that puts its pods' virtual functions
 in the reservation's partition (ib-sriov-cni, with ib-kubernetes adding the VF GUIDs to the
-P_Key through the console's UFM-compatible API).
+P_Key through the console's UFM-compatible API), and the ib-kubernetes configuration whose GUID
+pool is the reservation's own virtual GUID range (the only VF GUIDs the console lets its tenant
+add to the P_Key; :mod:`console.fabric.opensm.vguids`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import json
 from dataclasses import dataclass, field
 
 from console.fabric.models import ChangeRequest
+from console.fabric.services import vguid_range
 from scheduling.hostlist import compress
 from scheduling.models import HCA, Reservation, ReservationAllocation
 
@@ -56,6 +59,9 @@ class UsageGuide:
     partition_name: str = ""
     env: dict[str, str] = field(default_factory=dict)
     network_attachment: str = ""
+    vguid_start: str = ""  # the reservation's virtual GUID range (ib-kubernetes's GUID pool)
+    vguid_end: str = ""
+    ib_kubernetes_config: str = ""
 
 
 def hca_device(index: int) -> str:
@@ -110,6 +116,7 @@ def usage_guide(reservation: Reservation, username: str) -> UsageGuide:
     index, note = pkey_index(reservation, [h.port_guid for pk in order for h in hcas.get(pk, [])])
     hosts = [n.name for n in nodes]
     pkey_hex = f"{reservation.pkey:#06x}" if reservation.pkey is not None else None
+    owned = vguid_range(reservation.pk)
     guide = UsageGuide(
         reservation_id=reservation.pk,
         status=reservation.status,
@@ -126,6 +133,9 @@ def usage_guide(reservation: Reservation, username: str) -> UsageGuide:
         sl=reservation.sl,
         partition_name=reservation.partition_name,
         network_attachment=network_attachment(reservation.partition_name, pkey_hex) if pkey_hex else "",
+        vguid_start=owned.start if owned is not None else "",
+        vguid_end=owned.end if owned is not None else "",
+        ib_kubernetes_config=ib_kubernetes_config(owned.start, owned.end, username) if owned is not None else "",
     )
     guide.env.update(environment(guide))
     return guide
@@ -160,6 +170,35 @@ def network_attachment(name: str, pkey_hex: str) -> str:
     )
 
 
+def ib_kubernetes_config(start: str, end: str, username: str) -> str:
+    """ib-kubernetes's ConfigMap (its UFM plugin, GUID pool = the reservation's vGUID range) and the
+    Secret that points the plugin at this console's UFM-compatible API with the tenant's user."""
+    return (
+        "apiVersion: v1\n"
+        "kind: ConfigMap\n"
+        "metadata:\n"
+        "  name: ib-kubernetes-config\n"
+        "  namespace: kube-system\n"
+        "data:\n"
+        '  DAEMON_SM_PLUGIN: "ufm"\n'
+        '  DAEMON_PERIODIC_UPDATE: "5"\n'
+        f'  GUID_POOL_RANGE_START: "{start}"\n'
+        f'  GUID_POOL_RANGE_END: "{end}"\n'
+        "---\n"
+        "apiVersion: v1\n"
+        "kind: Secret\n"
+        "metadata:\n"
+        "  name: ib-kubernetes-ufm-secret\n"
+        "  namespace: kube-system\n"
+        "stringData:\n"
+        f'  UFM_USERNAME: "{username}"\n'
+        '  UFM_PASSWORD: "<your password>"\n'
+        '  UFM_ADDRESS: "<this console\'s host name>"\n'
+        '  UFM_HTTP_SCHEMA: "https"\n'
+        '  UFM_PORT: "443"\n'
+    )
+
+
 def environment(guide: UsageGuide) -> dict[str, str]:
     """The variables of the env file, in order (``NCCL_IB_PKEY`` only once verified)."""
     env = {
@@ -174,6 +213,9 @@ def environment(guide: UsageGuide) -> dict[str, str]:
     env["UCX_IB_SL"] = str(guide.sl)
     if guide.pkey_hex is not None:
         env["IBC_PKEY"] = guide.pkey_hex
+    if guide.vguid_start:
+        env["IBC_VGUID_RANGE_START"] = guide.vguid_start
+        env["IBC_VGUID_RANGE_END"] = guide.vguid_end
     return env
 
 

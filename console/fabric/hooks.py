@@ -29,7 +29,7 @@ class PartitionRequest(TypedDict):
     name: str  # e.g. "res-42"
     pkey: int  # 0x0001..0x7ffe, from the fabric's range, never reused while live
     sl: int  # the priority class's service level
-    members: list[list[str]]  # [["0x0002c90300000101", "full"], …] HCA port GUIDs
+    members: list[list[str]]  # [["0x0002c90300000101", "full"], …] HCA port GUIDs (and pod VFs' vGUIDs)
 
 
 class PartitionsProvider(Protocol):

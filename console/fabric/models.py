@@ -58,6 +58,8 @@ class FabricPartition(models.Model):
     pkey = models.PositiveIntegerField()
     sl = models.PositiveSmallIntegerField(default=0)
     ipoib = models.BooleanField(default=False)
+    # OpenSM's ``indx0``: member ports hold this P_Key at index 0 of their tables (UFM's index0).
+    indx0 = models.BooleanField(default=False)
     # [["0x0002c90300000101", "full"|"limited"|"both"], …] — port GUIDs or OpenSM keywords.
     members = models.JSONField(default=list)
     source = models.CharField(max_length=12, choices=Source.choices, default=Source.MANUAL)

@@ -9,11 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.conf import settings
+
 from console.fabric.changes.recovery import ChangesRecovered, recover_changes
 from console.fabric.enqueue import enqueue_reconcile, publish_reconcile
 from console.fabric.models import Fabric, FabricPartition
+from console.fabric.opensm.vguids import VguidRange, parse_prefix, reservation_range
 
-__all__ = ["ChangesRecovered", "allocate_pkey", "enqueue_reconcile", "publish_reconcile", "recover_changes"]
+__all__ = [
+    "ChangesRecovered",
+    "VguidRange",
+    "allocate_pkey",
+    "vguid_prefix",
+    "vguid_range",
+    "enqueue_reconcile",
+    "publish_reconcile",
+    "recover_changes",
+]
 
 
 def allocate_pkey(fabric: Fabric, *, held: Iterable[int]) -> int | None:
@@ -34,3 +46,13 @@ def allocate_pkey(fabric: Fabric, *, held: Iterable[int]) -> int | None:
         if pkey not in used:
             return pkey
     return None
+
+
+def vguid_prefix() -> int:
+    """The console-wide prefix of virtual port GUIDs (``CONSOLE_VGUID_PREFIX``)."""
+    return parse_prefix(settings.VGUID_PREFIX)
+
+
+def vguid_range(reservation_id: int) -> VguidRange | None:
+    """The virtual GUIDs (pod VFs) reservation ``reservation_id`` owns (see opensm/vguids.py)."""
+    return reservation_range(vguid_prefix(), reservation_id)

@@ -127,3 +127,21 @@ class Preference(models.Model):
 
     def __str__(self) -> str:
         return f"e-mail preferences of {self.user_id}"
+
+
+class DemoSinkReceipt(models.Model):
+    """Demo only: one POST the demo's built-in webhook receiver (``/demo/webhook-sink/``,
+    :mod:`console.notify.demo_sink`) got, and whether its signature checked out."""
+
+    received_at = models.DateTimeField(auto_now_add=True)
+    event_id = models.CharField(max_length=64, blank=True)
+    event_type = models.CharField(max_length=40, blank=True)
+    verified = models.BooleanField()
+    problem = models.CharField(max_length=200, blank=True, help_text="why the signature did not verify")
+    payload = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-received_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"demo sink receipt {self.pk} ({'verified' if self.verified else 'refused'})"

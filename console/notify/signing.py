@@ -59,13 +59,14 @@ def decrypt_secret(token: str) -> str:
 def check_url(url: str) -> None:
     """Refuse what a webhook must not reach: schemes other than http(s), and unless
     ``NOTIFY_ALLOW_PRIVATE_URLS`` (the demo and tests, whose receivers are local) hosts that
-    resolve to loopback, private, link-local or reserved addresses. Checked at registration and
+    resolve to loopback, private, link-local or reserved addresses (save the demo's own receiver,
+    ``NOTIFY_DEMO_SINK_URL``, exactly). Checked at registration and
     again before every POST (a name may resolve elsewhere later)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise Invalid("webhook URLs are http:// or https:// with a host", fields={"url": ["http or https only"]})
-    if settings.NOTIFY_ALLOW_PRIVATE_URLS:
-        return
+    if settings.NOTIFY_ALLOW_PRIVATE_URLS or (settings.NOTIFY_DEMO_SINK_URL and url == settings.NOTIFY_DEMO_SINK_URL):
+        return  # the demo's own receiver is that one URL exactly, not its host
     try:
         infos = socket.getaddrinfo(parts.hostname, parts.port or 443, proto=socket.IPPROTO_TCP)
     except OSError as exc:

@@ -39,11 +39,11 @@ WORDINGS: dict[str, Wording] = {
     "token.prune": ("{actor} pruned expired API token {name}", "{actor} pruned an expired API token"),
     "login.lockout": ("Login {object} locked out after repeated failures",),
     "login.unlock": ("{actor} unlocked login {object}",),
-    # notifications
-    "webhook.create": ("{actor} registered webhook {url} for tenant {tenant}", "{actor} registered webhook {object}"),
-    "webhook.update": ("{actor} changed webhook {url} of tenant {tenant}", "{actor} changed webhook {object}"),
-    "webhook.delete": ("{actor} deleted webhook {url} of tenant {tenant}", "{actor} deleted webhook {object}"),
-    "webhook.test": ("{actor} sent a test event to webhook {object}",),
+    # notifications (a webhook's {object} reads "webhook <name>")
+    "webhook.create": ("{actor} registered webhook {url} for tenant {tenant}", "{actor} registered {object}"),
+    "webhook.update": ("{actor} changed webhook {url} of tenant {tenant}", "{actor} changed {object}"),
+    "webhook.delete": ("{actor} deleted webhook {url} of tenant {tenant}", "{actor} deleted {object}"),
+    "webhook.test": ("{actor} sent a test event to {object}",),
     "notify.preference.update": ("{actor} changed the e-mail notification preferences of {object}",),
     # pools, inventory, quotas
     "pool.create": ("{actor} created pool {object}",),

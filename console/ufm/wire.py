@@ -139,12 +139,15 @@ def parse_guids_request(body: Any) -> GuidsRequest:
     )
 
 
-def pkey_body(name: str, ip_over_ib: bool, members: Iterable[tuple[int, str]], *, guids_data: bool) -> dict[str, Any]:
-    """One P_Key as UFM answers it; ``guids`` only with ``guids_data=true``."""
-    body: dict[str, Any] = {"partition": name, "ip_over_ib": ip_over_ib, "index0": False}
+def pkey_body(
+    name: str, ip_over_ib: bool, members: Iterable[tuple[int, str]], *, guids_data: bool, index0: bool = False
+) -> dict[str, Any]:
+    """One P_Key as UFM answers it; ``guids`` only with ``guids_data=true``. ``index0`` is the
+    P_Key's (OpenSM's ``indx0`` flag applies to every member), so every GUID reports the same."""
+    body: dict[str, Any] = {"partition": name, "ip_over_ib": ip_over_ib, "index0": index0}
     if guids_data:
         body["guids"] = [
-            {"guid": ufm_guid(guid), "membership": membership, "index0": False} for guid, membership in sorted(members)
+            {"guid": ufm_guid(guid), "membership": membership, "index0": index0} for guid, membership in sorted(members)
         ]
     return body
 

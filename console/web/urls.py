@@ -3,6 +3,7 @@ from django.urls import path
 
 from console.web import (
     chargeback_views,
+    demo_views,
     designer_views,
     fabric_change_views,
     fabric_table_views,
@@ -62,6 +63,7 @@ urlpatterns = [
     path("reservations/<int:pk>/use/", usage_views.reservation_use, name="reservation-use"),
     path("reservations/<int:pk>/use.env", usage_views.reservation_use_env, name="reservation-use-env"),
     path("usage/", chargeback_views.usage, name="usage"),
+    path("demo/webhook-sink/", demo_views.webhook_sink, name="demo-webhook-sink"),
     path("search/", search_views.search_page, name="search"),
     path("audit/", views.audit_log, name="audit"),
     path("tenants/", views.tenants, name="tenants"),

@@ -15,7 +15,7 @@ from console.tenancy.api.base import TenantField
 from console.tenancy.models import Tenant
 from scheduling.models import Pool, PriorityClass, Quota, Reservation
 from scheduling.placement.registry import Param, params
-from scheduling.services import quotas
+from scheduling.services import power, quotas
 from scheduling.services.reservations import MAX_SIZE, ReservationRequest
 
 MAX_WAIT_MINUTES = 90 * 24 * 60
@@ -142,6 +142,25 @@ class QuotaSerializer(serializers.ModelSerializer):
         return batched[quota.pk] if quota.pk in batched else quotas.quota_usage(quota)
 
 
+class ReservationListSerializer(serializers.ListSerializer):
+    """A page of reservations: their power/fabric steps come from two queries, not two each."""
+
+    def to_representation(self, data: Any) -> list[Any]:
+        rows = list(data.all() if hasattr(data, "all") else data)
+        self.context["reservation_progress"] = power.progress(rows)
+        return super().to_representation(rows)
+
+
+class ReservationProgressSerializer(serializers.Serializer):
+    """Where a granted reservation is on its way to ready."""
+
+    step = serializers.ChoiceField(["powering-on", "power-failed", "off-until-start", "fabric"])
+    message = serializers.CharField()
+    nodes_total = serializers.IntegerField()
+    nodes_waiting = serializers.IntegerField(help_text="nodes not powered on yet")
+    expected_ready = serializers.DateTimeField(allow_null=True)
+
+
 class ReservationSerializer(serializers.ModelSerializer):
     """A reservation as its tenant sees it, with its partition once placed."""
 
@@ -149,6 +168,7 @@ class ReservationSerializer(serializers.ModelSerializer):
     pkey_hex = serializers.SerializerMethodField()
     partition = serializers.CharField(source="partition_name", read_only=True)
     max_wait_minutes = serializers.SerializerMethodField()
+    progress = serializers.SerializerMethodField()
 
     class Meta:
         model = Reservation
@@ -185,8 +205,17 @@ class ReservationSerializer(serializers.ModelSerializer):
             "estimated_start",
             "queue_position",
             "max_wait_minutes",
+            "progress",
         ]
         read_only_fields = fields
+        list_serializer_class = ReservationListSerializer
+
+    @extend_schema_field(ReservationProgressSerializer(allow_null=True))
+    def get_progress(self, reservation: Reservation) -> dict[str, Any] | None:
+        batched = self.context.get("reservation_progress") or {}
+        if reservation.pk in batched:
+            return batched[reservation.pk]
+        return power.progress([reservation])[reservation.pk]
 
     @extend_schema_field(serializers.IntegerField(allow_null=True))
     def get_max_wait_minutes(self, reservation: Reservation) -> int | None:
@@ -342,12 +371,17 @@ class OfferSerializer(serializers.Serializer):
         "it fits; queue: the full size with start asap",
     )
     gpus = serializers.IntegerField()
+    nodes = serializers.IntegerField(
+        allow_null=True,
+        help_text="whole nodes when the request asked by nodes (offers are in the unit asked; taking one "
+        "asks for these nodes); null when it asked by GPUs",
+    )
     start = serializers.DateTimeField(allow_null=True, help_text="later only; null: now (or asap for queue)")
 
     def get_fields(self) -> dict[str, serializers.Field]:
         # ``label`` is also an attribute of every DRF field: declared here, not as a class attribute.
         fields = super().get_fields()
-        fields["label"] = serializers.CharField(help_text='in words, e.g. "112 GPUs now"')
+        fields["label"] = serializers.CharField(help_text='in words, e.g. "112 GPUs now" or "3 nodes (24 GPUs) now"')
         return fields
 
 
@@ -409,6 +443,14 @@ class UsageGuideSerializer(serializers.Serializer):
     network_attachment = serializers.CharField(
         help_text="Kubernetes NetworkAttachmentDefinition (YAML) of ib-sriov-cni with the reservation's P_Key; "
         "empty before a P_Key is assigned"
+    )
+    vguid_start = serializers.CharField(
+        help_text="first virtual GUID (pod VF) of the reservation's own range, e.g. 02:C0:FF:EE:00:00:70:00: "
+        "the GUID_POOL_RANGE_START of its ib-kubernetes"
+    )
+    vguid_end = serializers.CharField(help_text="last virtual GUID of the range (GUID_POOL_RANGE_END)")
+    ib_kubernetes_config = serializers.CharField(
+        help_text="ib-kubernetes ConfigMap (UFM plugin, GUID pool = the vGUID range) and UFM Secret (YAML)"
     )
 
 

@@ -8,7 +8,7 @@ Build a :class:`PoolTopology` (or use :func:`rail_optimized` / :func:`fat_tree`)
 :mod:`.reclaim` for preemption order.
 """
 
-from .constraints import GpuModel, InPool, MaxSwitchHops, RailAligned, SameLeaf
+from .constraints import GpuModel, InPool, MaxSwitchHops, PoweredInTime, PoweredOn, RailAligned, SameLeaf
 from .engine import PlacementEngine
 from .guarantees import GuardView, ShapedGuarantees, guard_view
 from .protocol import EngineView, GangGuard
@@ -54,6 +54,8 @@ __all__ = [
     "Policy",
     "PoolState",
     "PoolTopology",
+    "PoweredInTime",
+    "PoweredOn",
     "RailAligned",
     "RejectReason",
     "Rejection",

@@ -1,6 +1,7 @@
 """Today's placement constraints as implementations of the constraint protocol (:mod:`.types`).
 
-Node filters: :class:`GpuModel`, :class:`InPool`, :class:`RailAligned`. Spread limits:
+Node filters: :class:`GpuModel`, :class:`InPool`, :class:`RailAligned`, :class:`PoweredInTime`
+(and :class:`PoweredOn` as a preference, built per decision by :mod:`.powerfit`). Spread limits:
 :class:`SameLeaf`, :class:`MaxSwitchHops`. :data:`DEFAULT_PREFERENCES` are node filters the
 engine tries first for whole-node gangs (rail alignment), accepting the result when it spans no
 more leaf groups than the unconstrained choice. The public parameters that build these objects
@@ -52,6 +53,34 @@ class RailAligned(NodeFilter):
 
     def describe(self) -> str:
         return "rail-aligned"
+
+
+@dataclass(frozen=True, slots=True)
+class PoweredInTime(NodeFilter):
+    """Only nodes that are on, or can boot before the window starts (:mod:`.powerfit` decides which
+    are ``excluded``: failed ones, and off ones whose boot time plus margin does not fit before the
+    start). Its identity is the excluded set, so eligibility stays cached while power states hold."""
+
+    excluded: frozenset[int]
+
+    def admits(self, node: TopoNode, topology: PoolTopology) -> bool:
+        return node.id not in self.excluded
+
+    def describe(self) -> str:
+        return f"powered on or booting in time ({len(self.excluded)} nodes excluded)"
+
+
+@dataclass(frozen=True, slots=True)
+class PoweredOn(NodeFilter):
+    """Only nodes that are on now: a preference (tried first, taken first), never a request filter."""
+
+    not_on: frozenset[int]
+
+    def admits(self, node: TopoNode, topology: PoolTopology) -> bool:
+        return node.id not in self.not_on
+
+    def describe(self) -> str:
+        return "powered on"
 
 
 def one_group_shortfall(nodes: int, counts: Sequence[int], largest_group: int) -> Shortfall:

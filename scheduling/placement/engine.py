@@ -310,6 +310,8 @@ class PlacementEngine:
                 # Some eligible nodes are not preferred: take an all-preferred gang when it
                 # spans no more leaf groups than the unconstrained choice (a strict subset).
                 first = self._search_whole(request, shape, preferred, start, end, False, ignore, exclude)
+                if isinstance(first, Placement) and len(first.leaf_groups) == 1:
+                    return first  # no choice spans fewer groups: skip the unconstrained search
                 fallback = self._search_whole(request, shape, elig, start, end, explain, ignore, exclude)
                 if isinstance(first, Placement) and (
                     not isinstance(fallback, Placement) or len(first.leaf_groups) <= len(fallback.leaf_groups)

@@ -60,6 +60,8 @@ class TopoNode:
     leaf_group: int
     pod: int = 0
     pool: str = "default"
+    #: Seconds from power-on to OS up and HCA ports active (the node type's ``boot_s``).
+    boot_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,11 @@
 """Trace-replay simulator: real job traces through the real placement engine, in simulated time.
 
 ``replay(load_trace(path, "kalos"), rail_optimized(8), "topology")`` returns the metrics dict
-(keys :data:`RESULT_KEYS`); the ``manage.py schedule replay`` command wraps exactly that.
+(keys :data:`RESULT_KEYS`); the ``manage.py schedule replay`` command wraps exactly that. With a power policy
+(:func:`parse_power_policy`, :mod:`.power`) it adds :data:`POWER_KEYS` and :data:`WAIT_DELTA_KEYS`.
 """
 
+from .power import POWER_KEYS, WAIT_DELTA_KEYS, PowerSettings, parse_power_policy, wait_deltas
 from .simulator import (
     RESULT_KEYS,
     JobRecord,
@@ -25,7 +27,10 @@ from .traces import (
 
 __all__ = [
     "FORMATS",
+    "POWER_KEYS",
     "RESULT_KEYS",
+    "WAIT_DELTA_KEYS",
+    "PowerSettings",
     "JobRecord",
     "ReplayOptions",
     "ReplayResult",
@@ -35,7 +40,9 @@ __all__ = [
     "load_generic",
     "load_kalos",
     "load_trace",
+    "parse_power_policy",
     "percentile",
     "replay",
     "simulate",
+    "wait_deltas",
 ]

@@ -35,12 +35,13 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from scheduling.placement import Owner, PlacementEngine, Policy, PoolTopology, Request
 from scheduling.placement.queue import PassMetrics, QueuedJob, queue_pass
 
+from .power import FAR, POWER_KEYS, PowerModel, PowerSettings, wait_deltas
 from .traces import TraceJob
 
 #: Keys of the dict :func:`replay` returns, in order (public contract for CLI and API).
@@ -74,6 +75,8 @@ class ReplayOptions:
     #: Patience: seconds a multi-node job waits for a packed placement (one leaf group, else one
     #: pod) before it accepts a wider one; 0 takes the best placement available at once.
     max_wait_s: float = 0.0
+    #: Power policy (:mod:`.power`): idle nodes go off, jobs wait for boots; adds energy figures.
+    power: PowerSettings | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +114,8 @@ class ReplayResult:
     skipped_too_large: list[str] = field(default_factory=list)
     decision_ms: list[float] = field(default_factory=list)
     fragmentation: list[float] = field(default_factory=list)
+    #: :data:`POWER_KEYS` figures under a power policy.
+    energy: dict[str, float | int] | None = None
 
     def summary(self) -> dict[str, Any]:
         """The public metrics dict (keys :data:`RESULT_KEYS`, in that order)."""
@@ -149,6 +154,8 @@ class ReplayResult:
             "decision_ms_p50": percentile(self.decision_ms, 50),
             "decision_ms_p99": percentile(self.decision_ms, 99),
         }
+        if self.energy is not None:
+            result |= {key: self.energy[key] for key in POWER_KEYS}
         return result
 
 
@@ -171,8 +178,18 @@ def replay(
     policy: Policy | str = Policy.TOPOLOGY,
     options: ReplayOptions | None = None,
 ) -> dict[str, Any]:
-    """Replay ``trace_jobs`` on ``topology`` with ``policy``; returns the public metrics dict."""
-    return simulate(trace_jobs, topology, policy, options).summary()
+    """Replay ``trace_jobs`` on ``topology`` with ``policy``; returns the public metrics dict.
+
+    With a power policy in ``options`` the trace is also replayed without it, and the dict gains
+    :data:`POWER_KEYS` and :data:`WAIT_DELTA_KEYS` (after :data:`RESULT_KEYS`).
+    """
+    jobs = list(trace_jobs)
+    options = options or ReplayOptions()
+    result = simulate(jobs, topology, policy, options).summary()
+    if options.power is not None:
+        baseline = simulate(jobs, topology, policy, replace(options, power=None)).summary()
+        result |= wait_deltas(baseline, result)
+    return result
 
 
 def simulate(
@@ -205,6 +222,7 @@ class _Simulation:
         self.metrics = PassMetrics(self.result.decision_ms, self.result.fragmentation)
         self.reserved_start: float | None = None
         self._owner = Owner(tenant="replay")
+        self.power = PowerModel(options.power, self.engine) if options.power is not None else None
 
     def run(self) -> ReplayResult:
         engine = self.engine
@@ -215,6 +233,8 @@ class _Simulation:
             next_arrival = jobs[index].arrival_s if index < len(jobs) else math.inf
             next_event = state.next_event_time()
             t = min(next_arrival, next_event if next_event is not None else math.inf, self._next_deadline())
+            if self.power is not None:
+                t = min(t, self.power.next_event(state.now))
             if math.isinf(t):
                 break  # queue left with jobs that can never fit (cannot happen after pre-check)
             engine.advance(max(t, state.now))
@@ -223,8 +243,33 @@ class _Simulation:
                 index += 1
             if self.reserved_start is not None and self.reserved_start <= state.now:
                 self.reserved_start = None  # the head's reservation has started
+            self._power_tick()
             self._schedule()
+            self._power_tick()
+        if self.power is not None:
+            self._power_finish()
         return self.result
+
+    def _power_tick(self) -> None:
+        if self.power is not None:
+            self.power.tick(self.engine.now, (queued.gpus for queued, _ in self.queue))
+
+    def _power_finish(self) -> None:
+        # Run the power model on to the last completion (the loop stops at the last start), then
+        # account energy over the busy period.
+        assert self.power is not None
+        records = self.result.records
+        end = max((r.end for r in records), default=self.engine.now)
+        state = self.engine.state
+        while True:
+            pending = state.next_event_time()
+            t = min(pending if pending is not None else math.inf, self.power.next_event(state.now))
+            if t > end:
+                break
+            self.engine.advance(max(t, state.now))
+            self._power_tick()
+        busy_gpu_s = sum(r.job.gpus * (r.end - r.start) for r in records)
+        self.result.energy = self.power.summary(end, busy_gpu_s)
 
     def _next_deadline(self) -> float:
         # A queued job's patience running out is an event too: it may now take a wider placement.
@@ -270,6 +315,11 @@ class _Simulation:
         for decision in decisions:
             placed = decision.placement
             if placed is None:
+                continue
+            if self.power is not None and placed.start >= FAR:
+                # Reserved behind powered-off nodes only (power-ons held back by the rate limit):
+                # no real window; the job stays queued for the next pass.
+                self.engine.state.release(decision.job.key)
                 continue
             if decision.estimated_start is not None:
                 self.reserved_start = placed.start

@@ -21,6 +21,7 @@ from scheduling.models import Pool, PriorityClass, Quota, Reservation
 from scheduling.placement import Owner, Placement, Rejection, Request, reclaim_plan
 from scheduling.placement.queue import packed_limit
 from scheduling.placement.registry import ConstraintError, build_constraints
+from scheduling.services import power
 from scheduling.services.quotas import usage
 from scheduling.services.snapshots import Snapshot, priority_rank
 
@@ -204,12 +205,18 @@ def decide(snap: Snapshot, request: ReservationRequest, tenant: Tenant, pool: Po
     limit = packed_limit(engine, wanted) if request.packed else None
     if limit is not None:
         wanted = replace(wanted, constraints=(*wanted.constraints, limit))
+    # Power (scheduling.services.power): nodes that are on first, off ones only if they boot in time.
+    fit = power.fit_for(snap, pool, start)
+    if fit is not None:
+        engine, wanted = power.apply_fit(fit, engine, wanted)
     result = engine.preview(wanted, explain=True)
     if isinstance(result, Rejection) and not borrowed:
         # Within its guarantee the tenant may take back capacity others borrowed.
         reclaimed = reclaim_plan(engine, wanted)
         if isinstance(reclaimed, Placement):
             result = reclaimed
+    if fit is not None and isinstance(result, Rejection):
+        result = power.explain(fit, engine, wanted, result)
     code = "" if isinstance(result, Placement) else str(result.reason)
     return Decision(start, end, gpus, quota, held, borrowed, result, code)
 

@@ -14,6 +14,7 @@ from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict
 from scheduling.models import Reservation, ReservationAllocation
 from scheduling.placement import Placement
+from scheduling.services import power
 from scheduling.services.quotas import service_level
 from scheduling.services.snapshots import touch
 from scheduling.services.topology import NamedTopology
@@ -51,6 +52,9 @@ def grant(
     reservation.pkey_live = True
     reservation.sl = service_level(pool.fabric_id, reservation.priority_class)
     reservation.placement = named.describe(placement)
+    waits_for = power.grant_note(named, placement, now)  # nodes not on yet: booted (power_wanted)
+    if waits_for is not None:
+        reservation.placement["power"] = waits_for
     reservation.save()
     ReservationAllocation.objects.bulk_create(
         [

@@ -2,7 +2,9 @@
 verified.
 
 requested → placed → provisioning → ready → ending → released; rejected, preempted, cancelled.
-A reservation is READY only when fabric operations verified its P_Key on its ports; it is
+A reservation is READY only when every node of it is powered on and fabric operations verified its
+P_Key on its ports (its partition enters the desired state only once its nodes are on:
+:mod:`.power`); it is
 RELEASED only when the P_Key is verified gone. Its P_Key stays reserved (``pkey_live``) until then.
 """
 
@@ -12,6 +14,7 @@ import datetime as dt
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from console.fabric.hooks import PartitionRequest
@@ -22,8 +25,8 @@ from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Invalid
 from console.tenancy.horizon import check_within_horizon
 from console.tenancy.models import Principal
-from scheduling.models import HCA, Quota, Reservation, ReservationAllocation
-from scheduling.services import notices
+from scheduling.models import HCA, Node, Quota, Reservation, ReservationAllocation
+from scheduling.services import notices, power
 from scheduling.services.locks import lock_nodes, quota_for_update, reservation_for_update, reservations_for_update
 from scheduling.services.publish import enqueue_queue_pass
 from scheduling.services.quotas import usage
@@ -221,7 +224,7 @@ def tick(now: dt.datetime | None = None) -> dict[str, int]:
     Idempotent; the Celery beat runs it every 10 s."""
     now = now or timezone.now()
     actor = Actor.system("task:scheduling.tick")
-    counts = {"started": 0, "expired": 0, "reconciles": 0, "expiring": 0}
+    counts = {"started": 0, "expired": 0, "reconciles": 0, "expiring": 0, "power_wanted": 0}
     with transaction.atomic():
         due = reservations_for_update(
             Reservation.objects.filter(status__in=Reservation.HOLDING, end__lte=now), skip_locked=True
@@ -256,6 +259,8 @@ def tick(now: dt.datetime | None = None) -> dict[str, int]:
             enqueue_reconcile(fabric_id)
         counts["reconciles"] = len(stuck)
     with transaction.atomic():
+        counts["power_wanted"] = power.wake_due(now)  # off nodes of reservations starting within their boot time
+    with transaction.atomic():
         counts["expiring"] = notices.expiring(now)  # once per reservation, NOTIFY_EXPIRING_LEAD_S ahead
     return counts
 
@@ -263,14 +268,21 @@ def tick(now: dt.datetime | None = None) -> dict[str, int]:
 # ---------------------------------------------------------------- the fabric's hooks (scheduling.fabric_hooks)
 
 
+def waiting_for_power(reservations: QuerySet[Reservation]) -> set[int]:
+    """Those of ``reservations`` holding a node that is not powered on (from now on)."""
+    unpowered = ReservationAllocation.objects.filter(reservation__in=reservations, end__gt=timezone.now()).exclude(
+        node__power_state=Node.Power.ON
+    )
+    return set(unpowered.values_list("reservation_id", flat=True))
+
+
 def desired_partitions(fabric_id: int) -> list[PartitionRequest]:
     """Partitions of the fabric's reservations that hold nodes (registered with the fabric's hooks
-    by :mod:`scheduling.fabric_hooks`)."""
-    reservations = list(
-        Reservation.objects.filter(fabric_id=fabric_id, status__in=Reservation.HOLDING, pkey__isnull=False).order_by(
-            "pkey"
-        )
-    )
+    by :mod:`scheduling.fabric_hooks`); one not ready yet whose nodes are not all on waits (a
+    powered-off node's ports are down: nothing to push the P_Key to)."""
+    holding = Reservation.objects.filter(fabric_id=fabric_id, status__in=Reservation.HOLDING, pkey__isnull=False)
+    unpowered = waiting_for_power(holding.exclude(status=S.READY))
+    reservations = [r for r in holding.order_by("pkey") if r.pk not in unpowered]
     nodes_of: dict[int, set[int]] = {r.pk: set() for r in reservations}
     for res_id, node_id in (
         ReservationAllocation.objects.filter(reservation__in=reservations)
@@ -292,7 +304,7 @@ def desired_partitions(fabric_id: int) -> list[PartitionRequest]:
                 name=r.partition_name,
                 pkey=r.pkey,
                 sl=r.sl,
-                members=[[guid, "full"] for guid in members],
+                members=[[guid, "full"] for guid in members] + [list(m) for m in r.virtual_guids or []],
             )
         )
     return partitions
@@ -306,7 +318,8 @@ def fabric_verified(fabric_id: int, present_pkeys: set[int], change_id: int) -> 
     counts = {"ready": 0, "released": 0}
     with transaction.atomic():
         provisioning = Reservation.objects.filter(fabric_id=fabric_id, status=S.PROVISIONING, pkey__in=present_pkeys)
-        for reservation in reservations_for_update(provisioning):
+        unpowered = waiting_for_power(provisioning)
+        for reservation in reservations_for_update(provisioning.exclude(pk__in=unpowered)):
             before = audit.snapshot(reservation)
             transition(reservation, S.READY)
             reservation.ready_at = now

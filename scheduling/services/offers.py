@@ -51,41 +51,65 @@ def offers(
     refused: Decision,
 ) -> list[dict[str, Any]]:
     """Alternatives to a refused request, each placeable as offered: the largest size that fits
-    now, the earliest start at which the full size fits, and queueing it."""
+    now, the earliest start at which the full size fits, and queueing it.
+
+    Offers are in the unit the tenant asked in: whole nodes for a request by ``nodes`` (each offer
+    then names ``nodes`` too, so taking it asks for nodes again), GPUs otherwise (``nodes`` null).
+    """
     if refused.placed or quota is None or refused.code in HOPELESS:
         return []
     duration = refused.end - refused.start
+    full = Size(refused.gpus, request.nodes)
     found: list[dict[str, Any]] = []
-    gpus = _largest_now(snap, request, tenant, pool, quota, refused.gpus, duration)
-    if gpus:
-        found.append({"kind": "smaller_now", "gpus": gpus, "start": None, "label": f"{gpus} GPUs now"})
+    now = _largest_now(snap, request, tenant, pool, quota, full, duration)
+    if now is not None:
+        found.append({"kind": "smaller_now", **now.fields(), "start": None, "label": f"{now.words()} now"})
     start = _earliest_full(snap, request, tenant, pool, quota, refused)
     if start is not None:
-        label = f"{refused.gpus} GPUs at {start.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC"
-        found.append({"kind": "later", "gpus": refused.gpus, "start": start, "label": label})
+        label = f"{full.words()} at {start.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC"
+        found.append({"kind": "later", **full.fields(), "start": start, "label": label})
     if refused.gpus <= quota.limit_gpus and refused.code != "too_large":
         found.append(
-            {
-                "kind": "queue",
-                "gpus": refused.gpus,
-                "start": None,
-                "label": f"Queue {refused.gpus} GPUs (as soon as possible)",
-            }
+            {"kind": "queue", **full.fields(), "start": None, "label": f"Queue {full.words()}, as soon as possible"}
         )
     return found
 
 
-def _as_gpus(
-    request: ReservationRequest, gpus: int, start: dt.datetime | None, duration: dt.timedelta
+@dataclasses.dataclass(frozen=True)
+class Size:
+    """An offered size: its GPUs, and its whole nodes when the request was by nodes."""
+
+    gpus: int
+    nodes: int | None = None
+
+    def fields(self) -> dict[str, int | None]:
+        return {"gpus": self.gpus, "nodes": self.nodes}
+
+    def words(self) -> str:
+        if self.nodes is None:
+            return f"{self.gpus} GPUs"
+        return f"{self.nodes} node{'' if self.nodes == 1 else 's'} ({self.gpus} GPUs)"
+
+
+def _sized(
+    request: ReservationRequest, size: Size, start: dt.datetime | None, duration: dt.timedelta
 ) -> ReservationRequest:
-    return dataclasses.replace(request, gpus=gpus, nodes=None, start=start, end=None, duration=duration, asap=False)
+    """``request`` at ``size`` (by nodes when the size names nodes, else by GPUs)."""
+    gpus = None if size.nodes is not None else size.gpus
+    return dataclasses.replace(
+        request, gpus=gpus, nodes=size.nodes, start=start, end=None, duration=duration, asap=False
+    )
 
 
-def _sizes(snap: Snapshot, below: int) -> list[int]:
-    """Sizes a gang may take below ``below``: 1..a node's GPUs, then whole nodes."""
+def _sizes(snap: Snapshot, full: Size) -> list[Size]:
+    """Sizes a gang may take below ``full``: by GPUs, 1..a node's GPUs then whole nodes; by
+    nodes, 1..``full.nodes - 1`` nodes (of the shape the refused request had)."""
+    if full.nodes is not None:
+        per = full.gpus // full.nodes or max((n.gpus for n in snap.engine.topology.nodes), default=1)
+        return [Size(n * per, n) for n in range(1, full.nodes)]
     per = max((n.gpus for n in snap.engine.topology.nodes), default=1)
-    small = list(range(1, min(per, below - 1) + 1))
-    return small + list(range(2 * per, below, per))
+    small = list(range(1, min(per, full.gpus - 1) + 1))
+    return [Size(g) for g in small + list(range(2 * per, full.gpus, per))]
 
 
 def _largest_now(
@@ -94,16 +118,17 @@ def _largest_now(
     tenant: Tenant,
     pool: Pool,
     quota: Quota,
-    wanted: int,
+    full: Size,
     duration: dt.timedelta,
-) -> int:
-    """The largest size below ``wanted`` that fits now (bisection: placeability shrinks with size)."""
-    sizes = _sizes(snap, wanted)
-    lo, hi, best = 0, len(sizes) - 1, 0
+) -> Size | None:
+    """The largest size below ``full`` that fits now (bisection: placeability shrinks with size)."""
+    sizes = _sizes(snap, full)
+    lo, hi, best = 0, len(sizes) - 1, None
     while lo <= hi:
         mid = (lo + hi) // 2
-        if decide(snap, _as_gpus(request, sizes[mid], None, duration), tenant, pool, quota).placed:
-            best, lo = sizes[mid], mid + 1
+        decision = decide(snap, _sized(request, sizes[mid], None, duration), tenant, pool, quota)
+        if decision.placed:
+            best, lo = Size(decision.gpus, sizes[mid].nodes), mid + 1
         else:
             hi = mid - 1
     return best
@@ -136,7 +161,9 @@ def _earliest_full(
     candidates += [end for end in ends[:MAX_LATER_TRIES] if end > refused.start]
     # Whole minutes, rounded up: the form (and a person) write starts to the minute.
     for start in sorted({_ceil_minute(c) for c in candidates})[:MAX_LATER_TRIES]:
-        if decide(snap, _as_gpus(request, refused.gpus, start, duration), tenant, pool, quota).placed:
+        if decide(
+            snap, _sized(request, Size(refused.gpus, request.nodes), start, duration), tenant, pool, quota
+        ).placed:
             return start
     return None
 

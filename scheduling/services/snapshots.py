@@ -103,11 +103,6 @@ def _node_states(pool: Pool, named: NamedTopology) -> dict[int, NodeState]:
     in_pool = Pool.nodes.through.objects.filter(pool_id=pool.pk).values("node_id")
     states = Node.objects.filter(pk__in=in_pool).exclude(state=Node.State.AVAILABLE).order_by()
     found = {index_of[pk]: NodeState(state) for pk, state in states.values_list("pk", "state")}
-    # A node being switched off (or whose power action failed) takes no new placement: the
-    # power-off checked, under the same node locks, that no reservation needed it.
-    switching_off = Node.objects.filter(pk__in=in_pool, power_state__in=(Node.Power.POWERING_OFF, Node.Power.FAILED))
-    for pk in switching_off.order_by().values_list("pk", flat=True):
-        found.setdefault(index_of[pk], NodeState.OFF)
     failed = GPU.objects.filter(node_id__in=in_pool, health=GPU.Health.FAILED).order_by()
     for pk in set(failed.values_list("node_id", flat=True)):
         found[index_of[pk]] = NodeState.DOWN

@@ -35,6 +35,8 @@ class FabricShape:
     spine_pod: dict[str, int]
     spines: tuple[str, ...]
     cores: int
+    #: Boot time (seconds) per node type name, from the design's catalogue.
+    boot_s: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +48,7 @@ class NodeSpec:
     gpu_model: str
     su: int
     leaves: tuple[str, ...]
+    boot_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,7 @@ def fabric_shape(graph: FabricGraph) -> FabricShape:
         spine_pod={n: max(0, graph.switches[n].pod) for n in spines},
         spines=spines,
         cores=cores,
+        boot_s={name: float(t.boot_s) for name, t in graph.catalogue.nodes.items()},
     )
 
 
@@ -117,6 +121,7 @@ def specs_from_graph(graph: FabricGraph) -> list[NodeSpec]:
                 gpu_model=node_type.gpu_model if node_type and node_type.gpu_model else "",
                 su=node.su,
                 leaves=tuple(leaves),
+                boot_s=float(node_type.boot_s) if node_type else 0.0,
             )
         )
     return specs
@@ -169,6 +174,7 @@ def build_topology(name: str, specs: Sequence[NodeSpec], shape: FabricShape) -> 
                     rail_leaves=tuple(leaf_id(leaf) for leaf in spec.leaves),
                     leaf_group=gid,
                     pod=pod,
+                    boot_s=spec.boot_s,
                 )
             )
             node_names.append(spec.name)
@@ -201,6 +207,8 @@ def topology_from_graph(graph: FabricGraph, name: str = "") -> NamedTopology:
 # ------------------------------------------------------------------ Django: pools, cached
 
 _CACHE_SIZE = 32
+#: Boot time assumed for a node whose type the catalogue does not know (the catalogue's default).
+DEFAULT_BOOT_S = 300.0
 _K = TypeVar("_K")
 _V = TypeVar("_V")
 _lock = threading.Lock()
@@ -241,7 +249,9 @@ def pool_topology(pool: Pool) -> NamedTopology:
     leaves: dict[int, list[str]] = {n.pk: [] for n in nodes}
     for node_id, leaf in HCA.objects.filter(node__in=nodes).order_by("node", "index").values_list("node_id", "leaf"):
         leaves[node_id].append(leaf)
-    specs = [NodeSpec(n.name, n.gpus, n.gpu_model, n.su, tuple(leaves[n.pk])) for n in nodes]
+    specs = [
+        NodeSpec(n.name, n.gpus, n.gpu_model, n.su, tuple(leaves[n.pk]), boot_of(shape, n.node_type)) for n in nodes
+    ]
     named = build_topology(pool.name, specs, shape)
     pk_of_name = {n.name: n.pk for n in nodes}
     node_pks = tuple(pk_of_name[name] for name in named.node_names)
@@ -260,6 +270,15 @@ def pool_topology(pool: Pool) -> NamedTopology:
         gpu_pks,
     )
     return _remember(_topologies, key, named)
+
+
+def boot_of(shape: FabricShape, node_type: str) -> float:
+    """Boot seconds of a node type (any spelling); the catalogue's default for unknown types."""
+    found = shape.boot_s.get(node_type)
+    if found is None:
+        folded = node_type.casefold()
+        found = next((b for name, b in shape.boot_s.items() if name.casefold() == folded), None)
+    return found if found is not None else DEFAULT_BOOT_S
 
 
 def topology_for_pool(pool: Pool) -> PoolTopology:

@@ -73,6 +73,7 @@ PAGES: tuple[Page, ...] = (
     Page("reservations-quotas", "/reservations/quotas/", READERS),
     Page("reservations-occupancy", "/reservations/occupancy/", READERS),
     Page("usage", "/usage/", SIGNED_IN),
+    Page("demo-webhook-sink", "/demo/webhook-sink/", READERS),
     Page("audit", "/audit/", frozenset({OPERATOR, AUDITOR, TENANT_ADMIN})),
     Page("tenants", "/tenants/", READERS),
     Page("locked-logins", "/logins/locked/", READERS),

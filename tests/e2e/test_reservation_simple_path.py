@@ -121,3 +121,27 @@ def test_a_refused_request_offers_what_fits_and_one_click_takes_it(page, live_se
     expect(page.get_by_test_id("preview-state")).to_have_text("will queue")
     expect(page.get_by_test_id("res-submit")).to_be_enabled()
     expect(page.get_by_test_id("res-submit")).to_have_text("Queue it")
+
+
+def test_a_request_in_nodes_is_offered_nodes_and_one_click_keeps_the_unit(
+    page, live_server, login, admin_a, tenant_a, mine
+):
+    page.set_viewport_size({"width": 1600, "height": 1000})
+    login("admin-a")
+    page.goto(f"{live_server.url}/reservations/")
+    expect(page.locator("body[data-reservations=ready]")).to_be_attached()
+    # 4 whole nodes (32 GPUs) are over the quota of 24: the offer is in nodes, not GPUs
+    page.get_by_test_id("res-size-by").select_option("nodes")
+    page.get_by_test_id("res-size").fill("4")
+    expect(page.get_by_test_id("preview-state")).to_have_text("refused")
+    now = page.get_by_test_id("offer").and_(page.locator("[data-kind=smaller_now]"))
+    expect(now).to_have_text("3 nodes (24 GPUs) now")
+    expect(now).to_have_attribute("data-nodes", "3")
+    page.screenshot(path=f"{SHOTS}/simple-form-refused-nodes.png")
+    # one click reserves 3 whole nodes, and the form still speaks in nodes
+    now.click()
+    expect(page.get_by_test_id("reservation")).to_have_count(1)
+    expect(page.get_by_test_id("res-size-by")).to_have_value("nodes")
+    expect(page.get_by_test_id("res-size")).to_have_value("3")
+    made = Reservation.objects.get(tenant=tenant_a)
+    assert made.gpus == 24 and len(made.placement["nodes"]) == 3

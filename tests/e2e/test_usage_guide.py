@@ -7,6 +7,7 @@ No lab: a designed 1-SU fabric with its inventory; reservations through scheduli
 from __future__ import annotations
 
 import datetime as dt
+import os
 import uuid
 
 import pytest
@@ -82,3 +83,11 @@ def test_the_card_links_the_guide_and_copy_puts_the_hostlist_on_the_clipboard(
     expect(page.get_by_test_id("copy-status")).to_contain_text("Copied: apiVersion: k8s.cni.cncf.io/v1")
     nad = page.evaluate("navigator.clipboard.readText()")
     assert "kind: NetworkAttachmentDefinition" in nad and f'"pkey": "0x{mine.pkey:04x}"' in nad
+    # ib-kubernetes's configuration: its GUID pool is the reservation's own vGUID range
+    expect(page.get_by_test_id("use-vguid-range")).to_contain_text("02:C0:FF:EE:")
+    page.get_by_test_id("copy-ibk8s").click()
+    expect(page.get_by_test_id("copy-status")).to_contain_text("Copied: apiVersion: v1")
+    config = page.evaluate("navigator.clipboard.readText()")
+    assert "GUID_POOL_RANGE_START" in config and "ib-kubernetes-ufm-secret" in config
+    if os.environ.get("USAGE_GUIDE_SCREENSHOT"):
+        page.screenshot(path=os.environ["USAGE_GUIDE_SCREENSHOT"], full_page=True)

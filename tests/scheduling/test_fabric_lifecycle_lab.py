@@ -4,7 +4,8 @@ A 1-SU rail-optimised design (32 DGX H100, 256 HCAs under 8 rail leaves) runs as
 on ibsim). Reservations are made through the service, the fabric is reconciled and the change
 applied by the real pipeline, and the P_Key tables are read back from the ports with smpquery:
 a reservation is ready only with its partition on exactly its nodes' HCAs, a release removes it,
-a preemption swaps the borrower's partition for the claimant's.
+a preemption swaps the borrower's partition for the claimant's, a reservation on powered-off nodes
+is ready only once they are on and its P_Key is verified on their ports.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from console.fabric.models import ChangeRequest
 from console.tenancy.context import Actor
 from console.tenancy.models import Principal, Role
 from designer.services import create_design
-from scheduling.models import HCA, Reservation
-from scheduling.services import lifecycle, quotas
+from scheduling.models import HCA, Node, Reservation
+from scheduling.services import lifecycle, power, queue, quotas, snapshots
 from scheduling.services.reservations import ReservationRequest, reserve
 from tests.fabric.conftest import requires_lab
 from tests.fabric.lab_fixtures import whole_lab_pool
@@ -149,3 +150,44 @@ def test_preemption_swaps_the_borrowers_partition_for_the_claimants(su1, tenant_
     assert set(holders_of(lab, claimant.pkey, claimed).values()) == {"full"}
     assert set(holders_of(lab, borrower.pkey, claimed | neighbours(claimant, 4)).values()) == {None}
     assert claimant.pkey != borrower.pkey  # a key is not reused while it was live
+
+
+def test_a_reservation_on_powered_off_nodes_is_ready_only_after_they_boot_and_its_pkey_is_on_their_ports(
+    su1, tenant_a, django_capture_on_commit_callbacks
+):
+    fabric, lab, pool = su1
+    # given every node of the pool powered off, an asap request of 16 GPUs is queued, then the
+    # queue pass places it on off nodes: provisioning, powering on
+    Node.objects.filter(pools=pool).update(power_state=Node.Power.OFF)
+    snapshots.forget()
+    request = ReservationRequest(pool_id=pool.pk, gpus=16, duration=dt.timedelta(hours=2), tenant_id=tenant_a.pk)
+    assert queue.reserve_asap(ACTOR, OPERATOR, request).status == S.QUEUED
+    with django_capture_on_commit_callbacks(execute=True):
+        queue.queue_pass(pool.pk)
+    reservation = Reservation.objects.get(tenant=tenant_a)
+    assert reservation.status == S.PROVISIONING
+    assert power.progress([reservation])[reservation.pk]["step"] == "powering-on"
+    members = guids_of(reservation)
+
+    # when the fabric converges while its nodes are off: its partition is not pushed, not ready
+    change = changes.reconcile(fabric, actor=ACTOR)
+    if change is not None:
+        apply_change(change.pk, worker_id="test")
+    reservation.refresh_from_db()
+    assert reservation.status == S.PROVISIONING
+    assert set(holders_of(lab, reservation.pkey, members).values()) == {None}
+
+    # when the BMC reports its nodes booting, then on
+    node_ids = sorted(set(reservation.allocations.values_list("node_id", flat=True)))
+    for node_id in node_ids:
+        power.node_power_changed(node_id, Node.Power.POWERING_ON)
+    for node_id in node_ids:
+        power.node_power_changed(node_id, Node.Power.ON)
+    assert power.progress([reservation])[reservation.pk]["step"] == "fabric"
+
+    # then the pipeline pushes and verifies its P_Key: ready, on exactly its HCA ports
+    converge(fabric)
+    reservation.refresh_from_db()
+    assert reservation.status == S.READY
+    assert set(holders_of(lab, reservation.pkey, members).values()) == {"full"}
+    assert set(holders_of(lab, reservation.pkey, neighbours(reservation)).values()) == {None}

@@ -98,6 +98,9 @@ def test_demo_seed_creates_pool_quotas_and_live_reservations():
     hours = {row["name"]: row["gpu_hours"] for row in report.rows}
     assert hours["Aurora Labs"] >= 14 * 768 and hours["Borealis AI"] >= 14 * 384
     assert report.total["preemptions"] >= 1
+    # the history was booked when it started: newest-booked first, the live reservations lead
+    newest = Reservation.objects.order_by("-created_at")[: live.count()]
+    assert {r.pk for r in newest} == {r.pk for r in live}
     assert seed_all() == []
 
 

@@ -105,7 +105,39 @@ def test_refused_preview_through_the_api_lists_offers(pool, tenant_a, admin_a, c
     ).json()
     assert body["placeable"] is False
     assert [o["kind"] for o in body["offers"]] == ["smaller_now"]
-    assert body["offers"][0] == {"kind": "smaller_now", "gpus": 24, "start": None, "label": "24 GPUs now"}
+    assert body["offers"][0] == {
+        "kind": "smaller_now",
+        "gpus": 24,
+        "nodes": None,
+        "start": None,
+        "label": "24 GPUs now",
+    }
+
+
+def test_a_request_by_nodes_is_offered_nodes_and_taking_an_offer_asks_for_nodes(pool, tenant_a, tenant_b):
+    # given tenant B holding 10 of the pool's 16 nodes (80 GPUs) for 2 h
+    give_quota(tenant_a, pool, 48, borrow=16)
+    give_quota(tenant_b, pool, 80)
+    blocking = reserve(SYSTEM, tenant_principal(tenant_b), request_for(pool, nodes=10, name="b-big"))
+    assert blocking.status == Reservation.Status.PROVISIONING, blocking.reason
+    # when tenant A previews 8 nodes now (only 6 are free)
+    admin = tenant_principal(tenant_a)
+    body = preview(admin, request_for(pool, nodes=8))
+    # then every offer is in nodes: 6 nodes now, 8 nodes when B's reservation ends, or 8 queued
+    assert not body["placeable"]
+    offers = by_kind(body)
+    assert {k: (o["nodes"], o["gpus"]) for k, o in offers.items()} == {
+        "smaller_now": (6, 48),
+        "later": (8, 64),
+        "queue": (8, 64),
+    }
+    assert offers["smaller_now"]["label"] == "6 nodes (48 GPUs) now"
+    assert offers["later"]["label"].startswith("8 nodes (64 GPUs) at ") and offers["later"]["label"].endswith(" UTC")
+    assert offers["queue"]["label"] == "Queue 8 nodes (64 GPUs), as soon as possible"
+    # and taking the "now" offer as offered (by nodes) reserves 6 whole nodes
+    taken = reserve(SYSTEM, admin, request_for(pool, nodes=offers["smaller_now"]["nodes"], name="taken"))
+    assert taken.status == Reservation.Status.PROVISIONING, taken.reason
+    assert len(taken.placement["nodes"]) == 6
 
 
 def test_a_reservation_without_a_name_gets_a_readable_one(pool, tenant_a, admin_a, client_for):

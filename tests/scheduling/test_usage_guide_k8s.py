@@ -13,6 +13,7 @@ import pytest
 import yaml
 from django.urls import reverse
 
+from console.fabric.services import vguid_range
 from tests.designer import k8s_schemas
 from tests.scheduling.test_reservation_pages import booked, logged_in  # noqa: F401  (fixture)
 
@@ -55,3 +56,24 @@ def test_the_schemas_refuse_what_ib_sriov_cni_would_not_read():
     assert k8s_schemas.errors({**nad, "spec": {"config": "{}"}}) == []
     assert k8s_schemas.errors({**nad, "spec": {"config": {"type": "ib-sriov"}}})  # config is a string
     assert k8s_schemas.errors({**nad, "metadata": {"name": "Res_1"}, "spec": {"config": "{}"}})
+
+
+def test_the_ib_kubernetes_guid_pool_is_the_reservations_own_vguid_range(client, client_for, admin_a, booked):  # noqa: F811
+    mine, other = booked
+    body = client_for(admin_a).get(f"/api/reservations/{mine.pk}/usage-guide/").json()
+    config_map, secret = yaml.safe_load_all(body["ib_kubernetes_config"])
+    data = config_map["data"]
+    assert data["DAEMON_SM_PLUGIN"] == "ufm"
+    assert (data["GUID_POOL_RANGE_START"], data["GUID_POOL_RANGE_END"]) == (body["vguid_start"], body["vguid_end"])
+    assert secret["metadata"]["name"] == "ib-kubernetes-ufm-secret" and secret["stringData"]["UFM_USERNAME"]
+    # 02:C0:FF:EE (the default prefix) | reservation id (20 bits) | 12 bits of VFs, as ib-kubernetes spells GUIDs
+    first = int(body["vguid_start"].replace(":", ""), 16)
+    last = int(body["vguid_end"].replace(":", ""), 16)
+    assert (first >> 32, (first >> 12) & 0xFFFFF, first & 0xFFF, last - first) == (0x02C0FFEE, mine.pk, 0, 4095)
+    assert body["env"]["IBC_VGUID_RANGE_START"] == body["vguid_start"]
+    # another reservation's range does not overlap
+    theirs = vguid_range(other.pk)
+    assert theirs is not None and (theirs.last < first or theirs.first > last)
+    page = logged_in(client, admin_a).get(reverse("web:reservation-use", args=[mine.pk])).content.decode()
+    shown = re.search(r'<pre id="use-ibk8s" data-testid="use-ibk8s">(.*?)</pre>', page, re.S)
+    assert shown is not None and html.unescape(shown.group(1)) == body["ib_kubernetes_config"]

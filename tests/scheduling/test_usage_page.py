@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 
 import pytest
 
@@ -76,3 +77,42 @@ def test_the_prices_the_costs_were_computed_with(world, client, member_a, pool):
     prices = html[html.index('data-testid="usage-prices"') :]
     # training: the pool's own 3.00; inference: the setting's 2.00, marked as the default
     assert "<td>3.00</td>" in prices and '2.00 <span class="muted">(default)</span>' in prices
+
+
+def test_window_inputs_are_iso_utc_dates_and_a_locale_date_is_refused(world, client, operator):  # noqa: F811
+    client.force_login(operator)
+    html = client.get("/usage/", WINDOW).content.decode()
+    start = html.index('data-testid="usage-window-form"')
+    form = html[start : html.index("</form>", start)]
+    # text inputs holding the ISO date, never a type=date picker (drawn in the reader's locale)
+    assert 'type="date"' not in form
+    assert 'name="start" value="2026-11-01"' in form and 'name="end" value="2026-11-03"' in form
+    assert form.count('placeholder="YYYY-MM-DD"') == 2 and "From (UTC)" in form and "To (UTC" in form
+    # a locale-formatted date is ambiguous (11/02: 2 Nov or 11 Feb?): refused, not guessed
+    refused = client.get("/usage/", {"start": "11/02/2026", "end": "2026-11-03"}).content.decode()
+    assert 'data-testid="usage-window-errors"' in refused and "start: Enter a valid date." in refused
+
+
+def test_chart_table_and_csv_agree_across_utc_midnight(world, client, operator):  # noqa: F811
+    # r2 runs 1 Nov 23:00 – 2 Nov 01:00 UTC (preempted), r4 31 Oct 22:00 – 1 Nov 02:00: both cross midnight
+    client.force_login(operator)
+    html = client.get("/usage/", {**WINDOW, "group_by": "day"}).content.decode()
+    data = chart_data(html)
+    chart = [round(sum(s["data"][i] for s in data["series"]), 3) for i in range(len(data["days"]))]
+    table = html[html.index('data-testid="usage-table"') :]
+    shown = [
+        (day, float(hours))
+        for day, hours in re.findall(r"<td[^>]*>(\d{4}-\d{2}-\d{2}) \(UTC\)</td>\s*<td[^>]*>([\d.,]+)</td>", table)
+    ]
+    response = client.get("/usage/", {**WINDOW, "group_by": "day", "_export": "csv"})
+    exported = [
+        (r["Day (UTC)"].removesuffix(" (UTC)"), float(r["GPU-hours"]))
+        for r in csv.DictReader(io.StringIO(response.content.decode()))
+    ]
+    # independent reading (the world's bookings): 1 Nov: r1 32 + r2 1 h × 4 + r4 2 h × 2 = 40; 2 Nov: r2 1 h × 4 = 4
+    expected = [("2026-11-01", 40.0), ("2026-11-02", 4.0)]
+    assert list(zip(data["days"], chart, strict=True)) == expected
+    assert shown == expected and exported == expected
+    # a window of one UTC day (To not included) holds only that day's hours, in all three
+    one = client.get("/usage/", {"start": "2026-11-02", "end": "2026-11-03", "group_by": "day"}).content.decode()
+    assert chart_data(one)["days"] == ["2026-11-02"] and 'data-testid="usage-total-hours">4.0<' in one

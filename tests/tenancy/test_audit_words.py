@@ -94,3 +94,18 @@ def test_missing_data_falls_back_to_a_shorter_wording_and_unknown_codes_still_re
     assert sentence("widget.frob", "shop.widget", values) == "bob: widget.frob on shop.widget r-1"
     started = fields(actor="system", object_repr="r-1", object_id="1", tenant=None, before=None, after={}, names={})
     assert sentence("reservation.start", "scheduling.reservation", started) == "Reservation r-1 started"
+
+
+def test_a_webhook_is_named_once():
+    # a webhook's object_repr is str(webhook): "webhook <name>"
+    hook = fields(
+        actor="demo-webhook",
+        object_repr="webhook demo receiver",
+        object_id="3",
+        tenant=None,
+        before=None,
+        after={"delivery": 9},
+        names={},
+    )
+    assert sentence("webhook.test", "notify.webhook", hook) == "demo-webhook sent a test event to webhook demo receiver"
+    assert sentence("webhook.create", "notify.webhook", hook) == "demo-webhook registered webhook demo receiver"

@@ -15,6 +15,7 @@ from rest_framework.test import APIClient
 
 from console.fabric import changes
 from console.fabric.models import ChangeRequest, FabricPartition
+from console.fabric.services import vguid_range
 from console.tenancy.models import AuditEntry, Principal, Role
 from scheduling.models import HCA, Reservation
 from scheduling.services import quotas
@@ -107,7 +108,9 @@ def test_operator_add_is_an_audited_change_request_and_a_repeat_adds_nothing(fab
     assert (r.status_code, r.json()) == (202, {"change_id": change.pk, "status": "pending_approval"})
     row = FabricPartition.objects.get(fabric=fabric, pkey=0x0A2B)
     assert (row.name, row.ipoib, row.members) == ("api_pkey_0xa2b", True, [[f"0x{G1}", "full"], [f"0x{G2}", "full"]])
-    assert "api_pkey_0xa2b" in change.artefacts["partitions.conf"] and change.requested_by_label == "op"
+    # index0 is OpenSM's indx0 flag of the partition definition
+    assert row.indx0 and "api_pkey_0xa2b=0x0a2b, indx0, ipoib :" in change.artefacts["partitions.conf"]
+    assert change.requested_by_label == "op"
     assert AuditEntry.objects.filter(action="fabric.partition.create").count() == 1
     # the same call again, GUIDs spelled differently: no second change, no second audit row
     body["guids"] = [":".join(G2[i : i + 2] for i in range(0, 16, 2)), G1]
@@ -119,13 +122,20 @@ def test_operator_add_is_an_audited_change_request_and_a_repeat_adds_nothing(fab
         "0xa2b": {
             "partition": "api_pkey_0xa2b",
             "ip_over_ib": True,
-            "index0": False,
-            "guids": [{"guid": g, "membership": "full", "index0": False} for g in (G1, G2)],
+            "index0": True,
+            "guids": [{"guid": g, "membership": "full", "index0": True} for g in (G1, G2)],
         }
     }
     assert client.get("/ufmRest/resources/pkeys").json() == {
-        "0xa2b": {"partition": "api_pkey_0xa2b", "ip_over_ib": True, "index0": False}
+        "0xa2b": {"partition": "api_pkey_0xa2b", "ip_over_ib": True, "index0": True}
     }
+    # index0 false on a later add leaves the P_Key's flag; PUT sets it as sent
+    body = {"pkey": "0x0A2B", "index0": False, "guids": [G1]}
+    client.post("/ufmRest/resources/pkeys", body, format="json")
+    assert FabricPartition.objects.get(pkey=0x0A2B).indx0
+    client.put("/ufmRest/resources/pkeys", {"pkey": "0x0A2B", "index0": False, "guids": [G1, G2]}, format="json")
+    assert not FabricPartition.objects.get(pkey=0x0A2B).indx0
+    assert client.get("/ufmRest/resources/pkeys/0xa2b").json()["index0"] is False
 
 
 def test_a_reservation_pkey_is_its_tenants_and_protected(fabric, reservation, operator, member_a, member_b):
@@ -183,3 +193,39 @@ def test_a_browser_session_reads_json_and_cannot_write_without_csrf(fabric, rese
     assert r["Content-Type"] == "application/json" and list(r.json()) == [f"{reservation.pkey:#x}"]
     r = client.post("/ufmRest/resources/pkeys", {"pkey": "0x31", "guids": [G1]}, format="json")
     assert r.status_code == 403 and "CSRF" in r.json()["error"]
+
+
+def test_a_reservations_tenant_adds_and_removes_pod_vf_guids_of_its_own_range(
+    fabric, reservation, operator, member_a, member_b
+):
+    key, hosts = f"{reservation.pkey:#x}", host_guids(reservation)
+    owned = vguid_range(reservation.pk)
+    vf1, vf2 = f"{owned.first + 7:016x}", f"{owned.first + 8:016x}"
+    colon = ":".join(vf2[i : i + 2] for i in range(0, 16, 2))
+    a, b, op = basic("member-a"), basic("member-b"), basic("op")
+    # ib-kubernetes's body, its tenant's credentials: accepted (a change waits for approval here)
+    body = {"pkey": key, "index0": True, "ip_over_ib": True, "membership": "full", "guids": [vf1, colon]}
+    r = a.post("/ufmRest/resources/pkeys", body, format="json")
+    assert r.status_code == 202, r.json()
+    reservation.refresh_from_db()
+    assert reservation.virtual_guids == [[f"0x{vf1}", "full"], [f"0x{vf2}", "full"]]
+    assert AuditEntry.objects.filter(action="reservation.virtual_guids").count() == 1
+    change = ChangeRequest.objects.get(pk=r.json()["change_id"])
+    assert f"0x{vf1}=full" in change.artefacts["partitions.conf"]
+    listed = a.get(f"/ufmRest/resources/pkeys/{key}?guids_data=true").json()
+    assert [g["guid"] for g in listed["guids"]] == sorted([*hosts, vf1, vf2]) and listed["index0"] is False
+    # an operator, another tenant's range, a GUID outside every range: 403; another tenant: 404
+    other = f"{vguid_range(reservation.pk + 1).first:016x}"
+    for client, guid in ((op, vf1), (a, other), (a, "0002c9030000ffff")):
+        r = client.post("/ufmRest/resources/pkeys", {"pkey": key, "guids": [guid]}, format="json")
+        assert r.status_code == 403 and set(r.json()) == {"error"}, r.json()
+    assert b.post("/ufmRest/resources/pkeys", {"pkey": key, "guids": [vf1]}, format="json").status_code == 404
+    # removal: its hosts' ports never (not even with a VF), its VFs by its tenant only
+    mixed = {"pkey": key, "guids": [vf1, hosts[0]]}
+    assert a.post("/ufmRest/actions/remove_guids_from_pkey", mixed, format="json").status_code == 403
+    assert op.delete(f"/ufmRest/resources/pkeys/{key}/guids/{vf1}").status_code == 403
+    assert b.delete(f"/ufmRest/resources/pkeys/{key}/guids/{vf1}").status_code == 404
+    assert a.delete(f"/ufmRest/resources/pkeys/{key}/guids/{vf1}").status_code == 202
+    reservation.refresh_from_db()
+    assert reservation.virtual_guids == [[f"0x{vf2}", "full"]]
+    assert a.delete(f"/ufmRest/resources/pkeys/{key}").status_code == 403

@@ -17,7 +17,10 @@ import requests
 from networking_mlnx_baremetal.ufmclient import exceptions as ufm_exceptions
 from networking_mlnx_baremetal.ufmclient.client import UfmClient
 
+from console.fabric.diags.parsers import PkeyTable
 from console.fabric.models import ChangeRequest
+from console.fabric.opensm.partitions import parse_partitions
+from console.fabric.services import vguid_range
 from console.tenancy.models import Principal, Role
 from scheduling.models import HCA, Reservation
 from scheduling.services import inventory, quotas
@@ -40,12 +43,26 @@ PASSWORD = "pw-12345678"
 OPERATOR = Principal(None, Role.OPERATOR, None)
 
 
-def memberships(lab, pkey: int, guids: list[int]) -> dict[int, str | None]:
-    """Membership of ``pkey`` in each port's P_Key table, read with ``smpquery pkeys``."""
+def tables(lab, guids: list[int]) -> dict[int, PkeyTable]:
+    """Each port's P_Key table, read with ``smpquery pkeys``."""
     diags = lab.diags(timeout=20)
     cas = (n for n in diags.ibnetdiscover().nodes.values() if not n.is_switch)
     lid_of = {n.guid + 1: n.lid for n in cas if n.guid is not None}  # ibsim: port 1 = node GUID + 1
-    return {guid: diags.pkeys(lid_of[guid]).membership(pkey) for guid in guids}
+    return {guid: diags.pkeys(lid_of[guid]) for guid in guids}
+
+
+def memberships(lab, pkey: int, guids: list[int]) -> dict[int, str | None]:
+    """Membership of ``pkey`` in each port's P_Key table, read with ``smpquery pkeys``."""
+    return {guid: table.membership(pkey) for guid, table in tables(lab, guids).items()}
+
+
+def at_index0(lab, guids: list[int]) -> dict[int, int | None]:
+    """The P_Key (15 bits) at index 0 of each port's table."""
+    return {g: next((e.pkey for e in t.entries if e.index == 0), None) for g, t in tables(lab, guids).items()}
+
+
+def colon(guid: int) -> str:
+    return ":".join(f"{guid:016x}"[i : i + 2] for i in range(0, 16, 2))
 
 
 @pytest.fixture
@@ -82,14 +99,15 @@ def test_networking_mlnx_baremetal_ufmclient_drives_pkeys_on_the_wire(console):
 
     # add: three spellings of GUIDs (UFM's 16 hex, 0x-prefixed, colon-separated)
     colon = ":".join(f"{g2:016x}"[i : i + 2] for i in range(0, 16, 2))
-    client.pkey.add_guids(pkey, [f"{g1:016x}", colon])
+    client.pkey.add_guids(pkey, [f"{g1:016x}", colon])  # ufmclient sends index0: true by default
     assert memberships(lab, key, [g1, g2, g3]) == {g1: "full", g2: "full", g3: None}
+    assert at_index0(lab, [g1, g2]) == {g1: key, g2: key}
     changes_after_add = ChangeRequest.objects.filter(fabric=fabric).count()
 
     # list and get, as the client asks (guids_data=True, Python's spelling)
     listed = client.pkey.list(with_guid=True)
     assert listed[pkey]["partition"] == "api_pkey_0x2a" and listed[pkey]["ip_over_ib"] is True
-    expected = sorted([{"guid": f"{g:016x}", "membership": "full", "index0": False} for g in (g1, g2)], key=str)
+    expected = sorted([{"guid": f"{g:016x}", "membership": "full", "index0": True} for g in (g1, g2)], key=str)
     assert sorted(listed[pkey]["guids"], key=str) == expected
     assert client.pkey.get(pkey, with_guid=True)["guids"] == sorted(expected, key=lambda e: e["guid"])
     assert "guids" not in client.pkey.get(pkey)
@@ -101,6 +119,7 @@ def test_networking_mlnx_baremetal_ufmclient_drives_pkeys_on_the_wire(console):
     # set: exactly g2 and g3, limited
     client.pkey.update(pkey, [f"{g2:016x}", f"{g3:016x}"], full_membership=False)
     assert memberships(lab, key, [g1, g2, g3]) == {g1: None, g2: "limited", g3: "limited"}
+    assert client.pkey.get(pkey)["index0"] is False  # update sends index0: false, PUT sets it as sent
 
     # remove GUIDs
     client.pkey.remove_guids(pkey, [f"{g3:016x}"])
@@ -137,6 +156,8 @@ def test_ib_kubernetes_ufm_plugin_request_sequence(console):
     r = requests.post(f"{url}/ufmRest/resources/pkeys", data=body.encode(), headers=headers, auth=auth, timeout=180)
     assert r.status_code == 200, r.text
     assert set(memberships(lab, pkey, guids).values()) == {"full"}
+    # index0: true is OpenSM's indx0: the P_Key sits at index 0 of each member's table, read on the wire
+    assert at_index0(lab, guids) == dict.fromkeys(guids, pkey)
 
     # ListGuidsInUse(): GET with the trailing slash; parsed as map[string]{guids:[{guid}]}
     r = requests.get(f"{url}/ufmRest/resources/pkeys/?guids_data=true", auth=auth, timeout=30)
@@ -211,3 +232,34 @@ def test_a_reservation_pkey_takes_only_its_own_hosts_and_survives_every_removal(
         assert requests.delete(f"{url}/ufmRest/resources/pkeys/{key}", auth=auth, timeout=30).status_code == 403
     assert on_wire() == {hosts[0]: "full", hosts[1]: "full", foreign: None}
     assert Reservation.objects.get(pk=res.pk).status == Reservation.Status.READY
+
+    # pod VFs: two GUIDs of the reservation's vGUID range (ib-kubernetes's pool), added by its tenant
+    # through the real ufmclient (16 hex digits and colon-separated)
+    owned = vguid_range(res.pk)
+    vf1, vf2, outside = owned.first + 1, owned.first + 2, owned.last + 1
+    before = {g: t.entries for g, t in tables(lab, hosts).items()}
+    client_a = UfmClient(url, "member-a", PASSWORD, False, timeout=180)
+    client_a.pkey.add_guids(key, [f"{vf1:016x}", colon(vf2)])
+    listed = client_a.pkey.get(key, with_guid=True)["guids"]
+    assert {g["guid"] for g in listed} == {f"{g:016x}" for g in [*hosts, vf1, vf2]}
+    # they are members in the partitions.conf OpenSM reads (the file itself, parsed independently)
+    live = parse_partitions((lab.workdir / "opensm" / "partitions.conf").read_text())
+    (mine,) = [p for p in live if p.pkey == res.pkey]
+    assert {vf1, vf2} <= {m.port for m in mine.members}
+    # an operator, or the tenant with a GUID outside its range: 403 in UFM's shape
+    assert post("/ufmRest/resources/pkeys", [vf1 + 2], op).status_code == 403
+    r = post("/ufmRest/resources/pkeys", [outside], a)
+    assert r.status_code == 403 and set(r.json()) == {"error"} and f"{outside:016x}" in r.json()["error"]
+    # another tenant: A's P_Key does not exist for it (404, as every other tenant's object)
+    assert post("/ufmRest/resources/pkeys", [vf1 + 3], b).status_code == 404
+    # the tenant removes one VF; its hosts' GUIDs cannot be removed, even together with a VF
+    with pytest.raises(ufm_exceptions.UfmClientError):
+        client_a.pkey.remove_guids(key, [f"{vf2:016x}", f"{hosts[0]:016x}"])
+    client_a.pkey.remove_guids(key, [f"{vf2:016x}"])
+    listed = {g["guid"] for g in client_a.pkey.get(key, with_guid=True)["guids"]}
+    assert f"{vf1:016x}" in listed and f"{vf2:016x}" not in listed
+    # the hosts' P_Key tables are exactly as before the VF calls (smpquery pkeys)
+    assert {g: t.entries for g, t in tables(lab, hosts).items()} == before
+    assert Reservation.objects.get(pk=res.pk).virtual_guids == [[f"0x{vf1:016x}", "full"]]
+    changes = ChangeRequest.objects.filter(fabric=fabric).order_by("-pk")[:2]
+    assert {c.status for c in changes} == {ChangeRequest.Status.APPLIED}

@@ -49,16 +49,17 @@ def build_desired(fabric: Fabric) -> dict[str, Any]:
     """
     partitions: list[dict[str, Any]] = [dict(DEFAULT_RULE)]
     for row in FabricPartition.objects.filter(fabric=fabric).order_by("pkey"):
-        partitions.append(
-            {
-                "name": row.name,
-                "pkey": f"{row.pkey:#06x}",
-                "ipoib": row.ipoib,
-                "sl": row.sl,
-                "members": _canonical_members(row.members),
-                "source": row.source,
-            }
-        )
+        partition = {
+            "name": row.name,
+            "pkey": f"{row.pkey:#06x}",
+            "ipoib": row.ipoib,
+            "sl": row.sl,
+            "members": _canonical_members(row.members),
+            "source": row.source,
+        }
+        if row.indx0:  # only when set: the JSON of partitions without it stays as it was
+            partition["indx0"] = True
+        partitions.append(partition)
     taken_keys = {p["pkey"]: p["name"] for p in partitions}
     taken_names = {p["name"] for p in partitions}
     for res in hooks.requested_partitions(fabric.id):

@@ -108,8 +108,12 @@ def set_partition(
     members: Iterable[Any],
     sl: int = 0,
     ipoib: bool = False,
+    indx0: bool | None = None,
 ) -> FabricPartition:
-    """Create or update the manual partition ``name`` of ``fabric`` (desired state only)."""
+    """Create or update the manual partition ``name`` of ``fabric`` (desired state only).
+
+    ``indx0`` (OpenSM's flag: the P_Key at index 0 of every member's table): None keeps what the
+    partition has (off for a new one)."""
     require_operator(principal, to="change fabrics")
     name = _validate_name(name)
     key = parse_pkey(pkey)
@@ -126,6 +130,8 @@ def set_partition(
         if row is not None and row.source != FabricPartition.Source.MANUAL:
             raise Conflict(f"partition {name!r} belongs to a reservation", fields={"name": [name]})
         values = {"pkey": key, "members": canonical, "sl": sl, "ipoib": bool(ipoib)}
+        if indx0 is not None:
+            values["indx0"] = bool(indx0)
         row = save_audited(
             actor,
             FabricPartition,

@@ -29,6 +29,7 @@ from console.fabric.enqueue import enqueue_apply
 from console.fabric.hooks import notify_failed, notify_verified
 from console.fabric.models import AppliedState, ChangeRequest, ChangeStep, Fabric
 from console.fabric.opensm.push import PushOptions, PushResult
+from console.fabric.opensm.vguids import parse_prefix
 from console.tenancy import audit
 from console.tenancy.context import Actor
 
@@ -274,6 +275,7 @@ def push_options(fabric: Fabric) -> PushOptions:
     return PushOptions(
         verify_timeout=float(config.get("verify_timeout", 15.0)),
         diag_timeout=float(config.get("diag_timeout", 5.0)),
+        virtual_prefix=parse_prefix(settings.VGUID_PREFIX),
     )
 
 

@@ -101,6 +101,7 @@ class DesiredFabric:
                     ipoib=bool(p.get("ipoib")),
                     # P_Key → SL is QoS policy (qos-ulps), not the partition's multicast SL flag.
                     members=tuple(members),
+                    indx0=bool(p.get("indx0")),
                 )
             )
         qos_data = data.get("qos") or {}

@@ -95,6 +95,9 @@ class Partition:
     sl: int | None = None
     defmember: Membership | None = None
     members: Sequence[Member] = field(default_factory=tuple)
+    # ``indx0`` (a flag of the partition definition in OpenSM 3.3): every member port gets this
+    # P_Key at block 0 index 0 of its table.
+    indx0: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "members", tuple(self.members))
@@ -132,6 +135,8 @@ DEFAULT_PARTITION = Partition(name="Default", pkey=DEFAULT_PKEY, ipoib=True, mem
 
 def _header(p: Partition) -> str:
     parts = [f"{p.name}={p.pkey:#06x}"]
+    if p.indx0:
+        parts.append("indx0")
     if p.ipoib:
         parts.append("ipoib")
     for flag in ("mtu", "rate", "sl"):
@@ -415,6 +420,7 @@ def parse_partitions(text: str, *, require_default: bool = True) -> list[Partiti
                 sl=int(sl) if sl else None,
                 defmember=Membership(defmember) if defmember else None,
                 members=tuple(members),
+                indx0="indx0" in flags,
             )
         )
     return out

@@ -49,6 +49,9 @@ class PushOptions:
     settle_s: float = 0.5
     # Read P_Key tables through the long-lived MAD helper (False: smpquery processes only).
     use_mad: bool = True
+    # The console's vGUID prefix (opensm/vguids.py): members in that space are virtual ports (pod
+    # VFs). No end port's P_Key table carries them, so they are not checked on the wire.
+    virtual_prefix: int | None = None
 
 
 @dataclass

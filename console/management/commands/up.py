@@ -38,6 +38,8 @@ class Command(BaseCommand):
     help = "Start the console (web over ASGI, Celery worker and beat) until Ctrl-C."
     lab_fabric: Fabric | None = None  # the demo lab this command started (and stops on exit)
     collect: bool = False  # whether the live collector runs (there are lab fabrics)
+    base_url: str = ""  # where this console answers, for its own demo webhook receiver
+    demo_webhook_id: int | None = None  # the demo webhook registered at start (demo only)
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--host", default=os.environ.get("CONSOLE_HOST", "127.0.0.1"))
@@ -51,6 +53,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, host: str, port: int, no_lab: bool = False, **options: Any) -> None:
         self._banner(host, port)
+        self._demo_webhook(host, port)
         lab_fabric = None if no_lab else self._start_demo_lab()
         # uvicorn re-raises the SIGTERM it caught once it has shut down; with the default
         # handler that kills the process before the `finally` below stops the lab.
@@ -84,6 +87,53 @@ class Command(BaseCommand):
         recover_in_flight()
         if self.lab_fabric is not None:
             publish_reconcile(self.lab_fabric.pk)
+        if self.demo_webhook_id is not None:
+            threading.Thread(target=self._demo_webhook_test, name="demo-webhook-test", daemon=True).start()
+
+    def _demo_webhook(self, host: str, port: int) -> None:
+        """Demo only: on a seeded demo, the demo tenant's webhook points at the receiver this
+        console serves (console/notify/demo_sink.py), so deliveries show without a receiver."""
+        from console.notify import demo_sink
+        from console.tenancy.errors import ConsoleError
+
+        local = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
+        self.base_url = f"http://[{local}]:{port}" if ":" in local else f"http://{local}:{port}"
+        try:
+            webhook = demo_sink.ensure_webhook(self.base_url)
+        except ConsoleError as exc:
+            self.stdout.write(f"  Demo webhook:       not registered: {exc}\n")
+            return
+        if webhook is not None:
+            self.demo_webhook_id = webhook.pk
+            self.stdout.write(
+                f"  Demo webhook:       {webhook.tenant.name}'s events to {webhook.url} "
+                f"(demo only; received: {self.base_url}{demo_sink.DEMO_SINK_PATH})\n"
+            )
+
+    def _demo_webhook_test(self) -> None:
+        """Once the web server answers, a test event to the demo webhook: the delivery log and the
+        receiver show a signed, verified delivery from the first minute."""
+        import urllib.request
+
+        from console.notify import demo_sink
+
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{self.base_url}/healthz", timeout=2):
+                    break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            return
+        from django.db import connection
+
+        try:
+            webhook = demo_sink.sink_webhook()
+            if webhook is not None and webhook.pk == self.demo_webhook_id:
+                demo_sink.send_test(webhook)
+        finally:
+            connection.close()  # this thread's own connection
 
     def _start_flapper(self, fabric: Fabric) -> threading.Event | None:
         """The demo's marginal cable: one leaf-spine link that drops now and then."""

@@ -23,11 +23,31 @@ GROUP_LABELS = {
 }
 
 
+ISO_DATE = ["%Y-%m-%d"]
+ISO_DATE_ATTRS = {
+    "placeholder": "YYYY-MM-DD",
+    "pattern": r"\d{4}-\d{2}-\d{2}",
+    "inputmode": "numeric",
+    "size": "10",
+    "aria-describedby": "usage-window-help",
+}
+
+
 class UsageWindowForm(forms.Form):
     """The window selector: ``[from, to)`` in whole UTC days, a grouping, and (operators) a tenant."""
 
-    start = forms.DateField(label="From (UTC)", required=False, widget=forms.DateInput(attrs={"type": "date"}))
-    end = forms.DateField(label="To (UTC, exclusive)", required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    # ISO dates typed as text, never the browser's date picker: that one shows the reader's locale
+    # (11/03/2026 is the 3rd of November to some, the 11th of March to others) and local days,
+    # while the window is in whole UTC days.
+    start = forms.DateField(
+        label="From (UTC)", required=False, input_formats=ISO_DATE, widget=forms.DateInput(ISO_DATE_ATTRS, "%Y-%m-%d")
+    )
+    end = forms.DateField(
+        label="To (UTC, not included)",
+        required=False,
+        input_formats=ISO_DATE,
+        widget=forms.DateInput(ISO_DATE_ATTRS, "%Y-%m-%d"),
+    )
     group_by = forms.ChoiceField(
         label="Group by", choices=[(g.value, GROUP_LABELS[g]) for g in GroupBy], required=False
     )

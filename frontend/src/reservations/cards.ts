@@ -1,7 +1,9 @@
 // Reservation cards: status, size, isolation (partition and service level), window, placement and connection
 // details, with extend/release/cancel. The board polls the API every poll_ms for reservations
 // still on their way (requested, queued, provisioning, ending, or placed and due) until they settle.
-// A queued request shows its position and estimated start instead of a window and partition.
+// A queued request shows its position and estimated start instead of a window and partition; a
+// granted one on nodes that are off shows its power step ("powering on: 2 of 4 nodes booting,
+// expected ready 14:07 UTC") until every node is on and the fabric verified its partition.
 
 import { api, ApiError, postOnce } from "../api";
 import { h } from "../dom";
@@ -175,9 +177,17 @@ export class Board {
         : null,
       r.reason ? h("p", { class: r.status === "rejected" ? "error" : "muted", testid: "res-reason" }, r.reason) : null,
       r.fabric_error ? h("p", { class: "error", testid: "res-fabric-error" }, r.fabric_error) : null,
-      r.status === "provisioning"
-        ? h("p", { class: "muted small" }, "Waiting for the fabric to verify the partition on its ports…")
-        : null,
+      r.progress
+        ? h(
+            "p",
+            { class: `muted small step step-${r.progress.step}`, testid: "res-step", "data-step": r.progress.step },
+            r.progress.step === "fabric"
+              ? "Waiting for the fabric to verify the partition on its ports…"
+              : `${r.progress.message[0].toUpperCase()}${r.progress.message.slice(1)}.`,
+          )
+        : r.status === "provisioning"
+          ? h("p", { class: "muted small" }, "Waiting for the fabric to verify the partition on its ports…")
+          : null,
       r.status === "queued" ? queuedNote(r) : null,
       this.connectionTable(r.id, nodes),
       this.actions(r),

@@ -156,10 +156,12 @@ function startForm(init: ReserveInit, form: HTMLFormElement, board: Board, refre
       preview();
     }),
   );
-  // An offer fills the form with what it offers and reserves it.
+  // An offer fills the form with what it offers, in the unit it is offered in (whole nodes when
+  // the request asked for nodes), and reserves it.
   const take = (offer: Offer) => {
-    field<HTMLSelectElement>(form, "size_by").value = "gpus";
-    field<HTMLInputElement>(form, "size").value = String(offer.gpus);
+    const nodes = offer.nodes ?? null;
+    field<HTMLSelectElement>(form, "size_by").value = nodes === null ? "gpus" : "nodes";
+    field<HTMLInputElement>(form, "size").value = String(nodes ?? offer.gpus);
     if (offer.kind === "later" && offer.start) {
       setWhen("window");
       start.value = offer.start.slice(0, 16).replace("T", " ");

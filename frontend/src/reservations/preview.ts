@@ -108,7 +108,7 @@ function offerButtons(p: Preview, take: (o: Offer) => void): HTMLElement | null 
       ...p.offers.map((o) => {
         const button = h(
           "button",
-          { type: "button", class: o.kind === "queue" ? "offer" : "offer primary", testid: "offer", "data-kind": o.kind, "data-gpus": String(o.gpus) },
+          { type: "button", class: o.kind === "queue" ? "offer" : "offer primary", testid: "offer", "data-kind": o.kind, "data-gpus": String(o.gpus), "data-nodes": o.nodes == null ? "" : String(o.nodes) },
           o.label,
         );
         button.addEventListener("click", () => take(o));

@@ -2,6 +2,7 @@
 
     schedule replay --trace FILE [--format kalos|alibaba|generic] --design DESIGN
                     --policy topology|first-fit [--max-wait MIN] [--json] [--max-jobs N]
+                    [--power-policy idle=T,buffer=N|P%[,margin=M][,rate=N]] [--node-type NAME]
     schedule trace-gen --out FILE [--load RHO | --rate JOBS_PER_H] [--jobs N] [--seed S]
                        [--capacity GPUS] [--median-min M] [--sigma S] [--max-hours H]
                        [--mix GPUS:WEIGHT,…]
@@ -21,6 +22,9 @@ DESIGN is a saved design (id or name; its latest revision) or plan options
 ``fat-tree:nodes=64,node_type=DGX-H100,oversubscription=2:1``.
 FABRIC and POOL are ids or names. Refusals exit non-zero with the reason.
 ``--max-wait`` is the replay's patience (minutes a multi-node job waits for a packed placement).
+``--power-policy`` powers idle nodes off in the replay (``scheduling.replay.power``) with the
+catalogue figures of ``--node-type`` (default DGX-H100); the output gains the energy used, the
+always-on energy, the fraction saved and the change in wait against the same replay without it.
 ``trace-gen`` writes a synthetic trace in the generic format (``scheduling.replay.generator``):
 Poisson arrivals offering ``--load`` of ``--capacity`` GPUs, sizes from ``--mix``, lognormal
 durations; the same options and seed always write the same file.
@@ -40,13 +44,22 @@ from console.fabric.models import Fabric
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
 from console.tenancy.models import Principal, Role, Tenant
+from designer.catalogue import find_item
 from designer.graph import FabricGraph
 from designer.models import Design, DesignRevision
 from designer.plan import plan
 from designer.services import load_catalogue, revision_graph
 from scheduling.models import Pool, Reservation
 from scheduling.placement.registry import params as constraint_params
-from scheduling.replay import RESULT_KEYS, ReplayOptions, TraceFormatError, load_trace
+from scheduling.replay import (
+    POWER_KEYS,
+    RESULT_KEYS,
+    WAIT_DELTA_KEYS,
+    ReplayOptions,
+    TraceFormatError,
+    load_trace,
+    parse_power_policy,
+)
 from scheduling.replay import replay as run_replay
 from scheduling.replay.generator import DEFAULT_SIZE_MIX, TraceSpec, generate, offered_load, write_csv
 from scheduling.services import inventory, lifecycle, quotas, reservations
@@ -117,6 +130,12 @@ class Command(BaseCommand):
         p.add_argument("--policy", choices=["topology", "first-fit"], default="topology")
         p.add_argument("--max-jobs", type=int)
         p.add_argument("--max-wait", type=float, default=0.0, metavar="MIN", help="patience in minutes (0: none)")
+        p.add_argument(
+            "--power-policy",
+            metavar="POLICY",
+            help="power idle nodes off: idle=T,buffer=N|P%%[,margin=M][,rate=N] (e.g. idle=30m,buffer=2)",
+        )
+        p.add_argument("--node-type", default="DGX-H100", help="catalogue node type for power figures")
         p.add_argument("--json", action="store_true")
         p = sub.add_parser("trace-gen", help="write a synthetic job trace (generic format)")
         p.add_argument("--out", required=True, metavar="FILE")
@@ -190,13 +209,23 @@ class Command(BaseCommand):
         except (OSError, TraceFormatError) as exc:
             raise CommandError(str(exc)) from None
         topology = topology_from_graph(design_graph(o["design"])).topology
-        options = ReplayOptions(max_jobs=o["max_jobs"], max_wait_s=o["max_wait"] * 60)
+        power = None
+        if o["power_policy"]:
+            node_type = find_item(load_catalogue().nodes, o["node_type"])
+            if node_type is None:
+                raise CommandError(f"unknown node type {o['node_type']!r}")
+            try:
+                power = parse_power_policy(o["power_policy"], node_type)
+            except ValueError as exc:
+                raise CommandError(str(exc)) from None
+        options = ReplayOptions(max_jobs=o["max_jobs"], max_wait_s=o["max_wait"] * 60, power=power)
         result = run_replay(jobs, topology, o["policy"], options)
+        keys = (*RESULT_KEYS, *POWER_KEYS, *WAIT_DELTA_KEYS) if power is not None else RESULT_KEYS
         if o["json"]:
-            self.stdout.write(json.dumps({k: result[k] for k in RESULT_KEYS}))
+            self.stdout.write(json.dumps({k: result[k] for k in keys}))
             return
         self.stdout.write(f"{o['policy']} on {topology.total_gpus} GPUs ({o['design']}):")
-        for key in RESULT_KEYS:
+        for key in keys:
             value = result[key]
             shown = f"{value:.4g}" if isinstance(value, float) else value
             self.stdout.write(f"  {key:24} {shown}")

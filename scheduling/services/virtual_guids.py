@@ -1,0 +1,77 @@
+"""Virtual port GUIDs (pod VFs) a reservation's tenant puts on the reservation's P_Key.
+
+Each reservation owns a range of virtual GUIDs (:func:`console.fabric.services.vguid_range`, the
+pool its ib-kubernetes allocates VF GUIDs from). Only the reservation's own tenant adds or removes
+them, only GUIDs inside that range, and only while the reservation holds its nodes; the next
+change of the fabric carries them as members of the reservation's partition
+(:func:`scheduling.services.lifecycle.desired_partitions`). Audited in the transaction that writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from django.db import transaction
+
+from console.fabric.opensm.lint import format_guid
+from console.fabric.services import vguid_range
+from console.tenancy import audit
+from console.tenancy.context import Actor
+from console.tenancy.errors import Forbidden
+from console.tenancy.models import Principal
+from scheduling.models import Reservation
+from scheduling.services.locks import reservation_for_update
+
+
+def outside_range(reservation_id: int, guids: Iterable[int]) -> list[int]:
+    """The GUIDs of ``guids`` that are not in the reservation's vGUID range."""
+    owned = vguid_range(reservation_id)
+    return [g for g in guids if owned is None or g not in owned]
+
+
+def change_virtual_guids(
+    actor: Actor,
+    principal: Principal,
+    reservation_id: int,
+    *,
+    add: Mapping[int, str] | None = None,
+    remove: Iterable[int] = (),
+) -> bool:
+    """Add (GUID → full|limited) and remove virtual GUIDs of the reservation; True if anything changed.
+
+    Raises Forbidden for anyone but the reservation's tenant (with write access), for a GUID
+    outside the reservation's range, or when the reservation no longer holds its nodes.
+    """
+    add = dict(add or {})
+    if not principal.can_write or principal.tenant_id is None:
+        raise Forbidden("only the reservation's tenant adds its pods' virtual GUIDs")
+    foreign = outside_range(reservation_id, add)
+    if foreign:
+        raise Forbidden(
+            f"{', '.join(format_guid(g) for g in foreign[:8])} outside reservation {reservation_id}'s range"
+        )
+    with transaction.atomic():
+        res = reservation_for_update(reservation_id)
+        if res.tenant_id != principal.tenant_id:
+            raise Forbidden("only the reservation's tenant adds its pods' virtual GUIDs")
+        if res.status not in Reservation.HOLDING:
+            raise Forbidden(f"reservation {res.pk} is {res.status}: its P_Key takes no new members")
+        before = [list(m) for m in res.virtual_guids or []]
+        current = {int(g, 16): m for g, m in before}
+        gone = set(remove)
+        current = {g: m for g, m in current.items() if g not in gone}
+        current.update(add)
+        after = [[format_guid(g), m] for g, m in sorted(current.items())]
+        if after == sorted(before):
+            return False
+        res.virtual_guids = after
+        res.save(update_fields=["virtual_guids", "updated_at"])
+        audit.record(
+            actor,
+            "reservation.virtual_guids",
+            res,
+            before={"virtual_guids": before},
+            after={"virtual_guids": after},
+            tenant_id=res.tenant_id,
+        )
+    return True
