@@ -168,6 +168,22 @@ def power_off(node_id: int, *, actor: Actor, reason: str = "", force: bool = Fal
     return node
 
 
+def wake(node_ids: list[int], *, reason: str, actor: Actor | None = None) -> list[int]:
+    """Power on those of ``node_ids`` that are off or failed and have a BMC (for reservations
+    waiting on them: a receiver of scheduling's ``power_wanted`` calls this); nodes already on or
+    booting, or without a BMC, are skipped. Returns the nodes it started booting."""
+    actor = actor or Actor.system("scheduling")
+    started: list[int] = []
+    candidates = Node.objects.filter(pk__in=node_ids, power_state__in=(OFF, FAILED), bmc__isnull=False)
+    for node_id in candidates.order_by("pk").values_list("pk", flat=True):
+        try:
+            power_on(node_id, actor=actor, reason=reason)
+        except (Conflict, Invalid):  # it changed meanwhile (another wake, an operator)
+            continue
+        started.append(node_id)
+    return started
+
+
 def _locked(node_id: int) -> Node:
     try:
         return node_for_update(node_id)

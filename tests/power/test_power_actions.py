@@ -166,3 +166,26 @@ def test_a_transition_nobody_carried_out_is_reaped_as_failed(nodes, attach_bmc):
     assert services.drive(stale.pk, "off") == "failed"
     last = PowerEvent.objects.filter(node=stale).first()
     assert last is not None and not last.intended and "no BMC answer" in last.reason
+
+
+def test_wake_boots_only_off_nodes_with_a_bmc(nodes, attach_bmc, redfish, django_capture_on_commit_callbacks):
+    # given an off node and a failed node with BMCs, an on node, and an off node without a BMC
+    off, failed, on, bare = nodes
+    for node in (off, failed, on):
+        attach_bmc(node)
+    Node.objects.filter(pk__in=[off.pk, bare.pk]).update(power_state=Node.Power.OFF)
+    Node.objects.filter(pk=failed.pk).update(power_state=Node.Power.FAILED)
+    # when scheduling wants all four for a reservation
+    with django_capture_on_commit_callbacks(execute=False) as published:
+        started = services.wake([n.pk for n in nodes], reason="reservation 7 starts soon")
+    # then the two with a BMC that are not on start booting, each with its drive task published
+    assert started == [off.pk, failed.pk]
+    assert {n.pk: n.power_state for n in Node.objects.filter(pk__in=[x.pk for x in nodes])} == {
+        off.pk: "powering-on",
+        failed.pk: "powering-on",
+        on.pk: "on",
+        bare.pk: "off",
+    }
+    assert len(published) == 2 * 2  # the signal and the task, per node
+    # and a second wish while they boot starts nothing
+    assert services.wake([n.pk for n in nodes], reason="again") == []
