@@ -12,6 +12,7 @@ from rest_framework.routers import DefaultRouter
 from console.fabric.api import discovery_urls
 from console.fabric.api import urls as fabric_urls
 from console.notify.api import urls as notify_urls
+from console.power.api import urls as power_urls
 from console.telemetry.api import urls as telemetry_urls
 from console.tenancy.api import urls as tenancy_urls
 from console.tenancy.api.views import MeView
@@ -54,6 +55,7 @@ urlpatterns = [
     path("", include(discovery_urls.urlpatterns)),
     path("", include(telemetry_urls.urlpatterns)),
     path("", include(notify_urls.urlpatterns)),
+    path("", include(power_urls.urlpatterns)),
     path("", include(scheduling_urls.urlpatterns)),
     path("", include(router.urls)),
 ]

@@ -228,6 +228,33 @@ def seed_usage_history(pool: Any, tenants: dict[str, Tenant]) -> list[str]:
     return [f"{len(rows)} finished reservations (usage history)"] if rows else []
 
 
+def seed_power(actor: Actor) -> list[str]:
+    """A Redfish BMC for every demo node, at the sushy-emulator `manage.py up` starts (one
+    emulated system per node; the credentials are stored encrypted like any)."""
+    from console.fabric.models import Fabric
+    from console.power import emulator
+    from console.power.models import Bmc
+    from console.power.services import set_bmc
+    from scheduling.models import Node
+
+    fabric = Fabric.objects.filter(revision__design__name=DEMO_FABRIC_DESIGN).first()
+    if fabric is None:
+        return []
+    created = 0
+    for node in Node.objects.filter(fabric=fabric).exclude(pk__in=Bmc.objects.values("node_id")):
+        data = {
+            "driver": Bmc.Driver.REDFISH,
+            "address": emulator.demo_url(),
+            "username": emulator.DEFAULT_USERNAME,
+            "password": emulator.DEFAULT_PASSWORD,
+            "system_id": emulator.system_path(node.name),
+            "verify_tls": False,
+        }
+        set_bmc(node.pk, actor=actor, data=data)
+        created += 1
+    return [f"{created} BMCs at the Redfish emulator"] if created else []
+
+
 def seed_all() -> list[str]:
     actor = Actor.system("demo-seed")
-    return seed_tenancy(actor) + seed_designs(actor) + seed_scheduling(actor)
+    return seed_tenancy(actor) + seed_designs(actor) + seed_scheduling(actor) + seed_power(actor)

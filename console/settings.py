@@ -42,6 +42,9 @@ if not SECRET_KEY:
         raise ImproperlyConfigured("SECRET_KEY must be set when CONSOLE_ENV=production")
     SECRET_KEY = "dev-only-not-secret-" + "x" * 40
 
+# BMC passwords are encrypted at rest with this Fernet key; unset: derived from SECRET_KEY (console.power.crypto).
+CONSOLE_BMC_KEY = os.environ.get("CONSOLE_BMC_KEY", "")
+
 # Off unless DEBUG=1 is set explicitly, in every mode (`make run` included): Django's debug pages
 # list every URL pattern and show tracebacks to whoever asks.
 DEBUG = env_bool("DEBUG", False)
@@ -76,6 +79,7 @@ INSTALLED_APPS = [
     "console.fabric",
     "console.notify",
     "scheduling",
+    "console.power",
     "console.telemetry",
     "console.live",
     "console.web",
@@ -294,6 +298,9 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "ChangeStatusEnum": "console.fabric.models.ChangeRequest.Status",
         "ChangeStepStatusEnum": "console.fabric.models.ChangeStep.Status",
+        "DriverEnum": "console.fabric.models.Fabric.Driver",
+        "BmcDriverEnum": "console.power.models.Bmc.Driver",
+        "PowerStateEnum": "scheduling.models.Node.Power",
     },
 }
 
@@ -354,6 +361,7 @@ CELERY_BEAT_SCHEDULE = {
     "tenancy-prune-expired-tokens": {"task": "tenancy.prune_expired_tokens", "schedule": 3600.0},
     "tenancy-prune-idempotency-keys": {"task": "tenancy.prune_idempotency_keys", "schedule": 3600.0},
     "fabric-reap-stuck-changes": {"task": "fabric.reap_stuck_changes", "schedule": 60.0},
+    "power-reap-stuck": {"task": "power.reap_stuck", "schedule": 60.0},
     "scheduling-tick": {"task": "scheduling.tick", "schedule": 10.0},
     "scheduling-slurm-sync": {"task": "scheduling.slurm_sync", "schedule": 10.0},
     # Fallback when no `manage.py collector` process runs (skips while one heartbeats).

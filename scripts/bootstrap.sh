@@ -10,7 +10,7 @@ want_test=0
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
 # --- Debian packages ------------------------------------------------------------------------
-debs=(opensm ibsim-utils infiniband-diags)
+debs=(opensm ibsim-utils infiniband-diags ipmitool)  # ipmitool: the IPMI BMC driver (console.power.drivers.ipmi)
 python3 -c 'import ensurepip, venv' 2>/dev/null || debs+=(python3-venv)
 command -v cc >/dev/null || debs+=(gcc libc6-dev)  # the MAD helper's C loop (madpipe.c)
 (( want_test )) && debs+=(chromium prometheus slurmctld slurm-client munge)  # browser tests; a real Prometheus; a real slurmctld (munge: Debian's Slurm default auth)

@@ -160,6 +160,7 @@ SCAN_PARAMETERS = frozenset(
         "change_id",
         "switch",
         "link_id",
+        "node_id",
         # the UFM-compatible API (console/ufm/urls.py)
         "fabric",
         "pkey",

@@ -1,6 +1,8 @@
 """Alarm rules as a pure state machine: sweeps in, open/clear transitions out.
 
-- link down opens at once (critical) and clears when the link is Active again;
+- link down opens at once (critical) and clears when the link is Active again, unless the link's
+  node was powered off on purpose (its power state is ``off`` or ``powering-off``: the caller
+  passes those links as ``powered_off``); a node whose power action failed is a failure;
 - error counters open when a sweep adds at least ``open_at`` errors and clear only after
   ``clear_sweeps`` consecutive sweeps at or below ``clear_at`` (hysteresis: a link hovering
   around the threshold does not flap the alarm);
@@ -10,7 +12,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 
 from console.telemetry.core import LinkStatus
@@ -51,10 +53,12 @@ class AlarmEngine:
         self.erroring = {s: 0 for s in open_conditions.get("link_errors", set())}
         self.routing_fallback = bool(open_conditions.get("routing_fallback"))
 
-    def links(self, statuses: Mapping[str, LinkStatus]) -> list[Transition]:
+    def links(self, statuses: Mapping[str, LinkStatus], powered_off: Set[str] = frozenset()) -> list[Transition]:
+        """Transitions of this sweep; ``powered_off``: links whose node is off (or going off) by an
+        operator's or the policy's action, down as intended (no alarm)."""
         out: list[Transition] = []
         for lid, st in statuses.items():
-            if not st.up and lid not in self.down:
+            if not st.up and lid not in self.down and lid not in powered_off:
                 self.down.add(lid)
                 out.append(Transition("open", "link_down", lid, "critical", f"link {lid} is down"))
             elif st.up and lid in self.down:

@@ -43,6 +43,7 @@ from console.telemetry.alarms import AlarmEngine, AlarmRules, Transition
 from console.telemetry.core import LinkStatus, PortReading, state_due, sweep_status
 from console.telemetry.history import HistoryWriter
 from console.telemetry.linkmap import LinkMap, build_link_map
+from console.telemetry.power import powered_off_links
 from console.telemetry.publisher import LivePublisher
 from console.telemetry.readers import CounterReader, MadReader, PerfqueryReader, PortKey, ReaderError
 from console.telemetry.traffic import Job
@@ -226,7 +227,7 @@ class FabricCollector:
         read_done = time.monotonic()
         self.prev, self.prev_at, self.chunk_at = readings, read_done, read_at
         self.overhead = read_done - started
-        transitions = self.alarms.links(statuses)
+        transitions = self.alarms.links(statuses, powered_off_links(self.fabric.pk, self.lm))
         extra: dict[str, list] = {}
         if slow:
             transitions += self._slow_checks(extra)

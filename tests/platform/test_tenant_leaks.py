@@ -103,6 +103,8 @@ def scan(world, make_user, admin_a, tenant_a, tenant_b):  # noqa: F811
         "change_id": [str(i) for i in ChangeRequest.objects.values_list("pk", flat=True)] or ["1"],
         "switch": graph_leaves,
         "link_id": links_a[:2] + links_b[:2],
+        # node power and BMC: one of B's hosts (tenants are refused node power altogether)
+        "node_id": [str(i) for i in res_b.allocations.values_list("node_id", flat=True)[:1]],
         # /ufmRest/: both reservations' P_Keys, a port GUID of one of B's hosts, an unserved path
         "fabric": [fabric.name],
         "pkey": [f"{res_a.pkey:#x}", f"{res_b.pkey:#x}"],

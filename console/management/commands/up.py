@@ -25,6 +25,7 @@ from console.fabric.services import publish_reconcile
 
 if TYPE_CHECKING:
     from console.fabric.models import Fabric
+    from console.power.emulator import Emulator
 
 DEMO_LAB_DESIGN = "superpod-su1"  # one scalable unit, 256 HCAs: up in about a second
 
@@ -59,6 +60,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
         self.collect = not no_lab and self._lab_fabrics_exist()
         stop_flapping = self._start_flapper(lab_fabric) if lab_fabric is not None else None
+        bmcs = self._start_bmc_emulator()
         self.lab_fabric = lab_fabric
         self.stdout.write("  Ctrl-C stops everything.\n\n")
         self.stdout.flush()
@@ -68,6 +70,8 @@ class Command(BaseCommand):
             else:
                 self._run_processes(host, port)
         finally:
+            if bmcs is not None:
+                bmcs.stop()
             if stop_flapping is not None:
                 stop_flapping.set()
             if lab_fabric is not None:
@@ -143,6 +147,21 @@ class Command(BaseCommand):
             f"{DEMO_FLAP.down_s:.0f} s every {DEMO_FLAP.every_s:.0f} s (CONSOLE_FLAP=0 stops it)\n"
         )
         return stop
+
+    def _start_bmc_emulator(self) -> Emulator | None:
+        """The Redfish BMCs of the demo nodes: sushy-emulator (fake driver), one system per node,
+        its power states kept in the data directory across restarts."""
+        from console.power import emulator
+
+        try:
+            running = emulator.start_demo(settings.DATA_DIR / "bmc-emulator")
+        except emulator.EmulatorError as exc:
+            self.stdout.write(f"  BMC emulator:       not started: {exc}\n")
+            return None
+        if running is None:
+            return None
+        self.stdout.write(f"  BMC emulator:       {running.url} (Redfish, {len(running.systems)} systems)\n")
+        return running
 
     def _start_demo_lab(self) -> Fabric | None:
         """Start the demo design's lab (reusing its Fabric); returns the Fabric to stop on exit,

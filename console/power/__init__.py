@@ -1,0 +1,1 @@
+"""Power management of GPU nodes through their BMCs (Redfish via sushy, IPMI via pyghmi)."""

@@ -1,0 +1,283 @@
+"""Power actions on nodes: every write goes through here (the API, the policy and the CLI call
+these; the Celery task only runs :func:`drive`).
+
+A power-off is refused while a reservation needs the node: an allocation of a holding or
+requested reservation overlapping ``[now, now + boot time + margin)`` (the node could not be
+back in time). The check and the change to ``powering-off`` run in one transaction under the
+node's row lock, the lock the reservation path takes on every node of the pool before it places
+(``scheduling.services.locks``): a reservation either commits first (the power-off then sees it
+and is refused) or waits until the node is ``powering-off`` (and placement passes over it).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from celery import current_app as celery_app
+from django.db import transaction
+from django.utils import timezone
+
+from console.power import lab
+from console.power.drivers import BmcError, driver_for
+from console.power.models import Bmc, PowerEvent
+from console.power.signals import power_state_changed
+from console.tenancy import audit
+from console.tenancy.context import Actor
+from console.tenancy.errors import Conflict, Invalid, NotFound
+from designer.builtin_catalogue import default_catalogue
+from designer.catalogue import UnknownItemError
+from scheduling.models import Node, Reservation, ReservationAllocation
+from scheduling.services.locks import node_for_update
+
+log = logging.getLogger(__name__)
+
+#: slack on top of a node's boot time before a reservation's start (BIOS, fabric, P_Key)
+MARGIN = dt.timedelta(minutes=5)
+#: boot time assumed for a node type the catalogue does not know
+DEFAULT_BOOT_S = 600
+#: reservations that may still use their allocations (queued ones hold none)
+NEEDING = (*Reservation.HOLDING, Reservation.Status.REQUESTED, Reservation.Status.ENDING)
+
+ON, OFF = Node.Power.ON, Node.Power.OFF
+POWERING_ON, POWERING_OFF, FAILED = Node.Power.POWERING_ON, Node.Power.POWERING_OFF, Node.Power.FAILED
+
+
+class NodeNeeded(Conflict):
+    """A reservation will use the node before it could boot again."""
+
+    code = "node_needed"
+
+
+@dataclass(frozen=True)
+class Action:
+    """What :func:`drive` asks of a BMC: ``on``, ``off`` (graceful) or ``force-off``."""
+
+    name: str
+
+    @property
+    def target(self) -> str:
+        return ON if self.name == "on" else OFF
+
+
+ACTIONS = ("on", "off", "force-off")
+
+
+def boot_time(node: Node) -> dt.timedelta:
+    """The node type's boot time from the catalogue (:data:`DEFAULT_BOOT_S` when unknown)."""
+    try:
+        return dt.timedelta(seconds=default_catalogue().node_type(node.node_type).boot_s)
+    except UnknownItemError:
+        return dt.timedelta(seconds=DEFAULT_BOOT_S)
+
+
+def needing_reservations(node: Node, now: dt.datetime) -> list[int]:
+    """Reservations holding ``node`` somewhere in ``[now, now + boot + margin)``."""
+    horizon = now + boot_time(node) + MARGIN
+    rows = ReservationAllocation.objects.filter(
+        node=node, start__lt=horizon, end__gt=now, reservation__status__in=NEEDING
+    ).values_list("reservation_id", flat=True)
+    return sorted(set(rows))
+
+
+def _actor_name(actor: Actor) -> str:
+    return actor.label[:200]
+
+
+def _change(node: Node, to: str, *, actor: str, reason: str, intended: bool, now: dt.datetime) -> PowerEvent:
+    """Record ``node`` going to ``to`` (inside the caller's transaction); the signal after commit."""
+    event = PowerEvent.objects.create(
+        node=node, from_state=node.power_state, to_state=to, at=now, intended=intended, actor=actor, reason=reason[:300]
+    )
+    node.power_state, node.power_changed_at = to, now
+    node.save(update_fields=["power_state", "power_changed_at"])
+    node_id = node.pk
+    transaction.on_commit(lambda: power_state_changed.send(sender=Node, node_id=node_id, state=to))
+    return event
+
+
+DRIVE = "power.drive"
+
+
+def _enqueue(node_id: int, action: str) -> None:
+    """After commit, publish ``power.drive`` by name (console.power.tasks runs it)."""
+    transaction.on_commit(lambda: _publish(node_id, action))
+
+
+def _publish(node_id: int, action: str) -> None:
+    try:
+        celery_app.send_task(DRIVE, args=[node_id, action], ignore_result=True)
+    except Exception:  # the row is committed; an operator retries (see docs/operations.md)
+        log.exception("could not enqueue %s for node %s", DRIVE, node_id)
+
+
+def _bmc_of(node: Node) -> Bmc:
+    bmc = Bmc.objects.filter(node=node).first()
+    if bmc is None:
+        raise Invalid(f"node {node.name} has no BMC configured", code="no_bmc")
+    return bmc
+
+
+def power_on(node_id: int, *, actor: Actor, reason: str = "", enqueue: bool = True) -> Node:
+    """Start booting a node: ``powering-on`` now, the BMC call and polling in a task."""
+    with transaction.atomic():
+        node = _locked(node_id)
+        _bmc_of(node)
+        if node.power_state in (ON, POWERING_ON):
+            raise Conflict(f"node {node.name} is already {node.power_state}", code="power_state")
+        before = {"power_state": node.power_state}
+        _change(node, POWERING_ON, actor=_actor_name(actor), reason=reason, intended=True, now=timezone.now())
+        audit.record(actor, "node.power_on", node, before=before, after={"power_state": POWERING_ON, "reason": reason})
+        if enqueue:
+            _enqueue(node.pk, "on")
+    return node
+
+
+def power_off(node_id: int, *, actor: Actor, reason: str = "", force: bool = False, enqueue: bool = True) -> Node:
+    """Start powering a node off (graceful, or ``force``: ForceOff) unless a reservation needs it
+    (:class:`NodeNeeded`, a 409); the check and the state change share one transaction under
+    the node's row lock."""
+    with transaction.atomic():
+        node = _locked(node_id)
+        _bmc_of(node)
+        if node.power_state in (OFF, POWERING_OFF):
+            raise Conflict(f"node {node.name} is already {node.power_state}", code="power_state")
+        now = timezone.now()
+        needed = needing_reservations(node, now)
+        if needed:
+            raise NodeNeeded(
+                f"node {node.name} is needed by reservation(s) {', '.join(map(str, needed))} within its boot time"
+                f" plus margin ({int((boot_time(node) + MARGIN).total_seconds())} s); not powering it off",
+                fields={"reservations": needed},
+            )
+        before = {"power_state": node.power_state}
+        _change(node, POWERING_OFF, actor=_actor_name(actor), reason=reason, intended=True, now=now)
+        audit.record(
+            actor,
+            "node.power_off",
+            node,
+            before=before,
+            after={"power_state": POWERING_OFF, "force": force, "reason": reason},
+        )
+        if enqueue:
+            _enqueue(node.pk, "force-off" if force else "off")
+    return node
+
+
+def wake(node_ids: list[int], *, reason: str, actor: Actor | None = None) -> list[int]:
+    """Power on those of ``node_ids`` that are off or failed and have a BMC (for reservations
+    waiting on them: a receiver of scheduling's ``power_wanted`` calls this); nodes already on or
+    booting, or without a BMC, are skipped. Returns the nodes it started booting."""
+    actor = actor or Actor.system("scheduling")
+    started: list[int] = []
+    candidates = Node.objects.filter(pk__in=node_ids, power_state__in=(OFF, FAILED), bmc__isnull=False)
+    for node_id in candidates.order_by("pk").values_list("pk", flat=True):
+        try:
+            power_on(node_id, actor=actor, reason=reason)
+        except (Conflict, Invalid):  # it changed meanwhile (another wake, an operator)
+            continue
+        started.append(node_id)
+    return started
+
+
+def _locked(node_id: int) -> Node:
+    try:
+        return node_for_update(node_id)
+    except Node.DoesNotExist as exc:
+        raise NotFound("no such node") from exc
+
+
+def drive(
+    node_id: int,
+    action: str,
+    *,
+    timeout_s: float | None = None,
+    interval_s: float = 0.5,
+    clock: Callable[[], float] = time.monotonic,
+) -> str:
+    """The task's body: send ``action`` to the node's BMC, poll its status until it reports the
+    target, then record ``on``/``off``; an error or no answer within ``timeout_s`` (default: the
+    boot time plus margin) records ``failed`` (not intended). Idempotent: a node no longer in the
+    matching transition (a newer action superseded this one) is left alone. Returns the state."""
+    act = Action(action)
+    expected = POWERING_ON if act.target == ON else POWERING_OFF
+    node = Node.objects.get(pk=node_id)
+    if node.power_state != expected:
+        return node.power_state
+    limit = timeout_s if timeout_s is not None else (boot_time(node) + MARGIN).total_seconds()
+    try:
+        driver = driver_for(_bmc_of(node))
+        {"on": driver.power_on, "off": driver.graceful_off, "force-off": driver.force_off}[act.name]()
+        deadline = clock() + limit
+        seen = driver.status()
+        while seen != act.target and clock() < deadline:
+            time.sleep(interval_s)
+            seen = driver.status()
+    except (BmcError, Invalid) as exc:
+        return _settle(node_id, expected, FAILED, f"{act.name}: {exc}")
+    if seen != act.target:
+        return _settle(node_id, expected, FAILED, f"{act.name}: the BMC still reports {seen!r} after {limit:.0f} s")
+    # the HCAs go dark with the host and come up as it boots (a lab fabric: its cables in ibsim)
+    lab.set_links(node, up=act.target == ON, actor=Actor.system("bmc"))
+    return _settle(node_id, expected, act.target, f"the BMC reports {seen}")
+
+
+def _settle(node_id: int, expected: str, to: str, reason: str) -> str:
+    with transaction.atomic():
+        node = node_for_update(node_id)
+        if node.power_state != expected:
+            return node.power_state
+        _change(node, to, actor="bmc", reason=reason, intended=to != FAILED, now=timezone.now())
+        action = "node.power_failed" if to == FAILED else "node.power_settled"
+        audit.record(Actor.system("bmc"), action, node, after={"power_state": to, "reason": reason})
+    if to == FAILED:
+        log.warning("node %s power action failed: %s", node_id, reason)
+    return to
+
+
+#: on top of a transition's own time limit before the reaper calls it failed
+REAP_SLACK = dt.timedelta(minutes=1)
+
+
+def reap_stuck(now: dt.datetime | None = None) -> list[int]:
+    """Nodes left ``powering-on``/``powering-off`` longer than their boot time + margin + slack (a
+    lost ``power.drive`` message, a worker that died mid-poll) become ``failed`` (not intended),
+    so an operator sees them and acts; a late task then finds the node settled and does
+    nothing. Returns the node ids."""
+    now = now or timezone.now()
+    reaped: list[int] = []
+    moving = Node.objects.filter(power_state__in=(POWERING_ON, POWERING_OFF), power_changed_at__isnull=False)
+    for node in moving.order_by("pk"):
+        assert node.power_changed_at is not None
+        if node.power_changed_at + boot_time(node) + MARGIN + REAP_SLACK < now:
+            reason = f"no BMC answer recorded since {node.power_changed_at:%Y-%m-%d %H:%M:%S} UTC"
+            if _settle(node.pk, node.power_state, FAILED, reason) == FAILED:
+                reaped.append(node.pk)
+    return reaped
+
+
+def set_bmc(node_id: int, *, actor: Actor, data: dict[str, Any]) -> Bmc:
+    """Create or change a node's BMC; ``password`` is stored encrypted (absent: kept)."""
+    with transaction.atomic():
+        node = _locked(node_id)
+        bmc = Bmc.objects.filter(node=node).first()
+        before = audit.snapshot(bmc) if bmc is not None else None
+        bmc = bmc or Bmc(node=node)
+        for field in ("driver", "address", "username", "system_id", "verify_tls"):
+            if field in data:
+                setattr(bmc, field, data[field])
+        if "password" in data:
+            bmc.password = data["password"]
+        bmc.save()
+        audit.record(actor, "node.bmc_set", bmc, before=before, after=audit.snapshot(bmc))
+    return bmc
+
+
+def refresh_status(node_id: int) -> str:
+    """Ask the BMC now (no state change): "on", "off", or the BMC's word."""
+    node = Node.objects.get(pk=node_id)
+    return driver_for(_bmc_of(node)).status()
