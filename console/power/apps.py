@@ -7,3 +7,8 @@ class PowerConfig(AppConfig):
     name = "console.power"
     label = "power"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from console.power import receivers
+
+        receivers.connect()

@@ -266,8 +266,15 @@ def node_power_changed(node_id: int, state: str, *, at: dt.datetime | None = Non
         node.power_changed_at = now
         node.save(update_fields=["power_state", "power_changed_at"])
         audit.record(Actor.system("power.bmc"), "node.power", node, before=before, after=audit.snapshot(node))
-        if new != ON:
-            return
+        if new == ON:
+            powered_on(node_id, at=now)
+
+
+def powered_on(node_id: int, *, at: dt.datetime | None = None) -> None:
+    """A node is on (whoever recorded it): reconcile the fabrics of reservations it was the last
+    node off of, and run a queue pass for its pools (queued requests may start now). Idempotent."""
+    now = at or timezone.now()
+    with transaction.atomic():
         holding = ReservationAllocation.objects.filter(node_id=node_id, end__gt=now).values("reservation_id")
         waiting = Reservation.objects.filter(pk__in=holding, status__in=WAITING)
         still_off = ReservationAllocation.objects.filter(reservation__in=waiting, end__gt=now).exclude(

@@ -4,20 +4,29 @@ leaf switch port, with ``smpquery portinfo`` routed by OpenSM's LIDs (not the di
 power code reads back with).
 
     [su01-leaf-rN][p] ---- [node HCA-N]     ×8 rails
+
+A reservation placed on a powered-off node boots it through its BMC and is ready only once the
+node is on and the reservation's P_Key is read back from the node's HCA ports.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 
 import pytest
 
+from console.fabric import changes, enqueue
+from console.fabric.changes.pipeline import apply_change
 from console.fabric.lab import faults
+from console.fabric.models import ChangeRequest
 from console.power import services
 from console.telemetry.linkmap import build_link_map
+from console.tenancy.models import Principal, Role
 from designer.services import revision_graph
-from scheduling.models import Node
-from scheduling.services import inventory
+from scheduling.models import Node, Pool, Reservation
+from scheduling.services import inventory, queue, quotas
+from scheduling.services.reservations import ReservationRequest
 from tests.fabric import lab_fixtures
 from tests.fabric.conftest import requires_lab
 from tests.power.conftest import SYSTEM_ACTOR, emulator_power
@@ -72,3 +81,55 @@ def test_powered_off_node_has_its_ports_down_and_active_again_after_boot(lab_fab
     services.power_on(node.pk, actor=SYSTEM_ACTOR, reason="needed", enqueue=False)
     assert services.drive(node.pk, "on") == "on"
     assert _until(lambda: _states(lab, ends), ["Active"] * 8, seconds=60) == ["Active"] * 8
+
+
+def test_a_reservation_on_an_off_node_boots_it_through_its_bmc_and_is_ready_with_its_pkey_on_its_ports(
+    lab_fabric, attach_bmc, redfish, tenant_a, monkeypatch, django_capture_on_commit_callbacks
+):
+    drives: list[tuple[int, str]] = []
+    reconciles: list[int] = []
+    monkeypatch.setattr(services, "_publish", lambda node_id, action: drives.append((node_id, action)))
+    monkeypatch.setattr(enqueue, "publish_reconcile", reconciles.append)
+    # given a lab fabric whose node su01-n05, alone in a pool, is powered off through its BMC
+    fabric, lab = lab_fabric("power-res")
+    inventory.import_inventory(fabric, actor=SYSTEM_ACTOR)
+    node = Node.objects.get(fabric=fabric, name="su01-n05")
+    bmc = attach_bmc(node)
+    services.power_off(node.pk, actor=SYSTEM_ACTOR, reason="idle", enqueue=False)
+    assert services.drive(node.pk, "off") == "off"
+    ends = _leaf_ends(fabric, lab, node)  # the leaves answer while the node is dark
+    pool = Pool.objects.create(fabric=fabric, name="one-node")
+    pool.nodes.set([node])
+    operator = Principal(None, Role.OPERATOR, None)
+    quotas.set_quota(SYSTEM_ACTOR, operator, tenant=tenant_a, pool=pool, guaranteed_gpus=8)
+
+    # when the tenant asks for it as soon as possible and the queue pass places it
+    request = ReservationRequest(pool_id=pool.pk, nodes=1, duration=dt.timedelta(hours=1), asap=True)
+    with django_capture_on_commit_callbacks(execute=True):
+        queued = queue.reserve_asap(SYSTEM_ACTOR, Principal(None, Role.TENANT_ADMIN, tenant_a.pk), request)
+    with django_capture_on_commit_callbacks(execute=True):
+        queue.queue_pass(pool.pk)
+    reservation = Reservation.objects.get(pk=queued.pk)
+    assert reservation.status == Reservation.Status.PROVISIONING, reservation.reason
+
+    # then the power app was asked to boot the node: powering on, its BMC task enqueued
+    node.refresh_from_db()
+    assert node.power_state == Node.Power.POWERING_ON and drives == [(node.pk, "on")]
+    # when the worker carries the task out: the BMC reports on, scheduling asks for a reconcile
+    with django_capture_on_commit_callbacks(execute=True):
+        assert services.drive(node.pk, "on") == "on"
+    assert emulator_power(redfish, bmc) == "On"
+    assert fabric.pk in reconciles
+    assert _until(lambda: _states(lab, ends), ["Active"] * 8, seconds=60) == ["Active"] * 8
+    # and the reconcile's change is applied and verified: ready, the P_Key on the node's 8 HCAs
+    change = changes.reconcile(fabric, actor=SYSTEM_ACTOR)
+    assert change is not None
+    assert apply_change(change.pk, worker_id="test").status == ChangeRequest.Status.APPLIED
+    reservation.refresh_from_db()
+    assert reservation.status == Reservation.Status.READY
+    diags = lab.diags(timeout=20)
+    cas = [n for n in diags.ibnetdiscover().nodes.values() if not n.is_switch]
+    guids = {int(g, 16) for g in node.hcas.values_list("port_guid", flat=True)}
+    lids = [n.lid for n in cas if n.guid is not None and n.guid + 1 in guids]
+    assert len(lids) == 8
+    assert {diags.pkeys(lid).membership(reservation.pkey) for lid in lids} == {"full"}
