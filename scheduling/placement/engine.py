@@ -32,6 +32,7 @@ from .selection import (
     build_placement,
     choose_groups,
     first_fit_nodes,
+    hole_first_node,
     lowest_bits,
     take_nodes,
     time_slack,
@@ -340,7 +341,11 @@ class PlacementEngine:
         else:
             chosen = choose_groups(window.counts, self.topology.pods, shape.nodes, level)
             nodes = None
-            if chosen is not None:
+            if chosen is not None and shape.nodes == 1 and start <= self.state.now:
+                # One whole node now: a backfill hole anywhere before an open node (see
+                # :func:`.selection.hole_first_node`).
+                nodes = [hole_first_node(window, self._preferred, time_slack(self.state, start, end))]
+            elif chosen is not None:
                 groups, _ = chosen
                 free = {g: window.free_nodes_of(g) for g in groups}
                 nodes = take_nodes(groups, free, shape.nodes, self._preferred, time_slack(self.state, start, end))

@@ -8,7 +8,9 @@ Topology-aware best fit, in order of preference:
 2. at that level the fewest leaf groups;
 3. among equally few groups, the fullest ones (least free capacity left in the groups touched), so
    wholly free groups stay whole for the next large job;
-4. inside a group, rail-aligned nodes first, then the least idle time the booking would leave on
+4. a one-node job placed now first takes a backfill hole (a node free now whose next booking
+   starts after the job ends), in any leaf group, the tightest first (:func:`hole_first_node`);
+5. inside a group, rail-aligned nodes first, then the least idle time the booking would leave on
    the node around it (a future reservation takes nodes busy until just before it, so idle ones
    stay free for backfill; a job placed now fills the gap before another's reservation first),
    then by index (keeps free nodes contiguous).
@@ -129,6 +131,29 @@ def take_nodes(
             nodes = sorted(free_nodes_of[group], key=lambda n: (n not in preferred, slack(n), n))
         taken.extend(nodes[: needed - len(taken)])
     return taken
+
+
+def hole_first_node(window: Window, preferred: frozenset[int], slack: Callable[[int], Slack]) -> int:
+    """The node a one-node job placed now takes: best fit in time over every leaf group.
+
+    A node free now but booked later (a backfill hole before another job's reservation) that the
+    job fits into ranks before any open node, the tightest hole first; only then, as for any
+    gang, the fullest leaf group. Choosing the fullest group first (the rule for gangs) would
+    send the job to an open node there while a hole in another group stays idle until its
+    reservation starts, and the open node is then missing to the next job that needs it.
+    Preferred (rail-aligned) nodes first, ties by index.
+    """
+    best: tuple[bool, Slack, int, int] | None = None
+    for group, count in enumerate(window.counts):
+        if not count:
+            continue
+        for node in window.free_nodes_of(group):
+            key = (node not in preferred, slack(node), count, node)
+            if best is None or key < best:
+                best = key
+    if best is None:
+        raise ValueError("no free node in the window")
+    return best[3]
 
 
 def time_slack(state: PoolState, start: float, end: float) -> Callable[[int], Slack]:
