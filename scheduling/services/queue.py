@@ -12,8 +12,8 @@ others their ``estimated_start`` (the head: its earliest window; the others: fro
 free-from profile around the requests ahead of them, as ``schedule replay``) and
 ``queue_position``. A placed request goes through :func:`.grant.grant` like a direct reservation.
 
-Locks: every quota row of the pool (primary-key order), then the pool's nodes, then the queued
-rows: the reserve path's order (quota, nodes), so two passes, or a pass and a reservation,
+Locks: every quota row of the pool (primary-key order), then the pool's reservation lock, then the
+queued rows: the reserve path's order (quota, reservation lock), so two passes, or a pass and a reservation,
 serialise instead of deadlocking, and each queued request is placed once.
 """
 
@@ -36,7 +36,7 @@ from scheduling.placement.queue import QueueDecision, QueuedJob
 from scheduling.placement.queue import queue_pass as run_pass
 from scheduling.services import notices
 from scheduling.services.grant import grant
-from scheduling.services.locks import lock_nodes, pool_quotas_for_update, reservations_for_update
+from scheduling.services.locks import pool_and_overlapping_lock, pool_quotas_for_update, reservations_for_update
 from scheduling.services.publish import enqueue_queue_pass
 from scheduling.services.quotas import peak_usage
 from scheduling.services.reservations import (
@@ -108,7 +108,7 @@ def queue_pass(pool_id: int, *, now: dt.datetime | None = None) -> dict[str, int
         return {"placed": 0, "queued": 0}
     with transaction.atomic():
         pool_quotas_for_update(pool.pk)
-        lock_nodes(pool.nodes.values("pk"))
+        pool_and_overlapping_lock(pool.pk)
         # The clock is read after the locks: waiting for them may take a while.
         with lend(pool, now or timezone.now()) as snap:
             return _pass_locked(pool, snap, place=True)
