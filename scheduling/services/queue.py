@@ -124,7 +124,8 @@ def queue_pass(pool_id: int, *, now: dt.datetime | None = None) -> dict[str, int
 @dataclass(slots=True)
 class QueuedRow:
     """The columns of a queued request the pass reads (no model instance, no JSON decoded: its
-    constraint parameters as text, its explanation's patience note alone)."""
+    constraint parameters as text, its explanation's patience note alone). Each field names the
+    column read, in order; :func:`queued_rows` computes ``params``, ``submitted`` and ``patience``."""
 
     pk: int
     tenant_id: int
@@ -148,26 +149,13 @@ class QueuedRow:
 
 def queued_rows(pool: Pool) -> list[QueuedRow]:
     """The pool's queued requests, locked (primary-key order), as :class:`QueuedRow`."""
-    rows = reservations_for_update(queued_in(pool)).values_list(
-        "pk",
-        "tenant_id",
-        "priority_class",
-        "requested_gpus",
-        "requested_nodes",
-        "gpu_model",
-        "same_leaf",
-        "max_switch_hops",
-        "rail_aligned",
-        Cast("constraint_params", TextField()),
-        "start",
-        "end",
-        "max_wait",
-        Coalesce("queued_at", "created_at"),
-        "gpus",
-        "estimated_start",
-        "queue_position",
-        KeyTextTransform("patience", "explanation"),
-    )
+    computed = {
+        "params": Cast("constraint_params", TextField()),
+        "submitted": Coalesce("queued_at", "created_at"),
+        "patience": KeyTextTransform("patience", "explanation"),
+    }
+    columns = [computed.get(f.name, f.name) for f in dataclasses.fields(QueuedRow)]
+    rows = reservations_for_update(queued_in(pool)).values_list(*columns)
     return [QueuedRow(*row) for row in rows]
 
 
