@@ -27,7 +27,12 @@ from console.tenancy.horizon import check_within_horizon
 from console.tenancy.models import Principal
 from scheduling.models import HCA, Node, Quota, Reservation, ReservationAllocation
 from scheduling.services import notices, power
-from scheduling.services.locks import lock_nodes, quota_for_update, reservation_for_update, reservations_for_update
+from scheduling.services.locks import (
+    quota_for_update,
+    reservation_for_update,
+    reservation_lock,
+    reservations_for_update,
+)
 from scheduling.services.publish import enqueue_queue_pass
 from scheduling.services.quotas import usage
 from scheduling.services.rights import check_manage
@@ -68,6 +73,15 @@ def transition(reservation: Reservation, new: str) -> None:
     if new not in TRANSITIONS.get(reservation.status, frozenset()):
         raise IllegalTransition(f"a reservation that is {reservation.status} cannot become {new}")
     reservation.status = new
+
+
+def lock_booked(reservation: Reservation) -> None:
+    """The reservation lock of the reservation's pool and of every pool holding a node it has an
+    allocation on (taken before its row: the order of reserve, whose preemptions lock victims'
+    rows under the pool's reservation lock). Its allocations only ever shrink once placed, so the
+    set read before the lock covers whatever the locked transaction will touch."""
+    nodes = ReservationAllocation.objects.filter(reservation_id=reservation.pk).values("node_id")
+    reservation_lock(pool_ids=[reservation.pool_id], node_ids=nodes)
 
 
 def truncate_allocations(reservation: Reservation, at: dt.datetime) -> None:
@@ -122,6 +136,7 @@ def release(actor: Actor, principal: Principal, reservation: Reservation) -> Res
     """
     check_manage(principal, reservation)
     with transaction.atomic():
+        lock_booked(reservation)
         reservation = reservation_for_update(reservation.pk)
         if reservation.status == S.QUEUED:
             _cancel_queued(actor, reservation)
@@ -136,6 +151,7 @@ def cancel(actor: Actor, principal: Principal, reservation: Reservation) -> Rese
     """Withdraw a reservation that is not ready yet, or a queued request (a ready one is released)."""
     check_manage(principal, reservation)
     with transaction.atomic():
+        lock_booked(reservation)
         reservation = reservation_for_update(reservation.pk)
         if reservation.status == S.QUEUED:
             _cancel_queued(actor, reservation)
@@ -147,6 +163,8 @@ def cancel(actor: Actor, principal: Principal, reservation: Reservation) -> Rese
 def preempt(actor: Actor, reservation_id: int, *, now: dt.datetime) -> Reservation:
     """Reclaim a borrowed reservation for another tenant's guaranteed request; the reason is the
     notice (it does not name that tenant: tenants do not learn of each other)."""
+    # The caller (reserve) holds the reservation lock of the pool it places on; the victim's
+    # nodes are that pool's.
     reservation = reservation_for_update(reservation_id)
     notice = (
         f"preempted at {now:%Y-%m-%d %H:%M} UTC: borrowed capacity reclaimed for another "
@@ -166,8 +184,9 @@ def extend(actor: Actor, principal: Principal, reservation: Reservation, new_end
     check_within_horizon("end", new_end)
     try:
         with transaction.atomic():
-            # Same lock order as reserve: quota row, then nodes in primary-key order.
+            # Same lock order as reserve: quota row, then the reservation lock, then the row.
             quota = quota_for_update(tenant_id=reservation.tenant_id, pool_id=reservation.pool_id)
+            lock_booked(reservation)
             reservation = reservation_for_update(reservation.pk)
             if reservation.status not in Reservation.HOLDING:
                 raise IllegalTransition(f"a reservation that is {reservation.status} cannot be extended")
@@ -178,7 +197,6 @@ def extend(actor: Actor, principal: Principal, reservation: Reservation, new_end
             if new_end - reservation.start > Reservation.MAX_WINDOW:
                 raise Invalid(f"windows are at most {Reservation.MAX_WINDOW.days} days", fields={"end": ["too far"]})
             mine = ReservationAllocation.objects.filter(reservation=reservation)
-            lock_nodes(mine.values("node_id"))
             _check_extension_quota(reservation, quota, new_end)
             clash = (
                 ReservationAllocation.objects.filter(

@@ -41,6 +41,7 @@ from scheduling.models import Node, Pool, Reservation, ReservationAllocation
 from scheduling.placement import Placement, PlacementEngine, PoweredInTime, Rejection, RejectReason, Request
 from scheduling.placement.powerfit import BOOT_MARGIN_S, NodePower, PowerFit, ready_at
 from scheduling.placement.types import format_time
+from scheduling.services.locks import node_for_update
 from scheduling.services.publish import enqueue_queue_pass
 from scheduling.services.snapshots import Snapshot
 from scheduling.services.topology import NamedTopology, boot_of, shape_of_revision
@@ -258,7 +259,7 @@ def node_power_changed(node_id: int, state: str, *, at: dt.datetime | None = Non
     new = Node.Power(state)
     now = at or timezone.now()
     with transaction.atomic():
-        node = Node.objects.select_for_update().get(pk=node_id)
+        node = node_for_update(node_id)  # the reservation lock: power is part of availability
         if node.power_state == new:
             return
         before = audit.snapshot(node)

@@ -12,8 +12,8 @@ others their ``estimated_start`` (the head: its earliest window; the others: fro
 free-from profile around the requests ahead of them, as ``schedule replay``) and
 ``queue_position``. A placed request goes through :func:`.grant.grant` like a direct reservation.
 
-Locks: every quota row of the pool (primary-key order), then the pool's nodes, then the queued
-rows: the reserve path's order (quota, nodes), so two passes, or a pass and a reservation,
+Locks: every quota row of the pool (primary-key order), then the pool's reservation lock, then the
+queued rows: the reserve path's order (quota, reservation lock), so two passes, or a pass and a reservation,
 serialise instead of deadlocking, and each queued request is placed once.
 """
 
@@ -21,10 +21,14 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
+from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
-from django.db.models import QuerySet
+from django.db import connection, transaction
+from django.db.models import F, FloatField, Func, QuerySet, TextField
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
 from console.tenancy import audit
@@ -36,7 +40,7 @@ from scheduling.placement.queue import QueueDecision, QueuedJob
 from scheduling.placement.queue import queue_pass as run_pass
 from scheduling.services import notices
 from scheduling.services.grant import grant
-from scheduling.services.locks import lock_nodes, pool_quotas_for_update, reservations_for_update
+from scheduling.services.locks import pool_and_overlapping_lock, pool_quotas_for_update, reservations_for_update
 from scheduling.services.publish import enqueue_queue_pass
 from scheduling.services.quotas import peak_usage
 from scheduling.services.reservations import (
@@ -56,6 +60,9 @@ S = Reservation.Status
 #: get their estimate from the pool's free-from profile (``estimate=True``): a conservative
 #: forecast of 500 windows cost seconds per pass on a 16,384-GPU pool with a thousand bookings.
 FORECAST_DEPTH = 1
+#: Queued jobs kept built (:func:`queued_job`), per process.
+MAX_JOBS_CACHED = 20_000
+_jobs: dict[tuple[Any, ...], QueuedJob] = {}
 #: Rejection codes a queue cannot cure: no quota at all, or a gang the pool cannot ever hold.
 NEVER = {"no_quota", "too_large", "no_eligible_nodes", "invalid"}
 
@@ -108,17 +115,54 @@ def queue_pass(pool_id: int, *, now: dt.datetime | None = None) -> dict[str, int
         return {"placed": 0, "queued": 0}
     with transaction.atomic():
         pool_quotas_for_update(pool.pk)
-        lock_nodes(pool.nodes.values("pk"))
+        pool_and_overlapping_lock(pool.pk)
         # The clock is read after the locks: waiting for them may take a while.
         with lend(pool, now or timezone.now()) as snap:
             return _pass_locked(pool, snap, place=True)
 
 
+@dataclass(slots=True)
+class QueuedRow:
+    """The columns of a queued request the pass reads (no model instance, no JSON decoded: its
+    constraint parameters as text, its explanation's patience note alone). Each field names the
+    column read, in order; :func:`queued_rows` computes ``params``, ``submitted`` and ``patience``."""
+
+    pk: int
+    tenant_id: int
+    priority_class: str
+    requested_gpus: int | None
+    requested_nodes: int | None
+    gpu_model: str
+    same_leaf: bool
+    max_switch_hops: int | None
+    rail_aligned: bool
+    params: str
+    start: dt.datetime
+    end: dt.datetime
+    max_wait: dt.timedelta | None
+    submitted: dt.datetime
+    gpus: int
+    estimated_start: dt.datetime | None
+    queue_position: int | None
+    patience: str | None
+
+
+def queued_rows(pool: Pool) -> list[QueuedRow]:
+    """The pool's queued requests, locked (primary-key order), as :class:`QueuedRow`."""
+    computed = {
+        "params": Cast("constraint_params", TextField()),
+        "submitted": Coalesce("queued_at", "created_at"),
+        "patience": KeyTextTransform("patience", "explanation"),
+    }
+    columns = [computed.get(f.name, f.name) for f in dataclasses.fields(QueuedRow)]
+    rows = reservations_for_update(queued_in(pool)).values_list(*columns)
+    return [QueuedRow(*row) for row in rows]
+
+
 def _pass_locked(pool: Pool, snap: Snapshot, *, place: bool) -> dict[str, int]:
-    rows = list(reservations_for_update(queued_in(pool)))
+    rows = queued_rows(pool)
     if not rows:
         return {"placed": 0, "queued": 0}
-    shown = {r.pk: (r.estimated_start, r.queue_position, r.explanation) for r in rows}
     by_key = {f"q{r.pk}": r for r in rows}
     jobs = [queued_job(r, pool) for r in rows]
     quotas = {q.tenant_id: q for q in Quota.objects.filter(pool=pool)}
@@ -126,34 +170,46 @@ def _pass_locked(pool: Pool, snap: Snapshot, *, place: bool) -> dict[str, int]:
     decisions = run_pass(snap.engine, jobs, reservations=FORECAST_DEPTH, gate=gate, estimate=True)
     actor = Actor.system("task:scheduling.queue_pass")
     placed = 0
-    waiting: list[Reservation] = []
+    position = 0
+    moved: dict[int, tuple[dt.datetime | None, int, str]] = {}
     behind = False  # a submit's pass found an earlier request placeable now: a real pass follows
     for decision in decisions:
         row = by_key[decision.job.key]
+        estimated_start: dt.datetime | None
         if decision.placed_now and decision.placement is not None:
             if place:
-                _place(actor, row, snap, decision.placement, decision, gate.owners[decision.job.key])
+                _place(actor, row.pk, snap, decision.placement, decision, gate.owners[decision.job.key])
                 placed += 1
                 continue
             behind = True
-            row.estimated_start = snap.now
+            estimated_start = snap.now
         else:
-            row.estimated_start = _when(decision.estimated_start)
-        row.explanation = {**row.explanation, "patience": decision.note}
-        waiting.append(row)
-    for position, row in enumerate(waiting, start=1):
-        row.queue_position = position
-    # Only the rows whose estimate, position or note moved (a pass usually moves few of them).
-    moved = [r for r in waiting if (r.estimated_start, r.queue_position, r.explanation) != shown[r.pk]]
-    Reservation.objects.bulk_update(moved, ["estimated_start", "queue_position", "explanation"], batch_size=100)
+            estimated_start = _when(decision.estimated_start)
+        position += 1
+        # Only the rows whose estimate, position or note moved (a pass usually moves few of them).
+        if (estimated_start, position, decision.note) != (row.estimated_start, row.queue_position, row.patience):
+            moved[row.pk] = (estimated_start, position, decision.note)
+    _write_moved(moved)
     if behind:
         enqueue_queue_pass(pool.pk)
-    return {"placed": placed, "queued": len(waiting)}
+    return {"placed": placed, "queued": position}
 
 
-def _place(
-    actor: Actor, row: Reservation, snap: Snapshot, placement: Placement, decision: QueueDecision, owner: Owner
-) -> None:
+def _write_moved(moved: dict[int, tuple[dt.datetime | None, int, str]]) -> None:
+    """Write the new estimates, positions and patience notes (the rest of each explanation kept)."""
+    if not moved:
+        return
+    updated = []
+    for pk, before in Reservation.objects.filter(pk__in=list(moved)).values_list("pk", "explanation"):
+        estimated_start, position, note = moved[pk]
+        row = Reservation(pk=pk, estimated_start=estimated_start, queue_position=position)
+        row.explanation = {**before, "patience": note}
+        updated.append(row)
+    Reservation.objects.bulk_update(updated, ["estimated_start", "queue_position", "explanation"], batch_size=500)
+
+
+def _place(actor: Actor, pk: int, snap: Snapshot, placement: Placement, decision: QueueDecision, owner: Owner) -> None:
+    row = Reservation.objects.get(pk=pk)  # locked by the pass; whole: grant saves and audits it
     waited = snap.now - (row.queued_at or snap.now)
     row.borrowed = owner.borrowed
     row.explanation = {
@@ -180,9 +236,36 @@ def queued_in(pool: Pool) -> QuerySet[Reservation]:
     return Reservation.objects.filter(pool=pool, status=S.QUEUED)
 
 
-def queued_job(row: Reservation, pool: Pool) -> QueuedJob:
-    """The engine's view of a queued row (its constraints read back from their columns)."""
-    values: dict[str, Any] = dict(row.constraint_params)
+def queued_job(row: QueuedRow, pool: Pool) -> QueuedJob:
+    """The engine's view of a queued row (its constraints read back from their columns); built
+    once per process for the same inputs (a pass over 500 requests rebuilds none of them)."""
+    key = (
+        row.pk,
+        pool.pk,
+        row.requested_gpus,
+        row.requested_nodes,
+        row.priority_class,
+        row.gpu_model,
+        row.same_leaf,
+        row.max_switch_hops,
+        row.rail_aligned,
+        row.params,
+        row.start,
+        row.end,
+        row.max_wait,
+        row.submitted,
+        row.gpus,
+    )
+    job = _jobs.get(key)
+    if job is None:
+        if len(_jobs) >= MAX_JOBS_CACHED:
+            _jobs.clear()
+        job = _jobs[key] = _build_job(row, pool)
+    return job
+
+
+def _build_job(row: QueuedRow, pool: Pool) -> QueuedJob:
+    values: dict[str, Any] = dict(json.loads(row.params or "{}"))
     for name in ("gpu_model", "same_leaf", "max_switch_hops", "rail_aligned"):
         value = getattr(row, name)
         if value not in (None, "", False):
@@ -197,17 +280,25 @@ def queued_job(row: Reservation, pool: Pool) -> QueuedJob:
     duration = row.end - row.start
     wanted = engine_request(request, row.start, row.end)
     max_wait = row.max_wait.total_seconds() if row.max_wait is not None else 0.0
-    submitted = (row.queued_at or row.created_at).timestamp()
-    return QueuedJob(f"q{row.pk}", wanted, duration.total_seconds(), submitted, max_wait, row.gpus)
+    return QueuedJob(f"q{row.pk}", wanted, duration.total_seconds(), row.submitted.timestamp(), max_wait, row.gpus)
 
 
 def holding_windows(pool: Pool, now: dt.datetime) -> dict[int, list[tuple[float, float, int]]]:
     """Per tenant, the windows of its reservations holding GPUs of the pool from ``now`` on."""
     windows: dict[int, list[tuple[float, float, int]]] = {}
-    live = Reservation.objects.live().filter(pool=pool, end__gt=now)
+    live = Reservation.objects.live().filter(pool=pool, end__gt=now).order_by()
+    if connection.vendor == "postgresql":  # epoch seconds from the database: no datetime per row
+        epochs = live.annotate(s=_epoch("start"), e=_epoch("end")).values_list("tenant_id", "s", "e", "gpus")
+        for tenant_id, start, end, gpus in epochs:
+            windows.setdefault(tenant_id, []).append((start, end, gpus))
+        return windows
     for tenant_id, start, end, gpus in live.values_list("tenant_id", "start", "end", "gpus"):
         windows.setdefault(tenant_id, []).append((start.timestamp(), end.timestamp(), gpus))
     return windows
+
+
+def _epoch(field: str) -> Func:
+    return Func(F(field), template="EXTRACT(EPOCH FROM %(expressions)s)::float8", output_field=FloatField())
 
 
 class QuotaGate:
@@ -218,7 +309,7 @@ class QuotaGate:
     def __init__(
         self,
         quotas: dict[int, Quota],
-        rows: dict[str, Reservation],
+        rows: dict[str, QueuedRow],
         windows: dict[int, list[tuple[float, float, int]]],
     ) -> None:
         self.quotas = quotas

@@ -1,7 +1,7 @@
 """Reservations: preview and reserve, through the pure placement engine, safely under concurrency.
 
-``reserve`` takes its locks in one fixed order (the tenant's quota row, then the pool's node rows
-in primary-key order), counts usage under those locks, builds the engine from database state (no
+``reserve`` takes its locks in one fixed order (the tenant's quota row, then the pool's reservation
+lock, :func:`.locks.reservation_lock`), counts usage under those locks, builds the engine from database state (no
 ORM in the engine's loop), inserts one allocation per GPU and retries on a serialization failure
 or constraint violation. On PostgreSQL an exclusion constraint makes an overlap impossible even if
 a caller skipped the locks; on SQLite ``BEGIN IMMEDIATE`` serialises writers. A request that
@@ -28,7 +28,7 @@ from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Forbidden
 from console.tenancy.models import Principal, Tenant
-from scheduling.models import Node, Pool, Quota, Reservation
+from scheduling.models import Pool, Quota, Reservation
 from scheduling.placement import Placement
 from scheduling.services import offers, snapshots
 from scheduling.services.decision import (
@@ -47,7 +47,7 @@ from scheduling.services.decision import (
 )
 from scheduling.services.grant import grant
 from scheduling.services.lifecycle import preempt
-from scheduling.services.locks import lock_nodes, quota_for_update, reservations_for_update
+from scheduling.services.locks import pool_and_overlapping_lock, quota_for_update, reservations_for_update
 from scheduling.services.naming import default_name
 from scheduling.services.snapshots import Snapshot, lend, priority_rank
 
@@ -178,7 +178,7 @@ def _reserve_once(
 ) -> Reservation:
     with transaction.atomic(), contextlib.ExitStack() as stack:
         quota = quota_for_update(tenant_id=tenant.pk, pool_id=pool.pk)
-        lock_nodes(Node.objects.filter(pools=pool).values("pk"))
+        pool_and_overlapping_lock(pool.pk)
         # The clock is read after the locks: waiting for them may take a while; the cached
         # snapshot is brought up to date under them.
         snap = stack.enter_context(lend(pool, timezone.now()))

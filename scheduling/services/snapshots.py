@@ -189,15 +189,48 @@ def snapshot(pool: Pool, now: dt.datetime) -> Snapshot:
 def touch(node_ids: Iterable[int], reservation_ids: Iterable[int]) -> None:
     """Record, in the current transaction, that these reservations' allocations on these nodes
     changed: bump the generation of every pool holding one of the nodes (primary-key order) and
-    write its change rows. Call it after the allocation rows were written."""
+    write its change rows. Call it after the allocation rows were written. On PostgreSQL one
+    statement does it all (the pools, the bumps, the change rows)."""
     reservations = sorted(set(reservation_ids))
-    pools = sorted(
-        set(Pool.nodes.through.objects.filter(node_id__in=list(set(node_ids))).values_list("pool_id", flat=True))
-    )
-    if not pools or not reservations:
+    nodes = sorted(set(node_ids))
+    if not reservations or not nodes:
         return
+    if connection.vendor == "postgresql":
+        bumped = _touch_in_one(nodes, reservations)
+    else:
+        bumped = _touch_row_by_row(nodes, reservations)
+    for pool_id, generation in bumped:
+        if generation % 500 == 0:  # prune now and then, under the same row lock
+            BookingChange.objects.filter(pool_id=pool_id, generation__lte=generation - KEEP_CHANGES).delete()
+    blocks = connection.atomic_blocks
+    if blocks and bumped:
+        _local.touched = (blocks[0], {*_touched_pools(), *(pool_id for pool_id, _ in bumped)})
+
+
+def _touch_in_one(nodes: list[int], reservations: list[int]) -> list[tuple[int, int]]:
+    generations = connection.ops.quote_name(BookingGeneration._meta.db_table)
+    changes = connection.ops.quote_name(BookingChange._meta.db_table)
+    members = connection.ops.quote_name(Pool.nodes.through._meta.db_table)
+    # Rows are bumped in the order the SELECT yields them (pool id): the lock order of the rest.
+    sql = (
+        f"WITH bumped AS ("  # noqa: S608 - the table names are ours
+        f" INSERT INTO {generations} (pool_id, generation)"
+        f" SELECT DISTINCT pool_id, 1 FROM {members} WHERE node_id = ANY(%s) ORDER BY pool_id"
+        f" ON CONFLICT (pool_id) DO UPDATE SET generation = {generations}.generation + 1"
+        f" RETURNING pool_id, generation),"
+        f" written AS (INSERT INTO {changes} (pool_id, generation, reservation_id)"
+        f" SELECT b.pool_id, b.generation, r FROM bumped b CROSS JOIN unnest(%s::bigint[]) AS r)"
+        f" SELECT pool_id, generation FROM bumped ORDER BY pool_id"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [nodes, reservations])
+        return [(int(p), int(g)) for p, g in cursor.fetchall()]
+
+
+def _touch_row_by_row(nodes: list[int], reservations: list[int]) -> list[tuple[int, int]]:
+    pools = sorted(set(Pool.nodes.through.objects.filter(node_id__in=nodes).values_list("pool_id", flat=True)))
     table = connection.ops.quote_name(BookingGeneration._meta.db_table)
-    changes = []
+    bumped, changes = [], []
     with connection.cursor() as cursor:
         for pool_id in pools:
             cursor.execute(
@@ -206,13 +239,10 @@ def touch(node_ids: Iterable[int], reservation_ids: Iterable[int]) -> None:
                 [pool_id],
             )
             generation = int(cursor.fetchone()[0])
+            bumped.append((pool_id, generation))
             changes += [BookingChange(pool_id=pool_id, generation=generation, reservation_id=r) for r in reservations]
-            if generation % 500 == 0:  # prune now and then, under the same row lock
-                BookingChange.objects.filter(pool_id=pool_id, generation__lte=generation - KEEP_CHANGES).delete()
     BookingChange.objects.bulk_create(changes)
-    blocks = connection.atomic_blocks
-    if blocks:
-        _local.touched = (blocks[0], {*_touched_pools(), *pools})
+    return bumped
 
 
 _local = threading.local()

@@ -11,11 +11,16 @@
    Preview and reserve lend the process's cached pool snapshot (``services.snapshots``), brought
    up to date by the bookings changed since (each reserve and release is one); ``--fresh``
    measures the old way (a full snapshot load per request) in the same process, for comparison.
+   Each reserve is followed by the same request under the lock reserve took before the
+   reservation lock (every node row of the pool, ``reserve_node_row_lock_*``), interleaved so both
+   see the same host load; ``reserve_cpu_ms_p50`` is the process's CPU time (the host's other
+   load barely changes it). The load average is recorded.
 3. Unless ``--no-service``: queue passes through the service (``services.queue.queue_pass``:
    locks, snapshot, the pass, writes) over ``--queued`` (500) queued requests of 8 to 1,024 GPUs
    on that pool: the first (committed) places what fits now, a grant each, and is timed once;
    then the steady pass (nothing more fits; every request's estimate and position refreshed),
-   timed ``repeat`` times, each rolled back so every pass sees the same queue.
+   timed ``repeat`` times, each rolled back so every pass sees the same queue; with its CPU time
+   and the pure pass inside it (``scheduling.placement.queue.queue_pass``) timed as the baseline.
 
 Run: ``.venv/bin/python tests/benchmarks/bench_scheduling.py [--requests N] [--fresh] [--no-service]``
 (uses ``DATABASE_URL`` when set, creating and dropping a ``test_…`` database).
@@ -123,7 +128,8 @@ def service_path(requests: int, seed: int, fresh: bool, queued: int) -> dict:
         ReservationAllocation.objects.bulk_create(rows, batch_size=5000)
         principal = Principal(None, Role.TENANT_ADMIN, tenant.pk)
         request = ReservationRequest(pool_id=pool.pk, gpus=128, duration=dt.timedelta(hours=2))
-        previews, reserves, decisions, groups = [], [], [], []
+        previews, reserves, decisions, groups, node_locked, reserve_cpu = [], [], [], [], [], []
+        pool_lock = reservations.pool_and_overlapping_lock
         reservations.preview(principal, request)  # warm the topology cache (and the snapshot's)
         if fresh:  # every lend a private full load: the path before the cache
             snapshots.lend = _fresh_lend(snapshots)
@@ -138,10 +144,21 @@ def service_path(requests: int, seed: int, fresh: bool, queued: int) -> dict:
             t = time.perf_counter()
             snap.engine.preview(reservations.engine_request(request, snap.now, snap.now + dt.timedelta(hours=2)))
             decisions.append((time.perf_counter() - t) * 1000)
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             made = reservations.reserve(actor, principal, request)
             reserves.append((time.perf_counter() - t) * 1000)
+            reserve_cpu.append((time.process_time() - c) * 1000)
             groups.append(len(made.placement["leaf_groups"]))
+            lifecycle.release(actor, principal, made)
+            # The same request under the old lock (every node row of the pool), interleaved so
+            # both see the same host load: the baseline of the reservation lock.
+            reservations.pool_and_overlapping_lock = _node_row_lock
+            try:
+                t = time.perf_counter()
+                made = reservations.reserve(actor, principal, request)
+                node_locked.append((time.perf_counter() - t) * 1000)
+            finally:
+                reservations.pool_and_overlapping_lock = pool_lock
             lifecycle.release(actor, principal, made)
         assert decide  # imported for the docstring's claim: preview and reserve share it
         lends = dict(snapshots.stats)
@@ -158,6 +175,11 @@ def service_path(requests: int, seed: int, fresh: bool, queued: int) -> dict:
             "preview_ms_p99": round(percentile(previews, 99), 2),
             "reserve_ms_p50": round(percentile(reserves, 50), 2),
             "reserve_ms_p99": round(percentile(reserves, 99), 2),
+            "reserve_cpu_ms_p50": round(percentile(reserve_cpu, 50), 2),
+            "reserve_node_row_lock_ms_p50": round(percentile(node_locked, 50), 2),
+            "reserve_node_row_lock_ms_p99": round(percentile(node_locked, 99), 2),
+            "reserve_p50_ratio_vs_node_row_lock": round(percentile(reserves, 50) / percentile(node_locked, 50), 3),
+            "load_average": _load(),
             "leaf_groups_per_128_gpu_reservation": round(sum(groups) / len(groups), 3),
             "snapshot": "fresh" if fresh else "cached",
             "snapshot_lends": lends,
@@ -165,6 +187,23 @@ def service_path(requests: int, seed: int, fresh: bool, queued: int) -> dict:
         }
     finally:
         teardown_databases(old, verbosity=0)
+
+
+def _node_row_lock(pool_id: int) -> None:
+    """The lock reserve took before the reservation lock: every node row of the pool."""
+    from scheduling.models import Node
+
+    in_pool = Node.objects.filter(pools=pool_id).values("pk")
+    list(
+        Node.objects.filter(pk__in=in_pool).order_by("pk").select_for_update(of=("self",)).values_list("pk", flat=True)
+    )
+
+
+def _load() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return ""
 
 
 def _fresh_lend(snapshots):
@@ -217,17 +256,31 @@ def queue_passes(pool, queued: int, seed: int, fresh: bool, repeat: int = 7) -> 
             )
         )
     Reservation.objects.bulk_create(rows)
+    pure: list[float] = []
+    run_pass = queue.run_pass
+
+    def timed_pass(*args, **kwargs):  # the pure pass inside the service pass: the baseline
+        t = time.perf_counter()
+        try:
+            return run_pass(*args, **kwargs)
+        finally:
+            pure.append((time.perf_counter() - t) * 1000)
+
+    queue.run_pass = timed_pass
     t = time.perf_counter()
     first = queue.queue_pass(pool.pk)  # committed: places what fits now (a grant each)
     placing_ms = (time.perf_counter() - t) * 1000
-    times, counts = [], {}
+    times, cpu, counts = [], [], {}
     for _ in range(repeat + 1):
         with transaction.atomic():
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             counts = queue.queue_pass(pool.pk)
             times.append((time.perf_counter() - t) * 1000)
+            cpu.append((time.process_time() - c) * 1000)
             transaction.set_rollback(True)
-    times = times[1:]  # the first warms the caches
+    times, cpu = times[1:], cpu[1:]  # the first warms the caches
+    pure = pure[2:]  # the placing pass and the warm-up
+    queue.run_pass = run_pass
     return {
         "queue_pass_queued": queued,
         "queue_pass_placing_ms": round(placing_ms, 1),
@@ -235,6 +288,10 @@ def queue_passes(pool, queued: int, seed: int, fresh: bool, repeat: int = 7) -> 
         "queue_pass_waiting": counts.get("queued", 0),
         "queue_pass_ms_median": round(percentile(times, 50), 1),
         "queue_pass_ms_max": round(max(times), 1),
+        "queue_pass_load_average": _load(),
+        "queue_pass_cpu_ms_median": round(percentile(cpu, 50), 1),
+        "queue_pass_pure_ms_median": round(percentile(pure, 50), 1),
+        "queue_pass_ratio_vs_pure": round(percentile(times, 50) / percentile(pure, 50), 2),
     }
 
 
