@@ -12,7 +12,7 @@ Fabrics belong to the operator, not to a tenant: tenant roles get 403 on every v
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -124,7 +124,16 @@ class FabricCompareView(PrincipalMixin, APIView):
 
     read_roles = READERS
 
-    @extend_schema(parameters=[DISCOVER_PARAM], responses={200: CompareSerializer})
+    @extend_schema(
+        parameters=[DISCOVER_PARAM],
+        responses={
+            200: CompareSerializer,
+            409: OpenApiResponse(
+                description="A fresh discovery is needed and the fabric cannot be reached now "
+                "(`lab_not_running`: its lab is stopped)"
+            ),
+        },
+    )
     def get(self, request: Request, fabric_id: int) -> Response:
         """The comparison of the stored discovery when it is current, else of a new one (a read
         of the fabric, audited); ``?discover=false``: of the stored one, 404 until one has run."""
