@@ -131,7 +131,7 @@ def test_stateful_sequences_find_no_server_error_and_no_undeclared_answer(operat
     started = time.monotonic()
     Workflow.run(
         settings=settings(
-            max_examples=25,
+            max_examples=100,
             stateful_step_count=6,
             deadline=None,
             suppress_health_check=list(HealthCheck),
