@@ -222,3 +222,33 @@ def test_a_future_reservation_pushed_before_its_start_is_ready_at_its_start_with
     assert reservation.status == S.READY and reservation.ready_at is not None
     assert ChangeRequest.objects.filter(fabric=fabric).count() == changes_before
     assert set(holders_of(lab, reservation.pkey, guids_of(reservation)).values()) == {"full"}
+
+
+def test_a_cancelled_reservation_keeps_its_pkey_while_an_open_change_still_pushes_it(
+    su1, tenant_a, django_capture_on_commit_callbacks
+):
+    fabric, lab, pool = su1
+    # given a fabric whose applied state carries one reservation, and a second one granted whose
+    # change is created but not yet applied
+    converge_first = book(pool, tenant_a, 8, "first")
+    converge(fabric)
+    later = book(pool, tenant_a, 8, "second")
+    pending = changes.reconcile(fabric, actor=ACTOR)
+    assert pending is not None and pending.status in (
+        ChangeRequest.Status.QUEUED,
+        ChangeRequest.Status.PENDING_APPROVAL,
+    )
+    # when the second is cancelled: the desired state equals the applied one again
+    lifecycle.cancel(ACTOR, OPERATOR, later)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert changes.reconcile(fabric, actor=ACTOR) is None
+    # then its P_Key is still held (the open change will put it on the wire), so it is not handed out
+    later.refresh_from_db()
+    assert later.pkey_live and later.status == S.CANCELLED
+    # and once that change is applied and a later one removes the partition, it is released
+    assert apply_change(pending.pk, worker_id="test").status == ChangeRequest.Status.APPLIED
+    converge(fabric)
+    later.refresh_from_db()
+    assert not later.pkey_live and set(holders_of(lab, later.pkey, guids_of(later)).values()) == {None}
+    converge_first.refresh_from_db()
+    assert converge_first.status == S.READY

@@ -146,20 +146,23 @@ def reconcile(fabric: Fabric, *, actor: Actor) -> ChangeRequest | None:
     """Create a change only when desired state differs from the applied one and no open change
     already carries exactly this desired state. Running it twice creates nothing the second time.
 
-    When the fabric already carries the desired state, the listeners hear so again (the last
-    verified change's P_Keys): a reservation whose partition was pushed before its start becomes
-    ready at its start without a push that would change nothing.
+    When the fabric already carries the desired state and no change is under way, the listeners
+    hear so again (the last verified change's P_Keys): a reservation whose partition was pushed
+    before its start becomes ready at its start without a push that would change nothing. Not
+    while a change is open: it may still put on the wire a P_Key the applied state lacks, and a
+    listener must not take that P_Key for gone (and hand it out again) before the change ends.
     """
     plan = _plan(fabric)
     desired = plan[0]
     with transaction.atomic():
         fabric_for_update(fabric.pk)
         applied = applied_of(fabric)
+        open_changes = list(fabric.changes.filter(status__in=OPEN))
         if applied is not None and applied.desired == desired:
-            if applied.change_id is not None:
+            if applied.change_id is not None and not open_changes:
                 present, change_id = present_pkeys(applied.desired), applied.change_id
                 transaction.on_commit(lambda: notify_verified(fabric.pk, present_pkeys=present, change_id=change_id))
             return None
-        if any(c.desired == desired for c in fabric.changes.filter(status__in=OPEN)):
+        if any(c.desired == desired for c in open_changes):
             return None
         return _create(actor, fabric, dry_run=False, reason="reconcile: desired ≠ applied", user_id=None, plan=plan)
