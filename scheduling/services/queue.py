@@ -268,7 +268,8 @@ def _build_job(row: QueuedRow, pool: Pool) -> QueuedJob:
     values: dict[str, Any] = dict(json.loads(row.params or "{}"))
     for name in ("gpu_model", "same_leaf", "max_switch_hops", "rail_aligned"):
         value = getattr(row, name)
-        if value not in (None, "", False):
+        # 0 is a value (max_switch_hops=0: one leaf switch), though 0 == False
+        if value is not None and value is not False and value != "":
             values[name] = value
     request = ReservationRequest(
         pool_id=pool.pk,

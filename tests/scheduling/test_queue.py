@@ -228,3 +228,37 @@ def test_a_node_back_in_service_publishes_a_queue_pass_after_commit(pool, operat
         inventory.set_node_state(actor, principal, node, Node.State.AVAILABLE)
         assert published_tasks() == []  # nothing before commit
     assert ("scheduling.queue_pass", {"pool_id": pool.pk}) in published_tasks()
+
+
+def test_a_queued_request_for_one_leaf_group_is_not_placed_across_two(pool, two_tenants):
+    a, b = two_tenants
+    # given A holding every node of the pool, one node per reservation
+    held = [post(a, pool, nodes=1, duration_minutes=120) for _ in range(16)]
+    assert all(r.status_code == 201 for r in held), held[0].content
+    leaf_of = {n.pk: n.hcas.order_by("index").first().leaf for n in Node.objects.filter(pools=pool)}
+    node_of = {
+        r.json()["id"]: ReservationAllocation.objects.filter(reservation_id=r.json()["id"]).first().node_id
+        for r in held
+    }
+    # and B queueing two nodes that must share a leaf switch (max_switch_hops=0)
+    queued = post(b, pool, nodes=2, start="asap", duration_minutes=30, max_switch_hops=0)
+    assert queued.status_code == 202, queued.content
+    # when A releases two nodes under two different leaf switches
+    by_leaf: dict[str, int] = {}
+    for res_id, node_id in node_of.items():
+        by_leaf.setdefault(leaf_of[node_id], res_id)
+    first, second = list(by_leaf.values())[:2]
+    for res_id in (first, second):
+        assert a.post(f"/api/reservations/{res_id}/release/").status_code == 200
+    queue_pass_task.apply(kwargs={"pool_id": pool.pk}).get()
+    # then B's request still waits: two free nodes, but not under one leaf
+    assert Reservation.objects.get(pk=queued.json()["id"]).status == S.QUEUED
+    # when a second node under the first leaf frees, it is placed there
+    leaf = leaf_of[node_of[first]]
+    mate = next(r for r, n in node_of.items() if leaf_of[n] == leaf and r != first)
+    assert a.post(f"/api/reservations/{mate}/release/").status_code == 200
+    queue_pass_task.apply(kwargs={"pool_id": pool.pk}).get()
+    placed = Reservation.objects.get(pk=queued.json()["id"])
+    assert placed.status != S.QUEUED, placed.reason
+    nodes = set(ReservationAllocation.objects.filter(reservation=placed).values_list("node_id", flat=True))
+    assert {leaf_of[n] for n in nodes} == {leaf} and len(nodes) == 2
