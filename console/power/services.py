@@ -129,6 +129,10 @@ def power_on(node_id: int, *, actor: Actor, reason: str = "", enqueue: bool = Tr
         _bmc_of(node)
         if node.power_state in (ON, POWERING_ON):
             raise Conflict(f"node {node.name} is already {node.power_state}", code="power_state")
+        if node.power_state == POWERING_OFF:  # its shutdown may be under way: an "on" now could settle
+            raise Conflict(  # on a node that then halts; power it on once it is off
+                f"node {node.name} is powering off; power it on once it is off", code="power_in_progress"
+            )
         before = {"power_state": node.power_state}
         _change(node, POWERING_ON, actor=_actor_name(actor), reason=reason, intended=True, now=timezone.now())
         audit.record(actor, "node.power_on", node, before=before, after={"power_state": POWERING_ON, "reason": reason})
@@ -146,6 +150,10 @@ def power_off(node_id: int, *, actor: Actor, reason: str = "", force: bool = Fal
         _bmc_of(node)
         if node.power_state in (OFF, POWERING_OFF):
             raise Conflict(f"node {node.name} is already {node.power_state}", code="power_state")
+        if node.power_state == POWERING_ON and not force:
+            raise Conflict(
+                f"node {node.name} is booting; power it off once it is on (or force it off)", code="power_in_progress"
+            )
         now = timezone.now()
         needed = needing_reservations(node, now)
         if needed:

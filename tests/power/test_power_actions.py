@@ -15,6 +15,7 @@ from console.power import services
 from console.power.models import PowerEvent
 from console.power.signals import power_state_changed
 from console.power.tasks import drive_task
+from console.tenancy.errors import Conflict
 from console.tenancy.models import AuditEntry, Tenant
 from scheduling.models import Node, Reservation
 from scheduling.services.reservations import reserve
@@ -189,3 +190,20 @@ def test_wake_boots_only_off_nodes_with_a_bmc(nodes, attach_bmc, redfish, django
     assert len(published) == 2 * 2  # the signal and the task, per node
     # and a second wish while they boot starts nothing
     assert services.wake([n.pk for n in nodes], reason="again") == []
+
+
+def test_no_power_on_while_powering_off_and_no_graceful_off_while_booting(nodes, attach_bmc):
+    node = nodes[0]
+    attach_bmc(node)
+    services.power_off(node.pk, actor=SYSTEM_ACTOR, reason="idle", enqueue=False)
+    with pytest.raises(Conflict) as refused:
+        services.power_on(node.pk, actor=SYSTEM_ACTOR, reason="too soon", enqueue=False)
+    assert refused.value.code == "power_in_progress"
+    Node.objects.filter(pk=node.pk).update(power_state=Node.Power.OFF)
+    services.power_on(node.pk, actor=SYSTEM_ACTOR, reason="needed", enqueue=False)
+    with pytest.raises(Conflict) as refused:
+        services.power_off(node.pk, actor=SYSTEM_ACTOR, reason="changed my mind", enqueue=False)
+    assert refused.value.code == "power_in_progress"
+    # forcing it off is still possible (a hung boot)
+    services.power_off(node.pk, actor=SYSTEM_ACTOR, reason="hung", force=True, enqueue=False)
+    assert Node.objects.get(pk=node.pk).power_state == Node.Power.POWERING_OFF

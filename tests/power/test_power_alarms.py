@@ -64,3 +64,19 @@ def test_a_node_that_goes_dark_while_on_alarms_even_after_it_is_marked_off_later
     up = {lid: LinkStatus(lid, up=True) for lid in lm.ends}
     cleared = engine.links(up, powered_off_links(fabric.pk, lm))
     assert {t.subject for t in cleared if t.action == "clear"} == links
+
+
+def test_a_node_booting_as_intended_raises_no_link_down_alarm_while_its_ports_come_up(attach_bmc):
+    fabric = make_fabric("alarm3", {"topology": "fat-tree", "nodes": 2, "node_type": "DGX-H100"})
+    lm = build_link_map(revision_graph(fabric.revision))
+    node, other = Node.objects.filter(fabric=fabric).order_by("pk")[:2]
+    attach_bmc(node)
+    # given a node that is off, then asked to boot (its HCA links are still down while it boots)
+    Node.objects.filter(pk=node.pk).update(power_state=Node.Power.OFF)
+    services.power_on(node.pk, actor=SYSTEM_ACTOR, reason="needed", enqueue=False)
+    assert Node.objects.get(pk=node.pk).power_state == Node.Power.POWERING_ON
+    links, other_links = lm.links_of_nodes({node.name}), lm.links_of_nodes({other.name})
+    down = links | other_links
+    statuses = {lid: LinkStatus(lid, up=lid not in down) for lid in lm.ends}
+    # then only the node that is on alarms
+    assert _down_alarms(AlarmEngine(), statuses, fabric, lm) == other_links
