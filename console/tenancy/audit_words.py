@@ -55,6 +55,15 @@ WORDINGS: dict[str, Wording] = {
         "{actor} changed the default patience of pool {object}",
     ),
     "node.state": ("{actor} set node {object} {state}", "{actor} changed the state of node {object}"),
+    "node.bmc_set": ("{actor} set the {object}",),
+    "node.power_on": ("{actor} powered on node {object}: {reason}", "{actor} powered on node {object}"),
+    "node.power_off": ("{actor} powered off node {object}: {reason}", "{actor} powered off node {object}"),
+    "node.power_settled": (
+        "{actor} reported node {object} {power_state}: {reason}",
+        "{actor} reported node {object} settled",
+    ),
+    "node.power_failed": ("a power action on node {object} failed: {reason}", "a power action on node {object} failed"),
+    "node.power": ("{actor} recorded node {object} as {power_state}", "{actor} recorded the power of node {object}"),
     "inventory.import": ("{actor} imported the node inventory",),
     "inventory.update_guids": ("{actor} updated the HCA port GUIDs of the inventory",),
     "quota.set": (
@@ -74,6 +83,7 @@ WORDINGS: dict[str, Wording] = {
     "reservation.reject": (f"{{actor}}'s {_RESERVATION} was refused: {{reason}}", f"{_RESERVATION} was refused"),
     "reservation.start": (f"{_SIZED} started", f"{_RESERVATION} started"),
     "reservation.ready": (f"{_SIZED} is ready", f"{_RESERVATION} is ready"),
+    "reservation.virtual_guids": (f"{{actor}} changed the virtual GUIDs (pod VFs) of {_RESERVATION}",),
     "reservation.extend": ("{actor} extended reservation {label} to {end} UTC", f"{{actor}} extended {_RESERVATION}"),
     "reservation.release": (f"{{actor}} released {_SIZED}", f"{{actor}} released {_RESERVATION}"),
     "reservation.released": (f"{_SIZED} was wound down", f"{_RESERVATION} was wound down"),

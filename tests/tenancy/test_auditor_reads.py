@@ -15,7 +15,7 @@ from django.test import Client
 
 from console.fabric.models import ChangeRequest
 from console.tenancy.models import Tenant
-from scheduling.models import Quota, Reservation
+from scheduling.models import Node, Quota, Reservation
 from tests.isolation import fill_route, url_routes
 from tests.live.fabric_fixtures import world  # noqa: F401
 
@@ -52,6 +52,9 @@ def params(world):  # noqa: F811
         "pkey": [f"{r.pkey:#x}" for r in (world["res_a"], world["res_b"]) if r.pkey],
         "guids": ["0002c90300000101"],
         "rest": ["resources/links"],
+        "node_id": [
+            str(pk) for pk in Node.objects.filter(fabric=fabric).order_by("pk").values_list("pk", flat=True)[:1]
+        ],
     }
 
 
