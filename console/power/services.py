@@ -29,17 +29,14 @@ from console.power.signals import power_state_changed
 from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Invalid, NotFound
-from designer.builtin_catalogue import default_catalogue
-from designer.catalogue import UnknownItemError
 from scheduling.models import Node, Reservation, ReservationAllocation
 from scheduling.services.locks import node_for_update
+from scheduling.services.power import node_boot_seconds
 
 log = logging.getLogger(__name__)
 
 #: slack on top of a node's boot time before a reservation's start (BIOS, fabric, P_Key)
 MARGIN = dt.timedelta(minutes=5)
-#: boot time assumed for a node type the catalogue does not know
-DEFAULT_BOOT_S = 600
 #: reservations that may still use their allocations (queued ones hold none)
 NEEDING = (*Reservation.HOLDING, Reservation.Status.REQUESTED, Reservation.Status.ENDING)
 
@@ -68,11 +65,8 @@ ACTIONS = ("on", "off", "force-off")
 
 
 def boot_time(node: Node) -> dt.timedelta:
-    """The node type's boot time from the catalogue (:data:`DEFAULT_BOOT_S` when unknown)."""
-    try:
-        return dt.timedelta(seconds=default_catalogue().node_type(node.node_type).boot_s)
-    except UnknownItemError:
-        return dt.timedelta(seconds=DEFAULT_BOOT_S)
+    """The node type's boot time from its fabric's design catalogue (as placement reads it)."""
+    return dt.timedelta(seconds=node_boot_seconds(node))
 
 
 def needing_reservations(node: Node, now: dt.datetime) -> list[int]:

@@ -44,7 +44,7 @@ from scheduling.placement.types import format_time
 from scheduling.services.locks import node_for_update
 from scheduling.services.publish import enqueue_queue_pass
 from scheduling.services.snapshots import Snapshot
-from scheduling.services.topology import NamedTopology, boot_of, shape_of_revision
+from scheduling.services.topology import DEFAULT_BOOT_S, NamedTopology, boot_of, shape_of_revision
 
 #: Sent after commit with ``node_ids``, ``reservation_ids`` and ``reason`` (see module docstring).
 power_wanted = Signal()
@@ -155,6 +155,13 @@ def _boot_seconds(fabric_ids: Iterable[int]) -> dict[int, Any]:
     """Per fabric, the shape carrying its catalogue's boot times."""
     rows = Fabric.objects.filter(pk__in=set(fabric_ids)).values_list("pk", "revision_id", "revision__created_at")
     return {pk: shape_of_revision(revision, created) for pk, revision, created in rows}
+
+
+def node_boot_seconds(node: Node) -> float:
+    """Boot seconds of ``node``'s type from its fabric's design catalogue (any spelling; the
+    default for unknown types): the one source placement and the power app share."""
+    shape = _boot_seconds([node.fabric_id]).get(node.fabric_id)
+    return boot_of(shape, node.node_type) if shape is not None else DEFAULT_BOOT_S
 
 
 def _waiting_nodes(reservations: list[Reservation], now: dt.datetime) -> dict[int, list[dict[str, Any]]]:
