@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from celery import current_app as celery_app
 from django.db import transaction
@@ -262,12 +263,42 @@ def reap_stuck(now: dt.datetime | None = None) -> list[int]:
     return reaped
 
 
+def check_address(driver: str, address: str) -> None:
+    """A BMC address carries no credentials: no ``user:password@`` (they would end up in logs and
+    audit rows, and bypass the encrypted password)."""
+    host = urlsplit(address).netloc if "//" in address else address
+    if "@" in host:
+        raise Invalid(
+            "a BMC address must not contain credentials (user:password@); set username and password instead",
+            code="bmc_address",
+            fields={"address": "no user:password@ in the address"},
+        )
+    if driver == Bmc.Driver.REDFISH and not address.startswith(("http://", "https://")):
+        raise Invalid(
+            "a Redfish BMC's address is a URL (https://host[:port])",
+            code="bmc_address",
+            fields={"address": "https://host[:port]"},
+        )
+
+
 def set_bmc(node_id: int, *, actor: Actor, data: dict[str, Any]) -> Bmc:
-    """Create or change a node's BMC; ``password`` is stored encrypted (absent: kept)."""
+    """Create or change a node's BMC; ``password`` is stored encrypted (absent: kept, unless the
+    driver or address changes: then the stored password must be entered again, or it would be
+    sent to a new, perhaps hostile, endpoint)."""
     with transaction.atomic():
         node = _locked(node_id)
         bmc = Bmc.objects.filter(node=node).first()
         before = audit.snapshot(bmc) if bmc is not None else None
+        driver = data.get("driver", bmc.driver if bmc is not None else Bmc.Driver.REDFISH)
+        address = data.get("address", bmc.address if bmc is not None else "")
+        check_address(driver, address)
+        moved = bmc is not None and (bmc.address, bmc.driver) != (address, driver)
+        if moved and bmc is not None and bmc.password_encrypted and not data.get("password"):
+            raise Invalid(
+                "changing a BMC's address or driver needs its password again",
+                code="password_required",
+                fields={"password": "required when the address or driver changes"},
+            )
         bmc = bmc or Bmc(node=node)
         for field in ("driver", "address", "username", "system_id", "verify_tls"):
             if field in data:
