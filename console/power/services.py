@@ -43,6 +43,8 @@ NEEDING = (*Reservation.HOLDING, Reservation.Status.REQUESTED, Reservation.Statu
 
 ON, OFF = Node.Power.ON, Node.Power.OFF
 POWERING_ON, POWERING_OFF, FAILED = Node.Power.POWERING_ON, Node.Power.POWERING_OFF, Node.Power.FAILED
+#: what a power task returns for a node deleted meanwhile
+GONE = "gone"
 
 
 class NodeNeeded(Conflict):
@@ -91,11 +93,17 @@ def _change(node: Node, to: str, *, actor: str, reason: str, intended: bool, now
     node.power_state, node.power_changed_at = to, now
     node.save(update_fields=["power_state", "power_changed_at"])
     node_id = node.pk
+
     transaction.on_commit(lambda: power_state_changed.send(sender=Node, node_id=node_id, state=to))
     return event
 
 
-DRIVE = "power.drive"
+DRIVE, POLL = "power.drive", "power.poll"
+#: seconds between two status reads of a transition (each read is its own short task)
+POLL_INTERVAL_S = 2.0
+
+#: ``requeue(node_id, action, deadline)``: read the BMC again later (the default publishes ``power.poll``)
+Requeue = Callable[[int, str, float], None]
 
 
 def _enqueue(node_id: int, action: str) -> None:
@@ -108,6 +116,14 @@ def _publish(node_id: int, action: str) -> None:
         celery_app.send_task(DRIVE, args=[node_id, action], ignore_result=True)
     except Exception:  # the row is committed; an operator retries (see docs/operations.md)
         log.exception("could not enqueue %s for node %s", DRIVE, node_id)
+
+
+def _publish_poll(node_id: int, action: str, deadline: float) -> None:
+    """Publish ``power.poll`` to run in :data:`POLL_INTERVAL_S` (lost: the reaper marks the node failed)."""
+    try:
+        celery_app.send_task(POLL, args=[node_id, action, deadline], countdown=POLL_INTERVAL_S, ignore_result=True)
+    except Exception:
+        log.exception("could not enqueue %s for node %s", POLL, node_id)
 
 
 def _bmc_of(node: Node) -> Bmc:
@@ -194,46 +210,85 @@ def _locked(node_id: int) -> Node:
         raise NotFound("no such node") from exc
 
 
-def drive(
-    node_id: int,
-    action: str,
-    *,
-    timeout_s: float | None = None,
-    interval_s: float = 0.5,
-    clock: Callable[[], float] = time.monotonic,
-) -> str:
-    """The task's body: send ``action`` to the node's BMC, poll its status until it reports the
-    target, then record ``on``/``off``; an error or no answer within ``timeout_s`` (default: the
-    boot time plus margin) records ``failed`` (not intended). Idempotent: a node no longer in the
-    matching transition (a newer action superseded this one) is left alone. Returns the state."""
+def drive(node_id: int, action: str, *, timeout_s: float | None = None, requeue: Requeue | None = None) -> str:
+    """The ``power.drive`` task's body: send ``action`` to the node's BMC, then :func:`poll` once
+    (which re-queues itself until the BMC reports the target or the deadline passes: the node
+    type's boot time plus margin from the ``powering-*`` change, or ``timeout_s``). A BMC error
+    records ``failed`` (not intended). Idempotent: a node no longer in the matching transition (a
+    newer action superseded this one, the reaper gave up) is left alone. Returns the state."""
     act = Action(action)
     expected = POWERING_ON if act.target == ON else POWERING_OFF
-    node = Node.objects.get(pk=node_id)
-    if node.power_state != expected:
-        return node.power_state
+    node = Node.objects.filter(pk=node_id).first()
+    if node is None or node.power_state != expected:
+        return node.power_state if node is not None else GONE
     limit = timeout_s if timeout_s is not None else (boot_time(node) + MARGIN).total_seconds()
+    began = node.power_changed_at or timezone.now()
+    deadline = began.timestamp() + limit
     try:
         driver = driver_for(_bmc_of(node))
         {"on": driver.power_on, "off": driver.graceful_off, "force-off": driver.force_off}[act.name]()
-        deadline = clock() + limit
-        seen = driver.status()
-        while seen != act.target and clock() < deadline:
-            time.sleep(interval_s)
-            seen = driver.status()
     except (BmcError, Invalid) as exc:
         return _settle(node_id, expected, FAILED, f"{act.name}: {exc}")
-    if seen != act.target:
-        return _settle(node_id, expected, FAILED, f"{act.name}: the BMC still reports {seen!r} after {limit:.0f} s")
-    # the HCAs go dark with the host and come up as it boots (a lab fabric: its cables in ibsim)
-    lab.set_links(node, up=act.target == ON, actor=Actor.system("bmc"))
-    return _settle(node_id, expected, act.target, f"the BMC reports {seen}")
+    return poll(node_id, action, deadline, requeue=requeue)
+
+
+def poll(node_id: int, action: str, deadline: float, *, requeue: Requeue | None = None) -> str:
+    """One status read of a transition (the ``power.poll`` task's body, and :func:`drive`'s
+    first): the target reached records ``on``/``off``; past ``deadline`` (epoch seconds)
+    ``failed``; else ``requeue`` reads again later. A node the reaper already gave up on
+    (``failed`` from this transition) still has a late answer recorded. Returns the state."""
+    act = Action(action)
+    expected = POWERING_ON if act.target == ON else POWERING_OFF
+    node = Node.objects.filter(pk=node_id).first()
+    if node is None:
+        return GONE
+    late = node.power_state == FAILED and _gave_up_on(node, expected)
+    if node.power_state != expected and not late:
+        return node.power_state
+    try:
+        seen = driver_for(_bmc_of(node)).status()
+    except (BmcError, Invalid) as exc:
+        return node.power_state if late else _settle(node_id, expected, FAILED, f"{act.name}: {exc}")
+    if seen == act.target:
+        # the HCAs go dark with the host and come up as it boots (a lab fabric: its cables in ibsim)
+        lab.set_links(node, up=act.target == ON, actor=Actor.system("bmc"))
+        return _settle(node_id, expected, act.target, f"the BMC reports {seen}")
+    if late:
+        return node.power_state
+    if time.time() >= deadline:
+        return _settle(node_id, expected, FAILED, f"{act.name}: the BMC still reports {seen!r} at the deadline")
+    (requeue or _publish_poll)(node_id, action, deadline)
+    return expected
+
+
+def interrupted(node_id: int, action: str, deadline: float | None, *, requeue: Requeue | None = None) -> str:
+    """A ``power.*`` task hit its soft time limit (a BMC call that hung): read again later while
+    the deadline is ahead, else record ``failed``."""
+    act = Action(action)
+    expected = POWERING_ON if act.target == ON else POWERING_OFF
+    if deadline is not None and time.time() < deadline:
+        (requeue or _publish_poll)(node_id, action, deadline)
+        return expected
+    return _settle(node_id, expected, FAILED, f"{act.name}: the BMC did not answer within the task's time limit")
+
+
+def _gave_up_on(node: Node, expected: str) -> bool:
+    """``node`` is ``failed`` because its transition from ``expected`` was given up (the reaper,
+    a missed deadline): a BMC answer now is late, not unrelated."""
+    last = PowerEvent.objects.filter(node=node).order_by("-at", "-pk").first()
+    return last is not None and last.from_state == expected and last.to_state == FAILED
 
 
 def _settle(node_id: int, expected: str, to: str, reason: str) -> str:
+    """Record the end of the transition from ``expected`` (``to``: ``on``/``off``/``failed``); a
+    BMC answer after the transition was given up (``failed``) is recorded too, as a late one."""
     with transaction.atomic():
         node = node_for_update(node_id)
-        if node.power_state != expected:
+        late = to != FAILED and node.power_state == FAILED and _gave_up_on(node, expected)
+        if node.power_state != expected and not late:
             return node.power_state
+        if late:
+            reason = f"late answer after the transition was given up: {reason}"
         _change(node, to, actor="bmc", reason=reason, intended=to != FAILED, now=timezone.now())
         action = "node.power_failed" if to == FAILED else "node.power_settled"
         audit.record(Actor.system("bmc"), action, node, after={"power_state": to, "reason": reason})

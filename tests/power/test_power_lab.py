@@ -29,7 +29,7 @@ from scheduling.services import inventory, queue, quotas
 from scheduling.services.reservations import ReservationRequest
 from tests.fabric import lab_fixtures
 from tests.fabric.conftest import requires_lab
-from tests.power.conftest import SYSTEM_ACTOR, emulator_power
+from tests.power.conftest import SYSTEM_ACTOR, drive_to_end, emulator_power
 
 lab_data_dir = lab_fixtures.lab_data_dir
 lab_fabric = lab_fixtures.lab_fabric
@@ -73,13 +73,13 @@ def test_powered_off_node_has_its_ports_down_and_active_again_after_boot(lab_fab
     assert len(ends) == 8 and _states(lab, ends) == ["Active"] * 8
     # when it is powered off and the BMC reports it off
     services.power_off(node.pk, actor=SYSTEM_ACTOR, reason="idle", enqueue=False)
-    assert services.drive(node.pk, "off") == "off"
+    assert drive_to_end(node.pk, "off") == "off"
     assert emulator_power(redfish, bmc) == "Off"
     # then every leaf port it was cabled to is down
     assert _until(lambda: _states(lab, ends), ["Down"] * 8) == ["Down"] * 8
     # when it is powered on again, its ports come back Active (OpenSM brings them up)
     services.power_on(node.pk, actor=SYSTEM_ACTOR, reason="needed", enqueue=False)
-    assert services.drive(node.pk, "on") == "on"
+    assert drive_to_end(node.pk, "on") == "on"
     assert _until(lambda: _states(lab, ends), ["Active"] * 8, seconds=60) == ["Active"] * 8
 
 
@@ -96,7 +96,7 @@ def test_a_reservation_on_an_off_node_boots_it_through_its_bmc_and_is_ready_with
     node = Node.objects.get(fabric=fabric, name="su01-n05")
     bmc = attach_bmc(node)
     services.power_off(node.pk, actor=SYSTEM_ACTOR, reason="idle", enqueue=False)
-    assert services.drive(node.pk, "off") == "off"
+    assert drive_to_end(node.pk, "off") == "off"
     ends = _leaf_ends(fabric, lab, node)  # the leaves answer while the node is dark
     pool = Pool.objects.create(fabric=fabric, name="one-node")
     pool.nodes.set([node])
@@ -117,7 +117,7 @@ def test_a_reservation_on_an_off_node_boots_it_through_its_bmc_and_is_ready_with
     assert node.power_state == Node.Power.POWERING_ON and drives == [(node.pk, "on")]
     # when the worker carries the task out: the BMC reports on, scheduling asks for a reconcile
     with django_capture_on_commit_callbacks(execute=True):
-        assert services.drive(node.pk, "on") == "on"
+        assert drive_to_end(node.pk, "on") == "on"
     assert emulator_power(redfish, bmc) == "On"
     assert fabric.pk in reconciles
     assert _until(lambda: _states(lab, ends), ["Active"] * 8, seconds=60) == ["Active"] * 8
