@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,6 +31,7 @@ from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Invalid, NotFound
 from scheduling.models import Node, Reservation, ReservationAllocation
+from scheduling.services import notices
 from scheduling.services.locks import node_for_update
 from scheduling.services.power import node_boot_seconds
 
@@ -94,7 +95,12 @@ def _change(node: Node, to: str, *, actor: str, reason: str, intended: bool, now
     node.save(update_fields=["power_state", "power_changed_at"])
     node_id = node.pk
 
-    transaction.on_commit(lambda: power_state_changed.send(sender=Node, node_id=node_id, state=to))
+    def tell() -> None:  # robustly: the state is committed; a receiver's failure is logged
+        for receiver, answer in power_state_changed.send_robust(sender=Node, node_id=node_id, state=to):
+            if isinstance(answer, Exception):
+                log.error("power_state_changed receiver %r failed", receiver, exc_info=answer)
+
+    transaction.on_commit(tell, robust=True)
     return event
 
 
@@ -187,19 +193,57 @@ def power_off(node_id: int, *, actor: Actor, reason: str = "", force: bool = Fal
     return node
 
 
-def wake(node_ids: list[int], *, reason: str, actor: Actor | None = None) -> list[int]:
-    """Power on those of ``node_ids`` that are off or failed and have a BMC (for reservations
-    waiting on them: a receiver of scheduling's ``power_wanted`` calls this); nodes already on or
-    booting, or without a BMC, are skipped. Returns the nodes it started booting."""
+#: A failed node that waiting reservations need is powered on again at most this many times, the
+#: n-th retry WAKE_BACKOFF_S · 2^(n-1) after the last failure; then it stays failed (an operator's
+#: turn) and each waiting reservation hears of it once (``reservation.fabric_fault``, node_down).
+WAKE_RETRIES = 2
+WAKE_BACKOFF_S = 60.0
+
+
+def failed_boots(node: Node) -> tuple[int, int | None]:
+    """Power-ons of ``node`` that ended ``failed`` since it was last on, and the last one's event."""
+    count, last = 0, None
+    history = PowerEvent.objects.filter(node=node).order_by("-at", "-pk").values_list("pk", "from_state", "to_state")
+    for pk, from_state, to_state in history[:100]:
+        if to_state == ON:
+            break
+        if from_state == POWERING_ON and to_state == FAILED:
+            count, last = count + 1, last or pk
+    return count, last
+
+
+def wake(
+    node_ids: list[int],
+    *,
+    reason: str,
+    reservation_ids: Iterable[int] = (),
+    actor: Actor | None = None,
+    now: dt.datetime | None = None,
+) -> list[int]:
+    """Power on those of ``node_ids`` that are off or failed and have a BMC (for the reservations
+    ``reservation_ids`` waiting on them: a receiver of scheduling's ``power_wanted`` calls this);
+    nodes already on or booting, or without a BMC, are skipped, and so is a failed node whose
+    retries (:data:`WAKE_RETRIES`, with backoff) are used up or not due yet: once used up, the
+    reservations are told. Returns the nodes it started booting."""
     actor = actor or Actor.system("scheduling")
+    now = now or timezone.now()
     started: list[int] = []
     candidates = Node.objects.filter(pk__in=node_ids, power_state__in=(OFF, FAILED), bmc__isnull=False)
-    for node_id in candidates.order_by("pk").values_list("pk", flat=True):
+    for node in candidates.order_by("pk"):
+        failures, failure = failed_boots(node) if node.power_state == FAILED else (0, None)
+        if failures > WAKE_RETRIES and failure is not None:
+            with transaction.atomic():
+                notices.power_failed(reservation_ids, node, failures, failure)
+            continue
+        since = node.power_changed_at
+        if failures and since is not None and now < since + dt.timedelta(seconds=WAKE_BACKOFF_S * 2 ** (failures - 1)):
+            continue
+        why = reason if not failures else f"{reason}; retry {failures} of {WAKE_RETRIES} after a failed power-on"
         try:
-            power_on(node_id, actor=actor, reason=reason)
+            power_on(node.pk, actor=actor, reason=why)
         except (Conflict, Invalid):  # it changed meanwhile (another wake, an operator)
             continue
-        started.append(node_id)
+        started.append(node.pk)
     return started
 
 
