@@ -6,8 +6,9 @@ The seam with the power app (``console/power``, which drives the BMCs):
   keys), ``reservation_ids`` and ``reason`` (``grant`` or ``start``) when a granted reservation
   needs nodes that are off: at the grant when booting from now would barely make its start, else
   by the periodic tick once the start comes within the nodes' boot time plus margin
-  (:func:`wake_due`), again on every tick while a node is still reported off: the power app
-  connects a receiver that powers them on, and ignores a node it is already booting.
+  (:func:`wake_due`), again on every tick while a node is still reported off or failed: the
+  power app connects a receiver that powers them on, ignores a node it is already booting, and
+  retries a failed one twice with backoff before it tells the reservations.
 - :func:`powered_on` and :func:`powered_off`, which the power app calls (through its
   ``power_state_changed`` signal, after it recorded the state and its power event) when a node
   settles: on, the reservations whose last node it was reconcile (the partition enters the
