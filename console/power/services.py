@@ -14,9 +14,10 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from celery import current_app as celery_app
 from django.db import transaction
@@ -30,6 +31,7 @@ from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Invalid, NotFound
 from scheduling.models import Node, Reservation, ReservationAllocation
+from scheduling.services import notices
 from scheduling.services.locks import node_for_update
 from scheduling.services.power import node_boot_seconds
 
@@ -42,6 +44,8 @@ NEEDING = (*Reservation.HOLDING, Reservation.Status.REQUESTED, Reservation.Statu
 
 ON, OFF = Node.Power.ON, Node.Power.OFF
 POWERING_ON, POWERING_OFF, FAILED = Node.Power.POWERING_ON, Node.Power.POWERING_OFF, Node.Power.FAILED
+#: what a power task returns for a node deleted meanwhile
+GONE = "gone"
 
 
 class NodeNeeded(Conflict):
@@ -90,11 +94,22 @@ def _change(node: Node, to: str, *, actor: str, reason: str, intended: bool, now
     node.power_state, node.power_changed_at = to, now
     node.save(update_fields=["power_state", "power_changed_at"])
     node_id = node.pk
-    transaction.on_commit(lambda: power_state_changed.send(sender=Node, node_id=node_id, state=to))
+
+    def tell() -> None:  # robustly: the state is committed; a receiver's failure is logged
+        for receiver, answer in power_state_changed.send_robust(sender=Node, node_id=node_id, state=to):
+            if isinstance(answer, Exception):
+                log.error("power_state_changed receiver %r failed", receiver, exc_info=answer)
+
+    transaction.on_commit(tell, robust=True)
     return event
 
 
-DRIVE = "power.drive"
+DRIVE, POLL = "power.drive", "power.poll"
+#: seconds between two status reads of a transition (each read is its own short task)
+POLL_INTERVAL_S = 2.0
+
+#: ``requeue(node_id, action, deadline)``: read the BMC again later (the default publishes ``power.poll``)
+Requeue = Callable[[int, str, float], None]
 
 
 def _enqueue(node_id: int, action: str) -> None:
@@ -107,6 +122,14 @@ def _publish(node_id: int, action: str) -> None:
         celery_app.send_task(DRIVE, args=[node_id, action], ignore_result=True)
     except Exception:  # the row is committed; an operator retries (see docs/operations.md)
         log.exception("could not enqueue %s for node %s", DRIVE, node_id)
+
+
+def _publish_poll(node_id: int, action: str, deadline: float) -> None:
+    """Publish ``power.poll`` to run in :data:`POLL_INTERVAL_S` (lost: the reaper marks the node failed)."""
+    try:
+        celery_app.send_task(POLL, args=[node_id, action, deadline], countdown=POLL_INTERVAL_S, ignore_result=True)
+    except Exception:
+        log.exception("could not enqueue %s for node %s", POLL, node_id)
 
 
 def _bmc_of(node: Node) -> Bmc:
@@ -170,19 +193,57 @@ def power_off(node_id: int, *, actor: Actor, reason: str = "", force: bool = Fal
     return node
 
 
-def wake(node_ids: list[int], *, reason: str, actor: Actor | None = None) -> list[int]:
-    """Power on those of ``node_ids`` that are off or failed and have a BMC (for reservations
-    waiting on them: a receiver of scheduling's ``power_wanted`` calls this); nodes already on or
-    booting, or without a BMC, are skipped. Returns the nodes it started booting."""
+#: A failed node that waiting reservations need is powered on again at most this many times, the
+#: n-th retry WAKE_BACKOFF_S · 2^(n-1) after the last failure; then it stays failed (an operator's
+#: turn) and each waiting reservation hears of it once (``reservation.fabric_fault``, node_down).
+WAKE_RETRIES = 2
+WAKE_BACKOFF_S = 60.0
+
+
+def failed_boots(node: Node) -> tuple[int, int | None]:
+    """Power-ons of ``node`` that ended ``failed`` since it was last on, and the last one's event."""
+    count, last = 0, None
+    history = PowerEvent.objects.filter(node=node).order_by("-at", "-pk").values_list("pk", "from_state", "to_state")
+    for pk, from_state, to_state in history[:100]:
+        if to_state == ON:
+            break
+        if from_state == POWERING_ON and to_state == FAILED:
+            count, last = count + 1, last or pk
+    return count, last
+
+
+def wake(
+    node_ids: list[int],
+    *,
+    reason: str,
+    reservation_ids: Iterable[int] = (),
+    actor: Actor | None = None,
+    now: dt.datetime | None = None,
+) -> list[int]:
+    """Power on those of ``node_ids`` that are off or failed and have a BMC (for the reservations
+    ``reservation_ids`` waiting on them: a receiver of scheduling's ``power_wanted`` calls this);
+    nodes already on or booting, or without a BMC, are skipped, and so is a failed node whose
+    retries (:data:`WAKE_RETRIES`, with backoff) are used up or not due yet: once used up, the
+    reservations are told. Returns the nodes it started booting."""
     actor = actor or Actor.system("scheduling")
+    now = now or timezone.now()
     started: list[int] = []
     candidates = Node.objects.filter(pk__in=node_ids, power_state__in=(OFF, FAILED), bmc__isnull=False)
-    for node_id in candidates.order_by("pk").values_list("pk", flat=True):
+    for node in candidates.order_by("pk"):
+        failures, failure = failed_boots(node) if node.power_state == FAILED else (0, None)
+        if failures > WAKE_RETRIES and failure is not None:
+            with transaction.atomic():
+                notices.power_failed(reservation_ids, node, failures, failure)
+            continue
+        since = node.power_changed_at
+        if failures and since is not None and now < since + dt.timedelta(seconds=WAKE_BACKOFF_S * 2 ** (failures - 1)):
+            continue
+        why = reason if not failures else f"{reason}; retry {failures} of {WAKE_RETRIES} after a failed power-on"
         try:
-            power_on(node_id, actor=actor, reason=reason)
+            power_on(node.pk, actor=actor, reason=why)
         except (Conflict, Invalid):  # it changed meanwhile (another wake, an operator)
             continue
-        started.append(node_id)
+        started.append(node.pk)
     return started
 
 
@@ -193,46 +254,85 @@ def _locked(node_id: int) -> Node:
         raise NotFound("no such node") from exc
 
 
-def drive(
-    node_id: int,
-    action: str,
-    *,
-    timeout_s: float | None = None,
-    interval_s: float = 0.5,
-    clock: Callable[[], float] = time.monotonic,
-) -> str:
-    """The task's body: send ``action`` to the node's BMC, poll its status until it reports the
-    target, then record ``on``/``off``; an error or no answer within ``timeout_s`` (default: the
-    boot time plus margin) records ``failed`` (not intended). Idempotent: a node no longer in the
-    matching transition (a newer action superseded this one) is left alone. Returns the state."""
+def drive(node_id: int, action: str, *, timeout_s: float | None = None, requeue: Requeue | None = None) -> str:
+    """The ``power.drive`` task's body: send ``action`` to the node's BMC, then :func:`poll` once
+    (which re-queues itself until the BMC reports the target or the deadline passes: the node
+    type's boot time plus margin from the ``powering-*`` change, or ``timeout_s``). A BMC error
+    records ``failed`` (not intended). Idempotent: a node no longer in the matching transition (a
+    newer action superseded this one, the reaper gave up) is left alone. Returns the state."""
     act = Action(action)
     expected = POWERING_ON if act.target == ON else POWERING_OFF
-    node = Node.objects.get(pk=node_id)
-    if node.power_state != expected:
-        return node.power_state
+    node = Node.objects.filter(pk=node_id).first()
+    if node is None or node.power_state != expected:
+        return node.power_state if node is not None else GONE
     limit = timeout_s if timeout_s is not None else (boot_time(node) + MARGIN).total_seconds()
+    began = node.power_changed_at or timezone.now()
+    deadline = began.timestamp() + limit
     try:
         driver = driver_for(_bmc_of(node))
         {"on": driver.power_on, "off": driver.graceful_off, "force-off": driver.force_off}[act.name]()
-        deadline = clock() + limit
-        seen = driver.status()
-        while seen != act.target and clock() < deadline:
-            time.sleep(interval_s)
-            seen = driver.status()
     except (BmcError, Invalid) as exc:
         return _settle(node_id, expected, FAILED, f"{act.name}: {exc}")
-    if seen != act.target:
-        return _settle(node_id, expected, FAILED, f"{act.name}: the BMC still reports {seen!r} after {limit:.0f} s")
-    # the HCAs go dark with the host and come up as it boots (a lab fabric: its cables in ibsim)
-    lab.set_links(node, up=act.target == ON, actor=Actor.system("bmc"))
-    return _settle(node_id, expected, act.target, f"the BMC reports {seen}")
+    return poll(node_id, action, deadline, requeue=requeue)
+
+
+def poll(node_id: int, action: str, deadline: float, *, requeue: Requeue | None = None) -> str:
+    """One status read of a transition (the ``power.poll`` task's body, and :func:`drive`'s
+    first): the target reached records ``on``/``off``; past ``deadline`` (epoch seconds)
+    ``failed``; else ``requeue`` reads again later. A node the reaper already gave up on
+    (``failed`` from this transition) still has a late answer recorded. Returns the state."""
+    act = Action(action)
+    expected = POWERING_ON if act.target == ON else POWERING_OFF
+    node = Node.objects.filter(pk=node_id).first()
+    if node is None:
+        return GONE
+    late = node.power_state == FAILED and _gave_up_on(node, expected)
+    if node.power_state != expected and not late:
+        return node.power_state
+    try:
+        seen = driver_for(_bmc_of(node)).status()
+    except (BmcError, Invalid) as exc:
+        return node.power_state if late else _settle(node_id, expected, FAILED, f"{act.name}: {exc}")
+    if seen == act.target:
+        # the HCAs go dark with the host and come up as it boots (a lab fabric: its cables in ibsim)
+        lab.set_links(node, up=act.target == ON, actor=Actor.system("bmc"))
+        return _settle(node_id, expected, act.target, f"the BMC reports {seen}")
+    if late:
+        return node.power_state
+    if time.time() >= deadline:
+        return _settle(node_id, expected, FAILED, f"{act.name}: the BMC still reports {seen!r} at the deadline")
+    (requeue or _publish_poll)(node_id, action, deadline)
+    return expected
+
+
+def interrupted(node_id: int, action: str, deadline: float | None, *, requeue: Requeue | None = None) -> str:
+    """A ``power.*`` task hit its soft time limit (a BMC call that hung): read again later while
+    the deadline is ahead, else record ``failed``."""
+    act = Action(action)
+    expected = POWERING_ON if act.target == ON else POWERING_OFF
+    if deadline is not None and time.time() < deadline:
+        (requeue or _publish_poll)(node_id, action, deadline)
+        return expected
+    return _settle(node_id, expected, FAILED, f"{act.name}: the BMC did not answer within the task's time limit")
+
+
+def _gave_up_on(node: Node, expected: str) -> bool:
+    """``node`` is ``failed`` because its transition from ``expected`` was given up (the reaper,
+    a missed deadline): a BMC answer now is late, not unrelated."""
+    last = PowerEvent.objects.filter(node=node).order_by("-at", "-pk").first()
+    return last is not None and last.from_state == expected and last.to_state == FAILED
 
 
 def _settle(node_id: int, expected: str, to: str, reason: str) -> str:
+    """Record the end of the transition from ``expected`` (``to``: ``on``/``off``/``failed``); a
+    BMC answer after the transition was given up (``failed``) is recorded too, as a late one."""
     with transaction.atomic():
         node = node_for_update(node_id)
-        if node.power_state != expected:
+        late = to != FAILED and node.power_state == FAILED and _gave_up_on(node, expected)
+        if node.power_state != expected and not late:
             return node.power_state
+        if late:
+            reason = f"late answer after the transition was given up: {reason}"
         _change(node, to, actor="bmc", reason=reason, intended=to != FAILED, now=timezone.now())
         action = "node.power_failed" if to == FAILED else "node.power_settled"
         audit.record(Actor.system("bmc"), action, node, after={"power_state": to, "reason": reason})
@@ -262,12 +362,42 @@ def reap_stuck(now: dt.datetime | None = None) -> list[int]:
     return reaped
 
 
+def check_address(driver: str, address: str) -> None:
+    """A BMC address carries no credentials: no ``user:password@`` (they would end up in logs and
+    audit rows, and bypass the encrypted password)."""
+    host = urlsplit(address).netloc if "//" in address else address
+    if "@" in host:
+        raise Invalid(
+            "a BMC address must not contain credentials (user:password@); set username and password instead",
+            code="bmc_address",
+            fields={"address": "no user:password@ in the address"},
+        )
+    if driver == Bmc.Driver.REDFISH and not address.startswith(("http://", "https://")):
+        raise Invalid(
+            "a Redfish BMC's address is a URL (https://host[:port])",
+            code="bmc_address",
+            fields={"address": "https://host[:port]"},
+        )
+
+
 def set_bmc(node_id: int, *, actor: Actor, data: dict[str, Any]) -> Bmc:
-    """Create or change a node's BMC; ``password`` is stored encrypted (absent: kept)."""
+    """Create or change a node's BMC; ``password`` is stored encrypted (absent: kept, unless the
+    driver or address changes: then the stored password must be entered again, or it would be
+    sent to a new, perhaps hostile, endpoint)."""
     with transaction.atomic():
         node = _locked(node_id)
         bmc = Bmc.objects.filter(node=node).first()
         before = audit.snapshot(bmc) if bmc is not None else None
+        driver = data.get("driver", bmc.driver if bmc is not None else Bmc.Driver.REDFISH)
+        address = data.get("address", bmc.address if bmc is not None else "")
+        check_address(driver, address)
+        moved = bmc is not None and (bmc.address, bmc.driver) != (address, driver)
+        if moved and bmc is not None and bmc.password_encrypted and not data.get("password"):
+            raise Invalid(
+                "changing a BMC's address or driver needs its password again",
+                code="password_required",
+                fields={"password": "required when the address or driver changes"},
+            )
         bmc = bmc or Bmc(node=node)
         for field in ("driver", "address", "username", "system_id", "verify_tls"):
             if field in data:

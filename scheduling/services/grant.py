@@ -52,10 +52,11 @@ def grant(
     reservation.pkey_live = True
     reservation.sl = service_level(pool.fabric_id, reservation.priority_class)
     reservation.placement = named.describe(placement)
-    waits_for = power.grant_note(named, placement, now)  # nodes not on yet: booted (power_wanted)
+    waits_for, wake = power.grant_note(named, placement, now)  # nodes not on yet: booted (power_wanted)
     if waits_for is not None:
         reservation.placement["power"] = waits_for
     reservation.save()
+    power.wake_at_grant(wake, reservation.pk)
     ReservationAllocation.objects.bulk_create(
         [
             ReservationAllocation(

@@ -123,3 +123,24 @@ def node_failed(node: Node) -> int:
         "opened_at": iso(now),
     }
     return fabric_fault(set(holding), fault)
+
+
+def power_failed(reservation_ids: Iterable[int], node: Node, attempts: int, failure_id: int) -> int:
+    """``reservation.fabric_fault`` (kind ``node_down``) for the waiting reservations that need
+    ``node``, which failed to power on ``attempts`` times and is not retried any more: once per
+    reservation and failure (``failure_id``, the power event; the dedupe key). Returns how many
+    were sent."""
+    since = node.power_changed_at or timezone.now()
+    fault = {
+        "kind": "node_down",
+        "severity": "critical",
+        "message": f"node {node.name} failed to power on {attempts} times; an operator must repair it",
+        "opened_at": iso(since),
+    }
+    waiting = Reservation.objects.filter(pk__in=list(reservation_ids), status__in=(S.PLACED, S.PROVISIONING))
+    count = 0
+    for reservation in waiting.select_related("pool").order_by("pk"):
+        key = f"power-failed:{reservation.pk}:{failure_id}"
+        notify(reservation, "reservation.fabric_fault", dedupe_key=key, fault=fault)
+        count += 1
+    return count

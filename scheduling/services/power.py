@@ -6,14 +6,17 @@ The seam with the power app (``console/power``, which drives the BMCs):
   keys), ``reservation_ids`` and ``reason`` (``grant`` or ``start``) when a granted reservation
   needs nodes that are off: at the grant when booting from now would barely make its start, else
   by the periodic tick once the start comes within the nodes' boot time plus margin
-  (:func:`wake_due`), again on every tick while a node is still reported off: the power app
-  connects a receiver that powers them on, and ignores a node it is already booting.
-- :func:`node_power_changed`, which the power app calls when a BMC reports a state: it records
-  ``Node.power_state``/``power_changed_at`` (audited) and, when the last node of a reservation
-  waiting for power is on, asks for a reconcile: the reservation's partition enters the fabric's
-  desired state only then (:func:`.lifecycle.desired_partitions`), and the reservation becomes
-  ``ready`` when the pipeline verified its P_Key on the ports (:func:`.lifecycle.fabric_verified`,
-  which also checks every node is on). Idempotent: a repeated report changes nothing.
+  (:func:`wake_due`), again on every tick while a node is still reported off or failed: the
+  power app connects a receiver that powers them on, ignores a node it is already booting, and
+  retries a failed one twice with backoff before it tells the reservations.
+- :func:`powered_on` and :func:`powered_off`, which the power app calls (through its
+  ``power_state_changed`` signal, after it recorded the state and its power event) when a node
+  settles: on, the reservations whose last node it was reconcile (the partition enters the
+  fabric's desired state only then, :func:`.lifecycle.desired_partitions`, and the reservation
+  becomes ``ready`` when the pipeline verified its P_Key on the ports,
+  :func:`.lifecycle.fabric_verified`, which also checks every node is on); off or failed, the
+  fabric reconciles (its ports are down) and reservations waiting on it have it booted.
+  The power app is the one writer of ``Node.power_state``.
 
 Placement (:func:`fit_for`, :func:`apply_fit`, :func:`explain`) builds the pure
 :class:`~scheduling.placement.powerfit.PowerFit` of a decision from the nodes that are not on;
@@ -23,6 +26,7 @@ Placement (:func:`fit_for`, :func:`apply_fit`, :func:`explain`) builds the pure
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import math
 from collections import defaultdict
 from collections.abc import Iterable
@@ -35,17 +39,15 @@ from django.utils import timezone
 
 from console.fabric.models import Fabric
 from console.fabric.services import enqueue_reconcile
-from console.tenancy import audit
-from console.tenancy.context import Actor
 from scheduling.models import Node, Pool, Reservation, ReservationAllocation
 from scheduling.placement import Placement, PlacementEngine, PoweredInTime, Rejection, RejectReason, Request
 from scheduling.placement.powerfit import BOOT_MARGIN_S, NodePower, PowerFit, ready_at
 from scheduling.placement.types import format_time
-from scheduling.services.locks import node_for_update
 from scheduling.services.publish import enqueue_queue_pass
 from scheduling.services.snapshots import Snapshot
 from scheduling.services.topology import DEFAULT_BOOT_S, NamedTopology, boot_of, shape_of_revision
 
+log = logging.getLogger(__name__)
 #: Sent after commit with ``node_ids``, ``reservation_ids`` and ``reason`` (see module docstring).
 power_wanted = Signal()
 #: Wake nodes this long before booting from now would only just make the start (the tick runs
@@ -57,7 +59,11 @@ ON = Node.Power.ON
 #: The rejection code when only nodes that are off (or failed) stand in the way.
 POWERED_OFF = "powered_off"
 PERMANENT = (RejectReason.NO_ELIGIBLE_NODES, RejectReason.TOO_LARGE)
+#: Not booting yet: placement counts them bootable in time (a node powering off finishes, then
+#: boots, which :func:`powered_off` starts as soon as it is off).
 NOT_BOOTABLE = (Node.Power.OFF, Node.Power.POWERING_OFF)
+#: What :func:`wake_due` asks the power app to boot (a failed node: a bounded retry there).
+WAKEABLE = (*NOT_BOOTABLE, Node.Power.FAILED)
 
 
 # ---------------------------------------------------------------- placement
@@ -115,9 +121,10 @@ def explain(fit: PowerFit, engine: PlacementEngine, request: Request, rejection:
     return Rejection(reason, message, {**rejection.details, **details})
 
 
-def grant_note(named: NamedTopology, placement: Placement, now: dt.datetime) -> dict[str, Any] | None:
-    """What a granted placement waits for (``placement["power"]``): ``None`` when all its nodes
-    are on."""
+def grant_note(named: NamedTopology, placement: Placement, now: dt.datetime) -> tuple[dict[str, Any] | None, list[int]]:
+    """What a granted placement waits for (``placement["power"]``: ``None`` when all its nodes
+    are on), and the nodes to boot right away because booting from now only just makes the start
+    (the caller passes them to :func:`wake_at_grant` once the reservation has its id)."""
     pks = [named.node_pks[n] for n in placement.node_ids]
     index = {pk: n for n, pk in zip(placement.node_ids, pks, strict=True)}
     rows = Node.objects.filter(pk__in=pks).exclude(power_state=ON).order_by()
@@ -126,26 +133,39 @@ def grant_note(named: NamedTopology, placement: Placement, now: dt.datetime) -> 
         for pk, state, since in rows.values_list("pk", "power_state", "power_changed_at")
     }
     if not power:
-        return None
+        return None, []
     fit = PowerFit(named.topology, now.timestamp(), placement.start, power)
     note = fit.placement_note(placement.node_ids)
     if note is None:
-        return None
+        return None, []
     note["ready_by"] = dt.datetime.fromtimestamp(note["ready_by"], dt.UTC).isoformat()
     if any(power[n].state in NOT_BOOTABLE and fit.ready[n] + WAKE_SLACK_S >= placement.start for n in power):
-        wake = [named.node_pks[n] for n in power if power[n].state in NOT_BOOTABLE]
         note["woken"] = True
-        _send_after_commit(wake, [], "grant")
-    return note
+        return note, sorted(named.node_pks[n] for n in power if power[n].state in NOT_BOOTABLE)
+    return note, []
+
+
+def wake_at_grant(node_ids: list[int], reservation_id: int) -> None:
+    """After commit, :data:`power_wanted` (reason ``grant``) for the nodes :func:`grant_note`
+    wants booted now, naming the reservation that needs them."""
+    if node_ids:
+        _send_after_commit(node_ids, [reservation_id], "grant")
 
 
 def _send_after_commit(node_ids: list[int], reservation_ids: list[int], reason: str) -> None:
+    """:data:`power_wanted` after the caller's commit (at once in autocommit), robustly: a receiver
+    that raises is logged and neither stops the others nor reaches the caller (the periodic tick
+    asks again)."""
+
     def send() -> None:
-        power_wanted.send(
+        answers = power_wanted.send_robust(
             sender=Reservation, node_ids=sorted(node_ids), reservation_ids=sorted(reservation_ids), reason=reason
         )
+        for receiver, answer in answers:
+            if isinstance(answer, Exception):
+                log.error("power_wanted receiver %r failed", receiver, exc_info=answer)
 
-    transaction.on_commit(send)
+    transaction.on_commit(send, robust=True)
 
 
 # ---------------------------------------------------------------- reservations waiting for power
@@ -236,12 +256,18 @@ def progress(reservations: Iterable[Reservation], now: dt.datetime | None = None
     return out
 
 
-def wake_due(now: dt.datetime | None = None) -> int:
-    """Send :data:`power_wanted` for the off nodes of reservations whose start is within the
-    nodes' boot time plus margin (the periodic tick calls it). Returns the nodes asked for."""
+def wake_due(now: dt.datetime | None = None, *, node_ids: Iterable[int] | None = None) -> int:
+    """Send :data:`power_wanted` for the nodes that are off (or failed: the power app retries
+    them a bounded number of times) of reservations whose start is within the nodes' boot time
+    plus margin; the periodic tick calls it, and :func:`powered_off` for one node (a node that
+    was powering off when placement took it boots as soon as it is off). Returns the nodes
+    asked for."""
     now = now or timezone.now()
     horizon = now + dt.timedelta(hours=2)  # far beyond any boot time
-    soon = list(Reservation.objects.filter(status__in=WAITING, start__lte=horizon, end__gt=now).order_by())
+    soon_qs = Reservation.objects.filter(status__in=WAITING, start__lte=horizon, end__gt=now)
+    if node_ids is not None:
+        soon_qs = soon_qs.filter(allocations__node_id__in=list(node_ids)).distinct()
+    soon = list(soon_qs.order_by())
     nodes = _waiting_nodes(soon, now) if soon else {}
     shapes = _boot_seconds(r.fabric_id for r in soon) if soon else {}
     wanted: set[int] = set()
@@ -249,7 +275,7 @@ def wake_due(now: dt.datetime | None = None) -> int:
     for r in soon:
         shape = shapes.get(r.fabric_id)
         for n in nodes.get(r.pk, []):
-            if n["state"] not in NOT_BOOTABLE:
+            if n["state"] not in WAKEABLE or (node_ids is not None and n["pk"] not in node_ids):
                 continue
             boot = boot_of(shape, n["type"]) if shape else 0.0
             if now.timestamp() + boot + BOOT_MARGIN_S + WAKE_SLACK_S >= r.start.timestamp():
@@ -258,24 +284,6 @@ def wake_due(now: dt.datetime | None = None) -> int:
     if wanted:
         _send_after_commit(sorted(wanted), sorted(reservations), "start")
     return len(wanted)
-
-
-def node_power_changed(node_id: int, state: str, *, at: dt.datetime | None = None) -> None:
-    """Record what the BMC reports for a node and move the reservations waiting for it (see the
-    module docstring). Unknown states raise ``ValueError``; a repeated report changes nothing."""
-    new = Node.Power(state)
-    now = at or timezone.now()
-    with transaction.atomic():
-        node = node_for_update(node_id)  # the reservation lock: power is part of availability
-        if node.power_state == new:
-            return
-        before = audit.snapshot(node)
-        node.power_state = new
-        node.power_changed_at = now
-        node.save(update_fields=["power_state", "power_changed_at"])
-        audit.record(Actor.system("power.bmc"), "node.power", node, before=before, after=audit.snapshot(node))
-        if new == ON:
-            powered_on(node_id, at=now)
 
 
 def powered_on(node_id: int, *, at: dt.datetime | None = None) -> None:
@@ -294,3 +302,18 @@ def powered_on(node_id: int, *, at: dt.datetime | None = None) -> None:
             enqueue_reconcile(fabric_id)
         # A node back on may let queued requests start now.
         enqueue_queue_pass(Pool.nodes.through.objects.filter(node_id=node_id).values_list("pool_id", flat=True))
+
+
+def powered_off(node_id: int, *, at: dt.datetime | None = None) -> None:
+    """A node is off or failed (whoever recorded it): its HCA ports went down, so its fabric
+    reconciles (a waiting reservation's partition leaves the desired state until the node is on
+    again, and the applied state no longer claims a P_Key the rebooted HCAs lack: the reservation
+    becomes ready only after a push verified on the booted node's ports); and reservations
+    waiting on it whose start is near have it booted now (see :func:`wake_due`)."""
+    now = at or timezone.now()
+    fabric_id = Node.objects.filter(pk=node_id).values_list("fabric_id", flat=True).first()
+    if fabric_id is None:
+        return
+    with transaction.atomic():
+        enqueue_reconcile(fabric_id)
+        wake_due(now, node_ids=[node_id])

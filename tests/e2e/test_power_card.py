@@ -2,8 +2,8 @@
 
 No lab: a designed 1-SU fabric (32 DGX H100) with its inventory, every node powered off. Tenant A
 asks for 16 GPUs as soon as possible; the queue pass places them on off nodes. The card shows the
-step the API reports, follows the BMC's reports (``node_power_changed``, the power app's call,
-made here) as the page polls, and turns ready only after the nodes are on and the fabric's
+step the API reports, follows the BMC's reports (``report_power``: the row and the power app's
+signal, made here) as the page polls, and turns ready only after the nodes are on and the fabric's
 verification (given by calling ``lifecycle.fabric_verified`` the way the pipeline does).
 """
 
@@ -21,8 +21,9 @@ from console.tenancy.context import Actor
 from console.tenancy.models import Principal, Role
 from designer.services import create_design
 from scheduling.models import Node, Pool, Reservation
-from scheduling.services import inventory, lifecycle, power, queue, quotas, snapshots
+from scheduling.services import inventory, lifecycle, queue, quotas, snapshots
 from scheduling.services.reservations import ReservationRequest
+from tests.scheduling.conftest import report_power
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
@@ -54,7 +55,7 @@ def booting(tenant_a):
 def test_the_card_shows_powering_on_then_the_fabric_step_then_ready(page, live_server, login, admin_a, booting):
     reservation = booting
     node_ids = sorted(set(reservation.allocations.values_list("node_id", flat=True)))
-    power.node_power_changed(node_ids[0], Node.Power.POWERING_ON)
+    report_power(node_ids[0], Node.Power.POWERING_ON)
     login("admin-a")
     page.goto(f"{live_server.url}/reservations/")
     expect(page.locator("body[data-reservations=ready]")).to_be_attached()
@@ -66,7 +67,7 @@ def test_the_card_shows_powering_on_then_the_fabric_step_then_ready(page, live_s
 
     # the BMC reports both nodes on: the card moves to the fabric's step, still provisioning
     for node_id in node_ids:
-        power.node_power_changed(node_id, Node.Power.ON)
+        report_power(node_id, Node.Power.ON)
     expect(step).to_have_attribute("data-step", "fabric", timeout=20_000)
     expect(card.get_by_test_id("res-status")).to_have_text("provisioning")
 

@@ -14,13 +14,11 @@ import pytest
 from console.power import services
 from console.power.models import PowerEvent
 from console.power.signals import power_state_changed
-from console.power.tasks import drive_task
 from console.tenancy.errors import Conflict
-from console.tenancy.models import AuditEntry, Tenant
-from scheduling.models import Node, Reservation
-from scheduling.services.reservations import reserve
-from tests.power.conftest import SYSTEM_ACTOR, emulator_power
-from tests.scheduling.conftest import give_quota, make_fabric, make_pool, request_for, tenant_principal
+from console.tenancy.models import AuditEntry
+from scheduling.models import Node
+from tests.power.conftest import SYSTEM_ACTOR, drive_to_end, emulator_power, reserve_node
+from tests.scheduling.conftest import make_fabric
 
 pytestmark = pytest.mark.django_db
 
@@ -49,7 +47,7 @@ def test_power_off_then_on_follows_the_bmc(nodes, attach_bmc, redfish, django_ca
         node.refresh_from_db()
         assert node.power_state == "powering-off"
         with django_capture_on_commit_callbacks(execute=True):
-            state = drive_task.apply(args=(node.pk, "off")).get()
+            state = drive_to_end(node.pk, "off")
         # then the BMC itself reports Off, and so does the console
         assert state == "off"
         assert emulator_power(redfish, bmc) == "Off"
@@ -59,7 +57,7 @@ def test_power_off_then_on_follows_the_bmc(nodes, attach_bmc, redfish, django_ca
         # when it is powered on again
         with django_capture_on_commit_callbacks(execute=True):
             services.power_on(node.pk, actor=SYSTEM_ACTOR, reason="needed", enqueue=False)
-            drive_task.apply(args=(node.pk, "on")).get()
+            drive_to_end(node.pk, "on")
         assert emulator_power(redfish, bmc) == "On"
         node.refresh_from_db()
         assert node.power_state == "on"
@@ -83,7 +81,7 @@ def test_force_off_uses_forceoff(nodes, attach_bmc, redfish):
     node = nodes[1]
     bmc = attach_bmc(node)
     services.power_off(node.pk, actor=SYSTEM_ACTOR, force=True, enqueue=False)
-    assert services.drive(node.pk, "force-off") == "off"
+    assert drive_to_end(node.pk, "force-off") == "off"
     assert emulator_power(redfish, bmc) == "Off"
 
 
@@ -94,7 +92,7 @@ def test_bmc_that_does_not_get_there_in_time_is_a_failure(nodes, attach_bmc, red
     attach_bmc(node)
     services.power_off(node.pk, actor=SYSTEM_ACTOR, enqueue=False)
     # when the task gives up
-    state = services.drive(node.pk, "off", timeout_s=0)
+    state = drive_to_end(node.pk, "off", timeout_s=0)
     # then the node is failed, recorded as not intended
     node.refresh_from_db()
     assert state == node.power_state == "failed"
@@ -106,25 +104,16 @@ def test_unreachable_bmc_is_a_failure(nodes, attach_bmc, redfish):
     node = nodes[3]
     attach_bmc(node, password="wrong-password")
     services.power_off(node.pk, actor=SYSTEM_ACTOR, enqueue=False)
-    assert services.drive(node.pk, "off", timeout_s=5) == "failed"
+    assert drive_to_end(node.pk, "off", timeout_s=5) == "failed"
     last = PowerEvent.objects.filter(node=node).first()
     assert last is not None and not last.intended and "401" in last.reason
-
-
-def _reserve_node(node: Node, start: dt.datetime) -> Reservation:
-    tenant = Tenant.objects.create(name="Needs", slug=f"needs-{node.pk}")
-    pool = make_pool(node.fabric, f"one-{node.pk}", nodes=[node])
-    give_quota(tenant, pool, 8)
-    reservation = reserve(SYSTEM_ACTOR, tenant_principal(tenant), request_for(pool, gpus=8, start=start))
-    assert reservation.status in Reservation.HOLDING, reservation.reason
-    return reservation
 
 
 def test_no_power_off_while_a_reservation_starts_within_boot_time(nodes, attach_bmc, redfish):
     # given a reservation on the node starting in 5 minutes (DGX-H100 boots in 420 s, + 300 s margin)
     node = nodes[0]
     bmc = attach_bmc(node)
-    reservation = _reserve_node(node, dt.datetime.now(dt.UTC) + dt.timedelta(minutes=5))
+    reservation = reserve_node(node, dt.datetime.now(dt.UTC) + dt.timedelta(minutes=5))
     # when an operator tries to power it off, gracefully or by force
     for force in (False, True):
         with pytest.raises(services.NodeNeeded) as refused:
@@ -140,7 +129,7 @@ def test_no_power_off_while_a_reservation_starts_within_boot_time(nodes, attach_
 def test_a_reservation_beyond_boot_time_does_not_block(nodes, attach_bmc):
     node = nodes[1]
     attach_bmc(node)
-    _reserve_node(node, dt.datetime.now(dt.UTC) + dt.timedelta(hours=3))
+    reserve_node(node, dt.datetime.now(dt.UTC) + dt.timedelta(hours=3))
     services.power_off(node.pk, actor=SYSTEM_ACTOR, enqueue=False)
     node.refresh_from_db()
     assert node.power_state == "powering-off"

@@ -1,13 +1,18 @@
 """The power and BMC endpoints: operators act, auditors read, tenants are refused; the BMC
-password is encrypted at rest and never leaves the console (API bodies, audit rows)."""
+password is encrypted at rest and never leaves the console (API bodies, audit rows, a new
+address, error reports)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import socket
 
 import pytest
 from django.db import connection
+from django.views.debug import SafeExceptionReporterFilter
 
+from console.power import ipmi_emulator, services
+from console.power.drivers import BmcError, driver_for
 from console.power.models import Bmc, PowerEvent
 from console.tenancy.models import AuditEntry, Tenant
 from scheduling.models import Node, Reservation
@@ -17,6 +22,7 @@ from tests.scheduling.conftest import give_quota, make_fabric, make_pool, reques
 
 pytestmark = pytest.mark.django_db
 SECRET = "s3cret-BMC-pass!"
+KEPT = "kept-BMC-pass-7"
 
 
 @pytest.fixture
@@ -114,3 +120,82 @@ def test_roles(node, operator, auditor, admin_a, client_for, redfish):
     assert client_for(operator).get("/api/nodes/999999/power/").status_code == 404
     bad = client_for(operator).post(f"/api/nodes/{node.pk}/power/", {"action": "reboot"}, format="json")
     assert bad.status_code == 400
+
+
+# ---- a BMC's address cannot be used to send its stored password elsewhere: a new address (or
+# driver) needs the password again, an address never carries user:password@, and the IPMI
+# driver's password (in ipmitool's environment) is starred in Django's error reports
+
+
+def _body(**extra: object) -> dict:
+    body = {"driver": "redfish", "address": "https://bmc-1.example", "username": "admin", "password": KEPT}
+    body.update(extra)
+    return body
+
+
+def test_a_new_address_needs_the_password_again(node, operator, client_for):
+    client = client_for(operator)
+    assert client.put(f"/api/nodes/{node.pk}/bmc/", _body(), format="json").status_code == 200
+    # the same address without a password keeps the stored one
+    same = {k: v for k, v in _body().items() if k != "password"}
+    assert client.put(f"/api/nodes/{node.pk}/bmc/", same, format="json").status_code == 200
+    # another address (or driver) without it is refused, and nothing changes
+    for moved in ({"address": "https://attacker.example"}, {"driver": "ipmi", "address": "bmc-1.example"}):
+        body = {**same, **moved}
+        reply = client.put(f"/api/nodes/{node.pk}/bmc/", body, format="json")
+        assert reply.status_code == 400 and reply.json()["code"] == "password_required", reply.content
+        bmc = Bmc.objects.get(node=node)
+        assert (bmc.driver, bmc.address, bmc.password) == ("redfish", "https://bmc-1.example", KEPT)
+    # with the password entered again it moves
+    moved = _body(address="https://bmc-2.example", password="new-pass")
+    assert client.put(f"/api/nodes/{node.pk}/bmc/", moved, format="json").status_code == 200
+    bmc = Bmc.objects.get(node=node)
+    assert (bmc.address, bmc.password) == ("https://bmc-2.example", "new-pass")
+
+
+@pytest.mark.parametrize(
+    ("driver", "address"),
+    [
+        ("redfish", "https://admin:pw@bmc-1.example"),
+        ("redfish", "https://admin@bmc-1.example:443/"),
+        ("ipmi", "admin:pw@bmc-1.example:623"),
+    ],
+)
+def test_an_address_with_credentials_is_refused(node, driver, address):
+    with pytest.raises(services.Invalid) as refused:
+        services.set_bmc(node.pk, actor=SYSTEM_ACTOR, data=_body(driver=driver, address=address))
+    assert refused.value.code == "bmc_address"
+    assert not Bmc.objects.filter(node=node).exists()
+
+
+def test_a_redfish_address_is_a_url(node):
+    with pytest.raises(services.Invalid):
+        services.set_bmc(node.pk, actor=SYSTEM_ACTOR, data=_body(address="bmc-1.example"))
+
+
+def test_the_ipmi_password_is_starred_in_error_reports(node):
+    # given an IPMI BMC (pyghmi's server) and a node whose stored password it refuses
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    running = ipmi_emulator.start(port, "admin", "the-right-one")
+    try:
+        data = {"driver": "ipmi", "address": running.address, "username": "admin", "password": KEPT}
+        bmc = services.set_bmc(node.pk, actor=SYSTEM_ACTOR, data=data)
+        # when the driver's call fails and Django reports the error (as to ADMINS, with locals)
+        with pytest.raises(BmcError) as failed:
+            driver_for(bmc).status()
+    finally:
+        running.stop()
+    # then the frame holding ipmitool's environment shows it starred, and no frame the password
+    reporter = SafeExceptionReporterFilter()
+    frames = []
+    tb = failed.value.__traceback__
+    while tb is not None:  # the driver's frames (not this test's, which holds the password itself)
+        if "console/power/" in tb.tb_frame.f_code.co_filename:
+            variables = dict(reporter.get_traceback_frame_variables(None, tb.tb_frame))
+            frames.append((tb.tb_frame.f_code.co_name, variables))
+        tb = tb.tb_next
+    run = [variables for name, variables in frames if name == "_run"]
+    assert len(run) == 1 and run[0]["env"] == reporter.cleansed_substitute
+    assert all(KEPT not in repr(value) for _, variables in frames for value in variables.values())

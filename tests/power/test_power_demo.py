@@ -11,7 +11,7 @@ from django.utils import timezone
 from console.power import emulator, services
 from console.power.models import Bmc
 from scheduling.models import Node
-from tests.power.conftest import SYSTEM_ACTOR, emulator_power
+from tests.power.conftest import SYSTEM_ACTOR, drive_to_end, emulator_power
 
 pytestmark = pytest.mark.django_db
 
@@ -41,7 +41,7 @@ def test_demo_nodes_have_bmcs_at_the_demo_emulator(demo_port, tmp_path):
         # then an idle demo node powers off through its BMC
         idle = next(n for n in nodes.order_by("pk") if not services.needing_reservations(n, timezone.now()))
         services.power_off(idle.pk, actor=SYSTEM_ACTOR, reason="demo", enqueue=False)
-        assert services.drive(idle.pk, "off") == "off"
+        assert drive_to_end(idle.pk, "off") == "off"
         assert emulator_power(running, Bmc.objects.get(node=idle)) == "Off"
     finally:
         running.stop()

@@ -11,7 +11,7 @@ import pytest
 from console.power import ipmi_emulator, services
 from console.power.models import PowerEvent
 from scheduling.models import Node
-from tests.power.conftest import SYSTEM_ACTOR
+from tests.power.conftest import SYSTEM_ACTOR, drive_to_end
 from tests.scheduling.conftest import make_fabric
 
 pytestmark = pytest.mark.django_db
@@ -40,10 +40,10 @@ def test_ipmi_power_off_and_on(ipmi_bmc):
     services.set_bmc(node.pk, actor=SYSTEM_ACTOR, data=data)
     assert _chassis(ipmi_bmc) == "on"
     services.power_off(node.pk, actor=SYSTEM_ACTOR, enqueue=False)
-    assert services.drive(node.pk, "off", timeout_s=20) == "off"
+    assert drive_to_end(node.pk, "off", timeout_s=20) == "off"
     assert _chassis(ipmi_bmc) == "off"
     services.power_on(node.pk, actor=SYSTEM_ACTOR, enqueue=False)
-    assert services.drive(node.pk, "on", timeout_s=20) == "on"
+    assert drive_to_end(node.pk, "on", timeout_s=20) == "on"
     assert _chassis(ipmi_bmc) == "on"
     assert [e.to_state for e in PowerEvent.objects.filter(node=node).order_by("at", "pk")] == [
         "powering-off",
@@ -59,5 +59,5 @@ def test_ipmi_wrong_password_is_a_failure(ipmi_bmc):
     data = {"driver": "ipmi", "address": ipmi_bmc.address, "username": "admin", "password": "wrong"}
     services.set_bmc(node.pk, actor=SYSTEM_ACTOR, data=data)
     services.power_off(node.pk, actor=SYSTEM_ACTOR, enqueue=False)
-    assert services.drive(node.pk, "off", timeout_s=5) == "failed"
+    assert drive_to_end(node.pk, "off", timeout_s=5) == "failed"
     assert _chassis(ipmi_bmc) == "on"

@@ -17,6 +17,7 @@ import time
 import pytest
 
 from console.fabric import changes, enqueue
+from console.fabric.changes.desired import applied_of, present_pkeys
 from console.fabric.changes.pipeline import apply_change
 from console.fabric.lab import faults
 from console.fabric.models import ChangeRequest
@@ -25,11 +26,11 @@ from console.telemetry.linkmap import build_link_map
 from console.tenancy.models import Principal, Role
 from designer.services import revision_graph
 from scheduling.models import Node, Pool, Reservation
-from scheduling.services import inventory, queue, quotas
+from scheduling.services import inventory, lifecycle, queue, quotas, reservations
 from scheduling.services.reservations import ReservationRequest
 from tests.fabric import lab_fixtures
 from tests.fabric.conftest import requires_lab
-from tests.power.conftest import SYSTEM_ACTOR, emulator_power
+from tests.power.conftest import SYSTEM_ACTOR, drive_to_end, emulator_power
 
 lab_data_dir = lab_fixtures.lab_data_dir
 lab_fabric = lab_fixtures.lab_fabric
@@ -73,13 +74,13 @@ def test_powered_off_node_has_its_ports_down_and_active_again_after_boot(lab_fab
     assert len(ends) == 8 and _states(lab, ends) == ["Active"] * 8
     # when it is powered off and the BMC reports it off
     services.power_off(node.pk, actor=SYSTEM_ACTOR, reason="idle", enqueue=False)
-    assert services.drive(node.pk, "off") == "off"
+    assert drive_to_end(node.pk, "off") == "off"
     assert emulator_power(redfish, bmc) == "Off"
     # then every leaf port it was cabled to is down
     assert _until(lambda: _states(lab, ends), ["Down"] * 8) == ["Down"] * 8
     # when it is powered on again, its ports come back Active (OpenSM brings them up)
     services.power_on(node.pk, actor=SYSTEM_ACTOR, reason="needed", enqueue=False)
-    assert services.drive(node.pk, "on") == "on"
+    assert drive_to_end(node.pk, "on") == "on"
     assert _until(lambda: _states(lab, ends), ["Active"] * 8, seconds=60) == ["Active"] * 8
 
 
@@ -96,7 +97,7 @@ def test_a_reservation_on_an_off_node_boots_it_through_its_bmc_and_is_ready_with
     node = Node.objects.get(fabric=fabric, name="su01-n05")
     bmc = attach_bmc(node)
     services.power_off(node.pk, actor=SYSTEM_ACTOR, reason="idle", enqueue=False)
-    assert services.drive(node.pk, "off") == "off"
+    assert drive_to_end(node.pk, "off") == "off"
     ends = _leaf_ends(fabric, lab, node)  # the leaves answer while the node is dark
     pool = Pool.objects.create(fabric=fabric, name="one-node")
     pool.nodes.set([node])
@@ -117,7 +118,7 @@ def test_a_reservation_on_an_off_node_boots_it_through_its_bmc_and_is_ready_with
     assert node.power_state == Node.Power.POWERING_ON and drives == [(node.pk, "on")]
     # when the worker carries the task out: the BMC reports on, scheduling asks for a reconcile
     with django_capture_on_commit_callbacks(execute=True):
-        assert services.drive(node.pk, "on") == "on"
+        assert drive_to_end(node.pk, "on") == "on"
     assert emulator_power(redfish, bmc) == "On"
     assert fabric.pk in reconciles
     assert _until(lambda: _states(lab, ends), ["Active"] * 8, seconds=60) == ["Active"] * 8
@@ -133,3 +134,64 @@ def test_a_reservation_on_an_off_node_boots_it_through_its_bmc_and_is_ready_with
     lids = [n.lid for n in cas if n.guid is not None and n.guid + 1 in guids]
     assert len(lids) == 8
     assert {diags.pkeys(lid).membership(reservation.pkey) for lid in lids} == {"full"}
+
+
+def _hca_pkeys(lab, node: Node, pkey: int) -> set[str | None]:
+    """Membership of ``pkey`` on each of the node's HCA ports, read from the ports."""
+    diags = lab.diags(timeout=20)
+    cas = [n for n in diags.ibnetdiscover().nodes.values() if not n.is_switch]
+    guids = {int(g, 16) for g in node.hcas.values_list("port_guid", flat=True)}
+    return {diags.pkeys(n.lid).membership(pkey) for n in cas if n.guid is not None and n.guid + 1 in guids}
+
+
+def test_a_node_powered_off_and_on_gets_its_reservations_pkey_pushed_again_before_it_is_ready(
+    lab_fabric, attach_bmc, redfish, tenant_a, monkeypatch, django_capture_on_commit_callbacks
+):
+    reconciles: list[int] = []
+    monkeypatch.setattr(enqueue, "publish_reconcile", reconciles.append)
+    # given a reservation on su01-n07 starting in 3 hours, its partition already on the node's HCAs
+    fabric, lab = lab_fabric("power-stale")
+    inventory.import_inventory(fabric, actor=SYSTEM_ACTOR)
+    node = Node.objects.get(fabric=fabric, name="su01-n07")
+    attach_bmc(node)
+    pool = Pool.objects.create(fabric=fabric, name="one-node")
+    pool.nodes.set([node])
+    operator = Principal(None, Role.OPERATOR, None)
+    quotas.set_quota(SYSTEM_ACTOR, operator, tenant=tenant_a, pool=pool, guaranteed_gpus=8)
+    start = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(hours=3)
+    request = ReservationRequest(pool_id=pool.pk, nodes=1, start=start, duration=dt.timedelta(hours=1))
+    reservation = reservations.reserve(SYSTEM_ACTOR, Principal(None, Role.TENANT_ADMIN, tenant_a.pk), request)
+    assert reservation.status == Reservation.Status.PLACED, reservation.reason
+    pushed = changes.reconcile(fabric, actor=SYSTEM_ACTOR)
+    assert pushed is not None and apply_change(pushed.pk, worker_id="test").status == ChangeRequest.Status.APPLIED
+    assert _hca_pkeys(lab, node, reservation.pkey) == {"full"}
+
+    # when the node is powered off (its start is beyond boot time plus margin): its fabric reconciles
+    services.power_off(node.pk, actor=SYSTEM_ACTOR, reason="idle", enqueue=False)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert drive_to_end(node.pk, "off") == "off"
+    assert reconciles == [fabric.pk]
+    # and that reconcile takes the waiting reservation's partition out of the applied state
+    removed = changes.reconcile(fabric, actor=SYSTEM_ACTOR)
+    assert removed is not None
+    assert apply_change(removed.pk, worker_id="test").status == ChangeRequest.Status.APPLIED
+    applied = applied_of(fabric)
+    assert applied is not None and reservation.pkey not in present_pkeys(applied.desired)
+
+    # when it is on again and the reservation starts
+    services.power_on(node.pk, actor=SYSTEM_ACTOR, reason="needed", enqueue=False)
+    assert drive_to_end(node.pk, "on") == "on"
+    lifecycle.tick(now=start + dt.timedelta(seconds=1))
+    reservation.refresh_from_db()
+    assert reservation.status == Reservation.Status.PROVISIONING
+    # then the reconcile is a push, not a re-announcement of a stale applied state: not ready yet
+    with django_capture_on_commit_callbacks(execute=True):
+        push = changes.reconcile(fabric, actor=SYSTEM_ACTOR)
+    assert push is not None
+    reservation.refresh_from_db()
+    assert reservation.status == Reservation.Status.PROVISIONING
+    # and it is ready once the push is verified on the booted node's ports
+    assert apply_change(push.pk, worker_id="test").status == ChangeRequest.Status.APPLIED
+    reservation.refresh_from_db()
+    assert reservation.status == Reservation.Status.READY
+    assert _hca_pkeys(lab, node, reservation.pkey) == {"full"}

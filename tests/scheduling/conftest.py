@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 
 from console.fabric.models import Fabric
@@ -72,3 +73,14 @@ def fat_tree(db) -> Fabric:
 @pytest.fixture
 def pool(fat_tree) -> Pool:
     return make_pool(fat_tree)
+
+
+def report_power(node_id: int, state: str) -> None:
+    """What the power app (the one writer of power state) does when a BMC reports ``state`` for a
+    node without a BMC call: the row, then ``power_state_changed`` after commit, whose receiver
+    tells scheduling (``powered_on`` / ``powered_off``)."""
+    from console.power.signals import power_state_changed
+
+    with transaction.atomic():
+        Node.objects.filter(pk=node_id).update(power_state=state, power_changed_at=timezone.now())
+        transaction.on_commit(lambda: power_state_changed.send(sender=Node, node_id=node_id, state=state))

@@ -27,6 +27,7 @@ from scheduling.services import lifecycle, power, queue, quotas, snapshots
 from scheduling.services.reservations import ReservationRequest, reserve
 from tests.fabric.conftest import requires_lab
 from tests.fabric.lab_fixtures import whole_lab_pool
+from tests.scheduling.conftest import report_power
 
 pytestmark = [requires_lab, pytest.mark.lab, pytest.mark.timeout(300), pytest.mark.django_db]
 
@@ -180,9 +181,9 @@ def test_a_reservation_on_powered_off_nodes_is_ready_only_after_they_boot_and_it
     # when the BMC reports its nodes booting, then on
     node_ids = sorted(set(reservation.allocations.values_list("node_id", flat=True)))
     for node_id in node_ids:
-        power.node_power_changed(node_id, Node.Power.POWERING_ON)
+        report_power(node_id, Node.Power.POWERING_ON)
     for node_id in node_ids:
-        power.node_power_changed(node_id, Node.Power.ON)
+        report_power(node_id, Node.Power.ON)
     assert power.progress([reservation])[reservation.pk]["step"] == "fabric"
 
     # then the pipeline pushes and verifies its P_Key: ready, on exactly its HCA ports

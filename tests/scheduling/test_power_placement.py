@@ -2,7 +2,7 @@
 
 The 16-node fat tree of conftest (DGX-H100: the catalogue's boot time is 420 s; with the 120 s
 margin a node that is off is ready 9 min after it is asked to boot). Power states are set the way
-the power app will report them, through ``node_power_changed`` (the contract seam), or directly
+the power app reports them (``report_power``: the row, then its ``power_state_changed`` signal), or directly
 on the rows for the state a test starts from.
 """
 
@@ -14,14 +14,13 @@ import pytest
 from django.utils import timezone
 
 from console.fabric import enqueue, hooks
-from console.tenancy.models import AuditEntry
 from designer.builtin_catalogue import default_catalogue
 from scheduling.api.serializers import ReservationSerializer
 from scheduling.models import Node, Reservation, ReservationAllocation
 from scheduling.placement.powerfit import BOOT_MARGIN_S
 from scheduling.services import lifecycle, power, queue, reservations
 from scheduling.services.snapshots import forget
-from tests.scheduling.conftest import SYSTEM, give_quota, request_for, tenant_principal
+from tests.scheduling.conftest import SYSTEM, give_quota, report_power, request_for, tenant_principal
 
 pytestmark = pytest.mark.django_db
 S = Reservation.Status
@@ -165,9 +164,9 @@ def test_asap_with_only_off_nodes_waits_in_powering_on_then_is_ready_after_power
     assert reservation.pkey not in {p["pkey"] for p in lifecycle.desired_partitions(pool.fabric_id)}
 
     # when the BMC reports the first node booting, then on
-    power.node_power_changed(node_ids[0], P.POWERING_ON)
-    power.node_power_changed(node_ids[0], P.ON)
-    power.node_power_changed(node_ids[1], P.POWERING_ON)
+    report_power(node_ids[0], P.POWERING_ON)
+    report_power(node_ids[0], P.ON)
+    report_power(node_ids[1], P.POWERING_ON)
     step = ReservationSerializer(Reservation.objects.get(pk=reservation.pk)).data["progress"]
     assert step["message"].startswith("powering on: 1 of 2 nodes booting, expected ready ")
     # a verification of its P_Key meanwhile does not make it ready (a node is not on)
@@ -178,7 +177,7 @@ def test_asap_with_only_off_nodes_waits_in_powering_on_then_is_ready_after_power
     # when the last node is on: a reconcile is asked for, the partition is desired
     published.clear()
     with django_capture_on_commit_callbacks(execute=True):
-        power.node_power_changed(node_ids[1], P.ON)
+        report_power(node_ids[1], P.ON)
     assert published == [pool.fabric_id]
     desired = {p["pkey"]: p for p in lifecycle.desired_partitions(pool.fabric_id)}
     assert len(desired[reservation.pkey]["members"]) == 16  # 2 nodes × 8 HCAs
@@ -188,20 +187,6 @@ def test_asap_with_only_off_nodes_waits_in_powering_on_then_is_ready_after_power
     reservation.refresh_from_db()
     assert reservation.status == S.READY
     assert ReservationSerializer(reservation).data["progress"] is None
-
-
-def test_node_power_changed_is_idempotent_and_audited(pool, monkeypatch):
-    published: list[int] = []
-    monkeypatch.setattr(enqueue, "publish_reconcile", published.append)
-    node = Node.objects.get(fabric=pool.fabric, name="node-001")
-    power.node_power_changed(node.pk, P.OFF)
-    first = Node.objects.get(pk=node.pk)
-    power.node_power_changed(node.pk, "off")
-    again = Node.objects.get(pk=node.pk)
-    assert again.power_state == P.OFF and again.power_changed_at == first.power_changed_at
-    assert AuditEntry.objects.filter(action="node.power").count() == 1
-    with pytest.raises(ValueError):
-        power.node_power_changed(node.pk, "sleeping")
 
 
 def test_the_tick_wakes_off_nodes_of_a_reservation_starting_within_their_boot_time(

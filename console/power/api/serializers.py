@@ -24,7 +24,8 @@ class BmcSerializer(serializers.ModelSerializer[Bmc]):
 
 class BmcInputSerializer(serializers.Serializer[dict]):
     """``PUT /api/nodes/<id>/bmc/``: the password is write-only and stored encrypted; leave it
-    out to keep the stored one."""
+    out to keep the stored one (not when the address or driver changes: 400 ``password_required``).
+    The address is checked by ``services.check_address`` (no ``user:password@``)."""
 
     driver = serializers.ChoiceField(choices=Bmc.Driver.choices)
     address = serializers.CharField(max_length=255)
@@ -32,11 +33,6 @@ class BmcInputSerializer(serializers.Serializer[dict]):
     password = serializers.CharField(max_length=256, required=False, allow_blank=True, write_only=True)
     system_id = serializers.CharField(max_length=255, required=False, allow_blank=True, default="")
     verify_tls = serializers.BooleanField(required=False, default=True)
-
-    def validate(self, attrs: dict) -> dict:
-        if attrs["driver"] == Bmc.Driver.REDFISH and not attrs["address"].startswith(("http://", "https://")):
-            raise serializers.ValidationError({"address": "a Redfish BMC's address is a URL (https://host[:port])"})
-        return attrs
 
 
 class PowerEventSerializer(serializers.ModelSerializer[PowerEvent]):
