@@ -42,7 +42,9 @@ def test_an_operator_sets_runs_and_reads_the_policy(pool, operator, client_for, 
         format="json",
     )
     assert reply.status_code == 200, reply.content
-    assert reply.json()["enabled"] and reply.json()["enabled_at"] and reply.json()["updated_by"].startswith("op (token ")
+    assert (
+        reply.json()["enabled"] and reply.json()["enabled_at"] and reply.json()["updated_by"].startswith("op (token ")
+    )
     entry = AuditEntry.objects.get(action="pool.power_policy")
     assert entry.actor_user_id == operator.pk and entry.after["idle_after"] == 0
     # an absent field is kept
