@@ -12,10 +12,8 @@ reservation is not placed on it.
 from __future__ import annotations
 
 import datetime as dt
-import threading
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from console.power import policy
@@ -25,6 +23,7 @@ from scheduling.models import Node, Reservation
 from scheduling.services.reservations import reserve
 from tests.needs import needs
 from tests.power.conftest import SYSTEM_ACTOR
+from tests.power.racing import race
 from tests.power.test_power_race import _reserved_soon_and_off
 from tests.scheduling.conftest import give_quota, make_fabric, make_pool, request_for, tenant_principal
 
@@ -43,36 +42,13 @@ def test_policy_runs_racing_reservations_never_leave_a_reserved_node_off(attach_
         policy.set_policy(pool.pk, actor=Actor.system("tests"), data={"enabled": True, "idle_after": dt.timedelta(0)})
         tenant = Tenant.objects.create(name=f"Policy race {i}", slug=f"policy-race-{i}")
         give_quota(tenant, pool, 8)
-        barrier = threading.Barrier(2)
-        results: dict[str, object] = {}
 
-        def book(pool=pool, tenant=tenant, barrier=barrier, results=results) -> None:
-            try:
-                barrier.wait(timeout=30)
-                start = timezone.now() + dt.timedelta(minutes=2)  # well within the boot time
-                results["reservation"] = reserve(
-                    SYSTEM_ACTOR, tenant_principal(tenant), request_for(pool, gpus=8, start=start)
-                ).status
-            except Exception as exc:
-                results["reservation"] = exc
-            finally:
-                connection.close()
-
-        def run_policy(pool=pool, barrier=barrier, results=results) -> None:
-            try:
-                barrier.wait(timeout=30)
-                results["run"] = policy.apply(pool.pk).actions
-            except Exception as exc:
-                results["run"] = exc
-            finally:
-                connection.close()
+        def book(pool=pool, tenant=tenant) -> object:
+            start = timezone.now() + dt.timedelta(minutes=2)  # well within the boot time
+            return reserve(SYSTEM_ACTOR, tenant_principal(tenant), request_for(pool, gpus=8, start=start)).status
 
         # when both go at the same instant
-        threads = [threading.Thread(target=book), threading.Thread(target=run_policy)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=120)
+        results = race(reservation=book, run=lambda pool=pool: policy.apply(pool.pk).actions)
 
         # then one of them won and the other saw it
         node.refresh_from_db()
