@@ -25,8 +25,7 @@ from tests.scheduling.conftest import give_quota, make_fabric, make_pool, reques
 
 pytestmark = pytest.mark.django_db
 OPERATOR = Actor.system("op-tests")
-#: DGX-H100's boot time in the built-in catalogue (designer.catalogue), plus the default margin.
-BOOT = dt.timedelta(seconds=300)
+#: The policy's default margin on top of a node's boot time.
 MARGIN = dt.timedelta(minutes=5)
 
 
@@ -67,7 +66,7 @@ def test_an_idle_node_past_its_time_is_powered_off_through_its_bmc(
     # the one surplus node goes: first by name among equals (same group, same idle time)
     off = nodes[0]
     assert [(a["node"], a["action"], a["outcome"]) for a in run.actions] == [(off.name, "off", "done")]
-    assert "idle for 120 min" in run.actions[0]["reason"]
+    assert run.actions[0]["reason"].startswith("idle for 2 h (policy: off after 30 min)")
     assert published == [(off.pk, "off")]
     assert [_state(n) for n in nodes] == ["powering-off", "on", "on"]
     event = PowerEvent.objects.get(node=off)
@@ -92,7 +91,7 @@ def test_a_node_reserved_within_its_boot_time_is_never_powered_off(idle_pool, pu
     tenant = Tenant.objects.create(name="Soon", slug="soon")
     give_quota(tenant, pool, 24)
     # a reservation of one node starting within boot + margin, another far beyond it
-    soon = timezone.now() + BOOT + MARGIN - dt.timedelta(minutes=1)
+    soon = timezone.now() + services.boot_time(nodes[0]) + MARGIN - dt.timedelta(minutes=1)
     later = timezone.now() + dt.timedelta(hours=5)
     first = reserve(SYSTEM_ACTOR, tenant_principal(tenant), request_for(pool, gpus=8, start=soon))
     second = reserve(SYSTEM_ACTOR, tenant_principal(tenant), request_for(pool, gpus=16, start=later))
