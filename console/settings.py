@@ -362,6 +362,7 @@ CELERY_BEAT_SCHEDULE = {
     "tenancy-prune-idempotency-keys": {"task": "tenancy.prune_idempotency_keys", "schedule": 3600.0},
     "fabric-reap-stuck-changes": {"task": "fabric.reap_stuck_changes", "schedule": 60.0},
     "power-reap-stuck": {"task": "power.reap_stuck", "schedule": 60.0},
+    "power-apply-policies": {"task": "power.apply_policies", "schedule": 60.0},
     "scheduling-tick": {"task": "scheduling.tick", "schedule": 10.0},
     "scheduling-slurm-sync": {"task": "scheduling.slurm_sync", "schedule": 10.0},
     # Fallback when no `manage.py collector` process runs (skips while one heartbeats).

@@ -67,7 +67,7 @@ def world_ids() -> dict[str, dict[str, object]]:
     from console.demo import DEMO_ACCOUNTS, DEMO_FABRIC_DESIGN
     from console.fabric.models import ChangeRequest, Fabric
     from designer.models import Design
-    from scheduling.models import Reservation
+    from scheduling.models import Pool, Reservation
 
     fabric = Fabric.objects.select_related("revision").get(revision__design__name=DEMO_FABRIC_DESIGN)
     big = Design.objects.get(name="superpod-2048")
@@ -79,6 +79,7 @@ def world_ids() -> dict[str, dict[str, object]]:
         "import_design": fabric.revision.design_id,  # the 1-SU design: an import of it is quick
         "import_revision": fabric.revision.number,
         "change": change.pk if change else 0,
+        "pool": Pool.objects.filter(fabric=fabric).order_by("name").values_list("pk", flat=True).first() or 0,
     }
     out = {}
     for account in [*DEMO_ACCOUNTS, None]:

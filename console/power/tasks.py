@@ -9,7 +9,7 @@ it and the transition reads again later or, past its deadline, is recorded ``fai
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
-from console.power import services
+from console.power import policy, services
 
 #: seconds one power task may run (a BMC call and a row write); the hard limit a little later
 SOFT_LIMIT_S = 60
@@ -44,3 +44,11 @@ def poll_task(node_id: int, action: str, deadline: float) -> str:
 def reap_stuck_task() -> list[int]:
     """Periodic: transitions that outlived their time limit become ``failed`` (idempotent)."""
     return services.reap_stuck()
+
+
+@shared_task(name="power.apply_policies", ignore_result=True)
+def apply_policies_task() -> dict[int, str]:
+    """Periodic (every minute): apply every enabled pool's power policy; one pool's failure does
+    not stop the others. Idempotent: a second run finds the nodes already switched (or booting)
+    and the rate limit counting the first run's actions."""
+    return policy.apply_enabled()

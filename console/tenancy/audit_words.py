@@ -54,6 +54,16 @@ WORDINGS: dict[str, Wording] = {
         "{actor} set the default patience of pool {object} to {default_max_wait} s (queued requests wait that long for a packed placement)",
         "{actor} changed the default patience of pool {object}",
     ),
+    "pool.power_policy": (
+        "{actor} set the power policy of pool {object} (enabled: {enabled}, dry run: {dry_run})",
+        "{actor} changed the power policy of pool {object}",
+    ),
+    "pool.power_policy_run": (
+        "{actor} ran the power policy of pool {object}: {summary}",
+        "{actor} ran the power policy of pool {object}",
+    ),
+    "node.power_pin": ("{actor} pinned node {object} on: {reason}", "{actor} pinned node {object} on"),
+    "node.power_unpin": ("{actor} unpinned node {object}",),
     "node.state": ("{actor} set node {object} {state}", "{actor} changed the state of node {object}"),
     "node.bmc_set": ("{actor} set the {object}",),
     "node.power_on": ("{actor} powered on node {object}: {reason}", "{actor} powered on node {object}"),

@@ -65,6 +65,7 @@ def _tabs(principal: Principal) -> list[dict[str, str]]:
             {"key": "all", "label": "All reservations", "url": reverse("web:reservations-all")},
             {"key": "quotas", "label": "Quotas", "url": reverse("web:reservation-quotas")},
             {"key": "occupancy", "label": "Occupancy", "url": reverse("web:reservation-occupancy")},
+            {"key": "power", "label": "Power policy", "url": reverse("web:power-policy")},
         ]
     return tabs
 

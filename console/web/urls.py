@@ -11,6 +11,7 @@ from console.web import (
     live_views,
     login_views,
     notify_views,
+    power_views,
     reservation_views,
     search_views,
     session_views,
@@ -54,6 +55,8 @@ urlpatterns = [
         reservation_views.reservation_occupancy,
         name="reservation-occupancy",
     ),
+    path("reservations/power/", power_views.power_policy, name="power-policy"),
+    path("reservations/power/<int:pk>/", power_views.power_policy, name="power-policy-pool"),
     path("reservations/<int:pk>/", reservation_views.reservation_detail, name="reservation"),
     path(
         "reservations/<int:pk>/connection/",

@@ -125,7 +125,12 @@ class PowerAction:
 
 
 def _minutes(delta: timedelta) -> str:
-    return f"{delta.total_seconds() / 60:g} min"
+    """A duration as people read it: ``45 min``, ``0.5 min``; from two hours on ``3 h``, ``2 h 5 min``."""
+    minutes = delta.total_seconds() / 60
+    if minutes >= 120:
+        hours, rest = divmod(round(minutes), 60)
+        return f"{hours} h" if rest == 0 else f"{hours} h {rest} min"
+    return f"{round(minutes, 1):g} min"
 
 
 def _clock(moment: datetime) -> str:

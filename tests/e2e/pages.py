@@ -72,6 +72,8 @@ PAGES: tuple[Page, ...] = (
     Page("reservations-all", "/reservations/all/", READERS),
     Page("reservations-quotas", "/reservations/quotas/", READERS),
     Page("reservations-occupancy", "/reservations/occupancy/", READERS),
+    Page("power-policy", "/reservations/power/", READERS),
+    Page("power-policy-pool", "/reservations/power/{pk}/", READERS, path="/reservations/power/{pool}/"),
     Page("usage", "/usage/", SIGNED_IN),
     Page("demo-webhook-sink", "/demo/webhook-sink/", READERS),
     Page("audit", "/audit/", frozenset({OPERATOR, AUDITOR, TENANT_ADMIN})),

@@ -58,6 +58,7 @@ def ids(world):  # noqa: F811
         "revision": fabric.revision.number,
         "reservation": world["res_a"].pk,  # one tenant A owns
         "change": change.pk,
+        "pool": world["res_a"].pool_id,
         "q": world["res_a"].name,
     }
 

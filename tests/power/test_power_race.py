@@ -9,8 +9,6 @@ reservation is not placed on the node.
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from django.db import connection
 from django.utils import timezone
@@ -21,6 +19,7 @@ from scheduling.models import Node, Reservation
 from scheduling.services.reservations import reserve
 from tests.needs import needs
 from tests.power.conftest import SYSTEM_ACTOR
+from tests.power.racing import race
 from tests.scheduling.conftest import give_quota, make_fabric, make_pool, request_for, tenant_principal
 
 pytestmark = [pytest.mark.django_db(transaction=True), needs("postgresql")]
@@ -50,34 +49,16 @@ def test_power_off_and_reservation_race_never_leave_a_reserved_node_off(attach_b
         pool = make_pool(fabric, f"p{i}", nodes=[node])
         tenant = Tenant.objects.create(name=f"Race {i}", slug=f"race-{i}")
         give_quota(tenant, pool, 8)
-        barrier = threading.Barrier(2)
-        results: dict[str, object] = {}
 
-        def book(pool=pool, tenant=tenant, barrier=barrier, results=results) -> None:
-            try:
-                barrier.wait(timeout=30)
-                request = request_for(pool, gpus=8, start=timezone.now())
-                results["reservation"] = reserve(SYSTEM_ACTOR, tenant_principal(tenant), request).status
-            except Exception as exc:
-                results["reservation"] = exc
-            finally:
-                connection.close()
-
-        def switch_off(node=node, barrier=barrier, results=results) -> None:
-            try:
-                barrier.wait(timeout=30)
-                results["power"] = services.power_off(node.pk, actor=SYSTEM_ACTOR, enqueue=False).power_state
-            except Exception as exc:
-                results["power"] = exc
-            finally:
-                connection.close()
+        def book(pool=pool, tenant=tenant) -> object:
+            request = request_for(pool, gpus=8, start=timezone.now())
+            return reserve(SYSTEM_ACTOR, tenant_principal(tenant), request).status
 
         # when both go at the same instant
-        threads = [threading.Thread(target=book), threading.Thread(target=switch_off)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=120)
+        results = race(
+            reservation=book,
+            power=lambda node=node: services.power_off(node.pk, actor=SYSTEM_ACTOR, enqueue=False).power_state,
+        )
 
         # then exactly one of them won, and the other saw it
         node.refresh_from_db()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -51,6 +52,18 @@ def test_a_node_idle_longer_than_t_goes_off_one_idle_shorter_stays_on():
         "(boot 7 min + margin 5 min); 0 node(s) wanted by 0 queued request(s) before 2026-12-02 12:12 UTC "
         "plus a warm buffer of 0, and 2 idle node(s) are on"
     )
+
+
+def test_long_idle_times_read_in_hours_and_minutes():
+    nodes = [node("n1", idle_min=180.002), node("n2", idle_min=125), node("n3", idle_min=29.97)]
+
+    result = plan(replace(POLICY, idle_after=timedelta(minutes=29.5)), nodes, Demands(), NOW)
+
+    assert [r.reason.split(";")[0] for r in result] == [
+        "idle for 3 h (policy: off after 29.5 min)",
+        "idle for 2 h 5 min (policy: off after 29.5 min)",
+        "idle for 30 min (policy: off after 29.5 min)",
+    ]
 
 
 def test_busy_and_pinned_nodes_are_never_powered_off():
