@@ -20,7 +20,7 @@ from console.tenancy.context import Actor
 from console.tenancy.models import Tenant
 from scheduling.models import Node
 from scheduling.services.reservations import reserve
-from tests.power.conftest import SYSTEM_ACTOR, emulator_power
+from tests.power.conftest import SYSTEM_ACTOR, drive_to_end, emulator_power
 from tests.scheduling.conftest import give_quota, make_fabric, make_pool, request_for, tenant_principal
 
 pytestmark = pytest.mark.django_db
@@ -73,7 +73,7 @@ def test_an_idle_node_past_its_time_is_powered_off_through_its_bmc(
     assert (event.actor, event.to_state, event.intended) == ("policy", "powering-off", True)
     # when the worker carries the task out, the emulated BMC reports the system off
     assert emulator_power(redfish, bmcs[off.pk]) == "On"
-    assert services.drive(off.pk, "off") == "off"
+    assert drive_to_end(off.pk, "off") == "off"
     assert emulator_power(redfish, bmcs[off.pk]) == "Off"
     assert [emulator_power(redfish, bmcs[n.pk]) for n in nodes[1:]] == ["On", "On"]
 
@@ -147,7 +147,7 @@ def test_the_rate_limit_counts_the_policys_own_actions_in_the_last_minute(idle_p
 def test_a_pinned_node_stays_on_and_a_pinned_off_node_is_powered_on(idle_pool, published):
     pool, nodes, _ = idle_pool
     services.power_off(nodes[2].pk, actor=SYSTEM_ACTOR, enqueue=False)
-    services.drive(nodes[2].pk, "off")
+    drive_to_end(nodes[2].pk, "off")
     policy.pin(nodes[0].pk, actor=OPERATOR, reason="firmware test tonight")
     policy.pin(nodes[2].pk, actor=OPERATOR, reason="needed on")
     _set(pool)

@@ -19,7 +19,7 @@ from scheduling.models import Node, Pool
 from scheduling.services import inventory
 from tests.fabric import lab_fixtures
 from tests.fabric.conftest import requires_lab
-from tests.power.conftest import SYSTEM_ACTOR, emulator_power
+from tests.power.conftest import SYSTEM_ACTOR, drive_to_end, emulator_power
 from tests.power.test_power_lab import _leaf_ends, _states, _until
 
 lab_data_dir = lab_fixtures.lab_data_dir
@@ -52,7 +52,7 @@ def test_the_policy_powers_off_an_idle_node_and_its_links_go_down(
     off, warm = nodes  # equal idle times and groups: by name
     assert [(a["node"], a["action"], a["outcome"]) for a in run.actions] == [(off.name, "off", "done")]
     assert drives == [(off.pk, "off")]
-    assert services.drive(off.pk, "off") == "off"
+    assert drive_to_end(off.pk, "off") == "off"
 
     # then its BMC reports it off and every leaf port it was cabled to is down; the warm node's are Active
     assert emulator_power(redfish, bmcs[off.pk]) == "Off"
