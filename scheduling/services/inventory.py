@@ -22,7 +22,7 @@ from console.tenancy.permissions import require_operator
 from designer.services import revision_graph
 from scheduling.models import GPU, HCA, Node, Pool
 from scheduling.services import notices
-from scheduling.services.locks import node_for_update, pool_for_update, pool_lock_rows, reservation_lock
+from scheduling.services.locks import node_for_update, pool_for_update, reservation_lock
 from scheduling.services.publish import enqueue_queue_pass
 from scheduling.services.topology import specs_from_graph
 
@@ -218,8 +218,7 @@ def create_pool(
             pool = Pool.objects.create(
                 fabric=fabric, name=name, kind=kind, description=description, default_max_wait=default_max_wait
             )
-            pool.nodes.set(nodes)
-            pool_lock_rows([pool.pk])
+            pool.nodes.set(nodes)  # its reservation-lock row came with it (scheduling.models)
             audit.record(actor, "pool.create", pool, after={**audit.snapshot(pool), "nodes": len(nodes)})
     except IntegrityError as exc:
         raise Conflict(f"fabric {fabric} already has a pool named {name!r}") from exc

@@ -78,8 +78,10 @@ def transition(reservation: Reservation, new: str) -> None:
 def lock_booked(reservation: Reservation) -> None:
     """The reservation lock of the reservation's pool and of every pool holding a node it has an
     allocation on (taken before its row: the order of reserve, whose preemptions lock victims'
-    rows under the pool's reservation lock). Its allocations only ever shrink once placed, so the
-    set read before the lock covers whatever the locked transaction will touch."""
+    rows under the pools' reservation locks). The nodes are read again under the lock
+    (:func:`.locks.reservation_lock`): a queued reservation may have been placed while this
+    waited. Once its pool's lock is held nothing adds an allocation to it (placing takes that
+    lock)."""
     nodes = ReservationAllocation.objects.filter(reservation_id=reservation.pk).values("node_id")
     reservation_lock(pool_ids=[reservation.pool_id], node_ids=nodes)
 

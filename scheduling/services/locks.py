@@ -4,19 +4,22 @@
 :class:`~scheduling.models.BookingGeneration` row, which every change of the pool's bookings bumps
 anyway (:func:`.snapshots.touch`). Everything that changes what may be placed on a pool's nodes
 takes it, for every pool involved, before it reads what it decides on: reserve and the queue pass
-(the pool), extend, release, cancel and preempt (the pools of the reservation's nodes), a node's
-state (:func:`node_for_update`: the pools of the node; the power path locks nodes through it too)
-and a pool's membership. One row per pool instead of every node row of the pool (2,048 on a
-16,384-GPU pool): a placement decided under it stays true until commit, because nobody else can
-book, free or take a node of the pool out of service meanwhile. Readers (preview, the cached
-snapshot's refresh) never wait on it. Should a writer skip it anyway, the allocations' exclusion
-constraint still refuses an overlap (reserve retries).
+(the pool and the pools sharing a node with it), extend, release and cancel (the reservation's pool
+and the pools of its nodes), a node's state (:func:`node_for_update`: the pools of the node; the power path
+locks nodes through it too) and a pool's membership. Every pool has its row from the transaction that creates it (a ``post_save`` hook in
+:mod:`scheduling.models`); the lock creates a row still missing. One row per pool instead of every
+node row of the pool (2,048 on a 16,384-GPU pool): a placement decided under it stays true until
+commit, because nobody else can book, free or take a node of the pool out of service meanwhile.
+Readers (preview, the cached snapshot's refresh) never wait on it. Should a writer skip it anyway,
+the allocations' exclusion constraint still refuses an overlap (reserve retries).
 
 Order: the tenant's quota row (the queue pass: all the pool's quota rows), then reservation locks
 (pools in primary-key order, in one call), then reservation rows, then node rows. Several rows of
-one kind are always locked in primary-key order, so two writers never wait on each other in
-opposite orders. Services lock through this module (Saleor's ``lock_objects`` pattern) instead of
-importing each other to reuse a lock.
+one kind are always locked in primary-key order, so two writers never wait on each other in opposite
+orders; a set found larger under the lock than before it is locked again whole, after the first
+locks were given back (:func:`reservation_lock`), never topped up out of order. Services lock
+through this module (Saleor's ``lock_objects`` pattern) instead of importing each other to reuse a
+lock.
 """
 
 from __future__ import annotations
@@ -24,9 +27,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from django.db import OperationalError, transaction
 from django.db.models import Q, QuerySet
 
 from scheduling.models import BookingGeneration, Node, Pool, Quota, Reservation
+
+#: Attempts to lock a set of pools that keeps growing under the lock (each attempt takes the union).
+MAX_RELOCKS = 8
 
 
 def quota_for_update(*, tenant_id: int, pool_id: int) -> Quota | None:
@@ -63,20 +70,38 @@ def reservations_for_update(queryset: QuerySet[Reservation], *, skip_locked: boo
 
 def reservation_lock(*, pool_ids: Iterable[int] = (), node_ids: Any = ()) -> list[int]:
     """Take the reservation lock of ``pool_ids`` and of every pool holding one of ``node_ids``
-    (ids or a ``values(...)`` subquery), in primary-key order, in one statement; returns the pools
-    locked. Call it once per transaction with everything it will touch, before reservation and
-    node rows. Every pool has its row from creation on (:func:`.inventory.create_pool`)."""
-    explicit = set(pool_ids)
-    wanted = Q(pool_id__in=sorted(explicit))
-    if not isinstance(node_ids, tuple | list | set | frozenset) or node_ids:
-        wanted |= Q(pool_id__in=Pool.nodes.through.objects.filter(node_id__in=node_ids).values("pool_id"))
-    rows = BookingGeneration.objects.filter(wanted).order_by("pool_id").select_for_update()
-    locked = list(rows.values_list("pool_id", flat=True))
-    if not explicit <= set(locked):  # a pool created before its row was (a concurrent creator
-        # waits on the unique key until this transaction ends)
-        pool_lock_rows(explicit - set(locked))
+    (ids or a subquery such as a reservation's allocations' ``values("node_id")``), in primary-key
+    order, in one statement; returns the pools locked. Call it once per transaction with
+    everything it will touch, before reservation and node rows.
+
+    The pools of ``node_ids`` are read again once the locks are held: the statement's subquery
+    saw the rows as they were when it started, before it waited (a queued reservation placed, a
+    node added to a pool meanwhile). When the set grew, or a pool has no lock row yet (created
+    without :func:`.inventory.create_pool` and its post-save hook, e.g. by ``bulk_create``),
+    the locks are given back (rolled back to a savepoint taken before them; PostgreSQL releases
+    row locks taken after it), the missing rows are created (``ON CONFLICT DO NOTHING``) and the
+    whole set is locked again in one statement: never a pool locked after a higher one."""
+    wanted = set(pool_ids)
+    nodes_given = not isinstance(node_ids, tuple | list | set | frozenset) or bool(node_ids)
+    for _ in range(MAX_RELOCKS):
+        savepoint = transaction.savepoint()
+        condition = Q(pool_id__in=sorted(wanted))
+        if nodes_given:
+            condition |= Q(pool_id__in=_pools_of(node_ids))
+        rows = BookingGeneration.objects.filter(condition).order_by("pool_id").select_for_update()
         locked = list(rows.values_list("pool_id", flat=True))
-    return locked
+        needed = wanted | (set(_pools_of(node_ids)) if nodes_given else set())
+        if needed <= set(locked):
+            transaction.savepoint_commit(savepoint)
+            return locked
+        transaction.savepoint_rollback(savepoint)
+        pool_lock_rows(needed - set(locked))  # a concurrent creator waits on the unique key
+        wanted = needed | set(locked)
+    raise OperationalError("the pools to lock kept changing; try again")
+
+
+def _pools_of(node_ids: Any) -> QuerySet[Any]:
+    return Pool.nodes.through.objects.filter(node_id__in=node_ids).values_list("pool_id", flat=True).distinct()
 
 
 def pool_lock_rows(pool_ids: Iterable[int]) -> None:
