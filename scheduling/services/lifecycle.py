@@ -165,8 +165,8 @@ def cancel(actor: Actor, principal: Principal, reservation: Reservation) -> Rese
 def preempt(actor: Actor, reservation_id: int, *, now: dt.datetime) -> Reservation:
     """Reclaim a borrowed reservation for another tenant's guaranteed request; the reason is the
     notice (it does not name that tenant: tenants do not learn of each other)."""
-    # The caller (reserve) holds the reservation lock of the pool it places on; the victim's
-    # nodes are that pool's.
+    # The caller (reserve) holds the reservation locks of the victim's pools (its own and those
+    # of every node it holds: .locks.require_locked), which its wind-down bumps.
     reservation = reservation_for_update(reservation_id)
     notice = (
         f"preempted at {now:%Y-%m-%d %H:%M} UTC: borrowed capacity reclaimed for another "

@@ -5,7 +5,8 @@
 anyway (:func:`.snapshots.touch`). Everything that changes what may be placed on a pool's nodes
 takes it, for every pool involved, before it reads what it decides on: reserve and the queue pass
 (the pool and the pools sharing a node with it), extend, release and cancel (the reservation's pool
-and the pools of its nodes), a node's state (:func:`node_for_update`: the pools of the node; the power path
+and the pools of its nodes), preempt (the same for every victim, before any is wound down:
+:class:`WiderLock`), a node's state (:func:`node_for_update`: the pools of the node; the power path
 locks nodes through it too) and a pool's membership. Every pool has its row from the transaction that creates it (a ``post_save`` hook in
 :mod:`scheduling.models`); the lock creates a row still missing. One row per pool instead of every
 node row of the pool (2,048 on a 16,384-GPU pool): a placement decided under it stays true until
@@ -30,7 +31,7 @@ from typing import Any
 from django.db import OperationalError, transaction
 from django.db.models import Q, QuerySet
 
-from scheduling.models import BookingGeneration, Node, Pool, Quota, Reservation
+from scheduling.models import BookingGeneration, Node, Pool, Quota, Reservation, ReservationAllocation
 
 #: Attempts to lock a set of pools that keeps growing under the lock (each attempt takes the union).
 MAX_RELOCKS = 8
@@ -104,6 +105,34 @@ def _pools_of(node_ids: Any) -> QuerySet[Any]:
     return Pool.nodes.through.objects.filter(node_id__in=node_ids).values_list("pool_id", flat=True).distinct()
 
 
+def booked_pools(reservation_ids: Iterable[int]) -> set[int]:
+    """The pools whose reservation lock covers these reservations: theirs and every pool holding
+    a node they have an allocation on (what winding them down bumps, :func:`.snapshots.touch`)."""
+    ids = sorted(set(reservation_ids))
+    if not ids:
+        return set()
+    own = Reservation.objects.filter(pk__in=ids).values_list("pool_id", flat=True)
+    nodes = ReservationAllocation.objects.filter(reservation_id__in=ids).values("node_id")
+    return set(own) | set(_pools_of(nodes))
+
+
+class WiderLock(Exception):
+    """A transaction found it must hold more reservation locks than it took (preempting a
+    reservation that also holds nodes of other pools): it rolls back and locks ``pools`` first."""
+
+    def __init__(self, pools: Iterable[int]) -> None:
+        super().__init__(f"needs the reservation locks of pools {sorted(set(pools))}")
+        self.pools = frozenset(pools)
+
+
+def require_locked(locked: Iterable[int], reservation_ids: Iterable[int]) -> None:
+    """Raise :class:`WiderLock` unless ``locked`` covers :func:`booked_pools` of the reservations."""
+    held = set(locked)
+    needed = booked_pools(reservation_ids)
+    if not needed <= held:
+        raise WiderLock(held | needed)
+
+
 def pool_lock_rows(pool_ids: Iterable[int]) -> None:
     """Create the reservation-lock rows of new pools (their booking generation, at 0)."""
     BookingGeneration.objects.bulk_create(
@@ -111,11 +140,12 @@ def pool_lock_rows(pool_ids: Iterable[int]) -> None:
     )
 
 
-def pool_and_overlapping_lock(pool_id: int) -> list[int]:
+def pool_and_overlapping_lock(pool_id: int, *, also: Iterable[int] = ()) -> list[int]:
     """The reservation lock of a pool and of every pool sharing a node with it (a booking on the
-    pool's nodes is a booking of theirs too): what reserve and the queue pass take."""
+    pool's nodes is a booking of theirs too): what reserve and the queue pass take (``also``:
+    further pools, e.g. those of reservations it will preempt, :class:`WiderLock`)."""
     return reservation_lock(
-        pool_ids=[pool_id], node_ids=Pool.nodes.through.objects.filter(pool_id=pool_id).values("node_id")
+        pool_ids=[pool_id, *also], node_ids=Pool.nodes.through.objects.filter(pool_id=pool_id).values("node_id")
     )
 
 

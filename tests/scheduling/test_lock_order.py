@@ -6,6 +6,7 @@ one that took them in order: the database then detects a deadlock (``40P01``). W
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from scheduling.services import lifecycle, locks, queue
 from scheduling.services.reservations import reserve
 from tests.needs import needs
 from tests.scheduling.conftest import OPERATOR, SYSTEM, give_quota, make_fabric, make_pool, request_for
+from tests.scheduling.test_concurrency import assert_no_overlapping_allocations
 from tests.scheduling.test_reservation_lock import _held_elsewhere
 
 pytestmark = [pytest.mark.django_db(transaction=True), needs("postgresql")]
@@ -129,6 +131,47 @@ def test_cancel_waiting_while_its_request_is_placed_locks_the_pools_it_was_place
     queued.refresh_from_db()
     assert queued.status == S.CANCELLED
     assert not ReservationAllocation.objects.filter(reservation=queued, end__gt=queued.ended_at).exists()
+
+
+def test_preempting_a_reservation_that_holds_nodes_of_other_pools_locks_them_first(caplog):
+    # given a chain of pools on four nodes: "far" (n2, n3; created first: the lowest key),
+    # "claimed" (n0, n1) and "between" (n1, n2); a borrower holds n1 and n2 through "between"
+    fabric = make_fabric("preempt-chain", {"topology": "fat-tree", "nodes": 4, "node_type": "DGX-H100"})
+    n = list(Node.objects.filter(fabric=fabric).order_by("pk"))[:4]
+    far = make_pool(fabric, "far", nodes=[n[2], n[3]])
+    claimed = make_pool(fabric, "claimed", nodes=[n[0], n[1]])
+    between = make_pool(fabric, "between", nodes=[n[1], n[2]])
+    borrower, owner = Tenant.objects.create(name="B", slug="b"), Tenant.objects.create(name="O", slug="o")
+    give_quota(borrower, between, 0, borrow=16)
+    give_quota(owner, claimed, 16)
+    victim = reserve(SYSTEM, OPERATOR, request_for(between, gpus=16, tenant_id=borrower.pk))
+    assert victim.status == S.PROVISIONING and victim.borrowed
+    assert set(victim.allocations.values_list("node_id", flat=True)) == {n[1].pk, n[2].pk}
+    made: list[Reservation] = []
+    reached = threading.Event()
+
+    def far_writer() -> None:  # holds "far", then needs "claimed": key order
+        with transaction.atomic():
+            locks.reservation_lock(pool_ids=[far.pk])
+            reached.set()
+            wait_blocked_by(writer)
+            locks.reservation_lock(pool_ids=[claimed.pk])
+
+    writer = Session(far_writer)
+    writer.start()
+    assert reached.wait(WAIT)
+    caplog.set_level(logging.INFO, logger="scheduling.services.reservations")
+    # when the owner claims its guarantee on "claimed", which preempts the borrower (whose
+    # wind-down frees n2, a node of "far" as well)
+    claimer = Session(lambda: made.append(reserve(SYSTEM, OPERATOR, request_for(claimed, gpus=16, tenant_id=owner.pk))))
+    claimer.start()
+    # then it takes "far" with the others, in key order, before it bumps any: no deadlock
+    finish(writer, claimer)
+    assert not [r.getMessage() for r in caplog.records if "deadlock" in r.getMessage()]
+    assert made[0].status == S.PROVISIONING
+    victim.refresh_from_db()
+    assert victim.status == S.PREEMPTED
+    assert_no_overlapping_allocations()
 
 
 def test_every_pool_has_its_lock_row_however_it_is_created():
