@@ -244,8 +244,11 @@ def set_pool_nodes(actor: Actor, principal: Principal, pool: Pool, nodes: list[N
     """Replace a pool's nodes; live reservations keep theirs (they hold allocations)."""
     require_operator(principal, to="manage inventory, pools and quotas")
     with transaction.atomic():
-        pool = pool_for_update(pool.pk)
-        reservation_lock(pool_ids=[pool.pk])  # no placement on the pool while its nodes change
+        pool = pool_for_update(pool.pk)  # its members stay as read until commit
+        members = set(pool.nodes.values_list("pk", flat=True))
+        # No placement on the pool while its nodes change, nor on another pool holding a node that
+        # comes or goes: such a booking bumps the pools its nodes are in (snapshots.touch).
+        reservation_lock(pool_ids=[pool.pk], node_ids=sorted(members ^ {n.pk for n in nodes}))
         before = sorted(pool.nodes.values_list("name", flat=True))
         pool.nodes.set(nodes)
         Pool.objects.filter(pk=pool.pk).update(version=F("version") + 1)

@@ -81,7 +81,8 @@ def lock_booked(reservation: Reservation) -> None:
     rows under the pools' reservation locks). The nodes are read again under the lock
     (:func:`.locks.reservation_lock`): a queued reservation may have been placed while this
     waited. Once its pool's lock is held nothing adds an allocation to it (placing takes that
-    lock)."""
+    lock), and nothing adds its nodes to another pool (:func:`.inventory.set_pool_nodes` takes
+    the locks of the pools of the nodes it moves)."""
     nodes = ReservationAllocation.objects.filter(reservation_id=reservation.pk).values("node_id")
     reservation_lock(pool_ids=[reservation.pool_id], node_ids=nodes)
 

@@ -7,7 +7,8 @@ takes it, for every pool involved, before it reads what it decides on: reserve a
 (the pool and the pools sharing a node with it), extend, release and cancel (the reservation's pool
 and the pools of its nodes), preempt (the same for every victim, before any is wound down:
 :class:`WiderLock`), a node's state (:func:`node_for_update`: the pools of the node; the power path
-locks nodes through it too) and a pool's membership. Every pool has its row from the transaction that creates it (a ``post_save`` hook in
+locks nodes through it too) and a pool's membership (the pool and the pools of the nodes it adds or
+removes). Every pool has its row from the transaction that creates it (a ``post_save`` hook in
 :mod:`scheduling.models`); the lock creates a row still missing. One row per pool instead of every
 node row of the pool (2,048 on a 16,384-GPU pool): a placement decided under it stays true until
 commit, because nobody else can book, free or take a node of the pool out of service meanwhile.

@@ -16,7 +16,7 @@ from django.db import connection, connections, transaction
 
 from console.tenancy.models import Tenant
 from scheduling.models import BookingGeneration, Node, Pool, Reservation, ReservationAllocation
-from scheduling.services import lifecycle, locks, queue
+from scheduling.services import inventory, lifecycle, locks, queue
 from scheduling.services.reservations import reserve
 from tests.needs import needs
 from tests.scheduling.conftest import OPERATOR, SYSTEM, give_quota, make_fabric, make_pool, request_for
@@ -172,6 +172,25 @@ def test_preempting_a_reservation_that_holds_nodes_of_other_pools_locks_them_fir
     victim.refresh_from_db()
     assert victim.status == S.PREEMPTED
     assert_no_overlapping_allocations()
+
+
+@pytest.mark.parametrize("change", ["adds", "removes"])
+def test_a_pool_membership_change_waits_for_the_pools_of_the_nodes_it_moves(change):
+    # given pool "mine" (n0, n1) and pool "other" holding n2 (added) or n1 (removed) too
+    fabric = make_fabric(f"members-{change}", {"topology": "fat-tree", "nodes": 4, "node_type": "DGX-H100"})
+    n = list(Node.objects.filter(fabric=fabric).order_by("pk"))[:3]
+    mine = make_pool(fabric, "mine", nodes=[n[0], n[1]])
+    other = make_pool(fabric, "other", nodes=[n[2]] if change == "adds" else [n[1], n[2]])
+    new_members = [n[0], n[1], n[2]] if change == "adds" else [n[0]]
+    # when the membership changes while a booking through "other" holds its lock
+    blocked = _held_elsewhere(
+        lambda: locks.reservation_lock(pool_ids=[other.pk]),
+        lambda: inventory.set_pool_nodes(SYSTEM, OPERATOR, mine, new_members),
+    )
+    # then the change waits for it (gives up after the lock timeout), and goes through after
+    assert blocked is not None and "lock timeout" in str(blocked), blocked
+    inventory.set_pool_nodes(SYSTEM, OPERATOR, mine, new_members)
+    assert set(mine.nodes.values_list("pk", flat=True)) == {x.pk for x in new_members}
 
 
 def test_every_pool_has_its_lock_row_however_it_is_created():
