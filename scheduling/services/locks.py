@@ -128,8 +128,11 @@ class WiderLock(Exception):
 
 def require_locked(locked: Iterable[int], reservation_ids: Iterable[int]) -> None:
     """Raise :class:`WiderLock` unless ``locked`` covers :func:`booked_pools` of the reservations."""
+    ids = set(reservation_ids)
+    if not ids:
+        return
     held = set(locked)
-    needed = booked_pools(reservation_ids)
+    needed = booked_pools(ids)
     if not needed <= held:
         raise WiderLock(held | needed)
 
