@@ -54,6 +54,22 @@ class Session(threading.Thread):
             connections.close_all()
 
 
+def started(body: Callable[[], object]) -> Session:
+    session = Session(body)
+    session.start()
+    return session
+
+
+def in_order_writer(*pools: Pool) -> Session:
+    """A started session that locks ``pools`` in one call (key order) and commits: any writer of them."""
+
+    def body() -> None:
+        with transaction.atomic():
+            assert locks.reservation_lock(pool_ids=[p.pk for p in pools]) == sorted(p.pk for p in pools)
+
+    return started(body)
+
+
 def wait_blocked_by(session: Session, count: int = 1) -> None:
     """Until ``count`` other backends wait on a lock ``session`` holds."""
     assert session.started_pid.wait(WAIT) and session.pid is not None
@@ -104,26 +120,18 @@ def test_cancel_waiting_while_its_request_is_placed_locks_the_pools_it_was_place
             locks.reservation_for_update(queued.pk)
             assert let_go.wait(WAIT)
 
-    def in_order_writer() -> None:  # any writer of both pools, locking them in key order
-        with transaction.atomic():
-            assert locks.reservation_lock(pool_ids=[low.pk, high.pk]) == [low.pk, high.pk]
-
-    passer = Session(queue_pass)
-    passer.start()
+    passer = started(queue_pass)
     assert placed.wait(WAIT)
     # when the tenant cancels the request it saw queued (no allocations yet) while the pass
     # that placed it has not committed, its row is held a little longer once the pass commits,
     # and another writer of both pools comes in meanwhile
-    canceller = Session(lambda: lifecycle.cancel(SYSTEM, OPERATOR, queued))
-    canceller.start()
+    canceller = started(lambda: lifecycle.cancel(SYSTEM, OPERATOR, queued))
     wait_blocked_by(passer)
-    holder_of_row = Session(row_holder)
-    holder_of_row.start()
+    holder_of_row = started(row_holder)
     wait_blocked_by(passer, count=2)
     go.set()
     wait_blocked_by(holder_of_row)  # the cancel holds its pool locks and waits for the row
-    writer = Session(in_order_writer)
-    writer.start()
+    writer = in_order_writer(low, high)
     wait_blocked_by(canceller)
     let_go.set()
     # then nobody deadlocks: the cancel locked "low" too before it waited for the row
@@ -157,14 +165,13 @@ def test_preempting_a_reservation_that_holds_nodes_of_other_pools_locks_them_fir
             wait_blocked_by(writer)
             locks.reservation_lock(pool_ids=[claimed.pk])
 
-    writer = Session(far_writer)
+    writer = Session(far_writer)  # assigned before it runs: the body waits on its own backend
     writer.start()
     assert reached.wait(WAIT)
     caplog.set_level(logging.INFO, logger="scheduling.services.reservations")
     # when the owner claims its guarantee on "claimed", which preempts the borrower (whose
     # wind-down frees n2, a node of "far" as well)
-    claimer = Session(lambda: made.append(reserve(SYSTEM, OPERATOR, request_for(claimed, gpus=16, tenant_id=owner.pk))))
-    claimer.start()
+    claimer = started(lambda: made.append(reserve(SYSTEM, OPERATOR, request_for(claimed, gpus=16, tenant_id=owner.pk))))
     # then it takes "far" with the others, in key order, before it bumps any: no deadlock
     finish(writer, claimer)
     assert not [r.getMessage() for r in caplog.records if "deadlock" in r.getMessage()]
@@ -234,19 +241,12 @@ def test_a_lock_waiting_while_another_pool_gains_a_node_of_the_pool_locks_that_p
         with transaction.atomic():
             locked.append(locks.pool_and_overlapping_lock(high.pk))
 
-    def in_order_writer() -> None:
-        with transaction.atomic():
-            locks.reservation_lock(pool_ids=[low.pk, high.pk])
-
-    changer = Session(membership)
-    changer.start()
+    changer = started(membership)
     assert changed.wait(WAIT)
     # when a booking of "high" waits for its lock, and another writer of both pools after it
-    booking = Session(booking_of_high)
-    booking.start()
+    booking = started(booking_of_high)
     wait_blocked_by(changer)
-    writer = Session(in_order_writer)
-    writer.start()
+    writer = in_order_writer(low, high)
     wait_blocked_by(changer, count=2)
     go.set()
     # then the booking holds "low" too (n1 is a node of both now), and nobody deadlocks
