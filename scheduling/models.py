@@ -13,11 +13,13 @@ long as it may be on the wire (``pkey_live``), again by a database constraint.
 from __future__ import annotations
 
 import datetime as dt
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from django.conf import settings
 from django.contrib.postgres.constraints import ExclusionConstraint
 from django.db import models
+from django.db.models.signals import post_save
+from django.dispatch import receiver
 
 from console.tenancy.models import TenantOwnedModel, TenantScopedQuerySet
 from scheduling.db import EQUAL, OVERLAPS, TsTzRange
@@ -139,6 +141,16 @@ class BookingGeneration(models.Model):
 
     def __str__(self) -> str:
         return f"pool {self.pool_id} bookings at {self.generation}"
+
+
+@receiver(post_save, sender=Pool, dispatch_uid="scheduling.pool_lock_row")
+def pool_lock_row(sender: type[Pool], instance: Pool, created: bool, **kwargs: Any) -> None:
+    """Every pool has its :class:`BookingGeneration` row (its reservation lock,
+    :mod:`scheduling.services.locks`) from the transaction that creates it on, however it is
+    created (``Pool.objects.create`` in tests, seeds, imports, fixtures). ``bulk_create`` sends
+    no signal: the lock creates a missing row itself."""
+    if created:
+        BookingGeneration.objects.bulk_create([BookingGeneration(pool_id=instance.pk)], ignore_conflicts=True)
 
 
 class BookingChange(models.Model):

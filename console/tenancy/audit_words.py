@@ -128,6 +128,10 @@ WORDINGS: dict[str, Wording] = {
     "fabric.port.update": ("{actor} changed the port setting {object}",),
     "fabric.port.delete": ("{actor} cleared the port setting {object}",),
     # change requests (partition pushes) and their steps
+    "fabric.applied.stale": (
+        "{actor} found fabric {object} no longer carries change request {change} as verified: {mismatch}",
+        "{actor} found fabric {object} no longer carries its applied state",
+    ),
     "fabric.change.create": ("{actor} requested change {id}: {reason}", "{actor} requested change {id}"),
     "fabric.change.approve": ("{actor} approved change request {id}",),
     "fabric.change.cancel": ("{actor} cancelled change request {id}",),

@@ -22,7 +22,7 @@ from console.tenancy.permissions import require_operator
 from designer.services import revision_graph
 from scheduling.models import GPU, HCA, Node, Pool
 from scheduling.services import notices
-from scheduling.services.locks import node_for_update, pool_for_update, pool_lock_rows, reservation_lock
+from scheduling.services.locks import node_for_update, pool_for_update, reservation_lock
 from scheduling.services.publish import enqueue_queue_pass
 from scheduling.services.topology import specs_from_graph
 
@@ -218,8 +218,7 @@ def create_pool(
             pool = Pool.objects.create(
                 fabric=fabric, name=name, kind=kind, description=description, default_max_wait=default_max_wait
             )
-            pool.nodes.set(nodes)
-            pool_lock_rows([pool.pk])
+            pool.nodes.set(nodes)  # its reservation-lock row came with it (scheduling.models)
             audit.record(actor, "pool.create", pool, after={**audit.snapshot(pool), "nodes": len(nodes)})
     except IntegrityError as exc:
         raise Conflict(f"fabric {fabric} already has a pool named {name!r}") from exc
@@ -245,8 +244,11 @@ def set_pool_nodes(actor: Actor, principal: Principal, pool: Pool, nodes: list[N
     """Replace a pool's nodes; live reservations keep theirs (they hold allocations)."""
     require_operator(principal, to="manage inventory, pools and quotas")
     with transaction.atomic():
-        pool = pool_for_update(pool.pk)
-        reservation_lock(pool_ids=[pool.pk])  # no placement on the pool while its nodes change
+        pool = pool_for_update(pool.pk)  # its members stay as read until commit
+        members = set(pool.nodes.values_list("pk", flat=True))
+        # No placement on the pool while its nodes change, nor on another pool holding a node that
+        # comes or goes: such a booking bumps the pools its nodes are in (snapshots.touch).
+        reservation_lock(pool_ids=[pool.pk], node_ids=sorted(members ^ {n.pk for n in nodes}))
         before = sorted(pool.nodes.values_list("name", flat=True))
         pool.nodes.set(nodes)
         Pool.objects.filter(pk=pool.pk).update(version=F("version") + 1)

@@ -78,8 +78,11 @@ def transition(reservation: Reservation, new: str) -> None:
 def lock_booked(reservation: Reservation) -> None:
     """The reservation lock of the reservation's pool and of every pool holding a node it has an
     allocation on (taken before its row: the order of reserve, whose preemptions lock victims'
-    rows under the pool's reservation lock). Its allocations only ever shrink once placed, so the
-    set read before the lock covers whatever the locked transaction will touch."""
+    rows under the pools' reservation locks). The nodes are read again under the lock
+    (:func:`.locks.reservation_lock`): a queued reservation may have been placed while this
+    waited. Once its pool's lock is held nothing adds an allocation to it (placing takes that
+    lock), and nothing adds its nodes to another pool (:func:`.inventory.set_pool_nodes` takes
+    the locks of the pools of the nodes it moves)."""
     nodes = ReservationAllocation.objects.filter(reservation_id=reservation.pk).values("node_id")
     reservation_lock(pool_ids=[reservation.pool_id], node_ids=nodes)
 
@@ -163,8 +166,8 @@ def cancel(actor: Actor, principal: Principal, reservation: Reservation) -> Rese
 def preempt(actor: Actor, reservation_id: int, *, now: dt.datetime) -> Reservation:
     """Reclaim a borrowed reservation for another tenant's guaranteed request; the reason is the
     notice (it does not name that tenant: tenants do not learn of each other)."""
-    # The caller (reserve) holds the reservation lock of the pool it places on; the victim's
-    # nodes are that pool's.
+    # The caller (reserve) holds the reservation locks of the victim's pools (its own and those
+    # of every node it holds: .locks.require_locked), which its wind-down bumps.
     reservation = reservation_for_update(reservation_id)
     notice = (
         f"preempted at {now:%Y-%m-%d %H:%M} UTC: borrowed capacity reclaimed for another "

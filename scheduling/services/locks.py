@@ -4,19 +4,24 @@
 :class:`~scheduling.models.BookingGeneration` row, which every change of the pool's bookings bumps
 anyway (:func:`.snapshots.touch`). Everything that changes what may be placed on a pool's nodes
 takes it, for every pool involved, before it reads what it decides on: reserve and the queue pass
-(the pool), extend, release, cancel and preempt (the pools of the reservation's nodes), a node's
-state (:func:`node_for_update`: the pools of the node; the power path locks nodes through it too)
-and a pool's membership. One row per pool instead of every node row of the pool (2,048 on a
-16,384-GPU pool): a placement decided under it stays true until commit, because nobody else can
-book, free or take a node of the pool out of service meanwhile. Readers (preview, the cached
-snapshot's refresh) never wait on it. Should a writer skip it anyway, the allocations' exclusion
-constraint still refuses an overlap (reserve retries).
+(the pool and the pools sharing a node with it), extend, release and cancel (the reservation's pool
+and the pools of its nodes), preempt (the same for every victim, before any is wound down:
+:class:`WiderLock`), a node's state (:func:`node_for_update`: the pools of the node; the power path
+locks nodes through it too) and a pool's membership (the pool and the pools of the nodes it adds or
+removes). Every pool has its row from the transaction that creates it (a ``post_save`` hook in
+:mod:`scheduling.models`); the lock creates a row still missing. One row per pool instead of every
+node row of the pool (2,048 on a 16,384-GPU pool): a placement decided under it stays true until
+commit, because nobody else can book, free or take a node of the pool out of service meanwhile.
+Readers (preview, the cached snapshot's refresh) never wait on it. Should a writer skip it anyway,
+the allocations' exclusion constraint still refuses an overlap (reserve retries).
 
 Order: the tenant's quota row (the queue pass: all the pool's quota rows), then reservation locks
 (pools in primary-key order, in one call), then reservation rows, then node rows. Several rows of
-one kind are always locked in primary-key order, so two writers never wait on each other in
-opposite orders. Services lock through this module (Saleor's ``lock_objects`` pattern) instead of
-importing each other to reuse a lock.
+one kind are always locked in primary-key order, so two writers never wait on each other in opposite
+orders; a set found larger under the lock than before it is locked again whole, after the first
+locks were given back (:func:`reservation_lock`), never topped up out of order. Services lock
+through this module (Saleor's ``lock_objects`` pattern) instead of importing each other to reuse a
+lock.
 """
 
 from __future__ import annotations
@@ -24,9 +29,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from django.db import OperationalError, transaction
 from django.db.models import Q, QuerySet
 
-from scheduling.models import BookingGeneration, Node, Pool, Quota, Reservation
+from scheduling.models import BookingGeneration, Node, Pool, Quota, Reservation, ReservationAllocation
+
+#: Attempts to lock a set of pools that keeps growing under the lock (each attempt takes the union).
+MAX_RELOCKS = 8
 
 
 def quota_for_update(*, tenant_id: int, pool_id: int) -> Quota | None:
@@ -63,20 +72,69 @@ def reservations_for_update(queryset: QuerySet[Reservation], *, skip_locked: boo
 
 def reservation_lock(*, pool_ids: Iterable[int] = (), node_ids: Any = ()) -> list[int]:
     """Take the reservation lock of ``pool_ids`` and of every pool holding one of ``node_ids``
-    (ids or a ``values(...)`` subquery), in primary-key order, in one statement; returns the pools
-    locked. Call it once per transaction with everything it will touch, before reservation and
-    node rows. Every pool has its row from creation on (:func:`.inventory.create_pool`)."""
-    explicit = set(pool_ids)
-    wanted = Q(pool_id__in=sorted(explicit))
-    if not isinstance(node_ids, tuple | list | set | frozenset) or node_ids:
-        wanted |= Q(pool_id__in=Pool.nodes.through.objects.filter(node_id__in=node_ids).values("pool_id"))
-    rows = BookingGeneration.objects.filter(wanted).order_by("pool_id").select_for_update()
-    locked = list(rows.values_list("pool_id", flat=True))
-    if not explicit <= set(locked):  # a pool created before its row was (a concurrent creator
-        # waits on the unique key until this transaction ends)
-        pool_lock_rows(explicit - set(locked))
+    (ids or a subquery such as a reservation's allocations' ``values("node_id")``), in primary-key
+    order, in one statement; returns the pools locked. Call it once per transaction with
+    everything it will touch, before reservation and node rows.
+
+    The pools of ``node_ids`` are read again once the locks are held: the statement's subquery
+    saw the rows as they were when it started, before it waited (a queued reservation placed, a
+    node added to a pool meanwhile). When the set grew, or a pool has no lock row yet (created
+    without :func:`.inventory.create_pool` and its post-save hook, e.g. by ``bulk_create``),
+    the locks are given back (rolled back to a savepoint taken before them; PostgreSQL releases
+    row locks taken after it), the missing rows are created (``ON CONFLICT DO NOTHING``) and the
+    whole set is locked again in one statement: never a pool locked after a higher one."""
+    wanted = set(pool_ids)
+    nodes_given = not isinstance(node_ids, tuple | list | set | frozenset) or bool(node_ids)
+    for _ in range(MAX_RELOCKS):
+        savepoint = transaction.savepoint()
+        condition = Q(pool_id__in=sorted(wanted))
+        if nodes_given:
+            condition |= Q(pool_id__in=_pools_of(node_ids))
+        rows = BookingGeneration.objects.filter(condition).order_by("pool_id").select_for_update()
         locked = list(rows.values_list("pool_id", flat=True))
-    return locked
+        needed = wanted | (set(_pools_of(node_ids)) if nodes_given else set())
+        if needed <= set(locked):
+            transaction.savepoint_commit(savepoint)
+            return locked
+        transaction.savepoint_rollback(savepoint)
+        pool_lock_rows(needed - set(locked))  # a concurrent creator waits on the unique key
+        wanted = needed | set(locked)
+    raise OperationalError("the pools to lock kept changing; try again")
+
+
+def _pools_of(node_ids: Any) -> QuerySet[Any]:
+    return Pool.nodes.through.objects.filter(node_id__in=node_ids).values_list("pool_id", flat=True).distinct()
+
+
+def booked_pools(reservation_ids: Iterable[int]) -> set[int]:
+    """The pools whose reservation lock covers these reservations: theirs and every pool holding
+    a node they have an allocation on (what winding them down bumps, :func:`.snapshots.touch`)."""
+    ids = sorted(set(reservation_ids))
+    if not ids:
+        return set()
+    own = Reservation.objects.filter(pk__in=ids).values_list("pool_id", flat=True)
+    nodes = ReservationAllocation.objects.filter(reservation_id__in=ids).values("node_id")
+    return set(own) | set(_pools_of(nodes))
+
+
+class WiderLock(Exception):
+    """A transaction found it must hold more reservation locks than it took (preempting a
+    reservation that also holds nodes of other pools): it rolls back and locks ``pools`` first."""
+
+    def __init__(self, pools: Iterable[int]) -> None:
+        super().__init__(f"needs the reservation locks of pools {sorted(set(pools))}")
+        self.pools = frozenset(pools)
+
+
+def require_locked(locked: Iterable[int], reservation_ids: Iterable[int]) -> None:
+    """Raise :class:`WiderLock` unless ``locked`` covers :func:`booked_pools` of the reservations."""
+    ids = set(reservation_ids)
+    if not ids:
+        return
+    held = set(locked)
+    needed = booked_pools(ids)
+    if not needed <= held:
+        raise WiderLock(held | needed)
 
 
 def pool_lock_rows(pool_ids: Iterable[int]) -> None:
@@ -86,11 +144,12 @@ def pool_lock_rows(pool_ids: Iterable[int]) -> None:
     )
 
 
-def pool_and_overlapping_lock(pool_id: int) -> list[int]:
+def pool_and_overlapping_lock(pool_id: int, *, also: Iterable[int] = ()) -> list[int]:
     """The reservation lock of a pool and of every pool sharing a node with it (a booking on the
-    pool's nodes is a booking of theirs too): what reserve and the queue pass take."""
+    pool's nodes is a booking of theirs too): what reserve and the queue pass take (``also``:
+    further pools, e.g. those of reservations it will preempt, :class:`WiderLock`)."""
     return reservation_lock(
-        pool_ids=[pool_id], node_ids=Pool.nodes.through.objects.filter(pool_id=pool_id).values("node_id")
+        pool_ids=[pool_id, *also], node_ids=Pool.nodes.through.objects.filter(pool_id=pool_id).values("node_id")
     )
 
 

@@ -47,7 +47,13 @@ from scheduling.services.decision import (
 )
 from scheduling.services.grant import grant
 from scheduling.services.lifecycle import preempt
-from scheduling.services.locks import pool_and_overlapping_lock, quota_for_update, reservations_for_update
+from scheduling.services.locks import (
+    WiderLock,
+    pool_and_overlapping_lock,
+    quota_for_update,
+    require_locked,
+    reservations_for_update,
+)
 from scheduling.services.naming import default_name
 from scheduling.services.snapshots import Snapshot, lend, priority_rank
 
@@ -150,9 +156,13 @@ def reserve(
     tenant = tenant_of(principal, request)
     pool = pool_of(request.pool_id)
     window_of(request, timezone.now())  # a 400 before any lock is taken
+    wider: frozenset[int] = frozenset()
     for _attempt in range(MAX_ATTEMPTS):
         try:
-            return _reserve_once(actor, principal, tenant, pool, request, unplaced)
+            return _reserve_once(actor, principal, tenant, pool, request, unplaced, wider)
+        except WiderLock as exc:  # preempting reservations that also hold nodes of other pools
+            log.info("reservation retry with the reservation locks of pools %s", sorted(exc.pools))
+            wider = exc.pools
         except IntegrityError as exc:
             log.info("reservation retry after constraint violation: %s", exc)
             snapshots.forget(pool.pk)  # a writer that bypassed snapshots.touch: load the pool whole
@@ -175,10 +185,11 @@ def _reserve_once(
     pool: Pool,
     request: ReservationRequest,
     unplaced: Unplaced | None,
+    wider: frozenset[int],
 ) -> Reservation:
     with transaction.atomic(), contextlib.ExitStack() as stack:
         quota = quota_for_update(tenant_id=tenant.pk, pool_id=pool.pk)
-        pool_and_overlapping_lock(pool.pk)
+        locked = pool_and_overlapping_lock(pool.pk, also=wider)
         # The clock is read after the locks: waiting for them may take a while; the cached
         # snapshot is brought up to date under them.
         snap = stack.enter_context(lend(pool, timezone.now()))
@@ -206,9 +217,13 @@ def _reserve_once(
             audit.record(actor, "reservation.reject", reservation, after=audit.snapshot(reservation))
             return reservation
         placement = decision.result
+        victims = [int(v[1:]) for v in placement.preempts]
+        # Winding a victim down bumps the pools of all its nodes: their locks must be held
+        # already (else roll back and take them all first, in one call: WiderLock).
+        require_locked(locked, victims)
         # Every victim's row before winding any down: once a wind-down has bumped the pool's
         # booking generation (snapshots.touch) this transaction waits on no other row.
-        list(reservations_for_update(Reservation.objects.filter(pk__in=[int(v[1:]) for v in placement.preempts])))
+        list(reservations_for_update(Reservation.objects.filter(pk__in=victims)))
         for victim in placement.preempts:
             preempt(actor, int(victim[1:]), now=snap.now)
         reservation.borrowed = decision.borrowed

@@ -37,6 +37,7 @@ import os
 import random
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -189,14 +190,16 @@ def service_path(requests: int, seed: int, fresh: bool, queued: int) -> dict:
         teardown_databases(old, verbosity=0)
 
 
-def _node_row_lock(pool_id: int) -> None:
-    """The lock reserve took before the reservation lock: every node row of the pool."""
+def _node_row_lock(pool_id: int, *, also: Iterable[int] = ()) -> list[int]:
+    """The lock reserve took before the reservation lock: every node row of the pool (the pools
+    it answers for: reserve checks a preemption's pools against them; the benchmark has none)."""
     from scheduling.models import Node
 
     in_pool = Node.objects.filter(pools=pool_id).values("pk")
     list(
         Node.objects.filter(pk__in=in_pool).order_by("pk").select_for_update(of=("self",)).values_list("pk", flat=True)
     )
+    return [pool_id, *also]
 
 
 def _load() -> str:

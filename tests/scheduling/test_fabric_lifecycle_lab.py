@@ -20,7 +20,7 @@ from console.fabric.changes.pipeline import apply_change
 from console.fabric.lab.fabrics import start_lab, stop_lab
 from console.fabric.models import ChangeRequest
 from console.tenancy.context import Actor
-from console.tenancy.models import Principal, Role
+from console.tenancy.models import AuditEntry, Principal, Role
 from designer.services import create_design
 from scheduling.models import HCA, Node, Reservation
 from scheduling.services import lifecycle, power, queue, quotas, snapshots
@@ -194,21 +194,29 @@ def test_a_reservation_on_powered_off_nodes_is_ready_only_after_they_boot_and_it
     assert set(holders_of(lab, reservation.pkey, neighbours(reservation)).values()) == {None}
 
 
+def pushed_ahead(su1, tenant) -> tuple[Reservation, dt.datetime, ChangeRequest]:
+    """A reservation of 16 GPUs starting in 30 minutes, placed, its partition pushed and verified
+    ahead of its start; with its start and the change that pushed it."""
+    fabric, lab, pool = su1
+    start = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(minutes=30)
+    request = ReservationRequest(
+        pool_id=pool.pk, gpus=16, start=start, duration=dt.timedelta(hours=1), name="later", tenant_id=tenant.pk
+    )
+    reservation = reserve(ACTOR, OPERATOR, request)
+    assert reservation.status == S.PLACED, reservation.reason
+    pushed = converge(fabric)
+    reservation.refresh_from_db()
+    assert reservation.status == S.PLACED
+    assert set(holders_of(lab, reservation.pkey, guids_of(reservation)).values()) == {"full"}
+    return reservation, start, pushed
+
+
 def test_a_future_reservation_pushed_before_its_start_is_ready_at_its_start_without_a_new_change(
     su1, tenant_a, django_capture_on_commit_callbacks
 ):
     fabric, lab, pool = su1
     # given a reservation starting in 30 minutes: placed, and its partition pushed ahead of time
-    start = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(minutes=30)
-    request = ReservationRequest(
-        pool_id=pool.pk, gpus=16, start=start, duration=dt.timedelta(hours=1), name="later", tenant_id=tenant_a.pk
-    )
-    reservation = reserve(ACTOR, OPERATOR, request)
-    assert reservation.status == S.PLACED, reservation.reason
-    converge(fabric)
-    reservation.refresh_from_db()
-    assert reservation.status == S.PLACED
-    assert set(holders_of(lab, reservation.pkey, guids_of(reservation)).values()) == {"full"}
+    reservation, start, _ = pushed_ahead(su1, tenant_a)
 
     # when its start comes: the tick starts it, and the reconcile finds nothing to change
     lifecycle.tick(now=start + dt.timedelta(seconds=1))
@@ -253,3 +261,31 @@ def test_a_cancelled_reservation_keeps_its_pkey_while_an_open_change_still_pushe
     assert not later.pkey_live and set(holders_of(lab, later.pkey, guids_of(later)).values()) == {None}
     converge_first.refresh_from_db()
     assert converge_first.status == S.READY
+
+
+def test_after_a_lab_restart_a_reservation_is_ready_only_once_its_pkey_is_pushed_again(
+    su1, tenant_a, django_capture_on_commit_callbacks
+):
+    fabric, lab, pool = su1
+    # given a reservation starting in 30 minutes whose partition was pushed and verified ahead
+    reservation, start, pushed = pushed_ahead(su1, tenant_a)
+    # and the lab restarted since: OpenSM starts from the design's files, the ports' tables anew
+    workdir, socket = fabric.config["workdir"], fabric.config["ibsim_sockname"]
+    stop_lab(fabric)
+    fabric, lab = start_lab(fabric.revision, name=fabric.name, actor=ACTOR, workdir=workdir, socket_name=socket)
+    assert set(holders_of(lab, reservation.pkey, guids_of(reservation)).values()) == {None}
+
+    # when its start comes and the reconcile finds the desired state equal to the stored applied one
+    lifecycle.tick(now=start + dt.timedelta(seconds=1))
+    with django_capture_on_commit_callbacks(execute=True):
+        change = changes.reconcile(fabric, actor=ACTOR)
+
+    # then it is not ready on the strength of the stale applied state: a change pushes it again
+    reservation.refresh_from_db()
+    assert reservation.status == S.PROVISIONING
+    assert change is not None and change.pk != pushed.pk
+    assert AuditEntry.objects.filter(action="fabric.applied.stale", object_id=str(fabric.pk)).count() == 1
+    assert apply_change(change.pk, worker_id="test").status == ChangeRequest.Status.APPLIED
+    reservation.refresh_from_db()
+    assert reservation.status == S.READY
+    assert set(holders_of(lab, reservation.pkey, guids_of(reservation)).values()) == {"full"}

@@ -9,21 +9,26 @@ commits (:func:`console.fabric.enqueue.enqueue_apply`).
 
 from __future__ import annotations
 
+import logging
+
 from django.db import transaction
 from django.utils import timezone
 
 from console.fabric.changes.desired import applied_of, build_desired, diff_artefacts, present_pkeys
 from console.fabric.changes.desired import render_artefacts as render
 from console.fabric.changes.locks import change_for_update, fabric_for_update
+from console.fabric.changes.pipeline import push_options
+from console.fabric.drivers import DesiredFabric, driver_for
 from console.fabric.enqueue import enqueue_apply
 from console.fabric.hooks import notify_verified
-from console.fabric.models import ChangeRequest, ChangeStep, Fabric
+from console.fabric.models import AppliedState, ChangeRequest, ChangeStep, Fabric
 from console.tenancy import audit
 from console.tenancy.context import Actor, current_correlation_id
 from console.tenancy.errors import Conflict, Forbidden, Invalid
 from console.tenancy.models import Principal
 from console.tenancy.permissions import require_operator
 
+log = logging.getLogger(__name__)
 Status = ChangeRequest.Status
 OPEN = (Status.PENDING_APPROVAL, Status.QUEUED, Status.APPLYING, Status.VERIFYING)
 
@@ -151,18 +156,78 @@ def reconcile(fabric: Fabric, *, actor: Actor) -> ChangeRequest | None:
     before its start becomes ready at its start without a push that would change nothing. Not
     while a change is open: it may still put on the wire a P_Key the applied state lacks, and a
     listener must not take that P_Key for gone (and hand it out again) before the change ends.
+    Nor on the strength of the stored applied state alone: it is verified on the fabric first
+    (the driver's ``verify``, no write). A fabric that no longer carries it (its lab or subnet
+    manager restarted with other files, its ports' tables lost) gets its applied state
+    invalidated, audited, and a change that pushes the desired state again; a fabric that cannot
+    be asked hears nothing (the periodic tick reconciles waiting reservations again).
     """
     plan = _plan(fabric)
     desired = plan[0]
+    known = applied_of(fabric)
+    checked = _on_the_wire(fabric, known) if _renotifies(fabric, known, desired) else None
     with transaction.atomic():
         fabric_for_update(fabric.pk)
         applied = applied_of(fabric)
         open_changes = list(fabric.changes.filter(status__in=OPEN))
         if applied is not None and applied.desired == desired:
-            if applied.change_id is not None and not open_changes:
+            if applied.change_id is None or open_changes:
+                return None
+            if checked is None or known is None or known.change_id != applied.change_id:
+                return None  # not verified now (or a newer change verified itself meanwhile)
+            if not checked:
                 present, change_id = present_pkeys(applied.desired), applied.change_id
                 transaction.on_commit(lambda: notify_verified(fabric.pk, present_pkeys=present, change_id=change_id))
-            return None
+                return None
+            _invalidate(actor, fabric, applied, checked)
+            plan = (desired, plan[1], diff_artefacts({}, plan[1]))
+            return _create(
+                actor,
+                fabric,
+                dry_run=False,
+                reason="reconcile: applied state not on the fabric",
+                user_id=None,
+                plan=plan,
+            )
         if any(c.desired == desired for c in open_changes):
             return None
         return _create(actor, fabric, dry_run=False, reason="reconcile: desired ≠ applied", user_id=None, plan=plan)
+
+
+def _renotifies(fabric: Fabric, applied: AppliedState | None, desired: dict) -> bool:
+    """Whether reconcile would re-notify ``applied`` (read without locks; checked again under them)."""
+    return (
+        applied is not None
+        and applied.change_id is not None
+        and applied.desired == desired
+        and not fabric.changes.filter(status__in=OPEN).exists()
+    )
+
+
+def _on_the_wire(fabric: Fabric, applied: AppliedState | None) -> list[str] | None:
+    """What the fabric lacks of ``applied`` ([]: it carries it), verified through its driver
+    without writing; None when it cannot be asked (lab or subnet manager down, diagnostics time
+    out). Outside any transaction: verification reads every member port's P_Key table."""
+    if applied is None:
+        return None
+    try:
+        return list(driver_for(fabric).verify(DesiredFabric.from_json(applied.desired), options=push_options(fabric)))
+    except Exception as exc:  # any failure to ask: no claim either way
+        log.warning("fabric %s: could not verify its applied state: %s", fabric.pk, exc)
+        return None
+
+
+def _invalidate(actor: Actor, fabric: Fabric, applied: AppliedState, mismatches: list[str]) -> None:
+    """Forget an applied state the fabric no longer carries (the next change diffs against nothing)."""
+    before = {
+        "change": applied.change_id,
+        "verified_at": applied.verified_at.isoformat() if applied.verified_at else None,
+    }
+    applied.delete()
+    audit.record(
+        actor,
+        "fabric.applied.stale",
+        fabric,
+        before=before,
+        after={"change": before["change"], "mismatch": mismatches[0][:500], "mismatches": len(mismatches)},
+    )
