@@ -79,6 +79,8 @@ class GPU(models.Model):
     class Meta:
         ordering = ["node", "index"]
         constraints = [models.UniqueConstraint(fields=["node", "index"], name="gpu_index_unique")]
+        # The few failed GPUs, read on every snapshot refresh (a scan of every GPU row otherwise).
+        indexes = [models.Index(fields=["node"], name="gpu_failed_node", condition=models.Q(health="failed"))]
 
     def __str__(self) -> str:
         return f"{self.node_id}/gpu{self.index}"

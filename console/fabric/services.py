@@ -28,20 +28,21 @@ __all__ = [
 ]
 
 
-def allocate_pkey(fabric: Fabric, *, held: Iterable[int]) -> int | None:
+def allocate_pkey(fabric: Fabric, *, held: Iterable[int], others: Iterable[int] | None = None) -> int | None:
     """The lowest P_Key of ``fabric``'s range that is neither in ``held`` (the caller's live
-    P_Keys, e.g. reservations') nor used by a partition of another source; None when the range
-    is exhausted.
+    P_Keys, e.g. reservations') nor used by a partition of another source (``others`` when the
+    caller read them in its own query, else read here); None when the range is exhausted.
 
     The caller guarantees uniqueness among its own rows (for reservations, a database
     constraint): a concurrent pick of the same key fails on insert and the caller retries.
     """
-    used = set(held)
-    used |= set(
-        FabricPartition.objects.filter(fabric=fabric)
-        .exclude(source=FabricPartition.Source.RESERVATION)
-        .values_list("pkey", flat=True)
-    )
+    if others is None:
+        others = (
+            FabricPartition.objects.filter(fabric=fabric)
+            .exclude(source=FabricPartition.Source.RESERVATION)
+            .values_list("pkey", flat=True)
+        )
+    used = {*held, *others}
     for pkey in range(fabric.pkey_min, fabric.pkey_max + 1):
         if pkey not in used:
             return pkey

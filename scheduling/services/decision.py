@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from django.db.models import F
 from django.utils import timezone
 
 from console.tenancy.errors import Forbidden, Invalid, NotFound
@@ -22,7 +23,7 @@ from scheduling.placement import Owner, Placement, Rejection, Request, reclaim_p
 from scheduling.placement.queue import packed_limit
 from scheduling.placement.registry import ConstraintError, build_constraints
 from scheduling.services import power
-from scheduling.services.quotas import usage
+from scheduling.services.quotas import peak_within, usage
 from scheduling.services.snapshots import Snapshot, priority_rank
 
 MAX_WINDOW = Reservation.MAX_WINDOW
@@ -158,7 +159,10 @@ def tenant_of(principal: Principal, request: ReservationRequest) -> Tenant:
 
 
 def pool_of(pool_id: int) -> Pool:
-    pool = Pool.objects.select_related("fabric").filter(pk=pool_id).first()
+    """The pool with its fabric and its design revision's time (``revised``: the key of the
+    cached topology, :func:`.topology.pool_topology`), in one query."""
+    rows = Pool.objects.select_related("fabric").annotate(revised=F("fabric__revision__created_at"))
+    pool = rows.filter(pk=pool_id).first()
     if pool is None:
         raise NotFound("no such pool")
     return pool
@@ -179,7 +183,10 @@ def decide(snap: Snapshot, request: ReservationRequest, tenant: Tenant, pool: Po
     engine = snap.engine
     shape = engine.shape(wanted)
     gpus = shape.nodes * shape.gpus_per_node if shape else (request.gpus or 0)
-    held = usage(tenant.pk, pool.pk, start, end)
+    if snap.held is not None and snap.held[0] == tenant.pk:  # read with the snapshot
+        held = peak_within(snap.held[1], start.timestamp(), end.timestamp())
+    else:
+        held = usage(tenant.pk, pool.pk, start, end)
     if quota is None:
         message = f"tenant {tenant.name!r} has no quota in pool {pool.name!r}"
         return Decision(start, end, gpus, None, held, False, Rejection("no_quota", message), "no_quota")

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import datetime as dt
 
+from django.db import connection
+
+from console.fabric.models import FabricPartition
 from console.fabric.services import allocate_pkey, enqueue_reconcile
 from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict
-from scheduling.models import Reservation, ReservationAllocation
+from scheduling.models import Reservation, ServiceLevels
 from scheduling.placement import Placement
+from scheduling.placement.powerfit import NodePower
 from scheduling.services import power
-from scheduling.services.quotas import service_level
-from scheduling.services.snapshots import touch
+from scheduling.services.quotas import level_of
+from scheduling.services.snapshots import write_allocations
 from scheduling.services.topology import NamedTopology
 
 
@@ -29,13 +33,17 @@ def grant(
     now: dt.datetime,
     action: str,
     window: tuple[dt.datetime, dt.datetime] | None = None,
+    node_power: dict[int, NodePower] | None = None,
 ) -> Reservation:
     """Record ``placement`` for ``reservation`` (placed, or provisioning when it starts now):
     a free P_Key of its fabric, the SL of its priority class, one allocation per GPU over the
-    placement's window (``window`` when the caller has it exact); audited as ``action`` and followed by a reconcile after commit."""
+    placement's window (``window`` when the caller has it exact); audited as ``action`` and followed by a reconcile after commit.
+    ``node_power``: the pool's nodes that are not on (engine index), when the caller read them
+    under the reservation lock (:attr:`.snapshots.Snapshot.power`)."""
     pool = reservation.pool
     before = audit.snapshot(reservation) if reservation.pk else None
-    pkey = allocate_pkey(pool.fabric, held=live_pkeys(pool.fabric_id))
+    held, others, levels = _fabric_facts(pool.fabric_id)
+    pkey = allocate_pkey(pool.fabric, held=held, others=others)
     if pkey is None:
         raise Conflict(
             f"fabric {pool.fabric} has no free P_Key in 0x{pool.fabric.pkey_min:04x}..0x{pool.fabric.pkey_max:04x}",
@@ -50,31 +58,52 @@ def grant(
     reservation.gpus = placement.gpus
     reservation.pkey = pkey
     reservation.pkey_live = True
-    reservation.sl = service_level(pool.fabric_id, reservation.priority_class)
+    reservation.sl = level_of(levels, reservation.priority_class)
     reservation.placement = named.describe(placement)
-    waits_for, wake = power.grant_note(named, placement, now)  # nodes not on yet: booted (power_wanted)
+    waits_for, wake = power.grant_note(named, placement, now, power=node_power)  # nodes not on yet: booted
     if waits_for is not None:
         reservation.placement["power"] = waits_for
     reservation.save()
     power.wake_at_grant(wake, reservation.pk)
-    ReservationAllocation.objects.bulk_create(
-        [
-            ReservationAllocation(
-                reservation=reservation,
-                node_id=named.node_pks[node],
-                gpu_id=named.gpu_pks[(node, index)],
-                start=start,
-                end=end,
-            )
+    write_allocations(
+        reservation.pk,
+        (
+            (named.node_pks[node], named.gpu_pks[(node, index)])
             for node, indices in zip(placement.node_ids, placement.gpu_indices, strict=True)
             for index in indices
-        ],
-        batch_size=2000,
+        ),
+        start,
+        end,
     )
-    touch((named.node_pks[node] for node in placement.node_ids), [reservation.pk])
     audit.record(actor, action, reservation, before=before, after=audit.snapshot(reservation))
     enqueue_reconcile(pool.fabric_id)
     return reservation
+
+
+def _fabric_facts(fabric_id: int) -> tuple[set[int], list[int] | None, tuple[int, int, int] | list[int] | None]:
+    """What a grant reads of its fabric: the live P_Keys of its reservations, the P_Keys of its
+    partitions of other sources (None: not read here) and its SLs per priority class (None: no
+    row, the defaults); one statement on PostgreSQL instead of three."""
+    if connection.vendor != "postgresql":
+        return fabric_facts_row_by_row(fabric_id)
+    reservations = connection.ops.quote_name(Reservation._meta.db_table)
+    partitions = connection.ops.quote_name(FabricPartition._meta.db_table)
+    levels = connection.ops.quote_name(ServiceLevels._meta.db_table)
+    sql = (
+        f"SELECT (SELECT array_agg(pkey) FROM {reservations} WHERE fabric_id = %(f)s AND pkey_live),"  # noqa: S608
+        f" (SELECT array_agg(pkey) FROM {partitions} WHERE fabric_id = %(f)s AND source <> %(source)s),"
+        f" (SELECT json_build_array(training, inference, best_effort) FROM {levels} WHERE fabric_id = %(f)s)"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"f": fabric_id, "source": str(FabricPartition.Source.RESERVATION)})
+        held, others, sls = cursor.fetchone()
+    return set(held or ()), list(others or ()), sls
+
+
+def fabric_facts_row_by_row(fabric_id: int) -> tuple[set[int], list[int] | None, tuple[int, int, int] | None]:
+    """:func:`_fabric_facts` one query each (SQLite; the benchmark's in-run baseline)."""
+    row = ServiceLevels.objects.filter(fabric_id=fabric_id).values_list("training", "inference", "best_effort")
+    return live_pkeys(fabric_id), None, row.first()
 
 
 def live_pkeys(fabric_id: int) -> set[int]:

@@ -81,8 +81,9 @@ def not_on(pool: Pool, named: NamedTopology) -> dict[int, NodePower]:
 
 
 def fit_for(snap: Snapshot, pool: Pool, start: dt.datetime) -> PowerFit | None:
-    """The power judgement of a decision starting at ``start``; ``None`` when every node is on."""
-    power = not_on(pool, snap.named)
+    """The power judgement of a decision starting at ``start``; ``None`` when every node is on.
+    The snapshot's power states when it read them (with its bookings), else one query."""
+    power = snap.power if snap.power is not None else not_on(pool, snap.named)
     if not power:
         return None
     return PowerFit(snap.named.topology, snap.now.timestamp(), start.timestamp(), power)
@@ -121,17 +122,24 @@ def explain(fit: PowerFit, engine: PlacementEngine, request: Request, rejection:
     return Rejection(reason, message, {**rejection.details, **details})
 
 
-def grant_note(named: NamedTopology, placement: Placement, now: dt.datetime) -> tuple[dict[str, Any] | None, list[int]]:
+def grant_note(
+    named: NamedTopology, placement: Placement, now: dt.datetime, *, power: dict[int, NodePower] | None = None
+) -> tuple[dict[str, Any] | None, list[int]]:
     """What a granted placement waits for (``placement["power"]``: ``None`` when all its nodes
     are on), and the nodes to boot right away because booting from now only just makes the start
-    (the caller passes them to :func:`wake_at_grant` once the reservation has its id)."""
-    pks = [named.node_pks[n] for n in placement.node_ids]
-    index = {pk: n for n, pk in zip(placement.node_ids, pks, strict=True)}
-    rows = Node.objects.filter(pk__in=pks).exclude(power_state=ON).order_by()
-    power = {
-        index[pk]: NodePower(state, since.timestamp() if since else None)
-        for pk, state, since in rows.values_list("pk", "power_state", "power_changed_at")
-    }
+    (the caller passes them to :func:`wake_at_grant` once the reservation has its id). ``power``:
+    the pool's nodes that are not on, when the caller read them under the reservation lock (else
+    one query)."""
+    if power is not None:
+        power = {n: power[n] for n in placement.node_ids if n in power}
+    else:
+        pks = [named.node_pks[n] for n in placement.node_ids]
+        index = {pk: n for n, pk in zip(placement.node_ids, pks, strict=True)}
+        rows = Node.objects.filter(pk__in=pks).exclude(power_state=ON).order_by()
+        power = {
+            index[pk]: NodePower(state, since.timestamp() if since else None)
+            for pk, state, since in rows.values_list("pk", "power_state", "power_changed_at")
+        }
     if not power:
         return None, []
     fit = PowerFit(named.topology, now.timestamp(), placement.start, power)

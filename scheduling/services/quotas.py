@@ -31,12 +31,19 @@ FAR_FUTURE = dt.datetime.max.replace(tzinfo=dt.UTC)
 
 def service_level(fabric_id: int, priority_class: str) -> int:
     """The SL of a priority class on a fabric (its ServiceLevels row, else settings defaults)."""
-    row = ServiceLevels.objects.filter(fabric_id=fabric_id).first()
-    if row is not None:
+    row = ServiceLevels.objects.filter(fabric_id=fabric_id).values_list("training", "inference", "best_effort")
+    return level_of(row.first(), priority_class)
+
+
+def level_of(levels: tuple[int, int, int] | list[int] | None, priority_class: str) -> int:
+    """The SL of a priority class from a fabric's ``(training, inference, best_effort)`` levels
+    (None: no ServiceLevels row, the settings' defaults)."""
+    if levels is not None:
+        training, inference, best_effort = levels
         return {
-            PriorityClass.TRAINING: row.training,
-            PriorityClass.INFERENCE: row.inference,
-            PriorityClass.BEST_EFFORT: row.best_effort,
+            PriorityClass.TRAINING: training,
+            PriorityClass.INFERENCE: inference,
+            PriorityClass.BEST_EFFORT: best_effort,
         }[PriorityClass(priority_class)]
     defaults = {**DEFAULT_SLS, **getattr(settings, "SCHEDULING_SERVICE_LEVELS", {})}
     return int(defaults[priority_class])
@@ -73,8 +80,12 @@ def usage(
         queryset = queryset.exclude(pk=exclude)
     if borrowed_only:
         queryset = queryset.filter(borrowed=True)
-    windows = [(max(s, start), min(e, end), g) for s, e, g in queryset.values_list("start", "end", "gpus")]
-    return peak_usage(windows)
+    return peak_within(queryset.values_list("start", "end", "gpus"), start, end)
+
+
+def peak_within(windows: Iterable[tuple[Any, Any, int]], start: Any, end: Any) -> int:
+    """Peak GPUs of ``(start, end, gpus)`` windows over ``[start, end)`` (datetimes or epochs)."""
+    return peak_usage((max(s, start), min(e, end), g) for s, e, g in windows if s < end and e > start)
 
 
 def quota_usage(quota: Quota, *, now: dt.datetime | None = None) -> dict[str, int]:

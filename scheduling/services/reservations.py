@@ -111,7 +111,7 @@ def preview(principal: Principal, request: ReservationRequest) -> dict[str, Any]
     tenant = tenant_of(principal, request)
     pool = pool_of(request.pool_id)
     quota = Quota.objects.filter(tenant=tenant, pool=pool).first()
-    with lend(pool, timezone.now()) as snap:
+    with lend(pool, timezone.now(), tenant.pk) as snap:
         decision = decide(snap, request, tenant, pool, quota)
         described = snap.named.describe(decision.result) if isinstance(decision.result, Placement) else None
         alternatives = offers.offers(snap, request, tenant, pool, quota, decision)
@@ -192,7 +192,7 @@ def _reserve_once(
         locked = pool_and_overlapping_lock(pool.pk, also=wider)
         # The clock is read after the locks: waiting for them may take a while; the cached
         # snapshot is brought up to date under them.
-        snap = stack.enter_context(lend(pool, timezone.now()))
+        snap = stack.enter_context(lend(pool, timezone.now(), tenant.pk))
         decision = decide(snap, request, tenant, pool, quota)
         reservation = Reservation(
             tenant=tenant,
@@ -235,5 +235,6 @@ def _reserve_once(
             now=snap.now,
             action="reservation.create",
             window=(decision.start, decision.end),
+            node_power=snap.power,
         )
     return reservation

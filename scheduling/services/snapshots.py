@@ -35,22 +35,22 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import connection
 from django.db.models import F, Max, Min, Sum, Value
 
 from scheduling.models import (
-    GPU,
     BookingChange,
     BookingGeneration,
-    Node,
     Pool,
     PriorityClass,
-    Quota,
     ReservationAllocation,
 )
 from scheduling.placement import NodeState, Owner, PlacementEngine, ShapedGuarantees
+from scheduling.placement.powerfit import NodePower
 from scheduling.placement.state import BookingConflict, PoolState
+from scheduling.services.pool_reads import AllocationRow, PoolReads, read_pool
 from scheduling.services.topology import NamedTopology, pool_topology
 
 #: Reclaim order of priority classes (``Owner.priority``): lower ranks are preempted first.
@@ -81,6 +81,11 @@ class Snapshot:
     named: NamedTopology
     engine: PlacementEngine
     now: dt.datetime
+    #: Engine index -> power of the nodes that are not on, read with the rest (None: not read).
+    power: dict[int, NodePower] | None = None
+    #: (tenant id, its holding windows in the pool as (start, end) epoch seconds and GPUs),
+    #: read with the rest when the lend named a tenant (its quota usage, :func:`.quotas.usage`).
+    held: tuple[int, list[tuple[float, float, int]]] | None = None
 
 
 # ---------------------------------------------------------------- loading
@@ -90,23 +95,22 @@ def _index_of(named: NamedTopology) -> dict[int, int]:
     return {pk: i for i, pk in enumerate(named.node_pks)}
 
 
-def _guards(pool: Pool) -> list[ShapedGuarantees]:
-    shaped = Quota.objects.filter(pool=pool, guaranteed_leaf_groups__gt=0).values_list(
-        "tenant_id", "guaranteed_leaf_groups"
-    )
-    return [ShapedGuarantees({str(tenant_id): groups for tenant_id, groups in shaped})]
+def _guards(reads: PoolReads) -> list[ShapedGuarantees]:
+    return [ShapedGuarantees(reads.shaped)]
 
 
-def _node_states(pool: Pool, named: NamedTopology) -> dict[int, NodeState]:
+def _node_states(reads: PoolReads, index_of: dict[int, int]) -> dict[int, NodeState]:
     """Engine index -> state of every node of the pool that is not available (failed GPU: down)."""
-    index_of = _index_of(named)
-    in_pool = Pool.nodes.through.objects.filter(pool_id=pool.pk).values("node_id")
-    states = Node.objects.filter(pk__in=in_pool).exclude(state=Node.State.AVAILABLE).order_by()
-    found = {index_of[pk]: NodeState(state) for pk, state in states.values_list("pk", "state")}
-    failed = GPU.objects.filter(node_id__in=in_pool, health=GPU.Health.FAILED).order_by()
-    for pk in set(failed.values_list("node_id", flat=True)):
-        found[index_of[pk]] = NodeState.DOWN
+    found = {index_of[pk]: NodeState(state) for pk, state in reads.states.items() if pk in index_of}
+    for pk in reads.failed:
+        if pk in index_of:
+            found[index_of[pk]] = NodeState.DOWN
     return found
+
+
+def _power(reads: PoolReads, index_of: dict[int, int]) -> dict[int, NodePower]:
+    """Engine index -> power of the pool's nodes that are not on."""
+    return {index_of[pk]: NodePower(state, since) for pk, (state, since) in reads.power.items() if pk in index_of}
 
 
 def _book(state: PoolState, named: NamedTopology, pool: Pool, now: dt.datetime) -> None:
@@ -142,23 +146,13 @@ def _book(state: PoolState, named: NamedTopology, pool: Pool, now: dt.datetime) 
         )
 
 
-def _book_few(state: PoolState, named: NamedTopology, now: dt.datetime, reservations: set[int]) -> None:
-    """Book what the database holds now of a few reservations on the pool's nodes: their rows
-    by the reservation index (a delta touches one or two reservations, not the pool)."""
-    index_of = _index_of(named)
-    rows = ReservationAllocation.objects.filter(reservation_id__in=sorted(reservations), end__gt=now).order_by()
+def _book_rows(state: PoolState, index_of: dict[int, int], rows: list[AllocationRow]) -> None:
+    """Book what the database holds now of a few reservations on the pool's nodes (a delta
+    touches one or two reservations, not the pool): one booking per reservation, its GPUs as a
+    bit mask per node, over the span of its rows."""
     masks: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
-    windows: dict[int, tuple[dt.datetime, dt.datetime, Owner]] = {}
-    for res_id, node_pk, index, start, end, tenant_id, borrowed, priority_class in rows.values_list(
-        "reservation_id",
-        "node_id",
-        "gpu__index",
-        "start",
-        "end",
-        "reservation__tenant_id",
-        "reservation__borrowed",
-        "reservation__priority_class",
-    ):
+    windows: dict[int, tuple[float, float, Owner]] = {}
+    for res_id, node_pk, index, start, end, tenant_id, borrowed, priority_class in rows:
         node = index_of.get(node_pk)
         if node is None:
             continue  # a node of another pool of the reservation's
@@ -169,18 +163,24 @@ def _book_few(state: PoolState, named: NamedTopology, now: dt.datetime, reservat
         elif start < seen[0] or end > seen[1]:
             windows[res_id] = (min(start, seen[0]), max(end, seen[1]), seen[2])
     for res_id, (start, end, owner) in windows.items():
-        state.book(f"r{res_id}", owner, tuple(sorted(masks[res_id].items())), start.timestamp(), end.timestamp())
+        state.book(f"r{res_id}", owner, tuple(sorted(masks[res_id].items())), start, end)
 
 
-def snapshot(pool: Pool, now: dt.datetime) -> Snapshot:
+def snapshot(pool: Pool, now: dt.datetime, tenant_id: int | None = None) -> Snapshot:
     """A fresh, private engine of the pool: node states, failed GPUs, the shaped guarantees of
     the pool's quotas and every allocation ending after now (owner: tenant, borrowed, priority)."""
     named = pool_topology(pool)
-    engine = PlacementEngine(named.topology, now=now.timestamp(), guards=_guards(pool))
-    for index, node_state in _node_states(pool, named).items():
+    reads = read_pool(pool.pk, None, now, tenant_id)
+    index_of = _index_of(named)
+    engine = PlacementEngine(named.topology, now=now.timestamp(), guards=_guards(reads))
+    for index, node_state in _node_states(reads, index_of).items():
         engine.set_node_state(index, node_state)
     _book(engine.state, named, pool, now)
-    return Snapshot(named, engine, now)
+    return Snapshot(named, engine, now, _power(reads, index_of), _held(reads, tenant_id))
+
+
+def _held(reads: PoolReads, tenant_id: int | None) -> tuple[int, list[tuple[float, float, int]]] | None:
+    return None if tenant_id is None or reads.held is None else (tenant_id, reads.held)
 
 
 # ---------------------------------------------------------------- writers
@@ -196,9 +196,46 @@ def touch(node_ids: Iterable[int], reservation_ids: Iterable[int]) -> None:
     if not reservations or not nodes:
         return
     if connection.vendor == "postgresql":
-        bumped = _touch_in_one(nodes, reservations)
+        _touched(_touch_in_one(nodes, reservations))
     else:
-        bumped = _touch_row_by_row(nodes, reservations)
+        _touched(_touch_row_by_row(nodes, reservations))
+
+
+def write_allocations(
+    reservation_id: int, cells: Iterable[tuple[int, int]], start: dt.datetime, end: dt.datetime
+) -> None:
+    """Insert a reservation's allocations, one per (node pk, GPU pk) over ``[start, end)``, and
+    :func:`touch` them: on PostgreSQL in one statement (an ``INSERT … SELECT FROM unnest`` ahead
+    of the touch's), without a model instance per row; elsewhere ``bulk_create`` then touch."""
+    if connection.vendor != "postgresql":
+        write_row_by_row(reservation_id, cells, start, end)
+        return
+    cells = list(cells)
+    nodes = sorted({node for node, _ in cells})
+    table = connection.ops.quote_name(ReservationAllocation._meta.db_table)
+    insert = (
+        f'inserted AS (INSERT INTO {table} (reservation_id, node_id, gpu_id, start, "end")'  # noqa: S608 - ours
+        f" SELECT %s, n, g, %s, %s FROM unnest(%s::bigint[], %s::bigint[]) AS cell(n, g)),"
+    )
+    params = [reservation_id, start, end, [n for n, _ in cells], [g for _, g in cells]]
+    _touched(_touch_in_one(nodes, [reservation_id], (insert, params)))
+
+
+def write_row_by_row(
+    reservation_id: int, cells: Iterable[tuple[int, int]], start: dt.datetime, end: dt.datetime
+) -> None:
+    """:func:`write_allocations` as ``bulk_create`` then :func:`touch` (SQLite; the benchmark's
+    in-run baseline)."""
+    rows = [
+        ReservationAllocation(reservation_id=reservation_id, node_id=n, gpu_id=g, start=start, end=end)
+        for n, g in cells
+    ]
+    ReservationAllocation.objects.bulk_create(rows, batch_size=2000)
+    touch({row.node_id for row in rows}, [reservation_id])
+
+
+def _touched(bumped: list[tuple[int, int]]) -> None:
+    """After a touch: prune the change rows now and then, remember the pools as touched."""
     for pool_id, generation in bumped:
         if generation % 500 == 0:  # prune now and then, under the same row lock
             BookingChange.objects.filter(pool_id=pool_id, generation__lte=generation - KEEP_CHANGES).delete()
@@ -207,13 +244,17 @@ def touch(node_ids: Iterable[int], reservation_ids: Iterable[int]) -> None:
         _local.touched = (blocks[0], {*_touched_pools(), *(pool_id for pool_id, _ in bumped)})
 
 
-def _touch_in_one(nodes: list[int], reservations: list[int]) -> list[tuple[int, int]]:
+def _touch_in_one(
+    nodes: list[int], reservations: list[int], before: tuple[str, list[Any]] = ("", [])
+) -> list[tuple[int, int]]:
+    """The touch in one statement; ``before``: a data-modifying CTE (and its parameters) to run in
+    it, ahead of the bump (the allocation rows: one round trip for both)."""
     generations = connection.ops.quote_name(BookingGeneration._meta.db_table)
     changes = connection.ops.quote_name(BookingChange._meta.db_table)
     members = connection.ops.quote_name(Pool.nodes.through._meta.db_table)
     # Rows are bumped in the order the SELECT yields them (pool id): the lock order of the rest.
     sql = (
-        f"WITH bumped AS ("  # noqa: S608 - the table names are ours
+        f"WITH {before[0]} bumped AS ("  # noqa: S608 - the table names are ours
         f" INSERT INTO {generations} (pool_id, generation)"
         f" SELECT DISTINCT pool_id, 1 FROM {members} WHERE node_id = ANY(%s) ORDER BY pool_id"
         f" ON CONFLICT (pool_id) DO UPDATE SET generation = {generations}.generation + 1"
@@ -223,7 +264,7 @@ def _touch_in_one(nodes: list[int], reservations: list[int]) -> list[tuple[int, 
         f" SELECT pool_id, generation FROM bumped ORDER BY pool_id"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [nodes, reservations])
+        cursor.execute(sql, [*before[1], nodes, reservations])
         return [(int(p), int(g)) for p, g in cursor.fetchall()]
 
 
@@ -271,6 +312,11 @@ class _Cached:
     marked: dict[int, NodeState] = field(default_factory=dict)
     stale_events: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    index_of: dict[int, int] = field(default_factory=dict)  # node pk -> engine index
+
+
+def _entry(named: NamedTopology, now: dt.datetime) -> _Cached:
+    return _Cached(named, PoolState(named.topology, now.timestamp()), -1, 0.0, index_of=_index_of(named))
 
 
 _cache: dict[int, _Cached] = {}
@@ -289,29 +335,30 @@ def forget(pool_id: int | None = None) -> None:
 
 
 @contextlib.contextmanager
-def lend(pool: Pool, now: dt.datetime) -> Iterator[Snapshot]:
+def lend(pool: Pool, now: dt.datetime, tenant_id: int | None = None) -> Iterator[Snapshot]:
     """The pool's snapshot at ``now``, current as of this call (see the module docstring). The
-    engine is the borrower's until the ``with`` block ends; bookings it adds are undone then."""
+    engine is the borrower's until the ``with`` block ends; bookings it adds are undone then.
+    ``tenant_id``: read that tenant's holdings in the pool with the rest (``Snapshot.held``)."""
     named = pool_topology(pool)
     with _cache_lock:
         entry = _cache.get(pool.pk)
         if entry is None or entry.named is not named:
-            entry = _cache[pool.pk] = _Cached(named, PoolState(named.topology, now.timestamp()), -1, 0.0)
+            entry = _cache[pool.pk] = _entry(named, now)
     if pool.pk in _touched_pools() or not entry.lock.acquire(blocking=False):
         stats["private"] += 1
-        yield snapshot(pool, now)
+        yield snapshot(pool, now, tenant_id)
         return
     try:
         try:
-            _refresh(entry, pool, now)
+            reads = _refresh(entry, pool, now, tenant_id)
         except BaseException:
             entry.generation = -1
             raise
-        engine = PlacementEngine(named.topology, state=entry.state, guards=_guards(pool))
+        engine = PlacementEngine(named.topology, state=entry.state, guards=_guards(reads))
         before = set(entry.state.bookings)
         ok = False
         try:
-            yield Snapshot(named, engine, now)
+            yield Snapshot(named, engine, now, _power(reads, entry.index_of), _held(reads, tenant_id))
             ok = True
         except Exception:
             ok = True  # an ordinary error: the engine's mutations are all-or-nothing
@@ -328,34 +375,31 @@ def lend(pool: Pool, now: dt.datetime) -> Iterator[Snapshot]:
         entry.lock.release()
 
 
-def _refresh(entry: _Cached, pool: Pool, now: dt.datetime) -> None:
-    # The generation first: changes committed after it are loaded too, and reloaded (idempotently)
-    # by the next refresh; never the other way round.
-    generation = BookingGeneration.objects.filter(pool_id=pool.pk).values_list("generation", flat=True).first() or 0
+def _refresh(entry: _Cached, pool: Pool, now: dt.datetime, tenant_id: int | None = None) -> PoolReads:
+    """Bring the entry up to ``now``: one read of the pool (:func:`.pool_reads.read_pool`), the
+    changed reservations re-booked from it, a full load when that cannot be trusted. The generation
+    is read with the changes, in one snapshot of the database: changes committed after it are
+    loaded (idempotently) by the next refresh; never the other way round."""
     at = now.timestamp()
     full = (
         entry.generation < 0
-        or generation < entry.generation
         or at < entry.state.now
         or time.monotonic() - entry.loaded > MAX_AGE
         or entry.stale_events > MAX_STALE_EVENTS
     )
+    reads = read_pool(pool.pk, None if full else entry.generation, now, tenant_id)
+    generation = reads.generation
+    full = full or generation < entry.generation
     if not full and generation > entry.generation:
-        changed = list(
-            BookingChange.objects.filter(
-                pool_id=pool.pk, generation__gt=entry.generation, generation__lte=generation
-            ).values_list("generation", "reservation_id")
-        )
-        if len({g for g, _ in changed}) != generation - entry.generation:
+        if len({g for g, _ in reads.changes}) != generation - entry.generation:
             full = True  # pruned past us
         else:
             try:
                 entry.state.advance(at)
-                reservations = {r for _, r in changed}
-                for res_id in reservations:
+                for res_id in {r for _, r in reads.changes}:
                     if f"r{res_id}" in entry.state.bookings:
                         entry.state.release(f"r{res_id}")
-                _book_few(entry.state, entry.named, now, reservations)
+                _book_rows(entry.state, entry.index_of, reads.rows)
                 stats["delta"] += 1
             except (BookingConflict, ValueError):
                 full = True
@@ -370,10 +414,11 @@ def _refresh(entry: _Cached, pool: Pool, now: dt.datetime) -> None:
         _book(entry.state, entry.named, pool, now)
         stats["full"] += 1
     entry.generation = generation
-    marked = _node_states(pool, entry.named)
+    marked = _node_states(reads, entry.index_of)
     for index in entry.marked.keys() - marked.keys():
         entry.state.set_node_state(index, NodeState.AVAILABLE)
     for index, node_state in marked.items():
         if entry.marked.get(index) is not node_state:
             entry.state.set_node_state(index, node_state)
     entry.marked = marked
+    return reads

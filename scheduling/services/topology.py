@@ -238,8 +238,10 @@ def shape_of_revision(revision_id: int, created_at: object) -> FabricShape:
 def pool_topology(pool: Pool) -> NamedTopology:
     """The engine's topology of ``pool`` with inventory keys (cached; see module docstring)."""
     fabric = pool.fabric
-    revision = DesignRevision.objects.filter(pk=fabric.revision_id)
-    revised = revision.values_list("created_at", flat=True).first()
+    if hasattr(pool, "revised"):  # read with the pool (:func:`.decision.pool_of`)
+        revised = getattr(pool, "revised")  # noqa: B009 - an annotation, not a field
+    else:
+        revised = DesignRevision.objects.filter(pk=fabric.revision_id).values_list("created_at", flat=True).first()
     key = (pool.pk, pool.created_at, pool.version, fabric.revision_id, revised)
     cached = _topologies.get(key)
     if cached is not None:

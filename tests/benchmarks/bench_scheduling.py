@@ -12,9 +12,13 @@
    up to date by the bookings changed since (each reserve and release is one); ``--fresh``
    measures the old way (a full snapshot load per request) in the same process, for comparison.
    Each reserve is followed by the same request under the lock reserve took before the
-   reservation lock (every node row of the pool, ``reserve_node_row_lock_*``), interleaved so both
-   see the same host load; ``reserve_cpu_ms_p50`` is the process's CPU time (the host's other
-   load barely changes it). The load average is recorded.
+   reservation lock (every node row of the pool, ``reserve_node_row_lock_*``), and by the same
+   request with one statement per read and write (``reserve_row_by_row_*``: the snapshot
+   refresh's reads, the fabric's P_Keys and SLs, the allocation rows and the touch each on their
+   own, as before they were merged), interleaved so all see the same host load;
+   ``reserve_cpu_ms_p50`` is the process's CPU time (the host's other load barely changes it) and
+   ``reserve_round_trips`` the statements of one reserve (BEGIN and COMMIT included). The load
+   average is recorded.
 3. Unless ``--no-service``: queue passes through the service (``services.queue.queue_pass``:
    locks, snapshot, the pass, writes) over ``--queued`` (500) queued requests of 8 to 1,024 GPUs
    on that pool: the first (committed) places what fits now, a grant each, and is timed once;
@@ -130,6 +134,7 @@ def service_path(requests: int, seed: int, fresh: bool, queued: int) -> dict:
         principal = Principal(None, Role.TENANT_ADMIN, tenant.pk)
         request = ReservationRequest(pool_id=pool.pk, gpus=128, duration=dt.timedelta(hours=2))
         previews, reserves, decisions, groups, node_locked, reserve_cpu = [], [], [], [], [], []
+        row_by_row, row_by_row_cpu = [], []
         pool_lock = reservations.pool_and_overlapping_lock
         reservations.preview(principal, request)  # warm the topology cache (and the snapshot's)
         if fresh:  # every lend a private full load: the path before the cache
@@ -161,6 +166,20 @@ def service_path(requests: int, seed: int, fresh: bool, queued: int) -> dict:
             finally:
                 reservations.pool_and_overlapping_lock = pool_lock
             lifecycle.release(actor, principal, made)
+            # The same request with one statement per read and write (the path before the
+            # snapshot refresh, the fabric facts and the allocation rows were merged): the
+            # baseline of the round-trip cuts.
+            with _row_by_row():
+                t, c = time.perf_counter(), time.process_time()
+                made = reservations.reserve(actor, principal, request)
+                row_by_row.append((time.perf_counter() - t) * 1000)
+                row_by_row_cpu.append((time.process_time() - c) * 1000)
+            lifecycle.release(actor, principal, made)
+        trips = _round_trips(lambda: reservations.reserve(actor, principal, request), lifecycle, actor, principal)
+        with _row_by_row():
+            trips_before = _round_trips(
+                lambda: reservations.reserve(actor, principal, request), lifecycle, actor, principal
+            )
         assert decide  # imported for the docstring's claim: preview and reserve share it
         lends = dict(snapshots.stats)
         passes = queue_passes(pool, queued, seed, fresh)
@@ -177,6 +196,12 @@ def service_path(requests: int, seed: int, fresh: bool, queued: int) -> dict:
             "reserve_ms_p50": round(percentile(reserves, 50), 2),
             "reserve_ms_p99": round(percentile(reserves, 99), 2),
             "reserve_cpu_ms_p50": round(percentile(reserve_cpu, 50), 2),
+            "reserve_round_trips": trips,
+            "reserve_row_by_row_ms_p50": round(percentile(row_by_row, 50), 2),
+            "reserve_row_by_row_ms_p99": round(percentile(row_by_row, 99), 2),
+            "reserve_row_by_row_cpu_ms_p50": round(percentile(row_by_row_cpu, 50), 2),
+            "reserve_row_by_row_round_trips": trips_before,
+            "reserve_p50_ratio_vs_row_by_row": round(percentile(reserves, 50) / percentile(row_by_row, 50), 3),
             "reserve_node_row_lock_ms_p50": round(percentile(node_locked, 50), 2),
             "reserve_node_row_lock_ms_p99": round(percentile(node_locked, 99), 2),
             "reserve_p50_ratio_vs_node_row_lock": round(percentile(reserves, 50) / percentile(node_locked, 50), 3),
@@ -188,6 +213,40 @@ def service_path(requests: int, seed: int, fresh: bool, queued: int) -> dict:
         }
     finally:
         teardown_databases(old, verbosity=0)
+
+
+def _round_trips(reserve, lifecycle, actor, principal) -> int:
+    """Statements one reserve sends (BEGIN and COMMIT included), counted on the connection."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        made = reserve()
+    lifecycle.release(actor, principal, made)
+    return len(captured.captured_queries)
+
+
+def _row_by_row():
+    """Reserve with one statement per read and write, as before the merges: the snapshot
+    refresh's reads (generation, changes, booked rows, node states and power, failed GPUs,
+    guarantees, the tenant's holdings), the fabric's P_Keys and SLs, the allocation rows and
+    the touch."""
+    import contextlib
+
+    from scheduling.services import grant, pool_reads, snapshots
+
+    @contextlib.contextmanager
+    def patched():
+        saved = snapshots.read_pool, grant._fabric_facts, grant.write_allocations
+        snapshots.read_pool = pool_reads.read_row_by_row
+        grant._fabric_facts = grant.fabric_facts_row_by_row
+        grant.write_allocations = snapshots.write_row_by_row
+        try:
+            yield
+        finally:
+            snapshots.read_pool, grant._fabric_facts, grant.write_allocations = saved
+
+    return patched()
 
 
 def _node_row_lock(pool_id: int, *, also: Iterable[int] = ()) -> list[int]:

@@ -1,0 +1,145 @@
+"""The reserve path's merged statements read and write what the one-query-per-read path does.
+
+``pool_reads.read_pool`` (one statement on PostgreSQL) is compared with ``read_row_by_row`` (the
+ORM, one query per read: the SQLite path) and with figures computed here from the rows the test
+wrote; ``snapshots.write_allocations`` (allocation rows and touch in one statement) with
+``write_row_by_row``. A reserve's snapshot carries the power states and the tenant's holdings it
+read, and they equal what ``power.not_on`` and ``quotas.usage`` read on their own.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.db import IntegrityError, connection, transaction
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from console.tenancy.models import Tenant
+from scheduling.models import GPU, BookingChange, BookingGeneration, Node, Quota, Reservation, ReservationAllocation
+from scheduling.services import lifecycle, pool_reads, power, snapshots
+from scheduling.services.quotas import peak_within, usage
+from scheduling.services.reservations import reserve
+from tests.needs import needs
+from tests.scheduling.conftest import SYSTEM, give_quota, request_for, tenant_principal
+
+pytestmark = [pytest.mark.django_db(transaction=True), needs("postgresql")]
+
+
+@pytest.fixture
+def world(pool):
+    """The 16-node pool, and tenants Alpha (64 GPUs guaranteed, 64 borrowable) and Beta (32, 32)."""
+    snapshots.forget()
+    tenants = [Tenant.objects.create(name=slug.title(), slug=slug) for slug in ("alpha", "beta")]
+    for tenant, guaranteed in zip(tenants, (64, 32), strict=True):
+        give_quota(tenant, pool, guaranteed, borrow=guaranteed)
+    yield pool, *tenants
+    snapshots.forget()
+
+
+def normal(reads: pool_reads.PoolReads) -> tuple:
+    return (
+        reads.generation,
+        sorted(reads.changes),
+        sorted(reads.rows),
+        reads.states,
+        reads.power,
+        reads.failed,
+        reads.shaped,
+        None if reads.held is None else sorted(reads.held),
+    )
+
+
+def test_one_statement_reads_what_the_queries_one_by_one_read(world):
+    pool, alpha, beta = world
+    made = [reserve(SYSTEM, tenant_principal(alpha), request_for(pool, gpus=16)) for _ in range(2)]
+    made.append(reserve(SYSTEM, tenant_principal(beta), request_for(pool, gpus=8)))
+    assert all(r.status in Reservation.HOLDING for r in made)
+    lifecycle.release(SYSTEM, tenant_principal(alpha), made[1])
+    nodes = list(Node.objects.filter(pools=pool).order_by("pk"))
+    changed_at = timezone.now().replace(microsecond=123456)
+    Node.objects.filter(pk=nodes[0].pk).update(state=Node.State.DOWN)
+    Node.objects.filter(pk=nodes[1].pk).update(power_state=Node.Power.OFF, power_changed_at=changed_at)
+    Node.objects.filter(pk=nodes[2].pk).update(state=Node.State.DRAINING, power_state=Node.Power.POWERING_ON)
+    GPU.objects.filter(node=nodes[3], index=5).update(health=GPU.Health.FAILED)
+    Quota.objects.filter(tenant=beta, pool=pool).update(guaranteed_leaf_groups=1)
+    now = timezone.now()
+    generation = BookingGeneration.objects.get(pool=pool).generation
+    assert generation >= 4  # three grants and a release
+
+    for since in (None, 0, generation - 1, generation):
+        for tenant_id in (None, alpha.pk):
+            merged = pool_reads.read_pool(pool.pk, since, now, tenant_id)
+            assert normal(merged) == normal(pool_reads.read_row_by_row(pool.pk, since, now, tenant_id))
+
+    merged = pool_reads.read_pool(pool.pk, 0, now, alpha.pk)
+    assert merged.generation == generation
+    expected_changes = BookingChange.objects.filter(pool=pool).values_list("generation", "reservation_id")
+    assert sorted(merged.changes) == sorted(expected_changes)
+    live = ReservationAllocation.objects.filter(end__gt=now).values_list("reservation_id", "node_id", "gpu__index")
+    assert sorted((r, n, i) for r, n, i, *_ in merged.rows) == sorted(live)
+    assert merged.states == {nodes[0].pk: "down", nodes[2].pk: "draining"}
+    assert merged.power == {nodes[1].pk: ("off", changed_at.timestamp()), nodes[2].pk: ("powering-on", None)}
+    assert merged.failed == {nodes[3].pk}
+    assert merged.shaped == {str(beta.pk): 1}
+    kept = [r for r in made if r.tenant_id == alpha.pk and r.pk != made[1].pk]
+    assert sorted(merged.held or []) == sorted((r.start.timestamp(), r.end.timestamp(), r.gpus) for r in kept)
+    assert pool_reads.read_pool(pool.pk, None, now).changes == []  # a full load follows: not read
+
+
+def test_a_reserve_decides_on_the_power_and_usage_read_with_its_snapshot(world):
+    pool, alpha, _ = world
+    reserve(SYSTEM, tenant_principal(alpha), request_for(pool, gpus=24))
+    off = Node.objects.filter(pools=pool).order_by("pk").first()
+    Node.objects.filter(pk=off.pk).update(power_state=Node.Power.OFF, power_changed_at=timezone.now())
+    now = timezone.now()
+    with transaction.atomic(), snapshots.lend(pool, now, alpha.pk) as snap:
+        assert snap.power == power.not_on(pool, snap.named)
+        assert snap.power and set(snap.power) == {snap.named.node_pks.index(off.pk)}
+        assert snap.held is not None and snap.held[0] == alpha.pk
+        end = now + dt.timedelta(hours=3)
+        assert peak_within(snap.held[1], now.timestamp(), end.timestamp()) == usage(alpha.pk, pool.pk, now, end) == 24
+
+
+def test_a_reserve_takes_eleven_statements(world):
+    pool, alpha, _ = world
+    principal = tenant_principal(alpha)
+    reserve(SYSTEM, principal, request_for(pool, gpus=8))  # warms the cached topology and snapshot
+    with CaptureQueriesContext(connection) as captured:
+        made = reserve(SYSTEM, principal, request_for(pool, gpus=16))
+    assert made.status in Reservation.HOLDING
+    # tenant, pool, BEGIN, quota lock, reservation lock, the snapshot's refresh (with power and
+    # usage), P_Keys and SLs, the reservation, its allocations with the touch, audit, COMMIT
+    assert len(captured.captured_queries) == 11, [q["sql"][:60] for q in captured.captured_queries]
+
+
+def _free_cells(pool, count: int) -> list[tuple[int, int]]:
+    node_ids = Node.objects.filter(pools=pool).order_by("pk").values_list("pk", flat=True)[:count]
+    return list(GPU.objects.filter(node_id__in=list(node_ids)).order_by("pk").values_list("node_id", "pk"))
+
+
+@pytest.mark.parametrize("writer", ["write_allocations", "write_row_by_row"])
+def test_both_writers_insert_the_rows_bump_the_generation_and_refuse_an_overlap(world, writer):
+    pool, alpha, _ = world
+    write = getattr(snapshots, writer)
+    cells = _free_cells(pool, 2)
+    start = timezone.now().replace(microsecond=0) + dt.timedelta(hours=1)
+    end = start + dt.timedelta(hours=2)
+    before = BookingGeneration.objects.get(pool=pool).generation
+    first, second = (
+        Reservation.objects.create(tenant=alpha, pool=pool, fabric_id=pool.fabric_id, start=start, end=end, gpus=16)
+        for _ in range(2)
+    )
+    with transaction.atomic():
+        write(first.pk, iter(cells), start, end)
+    rows = ReservationAllocation.objects.filter(reservation=first).values_list("node_id", "gpu_id", "start", "end")
+    assert sorted(rows) == sorted((n, g, start, end) for n, g in cells)
+    assert BookingGeneration.objects.get(pool=pool).generation == before + 1
+    assert list(
+        BookingChange.objects.filter(pool=pool, generation=before + 1).values_list("reservation_id", flat=True)
+    ) == [first.pk]
+    with pytest.raises(IntegrityError), transaction.atomic():  # the exclusion constraint
+        write(second.pk, cells[:1], start + dt.timedelta(hours=1), end + dt.timedelta(hours=1))
+    assert not ReservationAllocation.objects.filter(reservation=second).exists()
+    assert BookingGeneration.objects.get(pool=pool).generation == before + 1
