@@ -67,7 +67,7 @@ def world_ids() -> dict[str, dict[str, object]]:
     from console.demo import DEMO_ACCOUNTS, DEMO_FABRIC_DESIGN
     from console.fabric.models import ChangeRequest, Fabric
     from designer.models import Design
-    from scheduling.models import Reservation
+    from scheduling.models import Node, Reservation
 
     fabric = Fabric.objects.select_related("revision").get(revision__design__name=DEMO_FABRIC_DESIGN)
     big = Design.objects.get(name="superpod-2048")
@@ -79,6 +79,12 @@ def world_ids() -> dict[str, dict[str, object]]:
         "import_design": fabric.revision.design_id,  # the 1-SU design: an import of it is quick
         "import_revision": fabric.revision.number,
         "change": change.pk if change else 0,
+        # a node with a BMC (every demo node has one): its power page
+        "node": Node.objects.filter(fabric=fabric, bmc__isnull=False)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+        .first()
+        or 0,
     }
     out = {}
     for account in [*DEMO_ACCOUNTS, None]:
