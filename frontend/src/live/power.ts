@@ -24,6 +24,7 @@ export const POWER_WORDS: Record<string, [string, string]> = {
   failed: ["✕", "power failed"],
 };
 const ORDER = ["failed", "off", "powering-off", "powering-on"];
+const PANEL_ROWS = 40;
 const SHORT: Record<string, string> = { failed: "failed", off: "off", "powering-off": "going off", "powering-on": "booting" };
 
 export function utc(iso: string | null): string {
@@ -127,13 +128,16 @@ export class PowerMarks {
     if (!list) return;
     const rank = (s: string) => ORDER.indexOf(s);
     const rows = [...this.states.entries()].sort(([a, x], [b, y]) => rank(x.state) - rank(y.state) || a.localeCompare(b));
-    list.replaceChildren(...rows.map(([name, st]) => {
+    // A policy may power off hundreds of a large fabric's nodes: the first ones (failures first)
+    // and a count of the rest keep the card short.
+    const more = rows.length - PANEL_ROWS;
+    list.replaceChildren(...rows.slice(0, PANEL_ROWS).map(([name, st]) => {
       const [glyph, word] = POWER_WORDS[st.state] ?? ["", st.state];
       const label = this.operator ? h("a", { href: `/nodes/${st.node_id}/power/` }, name) : h("strong", {}, name);
       return h("li", { testid: "power-node", "data-node": name, "data-state": st.state, class: `power power-${st.state}` },
         h("span", { class: "power-glyph", "aria-hidden": "true" }, glyph), " ", label, ` ${word}`,
         h("span", { class: "muted" }, ` since ${utc(st.since)}${st.intended ? "" : " — not intended"}`));
-    }));
+    }), ...(more > 0 ? [h("li", { class: "muted", testid: "power-more" }, `and ${more} more nodes not on`)] : []));
   }
 }
 
