@@ -18,6 +18,7 @@ export default defineConfig({
         fabric_change: "src/fabric_change.ts",
         copy: "src/copy.ts",
         usage: "src/usage.ts",
+        power: "src/power.ts",
       },
     },
   },

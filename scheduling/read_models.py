@@ -9,7 +9,7 @@ pass in (``visible_to``) before asking.
 from __future__ import annotations
 
 import datetime as dt
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any, TypedDict
 
 from django.db.models import Count, Sum
@@ -98,7 +98,10 @@ class OccupancyCell(TypedDict):
     """One node of :func:`occupancy`'s rows and who holds its GPUs now."""
 
     node: str
+    node_id: int
     state: str
+    power: str  # a Node.Power value: on, powering-on, off, powering-off, failed
+    power_since: dt.datetime | None
     gpus: int
     used_gpus: int
     tenant_id: int | None
@@ -112,7 +115,8 @@ def occupancy(pool: Pool, *, now: dt.datetime | None = None) -> dict[str, Any]:
     """The pool's leaf groups as rows of nodes, each node with the tenants holding its GPUs now.
 
     A node's ``tenant`` is the tenant holding most of its GPUs (``None`` when free); ``shared``
-    says several tenants hold GPUs of it.
+    says several tenants hold GPUs of it; ``power`` is its power state (since ``power_since``),
+    and the answer's ``power`` counts the pool's nodes per power state.
     """
     now = now or timezone.now()
     named = pool_topology(pool)
@@ -128,12 +132,18 @@ def occupancy(pool: Pool, *, now: dt.datetime | None = None) -> dict[str, Any]:
     for node_pk, tenant_id, reservation_id in rows:
         held[node_pk][tenant_id] += 1
         reservations_of[node_pk].add(reservation_id)
-    states = dict(Node.objects.filter(pools=pool).values_list("pk", "state"))
+    states: dict[int, tuple[str, str, dt.datetime | None]] = {
+        pk: (state, power, since)
+        for pk, state, power, since in Node.objects.filter(pools=pool).values_list(
+            "pk", "state", "power_state", "power_changed_at"
+        )
+    }
     tenant_ids = {t for per_node in held.values() for t in per_node}
     tenants = list(Tenant.objects.filter(pk__in=tenant_ids))
     colours = tenant_colours(tenants)
     names = {t.pk: t.name for t in tenants}
     groups = []
+    powered: Counter[str] = Counter()
     for group in topology.groups:
         cells: list[OccupancyCell] = []
         for node_index in group.nodes:
@@ -141,10 +151,14 @@ def occupancy(pool: Pool, *, now: dt.datetime | None = None) -> dict[str, Any]:
             pk = named.node_pks[node_index]
             per_tenant = held.get(pk, {})
             owner = max(per_tenant, key=per_tenant.__getitem__) if per_tenant else None
+            state, power, since = states.get(pk, (Node.State.AVAILABLE, Node.Power.ON, None))
             cells.append(
                 {
                     "node": node.name,
-                    "state": states.get(pk, Node.State.AVAILABLE),
+                    "node_id": pk,
+                    "state": state,
+                    "power": power,
+                    "power_since": since,
                     "gpus": node.gpus,
                     "used_gpus": sum(per_tenant.values()),
                     "tenant_id": owner,
@@ -155,6 +169,7 @@ def occupancy(pool: Pool, *, now: dt.datetime | None = None) -> dict[str, Any]:
                 }
             )
         used = sum(c["used_gpus"] for c in cells)
+        powered.update(c["power"] for c in cells)
         groups.append(
             {
                 "name": named.group_names[group.id],
@@ -172,4 +187,4 @@ def occupancy(pool: Pool, *, now: dt.datetime | None = None) -> dict[str, Any]:
         }
         for t in sorted(tenants, key=_pk)
     ]
-    return {"pool": pool.pk, "at": now, "groups": groups, "legend": legend}
+    return {"pool": pool.pk, "at": now, "groups": groups, "legend": legend, "power": dict(powered)}

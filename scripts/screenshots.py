@@ -67,7 +67,7 @@ def world_ids() -> dict[str, dict[str, object]]:
     from console.demo import DEMO_ACCOUNTS, DEMO_FABRIC_DESIGN
     from console.fabric.models import ChangeRequest, Fabric
     from designer.models import Design
-    from scheduling.models import Pool, Reservation
+    from scheduling.models import Node, Pool, Reservation
 
     fabric = Fabric.objects.select_related("revision").get(revision__design__name=DEMO_FABRIC_DESIGN)
     big = Design.objects.get(name="superpod-2048")
@@ -80,6 +80,12 @@ def world_ids() -> dict[str, dict[str, object]]:
         "import_revision": fabric.revision.number,
         "change": change.pk if change else 0,
         "pool": Pool.objects.filter(fabric=fabric).order_by("name").values_list("pk", flat=True).first() or 0,
+        # a node with a BMC (every demo node has one): its power page
+        "node": Node.objects.filter(fabric=fabric, bmc__isnull=False)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+        .first()
+        or 0,
     }
     out = {}
     for account in [*DEMO_ACCOUNTS, None]:

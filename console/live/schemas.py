@@ -66,6 +66,22 @@ class ChangeProgress(TypedDict):
     error: NotRequired[str]
 
 
+class NodePower(TypedDict):
+    """A node's power state changed (console.telemetry.power.announce): operators' fabric group
+    and the groups of the tenants holding the node. ``intended``: an operator's or the policy's
+    doing (its links are down on purpose), false for ``failed``."""
+
+    type: str  # "node.power"
+    group: str
+    seq: int
+    fabric: int
+    node: str
+    node_id: int
+    state: str  # on, powering-on, off, powering-off, failed
+    since: str | None  # ISO 8601, UTC
+    intended: bool
+
+
 class Subscribed(TypedDict):
     type: str  # "subscribed"
     group: str
@@ -76,6 +92,7 @@ SCHEMAS: dict[str, type] = {
     "link.delta": LinkDelta,
     "event": EventMessage,
     "change.progress": ChangeProgress,
+    "node.power": NodePower,
     "subscribed": Subscribed,
 }
 _NESTED: dict[tuple[str, str], type] = {

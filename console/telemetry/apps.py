@@ -6,3 +6,8 @@ class TelemetryConfig(AppConfig):
     label = "telemetry"
     verbose_name = "Telemetry"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from console.telemetry import power
+
+        power.connect()

@@ -14,6 +14,7 @@ from console.broadcast import fabric_group, tenant_group
 from console.fabric.models import Fabric
 from console.telemetry import store
 from console.telemetry.linkmap import link_id
+from console.telemetry.power import power_states
 from console.tenancy.errors import NotFound
 from console.tenancy.models import Principal
 from designer.catalogue import generation_rank, width_speed
@@ -46,6 +47,8 @@ def snapshot_for(fabric_id: int, principal: Principal) -> dict[str, Any]:
         "at": snap.get("at"),
         "collector": "running" if store.alive(fabric_id) else "stopped",
         "links": list(links.values()),
+        # read after the snapshot's seq was taken: every node.power numbered up to it is in here
+        "power": power_states(fabric_id, own_hosts(fabric_id, principal)),
     }
     if principal.sees_all_tenants:
         out["summary"] = snap.get("summary") or {}

@@ -3,8 +3,9 @@
 
 A page's path has ``{holes}`` filled from the ids of the world the walk runs in (a test's fixtures
 or the demo seed): ``fabric``, ``design``, ``revision``, ``reservation`` (one the tenant owns),
-``change`` and ``q`` (a search). test_accessibility.py fails when a URL pattern of an HTML page is
-in neither ``PAGES`` nor ``NOT_PAGES``, and when a role gets 200 from a page not listed for it.
+``change``, ``node`` (a node's power page) and ``q`` (a search). test_accessibility.py fails when
+a URL pattern of an HTML page is in neither ``PAGES`` nor ``NOT_PAGES``, and when a role gets 200
+from a page not listed for it.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ PAGES: tuple[Page, ...] = (
     Page("reservations-occupancy", "/reservations/occupancy/", READERS),
     Page("power-policy", "/reservations/power/", READERS),
     Page("power-policy-pool", "/reservations/power/{pk}/", READERS, path="/reservations/power/{pool}/"),
+    Page("node-power", "/nodes/{node_id}/power/", READERS, path="/nodes/{node}/power/"),
     Page("usage", "/usage/", SIGNED_IN),
     Page("demo-webhook-sink", "/demo/webhook-sink/", READERS),
     Page("audit", "/audit/", frozenset({OPERATOR, AUDITOR, TENANT_ADMIN})),

@@ -13,6 +13,7 @@ import re
 import pytest
 from django.test import Client
 
+from scheduling.models import Node
 from tests.e2e import axe
 from tests.e2e.conftest import sign_in
 from tests.e2e.pages import (
@@ -59,6 +60,7 @@ def ids(world):  # noqa: F811
         "reservation": world["res_a"].pk,  # one tenant A owns
         "change": change.pk,
         "pool": world["res_a"].pool_id,
+        "node": Node.objects.filter(fabric=fabric).order_by("pk").values_list("pk", flat=True).first(),
         "q": world["res_a"].name,
     }
 

@@ -13,6 +13,8 @@ from designer.services import create_design
 from tests.fabric import lab_fixtures
 from tests.fabric.lab_fixtures import ACTOR
 from tests.live import fabric_fixtures
+from tests.live.helpers import open_live_page
+from tests.servers import processes  # noqa: F401
 
 lab_data_dir = lab_fixtures.lab_data_dir
 lab_fabric = lab_fixtures.lab_fabric
@@ -51,3 +53,10 @@ def orm_beside_playwright():
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     yield
     os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+
+
+@pytest.fixture
+def operator_live_page(orm_beside_playwright, world, processes, browser, operator):  # noqa: F811
+    """The operator's live page of the world's fabric in Chromium, against uvicorn (no lab: the
+    test drives the collector), with every link up; ``(page, statuses)``."""
+    return open_live_page(processes, browser, world)

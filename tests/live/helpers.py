@@ -70,3 +70,23 @@ async def messages_until(comm, predicate, timeout: float = 5.0) -> list[dict]:
         got.append(msg)
         if predicate(msg):
             return got
+
+
+def open_live_page(processes, browser, world, username: str = "op"):
+    """The collector's first sweep (every link up) published and stored as the snapshot, uvicorn
+    started, and ``username``'s live page of the world's fabric open, live and synced once."""
+    from playwright.sync_api import expect
+
+    from tests.live.fabric_fixtures import statuses
+    from tests.servers import login, web
+
+    collector, fabric = world["collector"], world["fabric"]
+    everything = statuses(collector)
+    collector._publish(everything, 1.0)
+    collector._snapshot(everything, 1.0, 0.1)
+    url = web(processes)
+    page = login(browser, url, username)
+    page.goto(f"{url}/fabrics/{fabric.pk}/live/")
+    expect(page.get_by_test_id("live-conn")).to_have_text("live", timeout=15_000)
+    page.wait_for_function("() => window.__live?.stream.resyncs === 1")
+    return page, everything

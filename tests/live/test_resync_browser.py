@@ -5,11 +5,9 @@ the collector rewrote the snapshot is kept on top of it, not dropped as already 
 from __future__ import annotations
 
 import pytest
-from playwright.sync_api import expect
 
 from console import broadcast
 from tests.live.fabric_fixtures import statuses
-from tests.servers import login, processes, web  # noqa: F401
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180), pytest.mark.django_db(transaction=True)]
 
@@ -18,23 +16,9 @@ def _up(page, link: str) -> bool | None:
     return page.evaluate("(id) => window.__live.links.get(id)?.up ?? null", link)
 
 
-def test_a_gap_resyncs_and_a_delta_newer_than_the_snapshot_is_kept(
-    orm_beside_playwright,
-    world,
-    lab_data_dir,
-    processes,  # noqa: F811
-    browser,
-    operator,
-):
+def test_a_gap_resyncs_and_a_delta_newer_than_the_snapshot_is_kept(operator_live_page, world):
     collector, fabric = world["collector"], world["fabric"]
-    everything = statuses(collector)
-    collector._publish(everything, 1.0)
-    collector._snapshot(everything, 1.0, 0.1)
-    url = web(processes)
-    page = login(browser, url, "op")
-    page.goto(f"{url}/fabrics/{fabric.pk}/live/")
-    expect(page.get_by_test_id("live-conn")).to_have_text("live", timeout=15_000)
-    page.wait_for_function("() => window.__live?.stream.resyncs === 1")
+    page, everything = operator_live_page
     link = sorted(collector.lm.ends)[0]
     assert _up(page, link) is True
 

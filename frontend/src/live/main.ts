@@ -15,11 +15,13 @@ import type { ChangePage, ChangeStep, FabricEvent, FabricEventPage, LinkState, L
 import { ZoomToSwitch } from "./zoom";
 import { BUCKET_COLOURS, BUSY_WORD, type Bundle, bundleOf, bundleText, legend, pct } from "./bundle";
 import { timeChart } from "./chart";
+import { PowerMarks, powerLegend } from "./power";
 
 /** What an edge shows, as last written to Cytoscape (only differences are written again). */
 interface EdgeLook {
   bucket: number;
   down: boolean;
+  off: boolean; // every down link's node is off on purpose
   errors: number;
   mine: boolean;
   dim: boolean;
@@ -43,6 +45,7 @@ class LivePage {
   lastApplyMs = 0;
   stream: LiveStream;
   ports: PortTable;
+  power: PowerMarks;
 
   constructor(private init: LiveInit) {
     this.canvas = new FabricCanvas(byTestId("live-canvas"), {
@@ -67,8 +70,14 @@ class LivePage {
       byTestId("live-canvas").title = `${id.replace("--", " — ")}: ${this.bundleText(id)}`;
     });
     this.canvas.cy.on("mouseout", "edge", () => byTestId("live-canvas").removeAttribute("title"));
+    // A host box: which of its nodes are not on, since when.
+    this.canvas.cy.on("mouseover", 'node[kind = "node-group"]', (ev) => {
+      byTestId("live-canvas").title = this.power.boxTitle((ev.target as { id(): string }).id());
+    });
+    this.canvas.cy.on("mouseout", "node", () => byTestId("live-canvas").removeAttribute("title"));
     new ZoomToSwitch(this.canvas.cy, (name) => this.openSwitch(name));
     this.indexEdges(init.canvas.edges);
+    this.power = new PowerMarks(this.canvas.cy, init.canvas.edges, init.operator);
     this.canvas.cy
       .style()
       .selector("edge.live-down")
@@ -137,7 +146,7 @@ class LivePage {
   }
 
   private legend(): void {
-    byTestId("live-legend").replaceChildren(...legend(this.init.operator));
+    byTestId("live-legend").replaceChildren(...legend(this.init.operator), powerLegend());
   }
 
   /** The bundle rule's figures of a canvas edge (visible links only, for a tenant). */
@@ -156,6 +165,7 @@ class LivePage {
     this.snapshot = snap;
     this.links.clear();
     if (!this.init.operator) this.mine = new Set(snap.links.map((l) => l.id));
+    this.power.reset(snap.power ?? {});
     this.apply(snap.links, true);
     this.filters();
     const s = snap.summary;
@@ -180,18 +190,21 @@ class LivePage {
     cy.batch(() => {
       for (const edgeId of edges) {
         const agg = this.aggregate(edgeId);
+        // A link whose node was powered off on purpose is down on purpose: not a failure.
+        const offDown = (this.linksOfEdge.get(edgeId) ?? []).filter((id) => this.links.get(id)?.up === false && this.power.intendedOff(id)).length;
         const look: EdgeLook = {
-          bucket: agg.bucket, down: agg.down > 0, errors: agg.errors, mine: agg.mine,
-          dim: this.dimmed(edgeId, agg, tier),
+          bucket: agg.bucket, down: agg.down - offDown > 0, off: offDown > 0 && agg.down === offDown, errors: agg.errors,
+          mine: agg.mine, dim: this.dimmed(edgeId, agg, tier),
         };
         const was = full ? undefined : this.edgeLook.get(edgeId);
-        if (was && was.bucket === look.bucket && was.down === look.down && was.errors === look.errors
+        if (was && was.bucket === look.bucket && was.down === look.down && was.off === look.off && was.errors === look.errors
             && was.mine === look.mine && was.dim === look.dim) continue;
         this.edgeLook.set(edgeId, look);
         // Every Cytoscape write restyles the edge: write only what changed.
         const el = cy.getElementById(edgeId);
         if (!was || was.bucket !== look.bucket) el.data("bucket", look.bucket);
         if (!was || was.down !== look.down) el.toggleClass("live-down", look.down);
+        if (!was || was.off !== look.off) el.toggleClass("live-off", look.off);
         if (!was || was.errors !== look.errors) {
           el.toggleClass("live-err", look.errors > 0);
           el.data("badge", look.errors > 0 ? `⚠ ${look.errors}` : "");
@@ -223,9 +236,16 @@ class LivePage {
   }
 
   private downList(): void {
-    const down = [...this.links.values()].filter((l) => !l.up).map((l) => l.id).sort();
+    // Failures first; links down on purpose (their node powered off) after them, muted.
+    const intended = (id: string) => (this.power.intendedOff(id) ? 1 : 0);
+    const down = [...this.links.values()].filter((l) => !l.up).map((l) => l.id)
+      .sort((a, b) => intended(a) - intended(b) || a.localeCompare(b));
     byTestId("down-links").replaceChildren(
-      ...down.map((id) => h("li", { "data-link": id, testid: "down-link" }, id)),
+      ...down.map((id) => {
+        const note = this.power.linkNote(id);
+        return h("li", { "data-link": id, testid: "down-link", "data-intended": intended(id) ? "yes" : "no", class: intended(id) ? "down-intended" : undefined },
+          id, note ? h("span", { class: "muted down-note" }, ` — ${note}`) : null);
+      }),
     );
   }
 
@@ -280,6 +300,10 @@ class LivePage {
       if (msg.fabric === this.init.fabric) this.apply(msg.links);
     } else if (msg.type === "event") {
       if (msg.fabric === this.init.fabric) this.upsertEvent(msg.event);
+    } else if (msg.type === "node.power") {
+      if (msg.fabric !== this.init.fabric) return;
+      const links = this.power.update(msg.node, msg);
+      this.apply(links.flatMap((id) => this.links.get(id) ?? []));
     }
   }
 

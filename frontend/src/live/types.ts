@@ -5,6 +5,7 @@
 
 import type { CanvasView } from "../designer/types";
 import type { Schemas } from "../schema";
+import type { NodePowerState } from "./power";
 
 export interface LiveInit {
   fabric: number;
@@ -62,6 +63,7 @@ export interface Snapshot {
   tenants?: Record<string, TenantSlice>;
   reservations?: Record<string, string[]>;
   reservation_names?: Record<string, string>;
+  power?: Record<string, NodePowerState>; // nodes that are not on (absent: on)
 }
 
 // --- socket messages ---------------------------------------------------------------------------
@@ -89,6 +91,7 @@ export type Message =
   | { type: "subscribed"; group: string; seq: number }
   | { type: "link.delta"; group: string; seq: number; fabric: number; at: number; links: LinkState[] }
   | { type: "event"; group: string; seq: number; fabric: number; event: LiveEvent }
+  | ({ type: "node.power"; group: string; seq: number; fabric: number; node: string } & NodePowerState)
   | {
       type: "change.progress";
       group: string;
