@@ -204,8 +204,9 @@ def energy(query: EnergyQuery, *, now: dt.datetime | None = None) -> EnergyRepor
 
 
 def daily_by_pool(query: EnergyQuery, *, now: dt.datetime | None = None) -> dict[str, Any]:
-    """kWh per UTC day per pool and the always-on kWh of all nodes per day (the usage page's
-    chart): ``{"days": [...], "series": [{"label", "data"}], "always_on": [...]}``."""
+    """The usage page's energy section from one load: the pool rows and total of
+    :func:`energy`, and for its chart kWh per UTC day per pool and the always-on kWh of all
+    nodes per day (``days``, ``series`` of ``{label, data}``, ``always_on``)."""
     now = now or timezone.now()
     counted_to = max(query.window_from, min(query.window_to, now))
     loaded = _load(query.window_from, counted_to)
@@ -227,7 +228,13 @@ def daily_by_pool(query: EnergyQuery, *, now: dt.datetime | None = None) -> dict
         series.append({"label": names.get(key, "(no pool)"), "data": [per_day.get(d, 0.0) for d in days]})
     series.sort(key=lambda s: str(s["label"]))
     always = {r.key: round(r.kwh_always_on, 3) for r in energy_report(loaded.histories, "day")}
-    return {"days": days, "series": series, "always_on": [always.get(d, 0.0) for d in days]}
+    return {
+        "rows": _pool_rows(loaded),
+        "total": figures(total_row(energy_report(loaded.histories, "node"))),
+        "days": days,
+        "series": series,
+        "always_on": [always.get(d, 0.0) for d in days],
+    }
 
 
 __all__ = ["EnergyQuery", "EnergyReport", "GROUP_BY", "daily_by_pool", "energy", "figures"]

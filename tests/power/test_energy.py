@@ -188,12 +188,13 @@ def test_default_window_is_the_last_seven_days_by_pool(world, operator, client_f
 
 
 def recent(world):
-    """n1 on since two days ago, off for the last 10 hours; n2 on and idle throughout."""
+    """n1 off until two days ago, then on, and off again for the last 9 hours; n2 on and idle
+    throughout. The last 24 hours per pool."""
     now = timezone.now()
     event(world["n1"], now - dt.timedelta(days=2), "off", "on")
-    event(world["n1"], now - dt.timedelta(hours=10), "on", "off")
+    event(world["n1"], now - dt.timedelta(hours=9), "on", "off")
     Node.objects.filter(pk=world["n1"].pk).update(power_state="off")
-    return {"alpha": (kwh(IDLE, 14) + kwh(OFF, 10), kwh(IDLE, 24)), "beta": (kwh(IDLE, 24), kwh(IDLE, 24))}
+    return {"alpha": (kwh(IDLE, 15) + kwh(OFF, 9), kwh(IDLE, 24)), "beta": (kwh(IDLE, 24), kwh(IDLE, 24))}
 
 
 def _sample(body: str, name: str, pool: str) -> float:
