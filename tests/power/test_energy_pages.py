@@ -3,6 +3,7 @@ section (per pool, chart per UTC day), with the figures worked out here by hand.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 
@@ -67,3 +68,25 @@ def test_the_usage_page_shows_energy_per_pool_and_day(world, history, operator, 
     # a tenant's usage page has no energy section
     tenant_html = session_client_for(admin_a).get("/usage/").content.decode()
     assert "usage-energy" not in tenant_html and "energy-chart-data" not in tenant_html
+
+
+def test_the_demo_seed_records_nights_off_that_the_energy_report_counts(operator, client_for):
+    from django.utils import timezone
+
+    from console.demo import DEMO_NIGHTS, seed_all
+
+    assert any("power events" in line for line in seed_all())
+    assert not [line for line in seed_all() if "power events" in line]  # idempotent
+    nodes_off, off_hour, on_hour = DEMO_NIGHTS
+    assert (nodes_off, off_hour, on_hour) == (12, 22, 6)
+    # the night from the day before yesterday to yesterday, 23:00 to 05:00 UTC: 12 of the 32
+    # demo nodes off, 20 on and idle
+    today = timezone.now().astimezone(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    window = {
+        "from": (today - dt.timedelta(days=1, hours=1)).isoformat(),
+        "to": (today - dt.timedelta(days=1) + dt.timedelta(hours=5)).isoformat(),
+    }
+    body = client_for(operator).get("/api/energy/", window).json()
+    assert body["nodes"] == 32, body
+    assert body["total"]["kwh"] == pytest.approx(kwh(OFF, 12 * 6) + kwh(IDLE, 20 * 6), abs=1e-3)
+    assert body["total"]["kwh_always_on"] == pytest.approx(kwh(IDLE, 32 * 6), abs=1e-3)
