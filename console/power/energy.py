@@ -1,8 +1,9 @@
 """Energy accounting: kWh per pool, UTC day or node from the recorded power history and bookings.
 
 Rebuilds every node's history over ``[from, min(to, now))`` in a fixed number of queries,
-however many nodes (five: nodes with their state at ``from``, the power events inside the
-window, the bookings, pool memberships, the fabrics' catalogue figures), and hands it to the
+however many nodes (seven: nodes with their state at ``from``, the power events inside the
+window, the bookings, pool memberships, and the catalogue figures in three; the pool names make
+eight), and hands it to the
 pure arithmetic (:func:`scheduling.power.history.node_intervals`,
 :func:`scheduling.power.energy.energy_report`, whose docstrings say what each state draws).
 
@@ -157,33 +158,33 @@ def _load(window_from: dt.datetime, window_to: dt.datetime) -> _Loaded:
     return _Loaded(histories, pools, names, unknown)
 
 
-def _pool_rows(loaded: _Loaded) -> list[dict[str, Any]]:
-    by_pool = [
-        NodeHistory(h.node, pool_id, h.watts, h.intervals)
-        for h in loaded.histories
-        for pool_id in loaded.pools.get(h.node) or [NO_POOL]
-    ]
-    rows = energy_report(by_pool, "pool")
+def _pool_rows(loaded: _Loaded, by_node: list[EnergyRow]) -> list[dict[str, Any]]:
+    """Pool rows summed from the node rows (energy is additive; a node counts in each of its pools)."""
+    sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for row in by_node:
+        for pool_id in loaded.pools.get(row.key) or [NO_POOL]:
+            sums[pool_id][0] += row.kwh
+            sums[pool_id][1] += row.kwh_always_on
     names = {
         str(pk): (name, fabric)
-        for pk, name, fabric in Pool.objects.filter(pk__in=[int(r.key) for r in rows if r.key]).values_list(
+        for pk, name, fabric in Pool.objects.filter(pk__in=[int(k) for k in sums if k]).values_list(
             "pk", "name", "fabric__name"
         )
     }
     out = []
-    for row in rows:
-        name, fabric = names.get(row.key, ("(no pool)", ""))
-        out.append({"pool": int(row.key) if row.key else None, "name": name, "fabric": fabric} | figures(row))
+    for key, (kwh, always) in sums.items():
+        name, fabric = names.get(key, ("(no pool)", ""))
+        row = EnergyRow(key, kwh, always)
+        out.append({"pool": int(key) if key else None, "name": name, "fabric": fabric} | figures(row))
     return sorted(out, key=lambda r: (r["pool"] is None, r["fabric"], r["name"]))
 
 
-def _rows(loaded: _Loaded, group_by: GroupBy) -> list[dict[str, Any]]:
+def _rows(loaded: _Loaded, group_by: GroupBy, by_node: list[EnergyRow]) -> list[dict[str, Any]]:
     if group_by == "pool":
-        return _pool_rows(loaded)
+        return _pool_rows(loaded, by_node)
     if group_by == "day":
         return [{"day": r.key, "name": f"{r.key} (UTC)"} | figures(r) for r in energy_report(loaded.histories, "day")]
-    report = energy_report(loaded.histories, "node")
-    rows = [{"node": int(r.key), "name": loaded.names[r.key]} | figures(r) for r in report]
+    rows = [{"node": int(r.key), "name": loaded.names[r.key]} | figures(r) for r in by_node]
     return sorted(rows, key=lambda r: r["name"])
 
 
@@ -192,11 +193,12 @@ def energy(query: EnergyQuery, *, now: dt.datetime | None = None) -> EnergyRepor
     now = now or timezone.now()
     counted_to = max(query.window_from, min(query.window_to, now))
     loaded = _load(query.window_from, counted_to)
-    total = total_row(energy_report(loaded.histories, "node"))
+    by_node = energy_report(loaded.histories, "node")
+    total = total_row(by_node)
     return EnergyReport(
         query,
         counted_to,
-        _rows(loaded, query.group_by),
+        _rows(loaded, query.group_by, by_node),
         figures(total),
         len(loaded.histories),
         loaded.nodes_without_figures,
@@ -215,25 +217,29 @@ def daily_by_pool(query: EnergyQuery, *, now: dt.datetime | None = None) -> dict
     while dt.datetime.combine(day, dt.time(), dt.UTC) < query.window_to:
         days.append(day.isoformat())
         day += dt.timedelta(days=1)
-    members: dict[str, list[NodeHistory]] = defaultdict(list)
+    # Each node's days once, added to each of its pools (energy is additive).
+    per_pool: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    always: dict[str, float] = defaultdict(float)
     for history in loaded.histories:
-        for pool_id in loaded.pools.get(history.node) or [NO_POOL]:
-            members[pool_id].append(history)
+        for row in energy_report([history], "day"):
+            always[row.key] += row.kwh_always_on
+            for pool_id in loaded.pools.get(history.node) or [NO_POOL]:
+                per_pool[pool_id][row.key] += row.kwh
     names = {
         str(pk): f"{fabric} / {name}" for pk, name, fabric in Pool.objects.values_list("pk", "name", "fabric__name")
     }
-    series = []
-    for key, histories in members.items():
-        per_day = {r.key: round(r.kwh, 3) for r in energy_report(histories, "day")}
-        series.append({"label": names.get(key, "(no pool)"), "data": [per_day.get(d, 0.0) for d in days]})
+    series = [
+        {"label": names.get(key, "(no pool)"), "data": [round(per_day.get(d, 0.0), 3) for d in days]}
+        for key, per_day in per_pool.items()
+    ]
     series.sort(key=lambda s: str(s["label"]))
-    always = {r.key: round(r.kwh_always_on, 3) for r in energy_report(loaded.histories, "day")}
+    by_node = energy_report(loaded.histories, "node")
     return {
-        "rows": _pool_rows(loaded),
-        "total": figures(total_row(energy_report(loaded.histories, "node"))),
+        "rows": _pool_rows(loaded, by_node),
+        "total": figures(total_row(by_node)),
         "days": days,
         "series": series,
-        "always_on": [always.get(d, 0.0) for d in days],
+        "always_on": [round(always.get(d, 0.0), 3) for d in days],
     }
 
 
