@@ -33,7 +33,7 @@ import django  # noqa: E402
 
 django.setup()
 
-from tests.benchmarks.benchutil import load_average  # noqa: E402
+from tests.benchmarks.benchutil import imported_fabric, load_average  # noqa: E402
 
 DAYS = 30
 POOLS = 8
@@ -41,22 +41,15 @@ BOOKED_PER_POOL = 64
 
 
 def seed(now: dt.datetime) -> dict[str, float]:
-    from console.fabric.models import Fabric
     from console.power.models import PowerEvent
     from console.tenancy.context import Actor
     from console.tenancy.models import Principal, Role, Tenant
-    from designer import services as designer_services
-    from scheduling.models import GPU, Node, Reservation, ReservationAllocation
+    from scheduling.models import GPU, Reservation, ReservationAllocation
     from scheduling.services import inventory
 
     actor, operator = Actor.system("bench"), Principal(None, Role.OPERATOR, None)
     t0 = time.perf_counter()
-    _, revision = designer_services.create_design(
-        actor, operator, name="bench-energy", options={"topology": "rail-optimized", "gpus": 16384}
-    )
-    fabric = Fabric.objects.create(name="bench-energy", revision=revision)
-    inventory.import_inventory(fabric)
-    nodes = list(Node.objects.filter(fabric=fabric).order_by("pk"))
+    fabric, nodes = imported_fabric("bench-energy", 16384)
     size = len(nodes) // POOLS
     pools = [
         inventory.create_pool(actor, operator, fabric=fabric, name=f"p{i}", nodes=nodes[i * size : (i + 1) * size])
