@@ -41,6 +41,7 @@ function bars(series: Series[], stack: string): ChartDataset<"bar" | "line", num
     label: s.label,
     data: s.data,
     backgroundColor: COLOURS[i % COLOURS.length],
+    pointStyle: "rect" as const,
     stack,
     order: 1,
   }));
@@ -63,7 +64,8 @@ function drawDaily(canvasId: string, sourceId: string, unit: string, extra: (sou
       maintainAspectRatio: false,
       animation: false,
       plugins: {
-        legend: { position: "bottom" },
+        // point styles: a square per bar series, a line for a line series (not a dashed box)
+        legend: { position: "bottom", labels: { usePointStyle: true } },
         tooltip: {
           callbacks: {
             title: (items) => `${data.days[items[0]?.dataIndex ?? 0]} UTC`,
@@ -91,7 +93,9 @@ function alwaysOn(source: string): ChartDataset<"bar" | "line", number[]>[] {
       borderColor: "#333333",
       backgroundColor: "#333333",
       borderDash: [6, 4],
-      pointRadius: 2,
+      pointStyle: "line" as const,
+      pointRadius: 0,
+      pointHitRadius: 8,
       stack: "always",
       order: 0,
     },
