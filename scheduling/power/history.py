@@ -47,8 +47,8 @@ def node_intervals(
 ) -> list[Interval]:
     """The node's history over ``[start, end)``.
 
-    ``initial_state`` is its power state at ``start``; ``changes`` the ``(at, new state)`` pairs
-    after it, in time order; ``held`` the ``(from, to, GPUs)`` of its bookings (overlapping
+    ``initial_state`` is its power state before ``start``; ``changes`` the ``(at, new state)``
+    pairs in time order (one at ``start`` applies from ``start``; those after ``end`` are ignored); ``held`` the ``(from, to, GPUs)`` of its bookings (overlapping
     bookings add up; the load is capped at the whole node). Adjacent pieces of the same
     activity and load are merged.
     """
@@ -60,8 +60,8 @@ def node_intervals(
         if hi > lo and count > 0:
             deltas[lo] = deltas.get(lo, 0) + count
             deltas[hi] = deltas.get(hi, 0) - count
-    inside = [(at, state) for at, state in changes if start < at < end]
-    points = sorted({start, end, *deltas, *(at for at, _ in inside)})
+    inside = [(at, state) for at, state in changes if at < end]  # those at or before start apply at start
+    points = sorted({start, end, *deltas, *(at for at, _ in inside if at > start)})
     out: list[Interval] = []
     state, held_now, next_change = initial_state, 0, 0
     for lo, hi in zip(points, points[1:], strict=False):
