@@ -1,5 +1,6 @@
 """Energy in Chromium: the operator's dashboard card and the usage page's energy chart, drawn by
-Chart.js under the strict CSP (the figures themselves: tests/power/test_energy_pages.py).
+Chart.js under the strict CSP, with no serious or critical axe-core finding (the figures
+themselves: tests/power/test_energy_pages.py).
 
 Set ``DASHBOARD_SCREENSHOTS`` to a directory to keep both pictures.
 """
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
+from tests.e2e import axe
 from tests.power.test_energy import history, recent, world  # noqa: F401  (fixtures, helpers)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
@@ -34,9 +36,11 @@ def test_operator_sees_the_energy_card_and_chart(world, history, operator, login
     expect(card).to_be_visible()
     # n1 idle 15 h and off 9 h, n2 idle 24 h (kWh worked out in tests/power/test_energy_pages.py)
     expect(card.get_by_test_id("energy-24h").get_by_test_id("energy-kwh")).to_have_text("70.6")
+    assert axe.blocking(axe.violations(page)) == []
     _shoot(page, "energy-dashboard")
     page.goto(f"{live_server.url}/usage/?start=2026-01-01&end=2026-01-03")
     expect(page.locator("#energy-chart[data-drawn=true]")).to_be_attached()
     expect(page.get_by_test_id("energy-pools").locator("tbody tr")).to_have_count(3)  # alpha, beta, total
+    assert axe.blocking(axe.violations(page)) == []
     _shoot(page, "energy-usage")
     assert not [e for e in errors if "Content Security Policy" in e or "Refused" in e]
