@@ -255,6 +255,49 @@ def seed_power(actor: Actor) -> list[str]:
     return [f"{created} BMCs at the Redfish emulator"] if created else []
 
 
+#: A week of nights (UTC) in which the power policy switched the demo's last nodes off, so the
+#: energy figures (dashboard, usage page, /api/energy/) show a saving: (nodes, off at, on at).
+DEMO_NIGHTS = (12, 22, 6)
+DEMO_NIGHTS_DAYS = 7
+
+
+def seed_power_history() -> list[str]:
+    """Recorded power history: nights off for the demo's last nodes over the past week (past
+    nights only, each node back on by morning, as its BMC reports now)."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from console.fabric.models import Fabric
+    from console.power.models import PowerEvent
+    from scheduling.models import Node
+
+    fabric = Fabric.objects.filter(revision__design__name=DEMO_FABRIC_DESIGN).first()
+    if fabric is None or PowerEvent.objects.filter(node__fabric=fabric, actor="policy").exists():
+        return []
+    count, off_hour, on_hour = DEMO_NIGHTS
+    nodes = list(Node.objects.filter(fabric=fabric).order_by("-name")[:count])
+    now = timezone.now()
+    today = now.astimezone(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    steps = (
+        (dt.timedelta(hours=off_hour), "on", "powering-off", "idle past the policy's limit"),
+        (dt.timedelta(hours=off_hour, minutes=2), "powering-off", "off", "the BMC reports off"),
+        (dt.timedelta(hours=24 + on_hour), "off", "powering-on", "a reservation starts within its boot time"),
+        (dt.timedelta(hours=24 + on_hour, minutes=5), "powering-on", "on", "the BMC reports on"),
+    )
+    rows = [
+        PowerEvent(node=node, from_state=was, to_state=to, at=day + after, intended=True, actor="policy", reason=why)
+        for back in range(DEMO_NIGHTS_DAYS, 0, -1)
+        for day in [today - dt.timedelta(days=back)]
+        if day + steps[-1][0] < now
+        for node in nodes
+        for after, was, to, why in steps
+    ]
+    PowerEvent.objects.bulk_create(rows)
+    return [f"{len(rows)} power events (nights off, energy saved)"] if rows else []
+
+
 def seed_all() -> list[str]:
     actor = Actor.system("demo-seed")
-    return seed_tenancy(actor) + seed_designs(actor) + seed_scheduling(actor) + seed_power(actor)
+    seeded = seed_tenancy(actor) + seed_designs(actor) + seed_scheduling(actor) + seed_power(actor)
+    return seeded + seed_power_history()

@@ -1,6 +1,7 @@
 """``/metrics`` in Prometheus text format: per-link rates, states and error counters, the subnet
-manager's state, the collector's freshness, reservations and GPUs per tenant, quota usage and
-partition push outcomes, so existing Prometheus and Grafana setups can scrape the console.
+manager's state, the collector's freshness, reservations and GPUs per tenant, quota usage,
+partition push outcomes and each pool's energy over the last 24 hours, so existing Prometheus
+and Grafana setups can scrape the console.
 
 Conventions (those of the InfiniBand exporters, checked by ``promtool check metrics`` in the
 tests): every family has HELP and TYPE, base units in the name (``_bytes_per_second``,
@@ -12,19 +13,23 @@ of every family is ``docs/api.md`` (/metrics); the dashboard and alert rules bui
 
 from __future__ import annotations
 
+import datetime as dt
 import hmac
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from django.db.models import Count, Sum
 from django.http import HttpRequest
+from django.utils import timezone
 
 from console.fabric.models import ChangeRequest, Fabric
+from console.power.energy import EnergyQuery, energy
 from console.telemetry import store
 from console.telemetry.models import FabricEvent
 from console.telemetry.services import FAILED_PUSH
 from console.tenancy.models import Principal
 from scheduling.models import Quota, Reservation
+from scheduling.power.energy import JOULES_PER_KWH
 from scheduling.services.quotas import quota_usages
 
 #: One sample: its labels and its value.
@@ -197,7 +202,33 @@ def _scheduling() -> Iterator[str]:
     )
 
 
+def _energy() -> Iterator[str]:
+    """Per pool, the energy of the last 24 hours in joules (the base unit; kWh x 3.6e6), drawn
+    and always-on: catalogue watts over the recorded power states and bookings."""
+    now = timezone.now()
+    report = energy(EnergyQuery.checked(now - dt.timedelta(hours=24), now), now=now)
+    rows = [row for row in report.rows if row["pool"] is not None]
+
+    def samples(key: str) -> Iterator[Sample]:
+        for row in rows:
+            yield {"fabric": row["fabric"], "pool": row["name"]}, round(row[key] * JOULES_PER_KWH)
+
+    yield from family(
+        "ibc_pool_energy_24h_joules",
+        "gauge",
+        "Energy the pool's nodes drew over the last 24 hours, from the catalogue's busy/idle/off watts and the "
+        "recorded power states and bookings (not metered).",
+        samples("kwh"),
+    )
+    yield from family(
+        "ibc_pool_energy_always_on_24h_joules",
+        "gauge",
+        "Energy the pool's nodes would have drawn over the last 24 hours had none been powered off.",
+        samples("kwh_always_on"),
+    )
+
+
 def metrics_text() -> str:
     rows = _snapshots()
-    lines = [*_links(rows), *_collector(rows), *_fabric_rows(), *_scheduling()]
+    lines = [*_links(rows), *_collector(rows), *_fabric_rows(), *_scheduling(), *_energy()]
     return "\n".join(lines) + "\n"

@@ -1,5 +1,6 @@
 """The usage page: GPU-hours, borrowed hours, cost and preemptions over a window, as a stacked
-chart per UTC day and a table with CSV export.
+chart per UTC day and a table with CSV export; for operators and auditors also the window's
+energy per pool and UTC day (``console.power.energy``).
 
 Thin: ``scheduling.services.usage`` computes (the same report as ``GET /api/usage/``). Tenants
 see only their own tenant (the chart is stacked by pool); operators and auditors every tenant
@@ -15,6 +16,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
+from console.power.energy import EnergyQuery, daily_by_pool
 from console.tenancy.errors import Invalid
 from console.tenancy.models import Tenant
 from console.web.reservation_views import READERS, _principal
@@ -84,6 +86,12 @@ def usage(request: HttpRequest) -> HttpResponse:
     )
     if (csv := respond(request, table, f"usage-{group_by.value}")) is not None:
         return csv
+    energy = None
+    if principal.sees_all_tenants:  # whole pools' energy is the operator's data
+        energy = daily_by_pool(EnergyQuery(report.query.window_from, report.query.window_to))
+        for row in energy["rows"]:
+            row["saved"] = _percent(row["saved_fraction"])
+        energy["total"]["saved"] = _percent(energy["total"]["saved_fraction"])
     return render(
         request,
         "web/usage.html",
@@ -97,5 +105,6 @@ def usage(request: HttpRequest) -> HttpResponse:
             "guarantee_used": _percent(report.total["guaranteed_utilisation"]),
             "prices": _price_rows(),
             "classes": [cls.label for cls in PriorityClass],
+            "energy": energy,
         },
     )

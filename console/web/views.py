@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from django import forms
@@ -11,8 +12,10 @@ from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template import loader
+from django.utils import timezone
 from django.views.decorators.http import require_POST, require_safe
 
+from console.power.energy import EnergyQuery, energy
 from console.telemetry.overview import overview_for
 from console.tenancy import actions
 from console.tenancy.context import Actor
@@ -87,10 +90,29 @@ def login_locked_out(
     return response
 
 
+#: The dashboard's poll (frontend/src/dashboard.ts) says so: it swaps in only ``#dashboard``, so
+#: the energy card (outside it) is computed once per page load, not every 3 s.
+POLL_HEADER = "X-Dashboard-Poll"
+
+
+def _energy_card(principal: Principal, request: HttpRequest) -> dict[str, Any] | None:
+    """kWh over the last 24 hours and 7 days, drawn and always-on (operators and auditors)."""
+    if not principal.sees_all_tenants or request.headers.get(POLL_HEADER):
+        return None
+    now = timezone.now()
+    spans = (("24 h", dt.timedelta(hours=24)), ("7 days", dt.timedelta(days=7)))
+    cards = []
+    for label, span in spans:
+        total = energy(EnergyQuery.checked(now - span, now), now=now).total
+        cards.append({"label": label, "key": label.replace(" ", ""), "saved": f"{total['saved_fraction']:.1%}"} | total)
+    return {"spans": cards, "at": now}
+
+
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     principal = principal_for(request)
     context = {
+        "energy": _energy_card(principal, request),
         "overview": overview_for(principal),
         "tenant": Tenant.objects.filter(pk=principal.tenant_id).first() if principal.tenant_id is not None else None,
         "tenants": Tenant.objects.visible_to(principal).count(),

@@ -8,7 +8,11 @@ export function pollDashboard(root: HTMLElement): void {
     if (busy || document.hidden) return;
     busy = true;
     try {
-      const response = await fetch(window.location.pathname, { headers: { Accept: "text/html" }, credentials: "same-origin" });
+      const response = await fetch(window.location.pathname, {
+        // the server skips what lies outside the swapped element (the energy card)
+        headers: { Accept: "text/html", "X-Dashboard-Poll": "1" },
+        credentials: "same-origin",
+      });
       if (!response.ok) return;
       const page = new DOMParser().parseFromString(await response.text(), "text/html");
       const fresh = page.getElementById(root.id);

@@ -51,13 +51,15 @@ class UsageCsvRenderer(renderers.BaseRenderer):
     media_type = "text/csv"
     format = "csv"
     charset = "utf-8"
+    #: the columns a row may have, in order (those no row nor the total has are left out)
+    columns: tuple[str, ...] = CSV_COLUMNS
 
     def render(
         self, data: Any, accepted_media_type: str | None = None, renderer_context: Mapping[str, Any] | None = None
     ) -> bytes:
         out = io.StringIO()
         if isinstance(data, dict) and "rows" in data:
-            columns = [c for c in CSV_COLUMNS if any(c in row for row in data["rows"]) or c in data["total"]]
+            columns = [c for c in self.columns if any(c in row for row in data["rows"]) or c in data["total"]]
             writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
             writer.writeheader()
             writer.writerows(data["rows"])

@@ -183,15 +183,16 @@ def energy_report(
     """kWh, always-on kWh and saved fraction per pool, UTC day (ISO date) or node, sorted by key."""
     sums: dict[str, list[float]] = {}
     for history in histories:
+        # The four sums per key first, then the watts once per key (linear in the sums).
+        grouped: dict[str, list[Interval]] = {}
         if group_by == "day":
-            pieces: list[tuple[str, Interval]] = [
-                (day.isoformat(), piece) for interval in history.intervals for day, piece in split_by_day(interval)
-            ]
+            for interval in history.intervals:
+                for day, piece in split_by_day(interval):
+                    grouped.setdefault(day.isoformat(), []).append(piece)
         else:
-            key = history.pool if group_by == "pool" else history.node
-            pieces = [(key, interval) for interval in history.intervals]
-        for key, piece in pieces:
-            summed = totals([piece])
+            grouped[history.pool if group_by == "pool" else history.node] = list(history.intervals)
+        for key, pieces in grouped.items():
+            summed = totals(pieces)
             acc = sums.setdefault(key, [0.0, 0.0])
             acc[0] += summed.kwh(history.watts)
             acc[1] += summed.kwh_always_on(history.watts)

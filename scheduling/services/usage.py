@@ -48,23 +48,36 @@ class UsageQuery:
         now: dt.datetime | None = None,
     ) -> UsageQuery:
         """Defaults (the last 30 days up to now) and limits; ``Invalid`` (400) when broken."""
-        now = now or timezone.now()
-        for name, moment in (("from", window_from), ("to", window_to)):
-            if moment is not None and not 1 < moment.year < 9999:
-                raise Invalid(f"'{name}' is outside the years 2 to 9998", fields={name: ["year out of range"]})
-        window_to = window_to or now
-        try:
-            window_from = window_from or window_to - DEFAULT_WINDOW
-        except OverflowError:  # a 'to' in the first month of year 1
-            raise Invalid("'to' is too early", fields={"to": ["too early"]}) from None
-        if window_to <= window_from:
-            raise Invalid("'to' must be after 'from'", fields={"to": ["must be after 'from'"]})
-        if window_to - window_from > MAX_WINDOW:
-            raise Invalid(
-                f"a usage report covers at most {MAX_WINDOW.days} days",
-                fields={"from": [f"at most {MAX_WINDOW.days} days before 'to'"]},
-            )
+        window_from, window_to = checked_window(window_from, window_to, DEFAULT_WINDOW, "a usage report", now=now)
         return cls(window_from, window_to, group_by, tenant_id)
+
+
+def checked_window(
+    window_from: dt.datetime | None,
+    window_to: dt.datetime | None,
+    default: dt.timedelta,
+    report: str,
+    *,
+    now: dt.datetime | None = None,
+) -> tuple[dt.datetime, dt.datetime]:
+    """``[from, to)`` with defaults (``to``: now; ``from``: ``default`` before ``to``) and the
+    limits (:data:`MAX_WINDOW`); ``Invalid`` (400) naming the field when broken."""
+    for name, moment in (("from", window_from), ("to", window_to)):
+        if moment is not None and not 1 < moment.year < 9999:
+            raise Invalid(f"'{name}' is outside the years 2 to 9998", fields={name: ["year out of range"]})
+    window_to = window_to or now or timezone.now()
+    try:
+        window_from = window_from or window_to - default
+    except OverflowError:  # a 'to' in the first month of year 1
+        raise Invalid("'to' is too early", fields={"to": ["too early"]}) from None
+    if window_to <= window_from:
+        raise Invalid("'to' must be after 'from'", fields={"to": ["must be after 'from'"]})
+    if window_to - window_from > MAX_WINDOW:
+        raise Invalid(
+            f"{report} covers at most {MAX_WINDOW.days} days",
+            fields={"from": [f"at most {MAX_WINDOW.days} days before 'to'"]},
+        )
+    return window_from, window_to
 
 
 @dataclass(frozen=True)

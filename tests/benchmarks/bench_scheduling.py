@@ -56,6 +56,7 @@ django.setup()
 from designer.plan import plan  # noqa: E402
 from scheduling.replay import load_kalos, percentile, replay  # noqa: E402
 from scheduling.services.topology import topology_from_graph  # noqa: E402
+from tests.benchmarks.benchutil import imported_fabric  # noqa: E402
 
 KALOS = Path("/work/shared/traces/kalos_jobs.csv")
 KEYS = (
@@ -85,11 +86,9 @@ def service_path(requests: int, seed: int, fresh: bool, queued: int) -> dict:
     from django.test.utils import setup_databases, teardown_databases
     from django.utils import timezone
 
-    from console.fabric.models import Fabric
     from console.tenancy.context import Actor
     from console.tenancy.models import Principal, Role, Tenant
-    from designer import services as designer_services
-    from scheduling.models import GPU, Node, Reservation, ReservationAllocation
+    from scheduling.models import GPU, Reservation, ReservationAllocation
     from scheduling.services import inventory, lifecycle, quotas, reservations, snapshots
     from scheduling.services.reservations import ReservationRequest, decide, snapshot
 
@@ -97,12 +96,7 @@ def service_path(requests: int, seed: int, fresh: bool, queued: int) -> dict:
     try:
         actor, operator = Actor.system("bench"), Principal(None, Role.OPERATOR, None)
         t0 = time.perf_counter()
-        _, revision = designer_services.create_design(
-            actor, operator, name="bench-16k", options={"topology": "rail-optimized", "gpus": 16384}
-        )
-        fabric = Fabric.objects.create(name="bench-16k", revision=revision)
-        inventory.import_inventory(fabric)
-        nodes = list(Node.objects.filter(fabric=fabric).order_by("pk"))
+        fabric, nodes = imported_fabric("bench-16k", 16384)
         pool = inventory.create_pool(actor, operator, fabric=fabric, name="all", nodes=nodes)
         setup_s = time.perf_counter() - t0
         background = Tenant.objects.create(name="Background", slug="background")

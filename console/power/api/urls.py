@@ -1,8 +1,9 @@
 from django.urls import path
 
-from console.power.api import policy_views, views
+from console.power.api import energy_views, policy_views, views
 
 urlpatterns = [
+    path("energy/", energy_views.EnergyView.as_view(), name="energy"),
     path("nodes/<int:node_id>/power/", views.NodePowerView.as_view(), name="node-power"),
     path("nodes/<int:node_id>/power/pin/", policy_views.NodePowerPinView.as_view(), name="node-power-pin"),
     path("nodes/<int:node_id>/bmc/", views.NodeBmcView.as_view(), name="node-bmc"),
