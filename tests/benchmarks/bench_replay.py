@@ -23,7 +23,8 @@ synthetic traces, one per (load, seed), and reports per load and policy the mean
 the min-max spread) of every figure, and on how many seeds topology reached first-fit's
 utilisation and average wait, and the median over seeds of each policy's per-seed ratio to
 first-fit (utilisation, average and p95 wait): one sample at a saturated load is too chaotic to
-judge by.
+judge by. It also reports the mean wait by job size (under one node, one whole node, several
+nodes): the packing figures count multi-node jobs only, so a policy's cost shows in the others.
 """
 
 from __future__ import annotations
@@ -47,7 +48,15 @@ django.setup()
 
 from designer.plan import plan  # noqa: E402
 from scheduling.placement import PoolTopology  # noqa: E402
-from scheduling.replay import ReplayOptions, TraceJob, load_alibaba, load_kalos, replay  # noqa: E402
+from scheduling.replay import (  # noqa: E402
+    ReplayOptions,
+    ReplayResult,
+    TraceJob,
+    load_alibaba,
+    load_kalos,
+    replay,
+    simulate,
+)
 from scheduling.replay.generator import STANDARD_LOADS, TraceSpec, generate, offered_load  # noqa: E402
 from scheduling.services.topology import topology_from_graph  # noqa: E402
 
@@ -61,6 +70,9 @@ FIGURES = (
     "avg_leaves_per_job",
     "avg_spines_per_job",
 )
+#: Mean wait by job size (multi-seed mode): under one node, one whole node, several nodes.
+SIZE_WAITS = ("wait_sub_node_s", "wait_one_node_s", "wait_multi_node_s")
+KEYS = FIGURES + SIZE_WAITS
 
 
 def traces(jobs: int, seed: int) -> list[tuple[str, list[TraceJob]]]:
@@ -147,14 +159,15 @@ def multi_seed(topology: PoolTopology, jobs: int, seeds: list[int], loads: list[
             trace = generate(TraceSpec(jobs=jobs, load=load, seed=seed))
             for label, policy, max_wait in POLICIES:
                 t = time.perf_counter()
-                result = replay(
+                run = simulate(
                     trace, topology, policy, ReplayOptions(max_wait_s=patience_s if max_wait is None else 0.0)
                 )
-                figures = {k: result[k] for k in FIGURES}
+                result = run.summary()
+                figures = {k: result[k] for k in FIGURES} | _waits_by_size(run, topology)
                 per[label].append(figures)
                 print(f"load {load:g} seed {seed} {label:9} {time.perf_counter() - t:6.1f} s  {figures}", flush=True)
         topo, ff = per["topology"], per["first-fit"]
-        entry: dict = {label: {k: _spread([r[k] for r in runs]) for k in FIGURES} for label, runs in per.items()}
+        entry: dict = {label: {k: _spread([r[k] for r in runs]) for k in KEYS} for label, runs in per.items()}
         entry["seeds_topology_util_ge_first_fit"] = sum(
             t["utilization"] >= f["utilization"] - 1e-9 for t, f in zip(topo, ff, strict=True)
         )
@@ -175,19 +188,21 @@ def multi_seed(topology: PoolTopology, jobs: int, seeds: list[int], loads: list[
                 f"| {load:g} | {label} | {_fmt(e['utilization'], 4)} | {_fmt(e['utilization_arrivals'], 4)} | "
                 f"{_fmt(e['avg_wait_s'], 1, 60)} | {_fmt(e['p95_wait_s'], 1, 60)} | "
                 f"{e['avg_leaves_per_job']['mean']:.2f} | {e['avg_spines_per_job']['mean']:.2f} | "
-                f"{m['utilization']:+.2f} / {m['avg_wait_s']:+.1f} / {m['p95_wait_s']:+.1f} % |"
+                f"{m['utilization']:+.2f} / {m['avg_wait_s']:+.1f} / {m['p95_wait_s']:+.1f} % | "
+                + " / ".join(f"{e[k]['mean'] / 60:.1f}" for k in SIZE_WAITS)
+                + " |"
             )
         lines.append(
             f"| {load:g} | topology ≥ first-fit | util. {entry['seeds_topology_util_ge_first_fit']}/{len(seeds)} "
-            f"| | avg wait {entry['seeds_topology_wait_le_first_fit']}/{len(seeds)} | | | | |"
+            f"| | avg wait {entry['seeds_topology_wait_le_first_fit']}/{len(seeds)} | | | | | |"
         )
     print()
     print(f"{jobs} jobs per trace, seeds {','.join(map(str, seeds))}: mean (min-max) over seeds; waits in minutes")
     print(
         "| load | policy | utilisation | util. while arriving | avg wait | p95 wait | leaves / job | spines / job "
-        "| median seed vs first-fit: util. / avg / p95 wait |"
+        "| median seed vs first-fit: util. / avg / p95 wait | avg wait: under one node / one node / multi-node |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for line in lines:
         print(line)
     print()
@@ -202,6 +217,18 @@ def multi_seed(topology: PoolTopology, jobs: int, seeds: list[int], loads: list[
         "loads": out,
     }
     print(json.dumps(summary))
+
+
+def _waits_by_size(run: ReplayResult, topology: PoolTopology) -> dict[str, float]:
+    # Mean wait of the jobs under one node (shares), of one whole node and of several nodes: the
+    # packing figures count multi-node jobs only, so the smaller jobs are where a policy's node
+    # choice can cost wait without a packing gain.
+    node_gpus = max(n.gpus for n in topology.nodes)
+    classes: dict[str, list[float]] = {k: [] for k in SIZE_WAITS}
+    for r in run.records:
+        key = "wait_multi_node_s" if r.nodes > 1 else "wait_one_node_s"
+        classes["wait_sub_node_s" if r.job.gpus < node_gpus else key].append(r.wait_s)
+    return {k: sum(v) / len(v) if v else 0.0 for k, v in classes.items()}
 
 
 def _ratio(value: float, base: float) -> float:
