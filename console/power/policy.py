@@ -151,8 +151,7 @@ def snapshot(pool: Pool, policy: PoolPowerPolicy, now: dt.datetime) -> tuple[lis
 
 def _recent_actions(node_ids: list[int], now: dt.datetime) -> list[dt.datetime]:
     rows = PowerEvent.objects.filter(
-        node_id__in=node_ids,
-        actor=POLICY.label,
+        node_id__in=node_ids,  # every power action on the pool's nodes: the policy's, operators', wakes'
         intended=True,
         to_state__in=(Node.Power.POWERING_ON, Node.Power.POWERING_OFF),
         at__gt=now - RATE_WINDOW,

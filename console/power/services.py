@@ -4,8 +4,8 @@ these; the Celery task only runs :func:`drive`).
 A power-off is refused while a reservation needs the node: an allocation of a holding or
 requested reservation overlapping ``[now, now + boot time + margin)`` (the node could not be
 back in time). The check and the change to ``powering-off`` run in one transaction under the
-node's row lock, the lock the reservation path takes on every node of the pool before it places
-(``scheduling.services.locks``): a reservation either commits first (the power-off then sees it
+reservation lock of the node's pools, the lock reserve and the queue pass take before they place
+(``scheduling.services.locks.node_for_update``): a reservation either commits first (the power-off then sees it
 and is refused) or waits until the node is ``powering-off`` (and placement passes over it).
 """
 
@@ -310,6 +310,10 @@ def interrupted(node_id: int, action: str, deadline: float | None, *, requeue: R
     the deadline is ahead, else record ``failed``."""
     act = Action(action)
     expected = POWERING_ON if act.target == ON else POWERING_OFF
+    if deadline is None:  # the drive task: the transition's own deadline, as drive computes it
+        node = Node.objects.filter(pk=node_id).first()
+        if node is not None and node.power_changed_at is not None:
+            deadline = node.power_changed_at.timestamp() + (boot_time(node) + MARGIN).total_seconds()
     if deadline is not None and time.time() < deadline:
         (requeue or _publish_poll)(node_id, action, deadline)
         return expected
@@ -407,9 +411,3 @@ def set_bmc(node_id: int, *, actor: Actor, data: dict[str, Any]) -> Bmc:
         bmc.save()
         audit.record(actor, "node.bmc_set", bmc, before=before, after=audit.snapshot(bmc))
     return bmc
-
-
-def refresh_status(node_id: int) -> str:
-    """Ask the BMC now (no state change): "on", "off", or the BMC's word."""
-    node = Node.objects.get(pk=node_id)
-    return driver_for(_bmc_of(node)).status()

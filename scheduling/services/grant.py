@@ -1,7 +1,7 @@
 """Granting a placement: P_Key, service level, allocation rows, audit, reconcile.
 
 One path for a direct reservation (:mod:`.reservations`) and a queued one the queue pass places
-(:mod:`.queue`): both end in :func:`grant`, under the caller's locks (quota rows, then nodes).
+(:mod:`.queue`): both end in :func:`grant`, under the caller's locks (quota rows, then the reservation lock).
 """
 
 from __future__ import annotations

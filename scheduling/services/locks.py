@@ -29,9 +29,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from django.db import OperationalError, transaction
+from django.db import transaction
 from django.db.models import Q, QuerySet
 
+from console.tenancy.errors import Conflict
 from scheduling.models import BookingGeneration, Node, Pool, Quota, Reservation, ReservationAllocation
 
 #: Attempts to lock a set of pools that keeps growing under the lock (each attempt takes the union).
@@ -70,7 +71,7 @@ def reservations_for_update(queryset: QuerySet[Reservation], *, skip_locked: boo
     return queryset.order_by("pk").select_for_update(skip_locked=skip_locked)
 
 
-def reservation_lock(*, pool_ids: Iterable[int] = (), node_ids: Any = ()) -> list[int]:
+def reservation_lock(*, pool_ids: Iterable[int] = (), node_ids: Any = (), restart: bool = False) -> list[int]:
     """Take the reservation lock of ``pool_ids`` and of every pool holding one of ``node_ids``
     (ids or a subquery such as a reservation's allocations' ``values("node_id")``), in primary-key
     order, in one statement; returns the pools locked. Call it once per transaction with
@@ -82,11 +83,15 @@ def reservation_lock(*, pool_ids: Iterable[int] = (), node_ids: Any = ()) -> lis
     without :func:`.inventory.create_pool` and its post-save hook, e.g. by ``bulk_create``),
     the locks are given back (rolled back to a savepoint taken before them; PostgreSQL releases
     row locks taken after it), the missing rows are created (``ON CONFLICT DO NOTHING``) and the
-    whole set is locked again in one statement: never a pool locked after a higher one."""
+    whole set is locked again in one statement: never a pool locked after a higher one.
+
+    ``restart``: for callers that redo their whole transaction anyway (reserve): no savepoint
+    (two round trips fewer); when the set grew or a row is missing, :class:`WiderLock` names the
+    pools to lock from the start (the caller creates missing rows with :func:`pool_lock_rows`)."""
     wanted = set(pool_ids)
     nodes_given = not isinstance(node_ids, tuple | list | set | frozenset) or bool(node_ids)
     for _ in range(MAX_RELOCKS):
-        savepoint = transaction.savepoint()
+        savepoint = None if restart else transaction.savepoint()
         condition = Q(pool_id__in=sorted(wanted))
         if nodes_given:
             condition |= Q(pool_id__in=_pools_of(node_ids))
@@ -94,12 +99,15 @@ def reservation_lock(*, pool_ids: Iterable[int] = (), node_ids: Any = ()) -> lis
         locked = list(rows.values_list("pool_id", flat=True))
         needed = wanted | (set(_pools_of(node_ids)) if nodes_given else set())
         if needed <= set(locked):
-            transaction.savepoint_commit(savepoint)
+            if savepoint is not None:
+                transaction.savepoint_commit(savepoint)
             return locked
+        if savepoint is None:
+            raise WiderLock(needed | set(locked))
         transaction.savepoint_rollback(savepoint)
         pool_lock_rows(needed - set(locked))  # a concurrent creator waits on the unique key
         wanted = needed | set(locked)
-    raise OperationalError("the pools to lock kept changing; try again")
+    raise Conflict("the pools to lock kept changing; try again")
 
 
 def _pools_of(node_ids: Any) -> QuerySet[Any]:
@@ -144,12 +152,14 @@ def pool_lock_rows(pool_ids: Iterable[int]) -> None:
     )
 
 
-def pool_and_overlapping_lock(pool_id: int, *, also: Iterable[int] = ()) -> list[int]:
+def pool_and_overlapping_lock(pool_id: int, *, also: Iterable[int] = (), restart: bool = False) -> list[int]:
     """The reservation lock of a pool and of every pool sharing a node with it (a booking on the
     pool's nodes is a booking of theirs too): what reserve and the queue pass take (``also``:
     further pools, e.g. those of reservations it will preempt, :class:`WiderLock`)."""
     return reservation_lock(
-        pool_ids=[pool_id, *also], node_ids=Pool.nodes.through.objects.filter(pool_id=pool_id).values("node_id")
+        pool_ids=[pool_id, *also],
+        node_ids=Pool.nodes.through.objects.filter(pool_id=pool_id).values("node_id"),
+        restart=restart,
     )
 
 

@@ -137,7 +137,12 @@ def power_failed(reservation_ids: Iterable[int], node: Node, attempts: int, fail
         "message": f"node {node.name} failed to power on {attempts} times; an operator must repair it",
         "opened_at": iso(since),
     }
-    waiting = Reservation.objects.filter(pk__in=list(reservation_ids), status__in=(S.PLACED, S.PROVISIONING))
+    # Only those of them booked on this node: the caller's list may hold reservations waiting on
+    # other nodes (the periodic wake asks for every off node at once), of other tenants.
+    waiting = Reservation.objects.filter(
+        pk__in=list(reservation_ids),
+        status__in=(S.PLACED, S.PROVISIONING),
+    ).filter(pk__in=ReservationAllocation.objects.filter(node=node, end__gt=timezone.now()).values("reservation_id"))
     count = 0
     for reservation in waiting.select_related("pool").order_by("pk"):
         key = f"power-failed:{reservation.pk}:{failure_id}"

@@ -116,6 +116,7 @@ def queue_pass(pool_id: int, *, now: dt.datetime | None = None) -> dict[str, int
     with transaction.atomic():
         pool_quotas_for_update(pool.pk)
         pool_and_overlapping_lock(pool.pk)
+        pool = Pool.objects.select_related("fabric").get(pk=pool_id)  # its members as they are under the lock
         # The clock is read after the locks: waiting for them may take a while.
         with lend(pool, now or timezone.now()) as snap:
             return _pass_locked(pool, snap, place=True)

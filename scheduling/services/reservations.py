@@ -50,6 +50,7 @@ from scheduling.services.lifecycle import preempt
 from scheduling.services.locks import (
     WiderLock,
     pool_and_overlapping_lock,
+    pool_lock_rows,
     quota_for_update,
     require_locked,
     reservations_for_update,
@@ -160,7 +161,7 @@ def reserve(
     for _attempt in range(MAX_ATTEMPTS):
         try:
             return _reserve_once(actor, principal, tenant, pool, request, unplaced, wider)
-        except WiderLock as exc:  # preempting reservations that also hold nodes of other pools
+        except WiderLock as exc:  # the pools to lock grew meanwhile, or a preemption needs more
             log.info("reservation retry with the reservation locks of pools %s", sorted(exc.pools))
             wider = exc.pools
         except IntegrityError as exc:
@@ -188,8 +189,13 @@ def _reserve_once(
     wider: frozenset[int],
 ) -> Reservation:
     with transaction.atomic(), contextlib.ExitStack() as stack:
+        if wider:  # a retry: the locks a grown set or a preemption needs (their rows exist)
+            pool_lock_rows(wider)
         quota = quota_for_update(tenant_id=tenant.pk, pool_id=pool.pk)
-        locked = pool_and_overlapping_lock(pool.pk, also=wider)
+        locked = pool_and_overlapping_lock(pool.pk, also=wider, restart=True)
+        # The pool as it is under the lock: its membership (version, the topology's key) may have
+        # changed while this waited (set_pool_nodes holds the lock while it changes them).
+        pool = pool_of(pool.pk)
         # The clock is read after the locks: waiting for them may take a while; the cached
         # snapshot is brought up to date under them.
         snap = stack.enter_context(lend(pool, timezone.now(), tenant.pk))

@@ -14,8 +14,8 @@ every allocation ending after ``now``): ~70 ms on a 16,384-GPU pool with a thous
   :data:`MAX_AGE` (a safety net against writers that bypass the services) mean a full reload.
 - **Time.** ``PoolState.advance(now)`` ends bookings whose end passed and starts those whose start
   came, as the database's ``end > now`` filter does.
-- **Node states, failed GPUs, shaped guarantees**: re-read on every lend (three small queries:
-  their writers are many and their rows few). Membership: the pool's topology (cached by
+- **Node states, failed GPUs, shaped guarantees**: re-read on every lend (in the one statement of
+  :mod:`.pool_reads` on PostgreSQL: their writers are many and their rows few). Membership: the pool's topology (cached by
   ``Pool.version``) must be the same object, else full reload.
 
 The cache is the process's own (each gunicorn/Celery worker has one); the database stays the truth.

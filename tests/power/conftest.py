@@ -81,7 +81,7 @@ def drive_to_end(node_id: int, action: str, *, timeout_s: float | None = None, s
 
 def reserve_node(node: Node, start: dt.datetime) -> Reservation:
     """A reservation of ``node`` (alone in a pool of its own) from ``start``, for two hours."""
-    tenant = Tenant.objects.create(name="Needs", slug=f"needs-{node.pk}")
+    tenant = Tenant.objects.create(name=f"Needs {node.pk}", slug=f"needs-{node.pk}")
     pool = make_pool(node.fabric, f"one-{node.pk}", nodes=[node])
     give_quota(tenant, pool, 8)
     reservation = reserve(SYSTEM_ACTOR, tenant_principal(tenant), request_for(pool, gpus=8, start=start))

@@ -13,6 +13,7 @@ import time
 
 import pytest
 from django.conf import settings
+from django.db.models import F
 
 from console.power import services, tasks
 from console.power.models import PowerEvent
@@ -46,10 +47,10 @@ def test_drive_sends_the_action_and_returns_with_one_poll_queued(node, attach_bm
     assert state == "powering-off" == Node.objects.get(pk=node.pk).power_state
     assert queued == [(node.pk, "off", changed_at.timestamp() + DGX_BOOT_S + MARGIN_S)]
     # and each poll reads once and re-queues itself until the BMC reports off
-    polls = 0
+    until = time.monotonic() + 60  # the emulator applies it within 11 s
     while queued:
-        polls += 1
-        assert polls < 200, "the BMC never reported off"
+        assert time.monotonic() < until, "the BMC never reported off"
+        time.sleep(0.2)  # the task's countdown, shortened
         state = services.poll(*queued.pop(), requeue=lambda *poll: queued.append(poll))
     assert state == "off" and emulator_power(redfish, bmc) == "Off"
 
@@ -79,8 +80,13 @@ def test_a_soft_time_limit_reads_again_before_the_deadline_and_fails_after(node,
     ahead = dt.datetime.now(dt.UTC).timestamp() + 600
     assert services.interrupted(node.pk, "off", ahead, requeue=lambda *p: queued.append(p)) == "powering-off"
     assert queued == [(node.pk, "off", ahead)]
+    # the drive task's limit (no deadline passed in): the transition's own deadline, still ahead
+    assert services.interrupted(node.pk, "off", None, requeue=lambda *p: queued.append(p)) == "powering-off"
+    assert len(queued) == 2 and queued[1][2] > dt.datetime.now(dt.UTC).timestamp()
+    # and once the transition is older than boot time plus margin, it is given up
+    Node.objects.filter(pk=node.pk).update(power_changed_at=F("power_changed_at") - dt.timedelta(hours=1))
     assert services.interrupted(node.pk, "off", None, requeue=lambda *p: queued.append(p)) == "failed"
-    assert len(queued) == 1
+    assert len(queued) == 2
 
 
 def test_a_bmc_answer_after_the_reaper_gave_up_is_recorded(node, attach_bmc, redfish):

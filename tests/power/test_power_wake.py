@@ -160,3 +160,34 @@ def test_a_power_wanted_receiver_that_raises_stops_neither_the_others_nor_the_ca
     finally:
         power.power_wanted.disconnect(broken)
     assert _state(node) == "powering-on" and drives == [(node.pk, "on")]
+
+
+def test_a_node_out_of_retries_tells_only_the_reservations_booked_on_it(nodes, attach_bmc, drives):
+    # given two tenants' reservations waiting for power, on two different nodes, and the first
+    # node failed three power-ons (its retries used up)
+    failed, other = nodes[0], nodes[1]
+    attach_bmc(failed)
+    attach_bmc(other)
+    start = dt.datetime.now(dt.UTC) + dt.timedelta(minutes=5)
+    mine, theirs = reserve_node(failed, start), reserve_node(other, start)
+    assert mine.tenant_id != theirs.tenant_id
+    now = dt.datetime.now(dt.UTC)
+    for minutes in (30, 20, 10):
+        PowerEvent.objects.create(
+            node=failed,
+            from_state="powering-on",
+            to_state="failed",
+            at=now - dt.timedelta(minutes=minutes),
+            intended=False,
+            actor="bmc",
+            reason="on: refused",
+        )
+    Node.objects.filter(pk=failed.pk).update(power_state=Node.Power.FAILED, power_changed_at=now)
+    # when the periodic wake asks for it on behalf of every waiting reservation it found
+    services.wake([failed.pk], reason="start", reservation_ids=[mine.pk, theirs.pk])
+    # then only the reservation booked on the failed node hears of it (the other tenant is never
+    # told about a host it does not hold), and nothing is sent to the BMC
+    told = Event.objects.filter(type="reservation.fabric_fault")
+    assert list(told.values_list("reservation_id", flat=True)) == [mine.pk]
+    assert failed.name not in str(list(Event.objects.filter(tenant_id=theirs.tenant_id).values_list("payload")))
+    assert drives == []

@@ -13,13 +13,22 @@ from collections.abc import Callable
 
 import pytest
 from django.db import connection, connections, transaction
+from django.db.models import F
 
 from console.tenancy.models import Tenant
 from scheduling.models import BookingGeneration, Node, Pool, Reservation, ReservationAllocation
 from scheduling.services import inventory, lifecycle, locks, queue
 from scheduling.services.reservations import reserve
 from tests.needs import needs
-from tests.scheduling.conftest import OPERATOR, SYSTEM, give_quota, make_fabric, make_pool, request_for
+from tests.scheduling.conftest import (
+    OPERATOR,
+    SYSTEM,
+    give_quota,
+    make_fabric,
+    make_pool,
+    request_for,
+    tenant_principal,
+)
 from tests.scheduling.test_concurrency import assert_no_overlapping_allocations
 from tests.scheduling.test_reservation_lock import _held_elsewhere
 
@@ -252,3 +261,72 @@ def test_a_lock_waiting_while_another_pool_gains_a_node_of_the_pool_locks_that_p
     # then the booking holds "low" too (n1 is a node of both now), and nobody deadlocks
     finish(changer, booking, writer)
     assert locked == [[low.pk, high.pk]]
+
+
+def test_a_reserve_waiting_while_its_pool_loses_a_node_never_places_on_that_node():
+    # given pool "mine" of two 8-GPU nodes, and a membership change that takes n1 out of it under
+    # the pool's lock (as set_pool_nodes does), not committed yet
+    fabric = make_fabric("loses-node", {"topology": "fat-tree", "nodes": 2, "node_type": "DGX-H100"})
+    n = list(Node.objects.filter(fabric=fabric).order_by("pk"))[:2]
+    mine = make_pool(fabric, "mine", nodes=n)
+    tenant = Tenant.objects.create(name="Alpha", slug="alpha-loses")
+    give_quota(tenant, mine, 16)
+    changed, go = threading.Event(), threading.Event()
+    made: list[Reservation] = []
+
+    def membership() -> None:
+        with transaction.atomic():
+            locks.reservation_lock(pool_ids=[mine.pk], node_ids=[n[1].pk])
+            mine.nodes.remove(n[1])
+            Pool.objects.filter(pk=mine.pk).update(version=F("version") + 1)
+            changed.set()
+            assert go.wait(WAIT)
+
+    def booking() -> None:  # reads the pool (two nodes) before it waits for the lock
+        made.append(reserve(SYSTEM, tenant_principal(tenant), request_for(mine, gpus=16)))
+
+    changer = started(membership)
+    assert changed.wait(WAIT)
+    # when a 16-GPU reserve waits for the pool's lock and the change then commits
+    waiting = started(booking)
+    wait_blocked_by(changer)
+    go.set()
+    finish(changer, waiting)
+    # then it decided on the pool as it is now (one node: 16 GPUs do not fit), never booking n1
+    (reservation,) = made
+    assert reservation.status == S.REJECTED, reservation.status
+    assert not ReservationAllocation.objects.filter(node=n[1]).exists()
+
+
+def test_a_restarting_lock_names_the_grown_set_instead_of_taking_a_savepoint():
+    # given pools "low" (n0) and "high" (n1), and a membership change adding n1 to "low" under
+    # both pools' locks, not committed yet
+    fabric = make_fabric("grows-restart", {"topology": "fat-tree", "nodes": 2, "node_type": "DGX-H100"})
+    n = list(Node.objects.filter(fabric=fabric).order_by("pk"))[:2]
+    low, high = make_pool(fabric, "low", nodes=[n[0]]), make_pool(fabric, "high", nodes=[n[1]])
+    changed, go = threading.Event(), threading.Event()
+    raised: list[BaseException] = []
+
+    def membership() -> None:
+        with transaction.atomic():
+            locks.reservation_lock(pool_ids=[low.pk, high.pk])
+            low.nodes.add(n[1])
+            changed.set()
+            assert go.wait(WAIT)
+
+    def booking_of_high() -> None:  # reserve's way: no savepoint, restart with the union
+        try:
+            with transaction.atomic():
+                locks.pool_and_overlapping_lock(high.pk, restart=True)
+        except locks.WiderLock as exc:
+            raised.append(exc)
+
+    changer = started(membership)
+    assert changed.wait(WAIT)
+    booking = started(booking_of_high)
+    wait_blocked_by(changer)
+    go.set()
+    finish(changer, booking)
+    # then it gave its lock back (rolled back) naming both pools: the retry locks them in one call
+    (exc,) = raised
+    assert isinstance(exc, locks.WiderLock) and exc.pools == {low.pk, high.pk}

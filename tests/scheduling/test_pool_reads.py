@@ -102,16 +102,17 @@ def test_a_reserve_decides_on_the_power_and_usage_read_with_its_snapshot(world):
         assert peak_within(snap.held[1], now.timestamp(), end.timestamp()) == usage(alpha.pk, pool.pk, now, end) == 24
 
 
-def test_a_reserve_takes_eleven_statements(world):
+def test_a_reserve_takes_thirteen_statements(world):
     pool, alpha, _ = world
     principal = tenant_principal(alpha)
     reserve(SYSTEM, principal, request_for(pool, gpus=8))  # warms the cached topology and snapshot
     with CaptureQueriesContext(connection) as captured:
         made = reserve(SYSTEM, principal, request_for(pool, gpus=16))
     assert made.status in Reservation.HOLDING
-    # tenant, pool, BEGIN, quota lock, reservation lock, the snapshot's refresh (with power and
+    # tenant, pool, BEGIN, quota lock, reservation lock, the lock's re-read of the pools of the
+    # pool's nodes, the pool again (under the lock), the snapshot's refresh (with power and
     # usage), P_Keys and SLs, the reservation, its allocations with the touch, audit, COMMIT
-    assert len(captured.captured_queries) == 11, [q["sql"][:60] for q in captured.captured_queries]
+    assert len(captured.captured_queries) == 13, [q["sql"][:60] for q in captured.captured_queries]
 
 
 def _free_cells(pool, count: int) -> list[tuple[int, int]]:
