@@ -117,6 +117,8 @@ WORDINGS: dict[str, Wording] = {
     "fabric.port.create": ("{actor} set port {object}",),
     "fabric.port.update": ("{actor} changed the port setting {object}",),
     "fabric.port.delete": ("{actor} cleared the port setting {object}",),
+    "fabric.qos.create": ("{actor} set the QoS table ({object})",),
+    "fabric.qos.update": ("{actor} changed the QoS table ({object})",),
     # change requests (partition pushes) and their steps
     "fabric.change.create": ("{actor} requested change {id}: {reason}", "{actor} requested change {id}"),
     "fabric.change.approve": ("{actor} approved change request {id}",),

@@ -16,6 +16,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Sum
 from django.utils import timezone
 
+from console.fabric.changes.qos import class_sl
 from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Invalid
@@ -30,7 +31,11 @@ FAR_FUTURE = dt.datetime.max.replace(tzinfo=dt.UTC)
 
 
 def service_level(fabric_id: int, priority_class: str) -> int:
-    """The SL of a priority class on a fabric (its ServiceLevels row, else settings defaults)."""
+    """The SL of a priority class on a fabric: the fabric's QoS table (the one pushed to OpenSM,
+    so the SL maps to the class's VL), else its ServiceLevels row, else settings defaults."""
+    from_table = class_sl(fabric_id, priority_class)
+    if from_table is not None:
+        return from_table
     row = ServiceLevels.objects.filter(fabric_id=fabric_id).first()
     if row is not None:
         return {
