@@ -13,7 +13,7 @@ from typing import Any
 from django.db import transaction
 
 from console.fabric import hooks
-from console.fabric.changes.desired import qos_table_of
+from console.fabric.changes.desired import applied_of, build_desired, diff_artefacts, qos_table_of, render_artefacts
 from console.fabric.changes.locks import fabric_for_update
 from console.fabric.changes.partitions import save_audited
 from console.fabric.models import Fabric, FabricQos
@@ -116,8 +116,19 @@ def affected_ports(fabric: Fabric) -> dict[str, Any]:
     }
 
 
+def pending_diff(fabric: Fabric) -> str:
+    """The diff a change request would show now (desired artefacts against applied ones)."""
+    try:
+        desired = render_artefacts(build_desired(fabric))
+    except (ValueError, Conflict) as exc:
+        return f"# desired state does not render: {exc}\n"
+    applied = applied_of(fabric)
+    return diff_artefacts(applied.artefacts if applied else {}, desired)
+
+
 def qos_view(fabric: Fabric) -> dict[str, Any]:
-    """What ``GET /api/fabrics/{id}/qos/`` shows: the table, whether it is the default, what it renders."""
+    """What ``GET /api/fabrics/{id}/qos/`` shows: the table, whether it is the default, what it
+    renders, the ports a push reprograms and the diff it would push."""
     table = qos_table_of(fabric)
     options = table.options()
     return {
@@ -127,4 +138,5 @@ def qos_view(fabric: Fabric) -> dict[str, Any]:
         "default": DEFAULT_TABLE.to_json(),
         "rendered": render_qos_options(options),
         "affected_ports": affected_ports(fabric),
+        "pending_diff": pending_diff(fabric),
     }
