@@ -114,3 +114,54 @@ def test_put_refuses_to_orphan_a_live_reservations_sl(fabric, client_for, operat
     keeps = copy.deepcopy(TABLE)
     keeps["classes"]["training"]["sl"] = 1
     assert client_for(operator).put(url(fabric), keeps, format="json").status_code == 200
+
+
+# --- the page ---------------------------------------------------------------------------------
+
+
+def form(table: dict, action: str = "save") -> dict[str, str]:
+    data = {"action": action, "max_vls": str(table["max_vls"]), "high_limit": str(table["high_limit"])}
+    for name, row in table["classes"].items():
+        for key, value in row.items():
+            data[f"{name}-{key}"] = str(value)
+    return data
+
+
+def page(fabric: Fabric) -> str:
+    return f"/fabrics/{fabric.pk}/qos/"
+
+
+def test_page_reads_for_operators_and_auditors_and_is_404_for_tenants(fabric, client, operator, auditor, admin_a):
+    for user in (operator, auditor):
+        client.force_login(user)
+        html = client.get(page(fabric)).content.decode()
+        assert 'data-testid="qos-row-inference"' in html and "qos_vlarb_high 2:64" in html
+        assert "768 switch ports and 256 HCA ports" in html
+        assert ('data-testid="qos-save"' in html) is (user == operator)
+    client.force_login(auditor)
+    assert client.post(page(fabric), form(TABLE)).status_code == 403
+    client.force_login(admin_a)
+    assert client.get(page(fabric)).status_code == 404
+    assert not FabricQos.objects.exists()
+
+
+def test_page_saves_refuses_broken_input_and_previews_the_change(fabric, client, operator):
+    client.force_login(operator)
+    broken = copy.deepcopy(TABLE)
+    broken["classes"]["inference"]["vl"] = 8
+    refused = client.post(page(fabric), form(broken))
+    assert refused.status_code == 400
+    assert "inference: VL 8 not below max_vls=8" in refused.content.decode()
+    assert not FabricQos.objects.exists()
+
+    saved = client.post(page(fabric), form(TABLE))
+    assert saved.status_code == 302 and saved["Location"] == page(fabric)
+    assert FabricQos.objects.get(fabric=fabric).table == TABLE
+    html = client.get(page(fabric)).content.decode()
+    assert "+qos_vlarb_high 2:48" in html  # the pending diff
+
+    preview = client.post(page(fabric), {"action": "preview"})
+    change = ChangeRequest.objects.get(fabric=fabric)
+    assert preview.status_code == 302 and preview["Location"] == f"/fabrics/{fabric.pk}/changes/{change.pk}/"
+    assert change.dry_run and change.status == ChangeRequest.Status.PREVIEWED
+    assert "+qos_sl2vl 0,0,0,1,2" in change.diff
