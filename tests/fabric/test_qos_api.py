@@ -13,18 +13,11 @@ from console.tenancy.models import AuditEntry
 from tests.fabric.lab_fixtures import su1_revision  # noqa: F401
 from tests.fabric.pipeline_fixtures import *  # noqa: F403
 from tests.fabric.pipeline_fixtures import assert_error
+from tests.fabric.test_qos_table import table_json
 
 pytestmark = pytest.mark.django_db
 
-TABLE = {
-    "max_vls": 8,
-    "high_limit": 8,
-    "classes": {
-        "training": {"sl": 3, "vl": 1, "table": "low", "weight": 200},
-        "inference": {"sl": 4, "vl": 2, "table": "high", "weight": 48},
-        "best-effort": {"sl": 0, "vl": 0, "table": "low", "weight": 55},
-    },
-}
+TABLE = table_json((3, 1, "low", 200), (4, 2, "high", 48), (0, 0, "low", 55), high_limit=8)
 
 
 @pytest.fixture

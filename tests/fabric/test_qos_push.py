@@ -19,19 +19,12 @@ from console.tenancy.models import AuditEntry
 from tests.fabric.conftest import requires_lab
 from tests.fabric.pipeline_fixtures import *  # noqa: F403
 from tests.fabric.pipeline_fixtures import OPERATOR, SYSTEM, reservation_members
+from tests.fabric.test_qos_table import table_json
 
 pytestmark = [requires_lab, pytest.mark.lab, pytest.mark.timeout(300), pytest.mark.django_db]
 Status = ChangeRequest.Status
 
-CUSTOM = {
-    "max_vls": 8,
-    "high_limit": 6,
-    "classes": {
-        "training": {"sl": 1, "vl": 1, "table": "low", "weight": 160},
-        "inference": {"sl": 2, "vl": 3, "table": "high", "weight": 32},
-        "best-effort": {"sl": 0, "vl": 0, "table": "low", "weight": 96},
-    },
-}
+CUSTOM = table_json((1, 1, "low", 160), (2, 3, "high", 32), (0, 0, "low", 96), high_limit=6)
 
 
 def training_reservation(lab, monkeypatch, sl: int = 1) -> None:

@@ -10,6 +10,16 @@ from console.fabric.opensm.conf import OpenSmConfig, lint_opensm_conf, render_op
 from console.fabric.opensm.qos_table import CLASSES, DEFAULT_TABLE, QosTable
 
 
+def table_json(training: tuple, inference: tuple, best_effort: tuple, *, high_limit: int) -> dict:
+    """A QoS table as the API takes it; each class is (SL, VL, table, weight)."""
+    rows = {"training": training, "inference": inference, "best-effort": best_effort}
+    return {
+        "max_vls": 8,
+        "high_limit": high_limit,
+        "classes": {name: dict(zip(("sl", "vl", "table", "weight"), row, strict=True)) for name, row in rows.items()},
+    }
+
+
 def table(**changes: dict) -> QosTable:
     """The default table with some rows changed: ``table(training={"vl": 9})``."""
     rows = []
