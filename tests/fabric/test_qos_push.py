@@ -96,6 +96,11 @@ def test_qos_table_is_pushed_and_read_back_equal_on_every_port(lab_fabric, monke
     assert "any, pkey 0x0003 : 1" in (lab.artefacts.read("qos-policy.conf") or "")
     assert AuditEntry.objects.filter(action="fabric.qos.create").count() == 1
 
+    # the same state again reprograms no port: the port read is not repeated on every push
+    again = apply_change(changes.request_change(SYSTEM, OPERATOR, fabric).pk, worker_id="w")
+    assert again.status == Status.UNCHANGED, again.error
+    assert again.steps.get(name="verify-vl").status == "skipped"
+
 
 def test_vl_the_ports_do_not_have_rolls_back(lab_fabric, monkeypatch):
     """ibsim ports have VL0-7; a table using VL 9 (valid for max_vls 15) does not read back equal."""

@@ -284,6 +284,7 @@ class OpenSmDriver:
             return push_partitions(target, partitions, options)  # refused, with precise steps
         pre: list[PushStep] = []
         qos_on = desired.qos is not None or desired.qos_options is not None
+        conf_before = store.read(OPENSM_CONF)
         if qos_on:
             progress("qos", "running")
             step, problems = self._swap_qos(desired.qos or QosPolicy(), store, desired.qos_options)
@@ -297,8 +298,19 @@ class OpenSmDriver:
             progress("verify-qos", "running")
             self._verify_qos(desired, result, options)
         if result.ok and desired.qos_options is not None:
+            # Only a push that changed what OpenSM programs touched the ports' tables.
+            touched = (
+                previous is None
+                or previous.qos_options != desired.qos_options
+                or store.read(OPENSM_CONF) != conf_before
+            )
             progress("verify-vl", "running")
-            self._verify_vl(desired.qos_options, result, options)
+            if touched:
+                self._verify_vl(desired.qos_options, result, options)
+            else:
+                skipped = PushStep("verify-vl", status="skipped")
+                skipped.log.append("QoS options unchanged and opensm.conf untouched: no port reprogrammed")
+                result.steps.append(skipped)
         if result.ok:
             if qos_on:
                 store.mark_good([QOS_POLICY, OPENSM_CONF])
