@@ -86,7 +86,7 @@ def test_qos_table_is_pushed_and_read_back_equal_on_every_port(lab_fabric, monke
             checked += 1
     # 24 HCA ports + 24 leaf down-links + 8 leaf up-links + 8 spine ports
     assert checked == 24 + 24 + 8 + 8
-    assert f"read SL2VL and VLArb of {checked} ports" in step.log
+    assert f"read SL2VL and VLArb of {checked} ports (MAD helper)" in step.log
 
     conf = lab.artefacts.read("opensm.conf") or ""
     assert "qos_sl2vl 0,1,3,0,0,0,0,0,0,0,0,0,0,0,0,0\n" in conf and "qos_high_limit 6\n" in conf

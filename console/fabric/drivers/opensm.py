@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from console.fabric.diags.mad import shared_session
 from console.fabric.diags.runner import DiagEnv, DiagError, DiagRunner
 from console.fabric.drivers.base import (
     DesiredFabric,
@@ -405,14 +406,17 @@ class OpenSmDriver:
         result.steps.append(step)
         diags = self.host.diags(timeout=options.diag_timeout)
         ports = ports_to_check(diags.ibnetdiscover())
+        env = getattr(diags, "env", None)
+        mad = shared_session(env, timeout=options.diag_timeout) if options.use_mad and env is not None else None
         deadline = time.monotonic() + options.verify_timeout
+        used: list[str] = []
         while True:
-            mismatches = verify_qos_tables(diags, ports, wanted)
+            mismatches = verify_qos_tables(diags, ports, wanted, mad=mad, mad_timeout=60.0, used=used)
             if not mismatches or time.monotonic() > deadline:
                 break
             time.sleep(max(options.poll_interval, 0.5))
         step.log.append(
-            f"read SL2VL and VLArb of {len(ports)} ports "
+            f"read SL2VL and VLArb of {len(ports)} ports ({'; '.join(dict.fromkeys(used))}) "
             f"({sum(p.switch for p in ports)} switch, {sum(not p.switch for p in ports)} HCA): "
             f"{len(mismatches)} differ from the rendered options"
         )

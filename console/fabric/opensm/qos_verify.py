@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from console.fabric.diags.mad import MadError, MadSession
 from console.fabric.diags.runner import DiagError, DiagRunner
 from console.fabric.diags.topology import Topology
 from console.fabric.opensm.qos import QosOptions
@@ -41,6 +42,7 @@ class PortRef:
     lid: int
     port: int
     switch: bool
+    nports: int = 0  # a switch's port count: its SL2VL is read from every input port 0..nports
 
     @property
     def label(self) -> str:
@@ -126,7 +128,7 @@ def ports_to_check(topology: Topology) -> list[PortRef]:
             node = topology.nodes.get(node_id)
             if node is None or node.lid is None or port == 0:
                 continue
-            ports.append(PortRef(node.name, node.lid, port, node.is_switch))
+            ports.append(PortRef(node.name, node.lid, port, node.is_switch, node.nports if node.is_switch else 0))
     return sorted(set(ports), key=lambda p: (not p.switch, p.name, p.port))
 
 
@@ -138,6 +140,23 @@ def read_port(diags: DiagRunner, port: PortRef) -> tuple[dict[int, tuple[int, ..
     return sl2vl, vlarb
 
 
+def read_mad(
+    mad: MadSession, ports: Sequence[PortRef], *, timeout: float
+) -> list[tuple[dict[int, tuple[int, ...]], VlArb | None] | None]:
+    """Every port's tables in one MAD-helper request (None where a MAD failed)."""
+    answers = mad.qos_tables([(p.lid, p.port, p.switch, p.nports) for p in ports], timeout=timeout)
+    out: list[tuple[dict[int, tuple[int, ...]], VlArb | None] | None] = []
+    for answer in answers:
+        if answer is None:
+            out.append(None)
+            continue
+        rows = {int(i): tuple(int(v) for v in row) for i, row in answer["sl2vl"].items()}
+        low = tuple((int(vl), int(w)) for vl, w in answer["low"])
+        high = tuple((int(vl), int(w)) for vl, w in answer["high"])
+        out.append((rows, VlArb(low, high)))
+    return out
+
+
 def verify_qos_tables(
     diags: DiagRunner,
     ports: Sequence[PortRef],
@@ -145,8 +164,30 @@ def verify_qos_tables(
     *,
     workers: int = 4,
     read: Callable[[DiagRunner, PortRef], tuple[dict[int, tuple[int, ...]], VlArb | None]] = read_port,
+    mad: MadSession | None = None,
+    mad_timeout: float = 60.0,
+    used: list[str] | None = None,
 ) -> list[str]:
-    """Read every port in ``ports`` and return all differences from ``options`` (empty = verified)."""
+    """Read every port in ``ports`` and return all differences from ``options`` (empty = verified).
+
+    With ``mad`` the tables are read in one pipelined MAD-helper request; a helper that cannot
+    start or fails the request leaves the reads to ``smpquery`` processes. ``used`` collects
+    which reader answered (for the step log)."""
+    used = used if used is not None else []
+    if mad is not None:
+        try:
+            tables = read_mad(mad, ports, timeout=mad_timeout)
+        except MadError as exc:
+            used.append(f"MAD helper failed ({exc}): smpquery")
+        else:
+            used.append("MAD helper")
+            problems: list[str] = []
+            for port, got in zip(ports, tables, strict=True):
+                if got is None:
+                    problems.append(f"{port.label}: no SL2VL/VLArb answer")
+                else:
+                    problems += compare_port(port, got[0], got[1], options)
+            return problems
 
     def check(port: PortRef) -> list[str]:
         try:
@@ -155,6 +196,8 @@ def verify_qos_tables(
             return [f"{port.label}: {exc}"]
         return compare_port(port, sl2vl, vlarb, options)
 
+    if mad is None:
+        used.append("smpquery")
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         results = list(pool.map(check, ports))
     return [problem for problems in results for problem in problems]
