@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from console.fabric.changes.desired import qos_table_of
 from console.fabric.models import ChangeRequest
 from console.fabric.services import vguid_range
 from scheduling.hostlist import compress
@@ -57,6 +58,7 @@ class UsageGuide:
     pkey_index_note: str
     sl: int
     partition_name: str = ""
+    sl_note: str = ""  # the class the SL belongs to and the VL the fabric's QoS table maps it to
     env: dict[str, str] = field(default_factory=dict)
     network_attachment: str = ""
     vguid_start: str = ""  # the reservation's virtual GUID range (ib-kubernetes's GUID pool)
@@ -131,6 +133,7 @@ def usage_guide(reservation: Reservation, username: str) -> UsageGuide:
         pkey_index=index,
         pkey_index_note=note,
         sl=reservation.sl,
+        sl_note=sl_note(reservation),
         partition_name=reservation.partition_name,
         network_attachment=network_attachment(reservation.partition_name, pkey_hex) if pkey_hex else "",
         vguid_start=owned.start if owned is not None else "",
@@ -199,6 +202,21 @@ def ib_kubernetes_config(start: str, end: str, username: str) -> str:
     )
 
 
+def sl_note(reservation: Reservation) -> str:
+    """Which class the reservation's SL is and what the fabric's QoS table does with it."""
+    row = qos_table_of(reservation.fabric).by_name().get(reservation.priority_class)
+    if row is None or row.sl != reservation.sl:
+        return (
+            f"SL {reservation.sl}, given when the reservation was granted; the fabric's QoS table "
+            "now gives its class another SL, so this one keeps no class share"
+        )
+    return (
+        f"SL {row.sl} is the {row.name} class: the fabric maps it to VL {row.vl} "
+        f"({row.table}-priority arbitration, weight {row.weight}); traffic on another SL "
+        "does not get this class's share"
+    )
+
+
 def environment(guide: UsageGuide) -> dict[str, str]:
     """The variables of the env file, in order (``NCCL_IB_PKEY`` only once verified)."""
     env = {
@@ -224,5 +242,7 @@ def env_file(guide: UsageGuide) -> str:
     lines = [f"# reservation {guide.reservation_id} ({guide.status})"]
     if guide.pkey_index is None:
         lines.append(f"# NCCL_IB_PKEY omitted: {guide.pkey_index_note}")
+    if guide.sl_note:
+        lines.append(f"# NCCL_IB_SL, UCX_IB_SL: {guide.sl_note}")
     lines += [f"{k}={v}" for k, v in guide.env.items()]
     return "\n".join(lines) + "\n"

@@ -79,6 +79,22 @@ class FabricPartition(models.Model):
         return f"{self.name} (0x{self.pkey:04x})"
 
 
+class FabricQos(models.Model):
+    """The operators' QoS table of a fabric: priority class → SL, VL and arbitration weight, and
+    the high-priority limit (the JSON of :class:`console.fabric.opensm.qos_table.QosTable`). No
+    row = the default table."""
+
+    fabric = models.OneToOneField(Fabric, on_delete=models.CASCADE, related_name="qos_table")
+    table = models.JSONField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "fabric QoS table"
+
+    def __str__(self) -> str:
+        return f"QoS of {self.fabric_id}"
+
+
 class PortAdminState(models.Model):
     """A switch port the operator administers: down (isolated or unused), or up with an
     enabled link width / speed. ``width`` and ``speed`` are ibportstate codes (LinkWidthEnabled /

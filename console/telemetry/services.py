@@ -43,6 +43,7 @@ class ReservationNodes:
     nodes: tuple[str, ...]
     name: str = ""  # what the live filters show (the reservation's name, else its partition's)
     tenant_name: str = ""
+    sl: int = 0  # its class's service level (the traffic model puts its flows on that SL's VL)
 
 
 def ready_reservations(fabric_id: int) -> list[ReservationNodes]:
@@ -50,8 +51,8 @@ def ready_reservations(fabric_id: int) -> list[ReservationNodes]:
 
     rows = Reservation.objects.filter(fabric_id=fabric_id, status=Reservation.Status.READY)
     meta = {
-        pk: (tid, name or f"res-{pk}", tenant)
-        for pk, tid, name, tenant in rows.values_list("pk", "tenant_id", "name", "tenant__name")
+        pk: (tid, name or f"res-{pk}", tenant, sl)
+        for pk, tid, name, tenant, sl in rows.values_list("pk", "tenant_id", "name", "tenant__name", "sl")
     }
     nodes: dict[int, list[str]] = defaultdict(list)
     pairs = (
@@ -63,7 +64,10 @@ def ready_reservations(fabric_id: int) -> list[ReservationNodes]:
     for res_id, name in pairs:
         if name not in nodes[res_id]:
             nodes[res_id].append(name)
-    return [ReservationNodes(pk, meta[pk][0], tuple(nodes[pk]), meta[pk][1], meta[pk][2]) for pk in sorted(meta)]
+    return [
+        ReservationNodes(pk, meta[pk][0], tuple(nodes[pk]), meta[pk][1], meta[pk][2], meta[pk][3])
+        for pk in sorted(meta)
+    ]
 
 
 # ---- samples and history ------------------------------------------------------------------

@@ -12,11 +12,20 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from console.fabric.changes.desired import qos_table_of
+from console.fabric.models import Fabric
+from console.fabric.opensm.qos import QosOptions
 from console.telemetry import services
+from console.telemetry.arbitration import Arbitration
 from console.telemetry.labwriter import console_batch, counter_commands
 from console.telemetry.linkmap import LinkMap
 from console.telemetry.readers import CounterReader
 from console.telemetry.traffic import Job, PortLoad, route_load, words
+
+
+def arbitration_of(options: QosOptions) -> Arbitration:
+    """The model's arbitration from the ``qos_*`` options OpenSM programs into every port."""
+    return Arbitration(tuple(options.vlarb_high), tuple(options.vlarb_low), options.high_limit)
 
 
 def port_link(lm: LinkMap, switch: str, port: int) -> str | None:
@@ -40,6 +49,14 @@ class Workload:
         self.tenant_links: dict[int, set[str]] = {}
         self.lfts: dict[str, list[int]] = {}
         self.load = PortLoad()
+        # The fabric's QoS table: each job's SL → VL, and how congested ports share between VLs.
+        fabric = Fabric.objects.filter(pk=fabric_id).first()
+        self.qos = qos_table_of(fabric).options() if fabric is not None else None
+        self.arbitration = arbitration_of(self.qos) if self.qos is not None else None
+
+    def vl_of(self, sl: int) -> int:
+        """The VL the fabric maps ``sl`` to (0 without a QoS table)."""
+        return self.qos.sl2vl[sl] if self.qos is not None and 0 <= sl < 16 else 0
 
     def refresh_routes(self, lm: LinkMap, reader: CounterReader) -> None:
         """Read every switch's forwarding table again and reroute the jobs' load over them."""
@@ -56,7 +73,10 @@ class Workload:
         if self.explicit is not None:
             jobs: list[tuple[Any, Job]] = [(None, j) for j in self.explicit]
         else:
-            jobs = [(r, Job(f"res-{r.id}", r.nodes)) for r in services.ready_reservations(self.fabric_id)]
+            jobs = [
+                (r, Job(f"res-{r.id}", r.nodes, vl=self.vl_of(r.sl)))
+                for r in services.ready_reservations(self.fabric_id)
+            ]
         if [j for _, j in jobs] != [j for _, j in self.jobs]:
             self.jobs = jobs
             self.recompute_load(lm)
@@ -74,7 +94,7 @@ class Workload:
 
     def recompute_load(self, lm: LinkMap) -> None:
         """Route the current jobs' flows over the known forwarding tables."""
-        self.load = route_load([j for _, j in self.jobs], lm, self.lfts)
+        self.load = route_load([j for _, j in self.jobs], lm, self.lfts, self.arbitration)
 
     def write_counters(self, lab: Any, node_ids: dict[str, str], prev: dict, seconds: float) -> int:
         """Advance the lab's data counters by ``seconds`` of the jobs' load (the number of ports

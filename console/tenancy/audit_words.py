@@ -127,6 +127,8 @@ WORDINGS: dict[str, Wording] = {
     "fabric.port.create": ("{actor} set port {object}",),
     "fabric.port.update": ("{actor} changed the port setting {object}",),
     "fabric.port.delete": ("{actor} cleared the port setting {object}",),
+    "fabric.qos.create": ("{actor} set the QoS table ({object})",),
+    "fabric.qos.update": ("{actor} changed the QoS table ({object})",),
     # change requests (partition pushes) and their steps
     "fabric.applied.stale": (
         "{actor} found fabric {object} no longer carries change request {change} as verified: {mismatch}",

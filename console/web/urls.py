@@ -6,6 +6,7 @@ from console.web import (
     demo_views,
     designer_views,
     fabric_change_views,
+    fabric_qos_views,
     fabric_table_views,
     fabric_views,
     live_views,
@@ -41,6 +42,7 @@ urlpatterns = [
     path("live/", live_views.live_home, name="live"),
     path("fabrics/<int:fabric_id>/changes/", fabric_change_views.fabric_changes, name="fabric-changes"),
     path("fabrics/<int:fabric_id>/ports/", fabric_table_views.fabric_ports, name="fabric-ports"),
+    path("fabrics/<int:fabric_id>/qos/", fabric_qos_views.fabric_qos, name="fabric-qos"),
     path("fabrics/<int:fabric_id>/events/", fabric_table_views.fabric_events, name="fabric-events"),
     path(
         "fabrics/<int:fabric_id>/changes/<int:change_id>/",

@@ -438,6 +438,9 @@ class UsageGuideSerializer(serializers.Serializer):
     )
     pkey_index_note = serializers.CharField(help_text="why pkey_index is null (empty when known)")
     sl = serializers.IntegerField(help_text="NCCL_IB_SL and UCX_IB_SL")
+    sl_note = serializers.CharField(
+        help_text="the priority class of the SL and the VL the fabric's QoS table maps it to"
+    )
     env = serializers.DictField(child=serializers.CharField(), help_text="the env file's variables, in order")
     partition_name = serializers.CharField(help_text="the partition's name on the fabric (res-<id>)")
     network_attachment = serializers.CharField(

@@ -1,16 +1,19 @@
 """Granting a placement: P_Key, service level, allocation rows, audit, reconcile.
 
 One path for a direct reservation (:mod:`.reservations`) and a queued one the queue pass places
-(:mod:`.queue`): both end in :func:`grant`, under the caller's locks (quota rows, then the reservation lock).
+(:mod:`.queue`): both end in :func:`grant`, under the caller's locks (quota rows, then the
+reservation lock).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+from typing import Any
 
 from django.db import connection
 
-from console.fabric.models import FabricPartition
+from console.fabric.models import FabricPartition, FabricQos
 from console.fabric.services import allocate_pkey, enqueue_reconcile
 from console.tenancy import audit
 from console.tenancy.context import Actor
@@ -19,9 +22,12 @@ from scheduling.models import Reservation, ServiceLevels
 from scheduling.placement import Placement
 from scheduling.placement.powerfit import NodePower
 from scheduling.services import power
-from scheduling.services.quotas import level_of
+from scheduling.services.quotas import sl_for
 from scheduling.services.snapshots import write_allocations
 from scheduling.services.topology import NamedTopology
+
+#: live P_Keys, other partitions' P_Keys (None: not read), SLs per class (None: no row), QoS table
+FabricFacts = tuple[set[int], list[int] | None, tuple[int, int, int] | list[int] | None, Any]
 
 
 def grant(
@@ -42,7 +48,7 @@ def grant(
     under the reservation lock (:attr:`.snapshots.Snapshot.power`)."""
     pool = reservation.pool
     before = audit.snapshot(reservation) if reservation.pk else None
-    held, others, levels = _fabric_facts(pool.fabric_id)
+    held, others, levels, qos_table = _fabric_facts(pool.fabric_id)
     pkey = allocate_pkey(pool.fabric, held=held, others=others)
     if pkey is None:
         raise Conflict(
@@ -58,7 +64,7 @@ def grant(
     reservation.gpus = placement.gpus
     reservation.pkey = pkey
     reservation.pkey_live = True
-    reservation.sl = level_of(levels, reservation.priority_class)
+    reservation.sl = sl_for(qos_table, levels, reservation.priority_class)
     reservation.placement = named.describe(placement)
     waits_for, wake = power.grant_note(named, placement, now, power=node_power)  # nodes not on yet: booted
     if waits_for is not None:
@@ -80,30 +86,36 @@ def grant(
     return reservation
 
 
-def _fabric_facts(fabric_id: int) -> tuple[set[int], list[int] | None, tuple[int, int, int] | list[int] | None]:
+def _fabric_facts(fabric_id: int) -> FabricFacts:
     """What a grant reads of its fabric: the live P_Keys of its reservations, the P_Keys of its
-    partitions of other sources (None: not read here) and its SLs per priority class (None: no
-    row, the defaults); one statement on PostgreSQL instead of three."""
+    partitions of other sources (None: not read here), its SLs per priority class (None: no
+    row, the defaults) and its QoS table (None: none saved); one statement on PostgreSQL instead
+    of four."""
     if connection.vendor != "postgresql":
         return fabric_facts_row_by_row(fabric_id)
     reservations = connection.ops.quote_name(Reservation._meta.db_table)
     partitions = connection.ops.quote_name(FabricPartition._meta.db_table)
     levels = connection.ops.quote_name(ServiceLevels._meta.db_table)
+    qos = connection.ops.quote_name(FabricQos._meta.db_table)
     sql = (
         f"SELECT (SELECT array_agg(pkey) FROM {reservations} WHERE fabric_id = %(f)s AND pkey_live),"  # noqa: S608
         f" (SELECT array_agg(pkey) FROM {partitions} WHERE fabric_id = %(f)s AND source <> %(source)s),"
-        f" (SELECT json_build_array(training, inference, best_effort) FROM {levels} WHERE fabric_id = %(f)s)"
+        f" (SELECT json_build_array(training, inference, best_effort) FROM {levels} WHERE fabric_id = %(f)s),"
+        f' (SELECT "table" FROM {qos} WHERE fabric_id = %(f)s)'
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, {"f": fabric_id, "source": str(FabricPartition.Source.RESERVATION)})
-        held, others, sls = cursor.fetchone()
-    return set(held or ()), list(others or ()), sls
+        held, others, sls, table = cursor.fetchone()
+    if isinstance(table, str):  # a jsonb column comes back decoded or as text, by driver
+        table = json.loads(table)
+    return set(held or ()), list(others or ()), sls, table
 
 
-def fabric_facts_row_by_row(fabric_id: int) -> tuple[set[int], list[int] | None, tuple[int, int, int] | None]:
+def fabric_facts_row_by_row(fabric_id: int) -> FabricFacts:
     """:func:`_fabric_facts` one query each (SQLite; the benchmark's in-run baseline)."""
     row = ServiceLevels.objects.filter(fabric_id=fabric_id).values_list("training", "inference", "best_effort")
-    return live_pkeys(fabric_id), None, row.first()
+    table = FabricQos.objects.filter(fabric_id=fabric_id).values_list("table", flat=True).first()
+    return live_pkeys(fabric_id), None, row.first(), table
 
 
 def live_pkeys(fabric_id: int) -> set[int]:

@@ -16,12 +16,13 @@ from django.db import IntegrityError, transaction
 from django.db.models import Sum
 from django.utils import timezone
 
+from console.fabric.changes.qos import table_sl
 from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Invalid
 from console.tenancy.models import Principal, Tenant
 from console.tenancy.permissions import require_operator
-from scheduling.models import Pool, PriorityClass, Quota, Reservation, ServiceLevels
+from scheduling.models import Pool, PriorityClass, Quota, Reservation
 from scheduling.services.locks import quota_by_pk_for_update, quota_for_update
 from scheduling.services.topology import topology_for_pool
 
@@ -29,10 +30,12 @@ DEFAULT_SLS = {"training": 1, "inference": 2, "best-effort": 0}
 FAR_FUTURE = dt.datetime.max.replace(tzinfo=dt.UTC)
 
 
-def service_level(fabric_id: int, priority_class: str) -> int:
-    """The SL of a priority class on a fabric (its ServiceLevels row, else settings defaults)."""
-    row = ServiceLevels.objects.filter(fabric_id=fabric_id).values_list("training", "inference", "best_effort")
-    return level_of(row.first(), priority_class)
+def sl_for(qos_table: Any, levels: tuple[int, int, int] | list[int] | None, priority_class: str) -> int:
+    """The SL of a priority class on a fabric: its QoS table (``FabricQos.table``, the one pushed to
+    OpenSM, so the SL maps to the class's VL), else its ServiceLevels ``levels``, else settings
+    defaults (None: no such row)."""
+    from_table = table_sl(qos_table, priority_class) if qos_table is not None else None
+    return from_table if from_table is not None else level_of(levels, priority_class)
 
 
 def level_of(levels: tuple[int, int, int] | list[int] | None, priority_class: str) -> int:

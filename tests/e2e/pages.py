@@ -54,6 +54,7 @@ PAGES: tuple[Page, ...] = (
     ),
     Page("fabric-ports", "/fabrics/{fabric_id}/ports/", READERS, path="/fabrics/{fabric}/ports/"),
     Page("fabric-events", "/fabrics/{fabric_id}/events/", READERS, path="/fabrics/{fabric}/events/"),
+    Page("fabric-qos", "/fabrics/{fabric_id}/qos/", READERS, path="/fabrics/{fabric}/qos/"),
     Page("live-home", "/live/", SIGNED_IN),
     Page("live", "/fabrics/{fabric_id}/live/", SIGNED_IN, path="/fabrics/{fabric}/live/", ready="[data-testid=nav]"),
     Page("designer", "/designer/", READERS, ready="[data-testid=preview]"),

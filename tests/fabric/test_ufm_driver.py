@@ -68,7 +68,10 @@ def test_reservation_partition_through_ufm_is_verified_and_idempotent(fabric, uf
     changes.set_partition(SYSTEM, OPERATOR, fabric, name="res-42", pkey="0x0003", members=members, sl=2)
     change = push(fabric)
     assert change.status == "applied", (change.error, list(change.steps.values("name", "log")))
-    assert [s.name for s in change.steps.all()] == ["plan", "render", "lint", "apply", "verify"]
+    # a class SL puts the QoS table in the desired state; UFM's SM owns SL2VL/VLArb: said, not pushed
+    assert [s.name for s in change.steps.all()] == ["plan", "render", "lint", "apply", "verify", "qos-vl"]
+    qos = change.steps.get(name="qos-vl")
+    assert qos.status == "skipped" and "not pushed" in qos.log
     stored = ufm.pkeys[0x0003]
     assert stored["partition"] == "res-42" and len(stored["guids"]) == 16
     assert stored["guids"][HCAS[3]] == "limited" and stored["guids"][HCAS[0]] == "full"

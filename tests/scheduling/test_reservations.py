@@ -304,3 +304,32 @@ def test_pools_of_one_fabric_never_double_book_shared_nodes(pool, tenant_a):
     reserve(tenant_a, other, nodes=4)
     big = reserve(tenant_a, pool, nodes=16)
     assert big.status == S.REJECTED
+
+
+def test_a_reservation_takes_its_class_sl_from_the_fabrics_qos_table(pool, tenant_a):
+    from console.fabric.models import FabricQos
+    from scheduling.models import ServiceLevels
+
+    # given a fabric whose ServiceLevels row says training → SL 1, and whose saved QoS table (the
+    # one pushed to OpenSM) says training → SL 5 (on VL 3) and has no best-effort row
+    give_quota(tenant_a, pool, 64)
+    ServiceLevels.objects.update_or_create(
+        fabric=pool.fabric, defaults={"training": 1, "inference": 2, "best_effort": 0}
+    )
+    table = {
+        "max_vls": 8,
+        "high_limit": 4,
+        "classes": {
+            "training": {"sl": 5, "vl": 3, "table": "low", "weight": 192},
+            "inference": {"sl": 6, "vl": 2, "table": "high", "weight": 64},
+        },
+    }
+    FabricQos.objects.create(fabric=pool.fabric, table=table)
+    # when reservations of each class are granted
+    training = reserve(tenant_a, pool, gpus=8)
+    inference = reserve(tenant_a, pool, gpus=8, priority_class="inference")
+    best_effort = reserve(tenant_a, pool, gpus=8, priority_class="best-effort")
+    # then the table's SL wins where it has a row, the ServiceLevels row elsewhere
+    assert (training.sl, inference.sl, best_effort.sl) == (5, 6, 0)
+    partitions = {p["pkey"]: p["sl"] for p in hooks.requested_partitions(pool.fabric_id)}
+    assert partitions[training.pkey] == 5 and partitions[inference.pkey] == 6

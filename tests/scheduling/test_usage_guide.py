@@ -52,6 +52,11 @@ def test_page_env_and_api_before_the_partition_is_verified(client, admin_a, clie
     assert env["NCCL_IB_HCA"] == ",".join(f"mlx5_{i}" for i in devices)
     assert env["NCCL_IB_SL"] == env["UCX_IB_SL"] == str(mine.sl)
     assert env["IBC_PKEY"] == f"0x{mine.pkey:04x}"
+    # the SL is the class's in the fabric's QoS table (the default one here), and the file says so
+    assert (mine.priority_class, mine.sl) in {("training", 1), ("inference", 2), ("best-effort", 0)}
+    note = f"SL {mine.sl} is the {mine.priority_class} class: the fabric maps it to VL {mine.sl}"
+    assert f"# NCCL_IB_SL, UCX_IB_SL: {note}" in download.content.decode()
+    assert note in html
 
     api = client_for(admin_a).get(f"/api/reservations/{mine.pk}/usage-guide/")
     assert api.status_code == 200

@@ -194,3 +194,50 @@ class ChangeCreateSerializer(serializers.Serializer):
 
     dry_run = serializers.BooleanField(default=False)
     reason = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+
+
+class QosClassSerializer(serializers.Serializer):
+    """One priority class's row of the QoS table."""
+
+    sl = serializers.IntegerField(help_text="service level 0-15 (NCCL_IB_SL / UCX_IB_SL of its jobs)")
+    vl = serializers.IntegerField(help_text="virtual lane the SL maps to, below max_vls")
+    table = serializers.ChoiceField(choices=["high", "low"], help_text="VL arbitration table the VL sits in")
+    weight = serializers.IntegerField(help_text="arbitration weight 0-255, in units of 64 bytes")
+
+
+class QosTableSerializer(serializers.Serializer):
+    """The QoS table: one row per priority class (training, inference, best-effort)."""
+
+    max_vls = serializers.IntegerField(required=False, default=8, help_text="qos_max_vls: 1, 2, 4, 8 or 15")
+    high_limit = serializers.IntegerField(
+        required=False,
+        default=4,
+        help_text="qos_high_limit: 4 KB units of high-priority traffic before a "
+        "low-priority packet may go; 255 = unbounded",
+    )
+    classes = serializers.DictField(child=QosClassSerializer(), help_text="priority class → row")
+
+
+class QosSwitchPortsSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    ports = serializers.IntegerField()
+
+
+class QosAffectedSerializer(serializers.Serializer):
+    switch_ports = serializers.IntegerField(help_text="cabled switch ports whose SL2VL/VLArb tables are reprogrammed")
+    hca_ports = serializers.IntegerField()
+    switches = QosSwitchPortsSerializer(many=True)
+
+
+class QosViewSerializer(serializers.Serializer):
+    """A fabric's QoS table, what it renders to, and what a push of it would change."""
+
+    fabric = serializers.IntegerField()
+    is_default = serializers.BooleanField(help_text="no table saved: the default applies")
+    table = QosTableSerializer()
+    default = QosTableSerializer()
+    rendered = serializers.DictField(child=serializers.CharField(), help_text="the opensm.conf qos_* options")
+    affected_ports = QosAffectedSerializer()
+    pending_diff = serializers.CharField(
+        help_text="unified diff of the desired artefacts against the applied ones ('' = nothing to push)"
+    )

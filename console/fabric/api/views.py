@@ -28,7 +28,10 @@ from console.fabric.api.serializers import (
     FabricSerializer,
     PartitionSerializer,
     PortAdminSerializer,
+    QosTableSerializer,
+    QosViewSerializer,
 )
+from console.fabric.changes.qos import qos_view, set_qos_table
 from console.fabric.filtersets import ChangeRequestFilterSet
 from console.fabric.models import ChangeRequest, Fabric, FabricPartition, PortAdminState
 from console.tenancy.api.base import GlobalResourceMixin
@@ -60,6 +63,20 @@ class FabricViewSet(GlobalResourceMixin, viewsets.ModelViewSet):
 
     def perform_destroy(self, instance: Fabric) -> None:
         changes.delete_fabric(self.actor, self.principal, instance)
+
+    @extend_schema(methods=["GET"], request=None, responses={200: QosViewSerializer})
+    @extend_schema(methods=["PUT"], request=QosTableSerializer, responses={200: QosViewSerializer})
+    @action(detail=True, methods=["get", "put"], url_path="qos")
+    def qos(self, request: Request, pk: str | None = None) -> Response:
+        """The QoS table (class → SL, VL, arbitration weight; high limit), what it renders to, the
+        ports a push reprograms and the pending diff. PUT stores a new table (desired state,
+        validated and linted, audited); a change request pushes it and verifies it on the ports."""
+        fabric = self.get_object()
+        if request.method == "PUT":
+            shape = QosTableSerializer(data=_object(request.data))
+            shape.is_valid(raise_exception=True)
+            set_qos_table(self.actor, self.principal, fabric, dict(shape.validated_data))
+        return Response(qos_view(fabric))
 
 
 def _object(data: Any) -> dict[str, Any]:

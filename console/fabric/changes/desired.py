@@ -3,7 +3,7 @@
 Desired state is declarative and complete: the manual ``FabricPartition`` rows, the partitions
 the registered providers request (:func:`console.fabric.hooks.requested_partitions`; scheduling
 registers its live reservations'), the Default rule, QoS classes (P_Key → SL for every partition
-with a non-zero SL) and the wanted ``PortAdminState`` of switch ports. The same JSON is stored on a ChangeRequest and, once
+with a non-zero SL), the QoS table (SL→VL and VL arbitration, once QoS is in use) and the wanted ``PortAdminState`` of switch ports. The same JSON is stored on a ChangeRequest and, once
 verified, on ``AppliedState``; equal JSON means nothing to push.
 """
 
@@ -14,10 +14,11 @@ from typing import Any
 
 from console.fabric import hooks
 from console.fabric.drivers.base import DesiredFabric
-from console.fabric.models import AppliedState, Fabric, FabricPartition, PortAdminState
+from console.fabric.models import AppliedState, Fabric, FabricPartition, FabricQos, PortAdminState
 from console.fabric.opensm.lint import format_guid, parse_guid
 from console.fabric.opensm.partitions import DEFAULT_PKEY, PORT_KEYWORDS, render_partitions
-from console.fabric.opensm.qos import render_qos_policy
+from console.fabric.opensm.qos import render_qos_options, render_qos_policy
+from console.fabric.opensm.qos_table import DEFAULT_TABLE, QosTable
 from console.tenancy.errors import Conflict
 
 DEFAULT_RULE = {
@@ -94,11 +95,18 @@ def build_desired(fabric: Fabric) -> dict[str, Any]:
         if a.speed is not None:
             port["speed"] = a.speed
         port_admin.append(port)
-    return {
-        "partitions": partitions,
-        "qos": {"default_sl": 0, "classes": classes},
-        "port_admin": port_admin,
-    }
+    qos: dict[str, Any] = {"default_sl": 0, "classes": classes}
+    stored = FabricQos.objects.filter(fabric=fabric).values_list("table", flat=True).first()
+    if stored is not None or classes:
+        # QoS is on (a class SL is in use, or operators saved a table): its VL arbitration too.
+        qos["table"] = stored if stored is not None else DEFAULT_TABLE.to_json()
+    return {"partitions": partitions, "qos": qos, "port_admin": port_admin}
+
+
+def qos_table_of(fabric: Fabric) -> QosTable:
+    """The fabric's QoS table (the default when operators never saved one)."""
+    stored = FabricQos.objects.filter(fabric=fabric).values_list("table", flat=True).first()
+    return QosTable.from_json(stored) if stored is not None else DEFAULT_TABLE
 
 
 def render_artefacts(desired: dict[str, Any]) -> dict[str, str]:
@@ -110,6 +118,9 @@ def render_artefacts(desired: dict[str, Any]) -> dict[str, str]:
     artefacts = {"partitions.conf": render_partitions(state.partitions)}
     if state.qos is not None:
         artefacts["qos-policy.conf"] = render_qos_policy(state.qos)
+    if state.qos_options is not None:
+        options = render_qos_options(state.qos_options)
+        artefacts["qos-options"] = "".join(f"{k} {v}\n" for k, v in options.items())
     if state.port_admin:
         lines = [f"{a.label} {a.describe()}" for a in state.port_admin]
         artefacts["port-admin"] = "\n".join(lines) + "\n"

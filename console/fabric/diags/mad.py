@@ -286,6 +286,19 @@ class MadSession:
             for entries in data
         ]
 
+    def qos_tables(
+        self, ports: Sequence[tuple[int, int, bool, int]], *, timeout: float | None = None
+    ) -> list[dict[str, Any] | None]:
+        """SL2VL rows (switch output port: from every input port 0..nports) and the first block of
+        the low and high VL arbitration tables of each ``(lid, port, switch, nports)``."""
+        if not ports:
+            return []
+        wire = [[int(lid), int(port), int(bool(switch)), int(n)] for lid, port, switch, n in ports]
+        data = self.request({"op": "qos", "ports": wire}, timeout=timeout)
+        if not isinstance(data, list) or len(data) != len(ports):
+            raise MadError("MAD helper answered qos for a different number of ports")
+        return data
+
     def portinfo(
         self, ports: Sequence[tuple[int, int]], *, timeout: float | None = None
     ) -> list[dict[str, Any] | None]:

@@ -17,6 +17,8 @@ from console.fabric.diags.mad_wire import (
     ATTR_PORT_COUNTERS,
     ATTR_PORT_COUNTERS_EXT,
     ATTR_PORT_INFO,
+    ATTR_SL2VL,
+    ATTR_VLARB,
     ERROR_FIELDS,
     NODE_TYPES,
     PERF_CLASS,
@@ -155,4 +157,39 @@ def pkeys(run: Run, ports: Sequence[Sequence[int]]) -> list[list[list[int]] | No
             keys = struct.unpack_from(">32H", data, 0)  # type: ignore[arg-type]
             entries += [[block * 32 + i, raw] for i, raw in enumerate(keys) if raw & 0x7FFF]
         out.append(entries)
+    return out
+
+
+def _sl2vl(data: bytes) -> list[int]:
+    """SLtoVLMappingTable (IBA 14.2.5.8): 16 four-bit VLs, SL0 in the high nibble of byte 0."""
+    return [v for b in data[:8] for v in (b >> 4, b & 0x0F)]
+
+
+def _vlarb(data: bytes) -> list[list[int]]:
+    """One VLArbitrationTable block (IBA 14.2.5.9): 32 entries of (VL in 4 low bits, weight)."""
+    return [[data[2 * i] & 0x0F, data[2 * i + 1]] for i in range(32)]
+
+
+def qos_tables(run: Run, ports: Sequence[Sequence[int]]) -> list[dict | None]:
+    """SL2VL rows and the first block of both VL arbitration tables of each ``[lid, port,
+    switch, nports]``: a switch output port is read from every input port 0..nports, a CA port
+    once; None when any of its MADs fails."""
+    queries: list[Query] = []
+    spans: list[tuple[int, list[int]]] = []
+    for p in ports:
+        lid, port, switch, nports = int(p[0]), int(p[1]), bool(p[2]), int(p[3])
+        inputs = list(range(nports + 1)) if switch else [0]
+        spans.append((len(queries), inputs))
+        queries += [(SMI_CLASS, lid, ATTR_SL2VL, ((i & 0xFF) << 8) | (port & 0xFF) if switch else 0) for i in inputs]
+        arb_port = port if switch else 0
+        queries += [(SMI_CLASS, lid, ATTR_VLARB, (block << 16) | arb_port) for block in (1, 3)]  # low, high
+    answers = run(queries)
+    out: list[dict | None] = []
+    for start, inputs in spans:
+        got = answers[start : start + len(inputs) + 2]
+        if any(a is None for a in got):
+            out.append(None)
+            continue
+        rows = {str(i): _sl2vl(a) for i, a in zip(inputs, got, strict=False)}  # type: ignore[arg-type]
+        out.append({"sl2vl": rows, "low": _vlarb(got[-2]), "high": _vlarb(got[-1])})  # type: ignore[arg-type]
     return out

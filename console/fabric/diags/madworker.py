@@ -27,6 +27,9 @@ helper writes is ``{"ok": true, "ready": true, "pipelined": bool}`` (or ``{"ok":
     {"op": "lft", "lid": 12, "top": 300}              → {"ok": true, "data": [port per lid...]}
     {"op": "pkeys", "ports": [[lid, port(, blocks)], ...]} → {"ok": true, "data": [[[index, raw]...]...]}
     {"op": "portinfo", "ports": [[lid, port], ...]}   → {"ok": true, "data": [{"lid":..}...]}
+    {"op": "qos", "ports": [[lid, port, switch, nports], ...]}
+                                                      → {"ok": true, "data": [{"sl2vl": {in: [16 VLs]},
+                                                          "low": [[vl, weight] × 32], "high": [...]}...]}
     {"op": "nodeinfo", "lids": [lid, ...]}            → {"ok": true, "data": [{"port_guid":..}...]}
     {"op": "sminfo", "lid": 1}                        → {"ok": true, "data": {"act_count": ...}}
 
@@ -64,7 +67,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from console.fabric.diags.mad_ops import Run, counters, lft, nodeinfo, pkeys, portinfo, sminfo
+from console.fabric.diags.mad_ops import Run, counters, lft, nodeinfo, pkeys, portinfo, qos_tables, sminfo
 from console.fabric.diags.mad_pipeline import Pipeline
 from console.fabric.diags.mad_sync import Mad
 from console.fabric.diags.mad_wire import ATTR_NODE_INFO, ATTR_PORT_INFO, ATTR_SM_INFO, SMI_CLASS, Stats
@@ -116,6 +119,8 @@ def answer(helper: Helper, req: dict, stats: Stats | None = None) -> object:
         return lft(run, int(req["lid"]), int(req["top"]))
     if op == "pkeys":  # ports: [lid, port] or [lid, port, blocks]
         return pkeys(run, req["ports"])
+    if op == "qos":  # ports: [lid, port, switch, nports]
+        return qos_tables(run, req["ports"])
     if op == "portinfo":
         ports = [(int(p[0]), int(p[1])) for p in req["ports"]]
         return [portinfo(a) for a in run([(SMI_CLASS, lid, ATTR_PORT_INFO, port) for lid, port in ports])]

@@ -15,7 +15,8 @@ from typing import Any, Protocol
 
 from console.fabric.opensm.partitions import Member, Membership, Partition
 from console.fabric.opensm.push import PushOptions, PushResult
-from console.fabric.opensm.qos import QosClass, QosPolicy
+from console.fabric.opensm.qos import QosClass, QosOptions, QosPolicy
+from console.fabric.opensm.qos_table import QosTable
 
 # progress(step_name, "running"): called when a step starts, so the pipeline can show it live
 # (and renew its lease). Drivers call it before slow work; it must be cheap.
@@ -84,6 +85,8 @@ class DesiredFabric:
     partitions: tuple[Partition, ...] = ()
     qos: QosPolicy | None = None
     port_admin: tuple[PortAdmin, ...] = ()
+    # SL→VL map and VL arbitration from the fabric's QoS table (None: OpenSM's QoS options untouched).
+    qos_options: QosOptions | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> DesiredFabric:
@@ -99,7 +102,9 @@ class DesiredFabric:
                     name=p["name"],
                     pkey=int(p["pkey"], 16) if isinstance(p["pkey"], str) else p["pkey"],
                     ipoib=bool(p.get("ipoib")),
-                    # P_Key → SL is QoS policy (qos-ulps), not the partition's multicast SL flag.
+                    # The class's SL rides both in qos-ulps (P_Key → SL) and on the partition
+                    # (``sl=``: PathRecords and the partition's multicast groups), so they agree.
+                    sl=int(p["sl"]) if p.get("sl") else None,
                     members=tuple(members),
                     indx0=bool(p.get("indx0")),
                 )
@@ -124,7 +129,9 @@ class DesiredFabric:
             )
             for a in data.get("port_admin", [])
         )
-        return cls(tuple(partitions), qos, admin)
+        table = qos_data.get("table")
+        options = QosTable.from_json(table).options() if table else None
+        return cls(tuple(partitions), qos, admin, options)
 
 
 @dataclass

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from console.fabric.diags.mad import shared_session
 from console.fabric.diags.runner import DiagEnv, DiagError, DiagRunner
 from console.fabric.drivers.base import (
     DesiredFabric,
@@ -43,6 +44,7 @@ from console.fabric.opensm.partitions import (
 )
 from console.fabric.opensm.push import PushOptions, PushResult, PushStep, push_partitions
 from console.fabric.opensm.qos import QosOptions, QosPolicy, render_qos_options, render_qos_policy
+from console.fabric.opensm.qos_verify import ports_to_check, verify_qos_tables
 
 PARTITIONS = "partitions.conf"
 QOS_POLICY = "qos-policy.conf"
@@ -193,12 +195,15 @@ class _ProgressTarget:
         return lids() if callable(lids) else {}
 
 
-def qos_artefacts(policy: QosPolicy, store: ArtefactStore) -> list[Artefact]:
-    """``qos-policy.conf`` plus ``opensm.conf`` with QoS switched on (other options kept)."""
+def qos_artefacts(policy: QosPolicy, store: ArtefactStore, qos_options: QosOptions | None = None) -> list[Artefact]:
+    """``qos-policy.conf`` plus ``opensm.conf`` with QoS switched on (other options kept); the
+    ``qos_*`` options are the fabric's QoS table when given, else the live (or default) ones."""
     policy_text = render_qos_policy(policy)
     live = store.read(OPENSM_CONF) or ""
     options = parse_opensm_conf(live)
     wanted = {"qos": "TRUE", "qos_policy_file": str(store.path(QOS_POLICY))}
+    if qos_options is not None:
+        wanted.update(render_qos_options(qos_options))
     for key, value in render_qos_options(QosOptions()).items():
         wanted.setdefault(key, options.get(key, value))
     options.update(wanted)
@@ -279,9 +284,11 @@ class OpenSmDriver:
             progress("render", "running")
             return push_partitions(target, partitions, options)  # refused, with precise steps
         pre: list[PushStep] = []
-        if desired.qos is not None:
+        qos_on = desired.qos is not None or desired.qos_options is not None
+        conf_before = store.read(OPENSM_CONF)
+        if qos_on:
             progress("qos", "running")
-            step, problems = self._swap_qos(desired.qos, store)
+            step, problems = self._swap_qos(desired.qos or QosPolicy(), store, desired.qos_options)
             pre.append(step)
             if problems:
                 return _refused(pre, problems, started)
@@ -291,8 +298,22 @@ class OpenSmDriver:
         if result.ok and desired.qos is not None:
             progress("verify-qos", "running")
             self._verify_qos(desired, result, options)
+        if result.ok and desired.qos_options is not None:
+            # Only a push that changed what OpenSM programs touched the ports' tables.
+            touched = (
+                previous is None
+                or previous.qos_options != desired.qos_options
+                or store.read(OPENSM_CONF) != conf_before
+            )
+            progress("verify-vl", "running")
+            if touched:
+                self._verify_vl(desired.qos_options, result, options)
+            else:
+                skipped = PushStep("verify-vl", status="skipped")
+                skipped.log.append("QoS options unchanged and opensm.conf untouched: no port reprogrammed")
+                result.steps.append(skipped)
         if result.ok:
-            if desired.qos is not None:
+            if qos_on:
                 store.mark_good([QOS_POLICY, OPENSM_CONF])
             for wanted in sorted(desired.port_admin):
                 progress(f"port-admin:{wanted.label}", "running")
@@ -302,11 +323,13 @@ class OpenSmDriver:
 
     # -- QoS ---------------------------------------------------------------------------------
 
-    def _swap_qos(self, policy: QosPolicy, store: ArtefactStore) -> tuple[PushStep, list[LintProblem]]:
+    def _swap_qos(
+        self, policy: QosPolicy, store: ArtefactStore, qos_options: QosOptions | None
+    ) -> tuple[PushStep, list[LintProblem]]:
         t = time.monotonic()
         step = PushStep("qos", status="running")
         try:
-            artefacts = qos_artefacts(policy, store)
+            artefacts = qos_artefacts(policy, store, qos_options)
         except ValueError as exc:
             step.status, step.log = "failed", [str(exc)]
             return step, [LintProblem(QOS_POLICY, None, "render", str(exc))]
@@ -370,6 +393,40 @@ class OpenSmDriver:
             if seen != cls.sl:
                 mismatches.append(f"P_Key {cls.pkey:#06x}: expected SL {cls.sl}, saw {seen}")
         step.duration_s = time.monotonic() - t
+        self._qos_outcome(step, mismatches, result)
+
+    def _verify_vl(self, wanted: QosOptions, result: PushResult, options: PushOptions) -> None:
+        """SL2VL and VLArb tables read back from every HCA and switch port equal the rendered options.
+
+        OpenSM programs them on its sweep after the reload, so the read is repeated until it
+        matches or ``verify_timeout`` passes; a mismatch then rolls back like a partition mismatch.
+        """
+        t = time.monotonic()
+        step = PushStep("verify-vl", status="running")
+        result.steps.append(step)
+        diags = self.host.diags(timeout=options.diag_timeout)
+        ports = ports_to_check(diags.ibnetdiscover())
+        env = getattr(diags, "env", None)
+        mad = shared_session(env, timeout=options.diag_timeout) if options.use_mad and env is not None else None
+        deadline = time.monotonic() + options.verify_timeout
+        used: list[str] = []
+        while True:
+            mismatches = verify_qos_tables(diags, ports, wanted, mad=mad, mad_timeout=60.0, used=used)
+            if not mismatches or time.monotonic() > deadline:
+                break
+            time.sleep(max(options.poll_interval, 0.5))
+        step.log.append(
+            f"read SL2VL and VLArb of {len(ports)} ports ({'; '.join(dict.fromkeys(used))}) "
+            f"({sum(p.switch for p in ports)} switch, {sum(not p.switch for p in ports)} HCA): "
+            f"{len(mismatches)} differ from the rendered options"
+        )
+        step.log.append(f"rendered: {render_qos_options(wanted)}")
+        step.log.append("VLHighLimit not compared (ibsim ignores it; see docs/operations.md)")
+        step.duration_s = time.monotonic() - t
+        self._qos_outcome(step, mismatches[:50], result)
+
+    def _qos_outcome(self, step: PushStep, mismatches: list[str], result: PushResult) -> None:
+        """Close a QoS verification step; on a mismatch restore the last known good files."""
         if not mismatches:
             step.status = "ok"
             return

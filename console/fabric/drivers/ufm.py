@@ -359,6 +359,11 @@ class UfmDriver:
             s.status = "ok"
             s.log.append(f"{len(want)} P_Keys read back from UFM; member GUIDs on the fabric")
             result = finish("verified" if calls else "unchanged")
+            if desired.qos_options is not None:
+                # UFM runs its own SM: SL2VL and VL arbitration are UFM's configuration, not this API's.
+                skipped = PushStep("qos-vl", status="skipped")
+                skipped.log.append("SL2VL/VL arbitration not pushed: set them in UFM's SM configuration")
+                result.steps.append(skipped)
             self._port_admin(desired, result, progress)
             return result
         s.status, s.log = "failed", s.log + mismatches
