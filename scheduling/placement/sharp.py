@@ -88,13 +88,19 @@ class SharpLedger:
 
 
 class SharpTrees(GangGuard):
-    """The pool's guard for SHARP requests (see the module docstring)."""
+    """The pool's guard for SHARP requests (see the module docstring). ``names`` maps switch
+    keys to the names a refusal quotes (the design's switch names); a key names itself by default."""
 
-    def __init__(self, ledger: SharpLedger) -> None:
+    def __init__(self, ledger: SharpLedger, names: Mapping[str, str] | None = None) -> None:
         self.ledger = ledger
+        self.names = dict(names or {})
 
     def applies(self, request: Request) -> bool:
         return any(isinstance(f, Sharp) for f in request.node_filters)
+
+    def booked(self, booking_id: str, placement: Placement) -> None:
+        if placement.sharp:
+            self.ledger.hold(booking_id, placement.sharp)
 
     def search(
         self,
@@ -189,15 +195,16 @@ class SharpTrees(GangGuard):
         """ "SHARP requested: spine3 has no free aggregation tree; 2 jobs hold its trees"."""
         held = len(holders.get(switch, ()))
         capacity = self.ledger.capacity.get(switch, 0)
+        name = self.names.get(switch, switch)
         if capacity <= 0:
-            why = f"{switch} offers no aggregation tree (not SHARP-capable)"
+            why = f"{name} offers no aggregation tree (not SHARP-capable)"
         else:
             jobs = "1 job holds its tree" if held == 1 else f"{held} jobs hold its trees"
-            why = f"{switch} has no free aggregation tree; {jobs}"
+            why = f"{name} has no free aggregation tree; {jobs}"
         return Rejection(
             REASON_SHARP,
             f"SHARP requested: {why}",
-            {"switch": switch, "trees": capacity, "trees_held": held, "window_start": start, "window_end": end},
+            {"switch": name, "trees": capacity, "trees_held": held, "window_start": start, "window_end": end},
         )
 
     def passes(

@@ -49,8 +49,9 @@ from scheduling.models import (
     Quota,
     ReservationAllocation,
 )
-from scheduling.placement import NodeState, Owner, PlacementEngine, ShapedGuarantees
+from scheduling.placement import GangGuard, NodeState, Owner, PlacementEngine, ShapedGuarantees
 from scheduling.placement.state import BookingConflict, PoolState
+from scheduling.services.sharp import sharp_guard
 from scheduling.services.topology import NamedTopology, pool_topology
 
 #: Reclaim order of priority classes (``Owner.priority``): lower ranks are preempted first.
@@ -90,11 +91,16 @@ def _index_of(named: NamedTopology) -> dict[int, int]:
     return {pk: i for i, pk in enumerate(named.node_pks)}
 
 
-def _guards(pool: Pool) -> list[ShapedGuarantees]:
+def _guards(pool: Pool, named: NamedTopology) -> list[GangGuard]:
+    """The pool's gang guards: the quotas' shaped guarantees, and SHARP trees where switches serve them."""
     shaped = Quota.objects.filter(pool=pool, guaranteed_leaf_groups__gt=0).values_list(
         "tenant_id", "guaranteed_leaf_groups"
     )
-    return [ShapedGuarantees({str(tenant_id): groups for tenant_id, groups in shaped})]
+    guards: list[GangGuard] = [ShapedGuarantees({str(tenant_id): groups for tenant_id, groups in shaped})]
+    sharp = sharp_guard(pool, named)
+    if sharp is not None:
+        guards.append(sharp)
+    return guards
 
 
 def _node_states(pool: Pool, named: NamedTopology) -> dict[int, NodeState]:
@@ -176,7 +182,7 @@ def snapshot(pool: Pool, now: dt.datetime) -> Snapshot:
     """A fresh, private engine of the pool: node states, failed GPUs, the shaped guarantees of
     the pool's quotas and every allocation ending after now (owner: tenant, borrowed, priority)."""
     named = pool_topology(pool)
-    engine = PlacementEngine(named.topology, now=now.timestamp(), guards=_guards(pool))
+    engine = PlacementEngine(named.topology, now=now.timestamp(), guards=_guards(pool, named))
     for index, node_state in _node_states(pool, named).items():
         engine.set_node_state(index, node_state)
     _book(engine.state, named, pool, now)
@@ -307,7 +313,7 @@ def lend(pool: Pool, now: dt.datetime) -> Iterator[Snapshot]:
         except BaseException:
             entry.generation = -1
             raise
-        engine = PlacementEngine(named.topology, state=entry.state, guards=_guards(pool))
+        engine = PlacementEngine(named.topology, state=entry.state, guards=_guards(pool, named))
         before = set(entry.state.bookings)
         ok = False
         try:

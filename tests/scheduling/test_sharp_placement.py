@@ -26,8 +26,9 @@ def fabric(leaf_trees: int, spine_trees: int, *, sus_per_pod: int | None = None,
 def place(engine: PlacementEngine, ledger: SharpLedger, bid: str, nodes: int, *, sharp: bool = True, **kw):
     request = Request(nodes=nodes, constraints=(Sharp(),) if sharp else (), **kw)
     result = engine.place(request, bid)
-    if isinstance(result, Placement) and result.sharp:
-        ledger.hold(bid, result.sharp)
+    # The engine told the guard: the ledger holds the tree's switches under the booking's id.
+    if isinstance(result, Placement):
+        assert ledger.holds.get(bid, frozenset()) == frozenset(result.sharp)
     return result
 
 

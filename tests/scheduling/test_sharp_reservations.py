@@ -1,0 +1,74 @@
+"""SHARP through the console: a reservation asks for it, records its tree, and the next SHARP
+request is refused (or queued) until the tree is released.
+
+The fabric is one designed SU of 32 DGX H100 (256 GPUs) on QM9700 switches whose catalogue
+figure an operator set to 1 tree per switch: every multi-node gang of the SU uses all 8 rail
+leaves, so one SHARP job at a time fits, whatever the free nodes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+import pytest
+
+from designer.builtin_catalogue import DEFAULT_CATALOGUE
+from designer.models import CatalogueEntry
+from designer.serialize import _model_dict
+from scheduling.models import Reservation
+from scheduling.services.topology import pool_topology
+from scheduling.tasks import queue_pass_task
+from tests.scheduling.conftest import give_quota, make_fabric, make_pool
+
+pytestmark = pytest.mark.django_db
+SU = {"topology": "rail-optimized", "gpus": 256, "node_type": "DGX-H100", "switch": "QM9700"}
+
+
+@pytest.fixture
+def sharp_pool(db):
+    one_tree = dataclasses.replace(DEFAULT_CATALOGUE.switch("QM9700"), sharp_trees=1)
+    data = {k: v for k, v in _model_dict(one_tree).items() if k != "name"}
+    CatalogueEntry.objects.create(kind="switch", name="QM9700", data=data)
+    return make_pool(make_fabric("sharp-su", SU))
+
+
+def post(client, pool, **body):
+    return client.post("/api/reservations/", {"pool": pool.pk, "duration_minutes": 60, **body}, format="json")
+
+
+def test_a_sharp_reservation_holds_its_tree_until_released(sharp_pool, tenant_a, admin_a, client_for):
+    give_quota(tenant_a, sharp_pool, 256)
+    api = client_for(admin_a)
+    named = pool_topology(sharp_pool)
+    leaves = set(named.leaf_names)
+    assert len(leaves) == 8 and all(named.sharp_trees[k] == 1 for k in named.switch_keys().values())
+    # a SHARP reservation of 2 nodes gets a tree: the SU's 8 rail leaves and one spine
+    first = post(api, sharp_pool, nodes=2, sharp=True)
+    assert first.status_code == 201, first.content
+    body = first.json()
+    tree = body["placement"]["sharp"]
+    assert set(tree[:-1]) == leaves and tree[-1] in named.spine_names
+    row = Reservation.objects.get(pk=body["id"])
+    assert row.constraint_params == {"sharp": True} and row.placement["sharp"] == tree
+    # a second SHARP reservation for the same hour is refused with the reason, nodes being free
+    refused = post(api, sharp_pool, nodes=2, sharp=True)
+    assert refused.status_code == 409, refused.content
+    assert refused.json()["code"] == "sharp"
+    explanation = refused.json()["reservation"]["explanation"]
+    assert explanation["reason"] == "sharp"
+    assert explanation["message"].startswith("SHARP requested: ")
+    assert explanation["message"].endswith("has no free aggregation tree; 1 job holds its tree")
+    assert explanation["details"]["switch"] in leaves
+    # the same size without SHARP is placed
+    assert post(api, sharp_pool, nodes=2).status_code == 201
+    # an asap SHARP request queues behind the tree's holder
+    queued = post(api, sharp_pool, nodes=2, sharp=True, start="asap")
+    assert queued.status_code == 202 and queued.json()["status"] == "queued", queued.content
+    assert dt.datetime.fromisoformat(queued.json()["estimated_start"]) == dt.datetime.fromisoformat(body["end"])
+    # releasing the holder frees its tree: the queue pass places the waiting one with a tree
+    assert api.post(f"/api/reservations/{body['id']}/release/").status_code == 200
+    assert queue_pass_task.apply(kwargs={"pool_id": sharp_pool.pk}).get() == {"placed": 1, "queued": 0}
+    placed = Reservation.objects.get(pk=queued.json()["id"])
+    assert placed.status == Reservation.Status.PROVISIONING
+    assert set(placed.placement["sharp"][:-1]) == leaves
