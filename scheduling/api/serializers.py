@@ -439,6 +439,11 @@ class UsageGuideSerializer(serializers.Serializer):
     pkey_index_note = serializers.CharField(help_text="why pkey_index is null (empty when known)")
     sl = serializers.IntegerField(help_text="NCCL_IB_SL and UCX_IB_SL")
     env = serializers.DictField(child=serializers.CharField(), help_text="the env file's variables, in order")
+    sharp_switches = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="the switches of the reservation's SHARP aggregation tree (empty without SHARP); "
+        "the env then sets NCCL_COLLNET_ENABLE=1",
+    )
     partition_name = serializers.CharField(help_text="the partition's name on the fabric (res-<id>)")
     network_attachment = serializers.CharField(
         help_text="Kubernetes NetworkAttachmentDefinition (YAML) of ib-sriov-cni with the reservation's P_Key; "

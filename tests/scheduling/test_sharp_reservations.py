@@ -51,6 +51,9 @@ def test_a_sharp_reservation_holds_its_tree_until_released(sharp_pool, tenant_a,
     assert set(tree[:-1]) == leaves and tree[-1] in named.spine_names
     row = Reservation.objects.get(pk=body["id"])
     assert row.constraint_params == {"sharp": True} and row.placement["sharp"] == tree
+    # its "how to use it" turns NCCL's CollNet (the SHARP plugin) on; a plain reservation's does not
+    guide = api.get(f"/api/reservations/{body['id']}/usage-guide/").json()
+    assert guide["sharp_switches"] == tree and guide["env"]["NCCL_COLLNET_ENABLE"] == "1"
     # a second SHARP reservation for the same hour is refused with the reason, nodes being free
     refused = post(api, sharp_pool, nodes=2, sharp=True)
     assert refused.status_code == 409, refused.content
@@ -60,8 +63,11 @@ def test_a_sharp_reservation_holds_its_tree_until_released(sharp_pool, tenant_a,
     assert explanation["message"].startswith("SHARP requested: ")
     assert explanation["message"].endswith("has no free aggregation tree; 1 job holds its tree")
     assert explanation["details"]["switch"] in leaves
-    # the same size without SHARP is placed
-    assert post(api, sharp_pool, nodes=2).status_code == 201
+    # the same size without SHARP is placed, without CollNet in its environment
+    plain = post(api, sharp_pool, nodes=2)
+    assert plain.status_code == 201 and "sharp" not in plain.json()["placement"]
+    plain_guide = api.get(f"/api/reservations/{plain.json()['id']}/usage-guide/").json()
+    assert plain_guide["sharp_switches"] == [] and "NCCL_COLLNET_ENABLE" not in plain_guide["env"]
     # an asap SHARP request queues behind the tree's holder
     queued = post(api, sharp_pool, nodes=2, sharp=True, start="asap")
     assert queued.status_code == 202 and queued.json()["status"] == "queued", queued.content
