@@ -19,7 +19,8 @@ The model, in the engine's protocol:
   or ending the booking frees its trees; the earliest-window search (the queue) finds the
   window in which enough trees are free because holds end with their bookings.
 
-Switches are named ``leaf<i>``, ``spine<j>``, ``core<k>`` with the topology's indices.
+A gang of one node asks for no tree: its reduction stays on NVLink. Switches are named
+``leaf<i>``, ``spine<j>``, ``core<k>`` with the topology's indices.
 """
 
 from __future__ import annotations
@@ -113,6 +114,9 @@ class SharpTrees(GangGuard):
         explain: bool,
         ignore: frozenset[str],
     ) -> PlacementResult:
+        shape = host.shape(request)
+        if shape is not None and shape.nodes == 1:
+            return raw(frozenset(), explain)  # one node reduces over NVLink: no tree
         topo = host.topology
         holders = self.ledger.holders(host, start, end, ignore)
         blocked = self.blocked(topo, holders)

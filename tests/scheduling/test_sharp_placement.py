@@ -7,8 +7,11 @@ capacities the tests set, not read back from the guard.
 
 from __future__ import annotations
 
+import pytest
+
 from scheduling.placement import Placement, PlacementEngine, Rejection, Request, rail_optimized
 from scheduling.placement.sharp import REASON_SHARP, Sharp, SharpLedger, SharpTrees, capacity_of, switch
+from scheduling.replay import ReplayOptions, TraceFormatError, TraceJob, load_trace, replay
 
 SUS = 8
 NODES_PER_SU = 32
@@ -112,3 +115,38 @@ def test_switches_without_trees_refuse() -> None:
     refused = place(engine, ledger, "x", 2)
     assert isinstance(refused, Rejection)
     assert "offers no aggregation tree (not SHARP-capable)" in refused.message
+
+
+def test_a_one_node_job_asks_for_no_tree() -> None:
+    # its reduction stays on NVLink: placed with no tree even where no switch has one
+    _, ledger, engine = fabric(leaf_trees=0, spine_trees=0)
+    p = place(engine, ledger, "one", 1)
+    assert isinstance(p, Placement) and p.sharp == () and "one" not in ledger.holds
+
+
+def test_replay_reports_sharp_requests_placed_waited_and_refused() -> None:
+    topo = rail_optimized(SUS, NODES_PER_SU, 8, RAILS)
+    capacity = capacity_of(topo, 1, 64, 0)
+    # 32 jobs of 4 nodes at t=0 for 100 s; half of them (every second one) ask for SHARP
+    jobs = [TraceJob(f"j{i}", 0.0, 100.0, 32) for i in range(32)]
+    result = replay(jobs, topo, options=ReplayOptions(sharp_share=0.5, sharp_trees=capacity))
+    # one tree per leaf: one SHARP job per SU at a time, 8 SUs: 8 start at once, 8 wait 100 s
+    assert result["sharp"] == {"requested": 16, "placed": 16, "waited": 8, "refused": 0}
+    assert result["jobs"]["placed"] == 32
+    # no tree anywhere: the SHARP jobs are refused, the others run
+    none = replay(jobs, topo, options=ReplayOptions(sharp_share=0.5, sharp_trees={}))
+    assert none["sharp"] == {"requested": 16, "placed": 0, "waited": 0, "refused": 16}
+    assert none["jobs"]["placed"] == 16
+    # without SHARP the result has no sharp figures (the public keys are unchanged)
+    assert "sharp" not in replay(jobs, topo)
+
+
+def test_generic_traces_carry_a_sharp_column(tmp_path) -> None:
+    good = tmp_path / "t.csv"
+    good.write_text("job_id,arrival_s,duration_s,gpus,sharp\na,0,10,16,1\nb,1,10,16,0\nc,2,10,16,\n")
+    jobs = load_trace(good)
+    assert [any(isinstance(c, Sharp) for c in j.constraints) for j in jobs] == [True, False, False]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("job_id,arrival_s,duration_s,gpus,sharp\na,0,10,16,yes\n")
+    with pytest.raises(TraceFormatError, match=r"bad.csv:2: column 'sharp' must be 0 or 1"):
+        load_trace(bad)

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import io
+import json
 
 import pytest
+from django.core.management import CommandError, call_command
 
 from designer.builtin_catalogue import DEFAULT_CATALOGUE
 from designer.models import CatalogueEntry
@@ -78,3 +81,19 @@ def test_a_sharp_reservation_holds_its_tree_until_released(sharp_pool, tenant_a,
     placed = Reservation.objects.get(pk=queued.json()["id"])
     assert placed.status == Reservation.Status.PROVISIONING
     assert set(placed.placement["sharp"][:-1]) == leaves
+
+
+def test_the_replay_cli_takes_a_sharp_share_with_the_designs_trees(sharp_pool, tmp_path):
+    # 40 jobs of 4 nodes at t=0 on a 2,048-GPU design whose QM9700s serve 1 tree each (the
+    # operator's catalogue figure): one SHARP job per SU at a time, 8 SUs
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,arrival_s,duration_s,gpus\n" + "".join(f"j{i},0,100,32\n" for i in range(40)))
+    out = io.StringIO()
+    argv = f"schedule replay --trace {trace} --design rail-optimized:gpus=2048 --sharp-share 1 --json"
+    call_command(*argv.split(), stdout=out)
+    result = json.loads(out.getvalue())
+    assert result["sharp"] == {"requested": 40, "placed": 40, "waited": 32, "refused": 0}
+    with pytest.raises(CommandError, match="between 0 and 1"):
+        call_command(
+            "schedule", "replay", "--trace", str(trace), "--design", "rail-optimized:gpus=256", "--sharp-share", "2"
+        )

@@ -25,6 +25,9 @@ FABRIC and POOL are ids or names. Refusals exit non-zero with the reason.
 ``--power-policy`` powers idle nodes off in the replay (``scheduling.replay.power``) with the
 catalogue figures of ``--node-type`` (default DGX-H100); the output gains the energy used, the
 always-on energy, the fraction saved and the change in wait against the same replay without it.
+``--sharp-share F`` makes that fraction of the multi-node jobs ask for SHARP (a generic trace's
+``sharp`` column marks jobs too), the trees per switch being the design's catalogue figures; the
+output gains ``sharp``: SHARP requests placed, waited and refused.
 ``trace-gen`` writes a synthetic trace in the generic format (``scheduling.replay.generator``):
 Poisson arrivals offering ``--load`` of ``--capacity`` GPUs, sizes from ``--mix``, lognormal
 durations; the same options and seed always write the same file.
@@ -136,6 +139,13 @@ class Command(BaseCommand):
             help="power idle nodes off: idle=T,buffer=N|P%%[,margin=M][,rate=N] (e.g. idle=30m,buffer=2)",
         )
         p.add_argument("--node-type", default="DGX-H100", help="catalogue node type for power figures")
+        p.add_argument(
+            "--sharp-share",
+            type=float,
+            default=0.0,
+            metavar="F",
+            help="fraction of multi-node jobs asking for SHARP (trees per switch from the design's catalogue)",
+        )
         p.add_argument("--json", action="store_true")
         p = sub.add_parser("trace-gen", help="write a synthetic job trace (generic format)")
         p.add_argument("--out", required=True, metavar="FILE")
@@ -208,7 +218,10 @@ class Command(BaseCommand):
             jobs = load_trace(o["trace"], o["format"])
         except (OSError, TraceFormatError) as exc:
             raise CommandError(str(exc)) from None
-        topology = topology_from_graph(design_graph(o["design"])).topology
+        if not 0.0 <= o["sharp_share"] <= 1.0:
+            raise CommandError("--sharp-share must be between 0 and 1")
+        named = topology_from_graph(design_graph(o["design"]))
+        topology = named.topology
         power = None
         if o["power_policy"]:
             node_type = find_item(load_catalogue().nodes, o["node_type"])
@@ -218,9 +231,16 @@ class Command(BaseCommand):
                 power = parse_power_policy(o["power_policy"], node_type)
             except ValueError as exc:
                 raise CommandError(str(exc)) from None
-        options = ReplayOptions(max_jobs=o["max_jobs"], max_wait_s=o["max_wait"] * 60, power=power)
+        options = ReplayOptions(
+            max_jobs=o["max_jobs"],
+            max_wait_s=o["max_wait"] * 60,
+            power=power,
+            sharp_share=o["sharp_share"],
+            sharp_trees=named.sharp_trees,
+        )
         result = run_replay(jobs, topology, o["policy"], options)
         keys = (*RESULT_KEYS, *POWER_KEYS, *WAIT_DELTA_KEYS) if power is not None else RESULT_KEYS
+        keys = (*keys, "sharp") if "sharp" in result else keys
         if o["json"]:
             self.stdout.write(json.dumps({k: result[k] for k in keys}))
             return
