@@ -10,6 +10,9 @@ only while its booking does (:mod:`scheduling.placement.sharp`).
 
 from __future__ import annotations
 
+from console.fabric.models import Fabric
+from console.fabric.sharp_am import device_configuration, port_groups
+from designer.services import revision_graph
 from scheduling.models import Pool, Reservation
 from scheduling.placement.sharp import SharpLedger, SharpTrees
 from scheduling.services.topology import NamedTopology
@@ -21,9 +24,27 @@ def sharp_guard(pool: Pool, named: NamedTopology) -> SharpTrees | None:
         return None
     ledger = SharpLedger(named.sharp_trees)
     keys = named.switch_keys()
-    rows = Reservation.objects.filter(
-        pool=pool, status__in=(*Reservation.HOLDING, Reservation.Status.ENDING), placement__has_key="sharp"
-    )
+    rows = Reservation.objects.filter(pool=pool, status__in=Reservation.HOLDING, placement__has_key="sharp")
     for pk, placement in rows.values_list("pk", "placement"):
         ledger.hold(f"r{pk}", (keys[name] for name in placement["sharp"] if name in keys))
     return SharpTrees(ledger, {key: name for name, key in keys.items()})
+
+
+def sharp_am_files(fabric: Fabric) -> dict[str, str]:
+    """The SHARP AM input of ``fabric`` (:mod:`console.fabric.sharp_am`): ``pgrp_policy_file``
+    and ``device_configuration_file`` contents, from its reservations holding a tree."""
+    graph = revision_graph(fabric.revision)
+    capable = {
+        name
+        for name, sw in graph.switches.items()
+        if (m := graph.catalogue.switches.get(sw.model)) and m.sharp_trees > 0
+    }
+    rows = Reservation.objects.filter(fabric=fabric, status__in=Reservation.HOLDING, placement__has_key="sharp")
+    trees: dict[int, list[int]] = {}
+    used: set[str] = set()
+    for pk, placement in rows.values_list("pk", "placement"):
+        names = [n for n in placement["sharp"] if n in graph.switches]
+        trees[pk] = [graph.switches[n].guid for n in names]
+        used.update(names)
+    idle = [graph.switches[n].guid for n in sorted(capable - used)]
+    return {"pgrp_policy_file": port_groups(trees, idle), "device_configuration_file": device_configuration(idle)}

@@ -16,10 +16,13 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
+from console.fabric.sharp_am import IDLE_GROUP, group_name, parse_port_groups
 from designer.builtin_catalogue import DEFAULT_CATALOGUE
 from designer.models import CatalogueEntry
 from designer.serialize import _model_dict
+from designer.services import revision_graph
 from scheduling.models import Reservation
+from scheduling.services.sharp import sharp_am_files
 from scheduling.services.topology import pool_topology
 from scheduling.tasks import queue_pass_task
 from tests.scheduling.conftest import give_quota, make_fabric, make_pool
@@ -97,3 +100,30 @@ def test_the_replay_cli_takes_a_sharp_share_with_the_designs_trees(sharp_pool, t
         call_command(
             "schedule", "replay", "--trace", str(trace), "--design", "rail-optimized:gpus=256", "--sharp-share", "2"
         )
+
+
+def test_sharp_am_input_carries_exactly_the_allocated_switches(sharp_pool, tenant_a, admin_a, client_for):
+    give_quota(tenant_a, sharp_pool, 256)
+    api = client_for(admin_a)
+    fabric = sharp_pool.fabric
+    graph = revision_graph(fabric.revision)
+    capable = {sw.guid for sw in graph.switches.values()}  # every QM9700 of the SU serves trees
+    body = post(api, sharp_pool, nodes=2, sharp=True).json()
+    tree = {graph.switches[name].guid for name in body["placement"]["sharp"]}
+    files = sharp_am_files(fabric)
+    groups = parse_port_groups(files["pgrp_policy_file"])
+    assert set(groups) == {group_name(body["id"]), IDLE_GROUP}
+    assert set(groups[group_name(body["id"])]) == tree and len(tree) == 9  # 8 rail leaves + 1 spine
+    assert set(groups[IDLE_GROUP]) == capable - tree
+    assert f"port-group-name: {IDLE_GROUP}" in files["device_configuration_file"]
+    assert "sharp-enabled: 0" in files["device_configuration_file"]
+    # the CLI prints the same two files
+    out = io.StringIO()
+    call_command("schedule", "sharp-am", "--fabric", fabric.name, stdout=out)
+    printed = out.getvalue()
+    pgrp = printed.split("# ---- pgrp_policy_file\n", 1)[1].split("# ---- device_configuration_file\n", 1)[0]
+    assert parse_port_groups(pgrp) == groups
+    # released: no tree left, every SHARP-capable switch idle
+    assert api.post(f"/api/reservations/{body['id']}/release/").status_code == 200
+    after = parse_port_groups(sharp_am_files(fabric)["pgrp_policy_file"])
+    assert after == {IDLE_GROUP: sorted(capable)}

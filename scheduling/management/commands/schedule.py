@@ -7,6 +7,7 @@
                        [--capacity GPUS] [--median-min M] [--sigma S] [--max-hours H]
                        [--mix GPUS:WEIGHT,…]
     schedule import-inventory --fabric FABRIC
+    schedule sharp-am --fabric FABRIC      (the SHARP AM input of the fabric's allocated trees)
     schedule pool-create --fabric FABRIC --name NAME [--kind manual|by_model|by_su]
                          [--gpu-model M] [--su N …] [--node NAME …]
     schedule quota --tenant SLUG --pool POOL --guaranteed N [--borrow N]
@@ -66,6 +67,7 @@ from scheduling.replay import (
 from scheduling.replay import replay as run_replay
 from scheduling.replay.generator import DEFAULT_SIZE_MIX, TraceSpec, generate, offered_load, write_csv
 from scheduling.services import inventory, lifecycle, quotas, reservations
+from scheduling.services.sharp import sharp_am_files
 from scheduling.services.topology import topology_from_graph
 
 OPERATOR = Principal(None, Role.OPERATOR, None)
@@ -162,6 +164,8 @@ class Command(BaseCommand):
         p.add_argument("--max-hours", type=float, default=24.0, help="longest duration in hours")
         p.add_argument("--mix", help="job-size mix GPUS:WEIGHT,… (default: 1 to 1,024 GPUs in powers of two)")
         p = sub.add_parser("import-inventory", help="nodes, GPUs and HCAs from the fabric design")
+        p.add_argument("--fabric", required=True)
+        p = sub.add_parser("sharp-am", help="SHARP AM input (OpenSM port groups, device configuration)")
         p.add_argument("--fabric", required=True)
         p = sub.add_parser("pool-create", help="create a pool")
         p.add_argument("--fabric", required=True)
@@ -280,6 +284,11 @@ class Command(BaseCommand):
         fabric = _by_id_or_name(Fabric, o["fabric"], "fabric")
         result = inventory.import_inventory(fabric, actor=Actor.cli())
         self.stdout.write(json.dumps(result.as_dict()))
+
+    def do_sharp_am(self, o: dict) -> None:
+        files = sharp_am_files(_by_id_or_name(Fabric, o["fabric"], "fabric"))
+        for name, text in files.items():
+            self.stdout.write(f"# ---- {name}\n{text}")
 
     def do_pool_create(self, o: dict) -> None:
         fabric = _by_id_or_name(Fabric, o["fabric"], "fabric")
