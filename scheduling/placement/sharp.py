@@ -60,13 +60,19 @@ class SharpLedger:
     def __init__(self, capacity: Mapping[str, int]) -> None:
         self.capacity = dict(capacity)
         self.holds: dict[str, frozenset[str]] = {}
+        self.windows: dict[str, tuple[float, float]] = {}
 
-    def hold(self, booking_id: str, switches: Iterable[str]) -> None:
-        """Record that ``booking_id`` uses one tree on each of ``switches``."""
+    def hold(self, booking_id: str, switches: Iterable[str], window: tuple[float, float] | None = None) -> None:
+        """Record that ``booking_id`` uses one tree on each of ``switches``: over ``window``
+        (a hold of another pool sharing the switches), else while the pool's booking of that id
+        lasts."""
         self.holds[booking_id] = frozenset(switches)
+        if window is not None:
+            self.windows[booking_id] = window
 
     def release(self, booking_id: str) -> frozenset[str]:
         """Forget ``booking_id``'s trees (a booking gone from the state holds none anyway)."""
+        self.windows.pop(booking_id, None)
         return self.holds.pop(booking_id, frozenset())
 
     def holders(
@@ -77,7 +83,8 @@ class SharpLedger:
         bookings = host.state.bookings
         for bid, switches in self.holds.items():
             booking = bookings.get(bid)
-            if booking is None or bid in ignore or booking.end <= start or booking.start >= end:
+            window = self.windows.get(bid) or (booking and (booking.start, booking.end))
+            if not window or bid in ignore or window[1] <= start or window[0] >= end:
                 continue
             for switch in switches:
                 out.setdefault(switch, []).append(bid)

@@ -178,7 +178,7 @@ def _reserve_once(
 ) -> Reservation:
     with transaction.atomic(), contextlib.ExitStack() as stack:
         quota = quota_for_update(tenant_id=tenant.pk, pool_id=pool.pk)
-        pool_and_overlapping_lock(pool.pk)
+        pool_and_overlapping_lock(pool.pk, fabric_wide=bool(request.constraints.get("sharp")))
         # The clock is read after the locks: waiting for them may take a while; the cached
         # snapshot is brought up to date under them.
         snap = stack.enter_context(lend(pool, timezone.now()))

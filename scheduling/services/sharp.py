@@ -2,10 +2,13 @@
 
 The trees a switch serves come from the design's catalogue (``sharp_trees`` of its model, kept in
 :attr:`~scheduling.services.topology.NamedTopology.sharp_trees`); the trees held are the SHARP
-allocations of the pool's reservations that hold nodes (``placement["sharp"]``, the switches of
-their aggregation trees, one tree each). A reservation that ends, is cancelled or preempted
-leaves the holding states, so its trees are free at the next load; in the engine a hold counts
-only while its booking does (:mod:`scheduling.placement.sharp`).
+allocations of the fabric's reservations that hold nodes (``placement["sharp"]``, the switches of
+their aggregation trees, one tree each), whatever their pool: pools of one fabric share its
+switches. A reservation of the pool holds while its booking does (a release truncates it); one of
+another pool over its window. A reservation that ends, is cancelled or preempted leaves the
+holding states, so its trees are free at the next load. SHARP placements lock every pool of the
+fabric (:func:`.locks.pool_and_overlapping_lock` with ``fabric_wide``), so two of them in
+different pools never take the same last tree.
 """
 
 from __future__ import annotations
@@ -24,9 +27,12 @@ def sharp_guard(pool: Pool, named: NamedTopology) -> SharpTrees | None:
         return None
     ledger = SharpLedger(named.sharp_trees)
     keys = named.switch_keys()
-    rows = Reservation.objects.filter(pool=pool, status__in=Reservation.HOLDING, placement__has_key="sharp")
-    for pk, placement in rows.values_list("pk", "placement"):
-        ledger.hold(f"r{pk}", (keys[name] for name in placement["sharp"] if name in keys))
+    rows = Reservation.objects.filter(
+        fabric_id=pool.fabric_id, status__in=Reservation.HOLDING, placement__has_key="sharp"
+    )
+    for pk, pool_id, placement, start, end in rows.values_list("pk", "pool_id", "placement", "start", "end"):
+        window = None if pool_id == pool.pk else (start.timestamp(), end.timestamp())
+        ledger.hold(f"r{pk}", (keys[name] for name in placement["sharp"] if name in keys), window)
     return SharpTrees(ledger, {key: name for name, key in keys.items()})
 
 

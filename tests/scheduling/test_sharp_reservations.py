@@ -31,11 +31,16 @@ pytestmark = pytest.mark.django_db
 SU = {"topology": "rail-optimized", "gpus": 256, "node_type": "DGX-H100", "switch": "QM9700"}
 
 
-@pytest.fixture
-def sharp_pool(db):
+def one_tree_per_switch() -> None:
+    """The operator's catalogue figure: 1 SHARP tree per QM9700."""
     one_tree = dataclasses.replace(DEFAULT_CATALOGUE.switch("QM9700"), sharp_trees=1)
     data = {k: v for k, v in _model_dict(one_tree).items() if k != "name"}
     CatalogueEntry.objects.create(kind="switch", name="QM9700", data=data)
+
+
+@pytest.fixture
+def sharp_pool(db):
+    one_tree_per_switch()
     return make_pool(make_fabric("sharp-su", SU))
 
 
