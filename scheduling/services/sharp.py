@@ -13,12 +13,15 @@ different pools never take the same last tree.
 
 from __future__ import annotations
 
+import datetime as dt
+from collections import Counter
+
 from console.fabric.models import Fabric
 from console.fabric.sharp_am import device_configuration, port_groups
 from designer.services import revision_graph
 from scheduling.models import Pool, Reservation
 from scheduling.placement.sharp import SharpLedger, SharpTrees
-from scheduling.services.topology import NamedTopology
+from scheduling.services.topology import NamedTopology, pool_topology
 
 
 def sharp_guard(pool: Pool, named: NamedTopology) -> SharpTrees | None:
@@ -34,6 +37,31 @@ def sharp_guard(pool: Pool, named: NamedTopology) -> SharpTrees | None:
         window = None if pool_id == pool.pk else (start.timestamp(), end.timestamp())
         ledger.hold(f"r{pk}", (keys[name] for name in placement["sharp"] if name in keys), window)
     return SharpTrees(ledger, {key: name for name, key in keys.items()})
+
+
+def extension_clash(reservation: Reservation, new_end: dt.datetime) -> str | None:
+    """Why ``reservation``'s SHARP tree cannot last until ``new_end`` (a switch of it whose trees
+    the fabric's other SHARP reservations overlapping the extension hold), or ``None``. Counts
+    every holder overlapping the extension, so it may refuse where the holders follow each other."""
+    tree = reservation.placement.get("sharp")
+    if not tree:
+        return None
+    named = pool_topology(reservation.pool)
+    keys = named.switch_keys()
+    others = Reservation.objects.filter(
+        fabric_id=reservation.fabric_id,
+        status__in=Reservation.HOLDING,
+        placement__has_key="sharp",
+        start__lt=new_end,
+        end__gt=reservation.end,
+    ).exclude(pk=reservation.pk)
+    held = Counter(name for placement in others.values_list("placement", flat=True) for name in placement["sharp"])
+    for name in tree:
+        capacity = named.sharp_trees.get(keys.get(name, ""), 0)
+        if held[name] + 1 > capacity:
+            jobs = "1 job holds its tree" if held[name] == 1 else f"{held[name]} jobs hold its trees"
+            return f"SHARP: {name} has no free aggregation tree for the extension; {jobs}"
+    return None
 
 
 def sharp_am_files(fabric: Fabric) -> dict[str, str]:

@@ -25,7 +25,7 @@ from scheduling.models import Reservation
 from scheduling.services.sharp import sharp_am_files
 from scheduling.services.topology import pool_topology
 from scheduling.tasks import queue_pass_task
-from tests.scheduling.conftest import give_quota, make_fabric, make_pool
+from tests.scheduling.conftest import at, give_quota, make_fabric, make_pool
 
 pytestmark = pytest.mark.django_db
 SU = {"topology": "rail-optimized", "gpus": 256, "node_type": "DGX-H100", "switch": "QM9700"}
@@ -132,3 +132,29 @@ def test_sharp_am_input_carries_exactly_the_allocated_switches(sharp_pool, tenan
     assert api.post(f"/api/reservations/{body['id']}/release/").status_code == 200
     after = parse_port_groups(sharp_am_files(fabric)["pgrp_policy_file"])
     assert after == {IDLE_GROUP: sorted(capable)}
+
+
+def test_extending_into_another_sharp_reservations_tree_is_refused(sharp_pool, tenant_a, admin_a, client_for):
+    give_quota(tenant_a, sharp_pool, 256)
+    api = client_for(admin_a)
+    first, second = at(1), at(2)
+    window = {"nodes": 2, "sharp": True}
+    a = api.post(
+        "/api/reservations/",
+        {"pool": sharp_pool.pk, **window, "start": first.isoformat(), "end": second.isoformat()},
+        format="json",
+    )
+    b = api.post(
+        "/api/reservations/",
+        {"pool": sharp_pool.pk, **window, "start": second.isoformat(), "end": at(3).isoformat()},
+        format="json",
+    )
+    assert a.status_code == b.status_code == 201, (a.content, b.content)  # one after the other: one tree each time
+    # A's tree cannot last into B's hour: every switch serves 1 tree
+    longer = api.post(f"/api/reservations/{a.json()['id']}/extend/", {"end": at(2.5).isoformat()}, format="json")
+    assert longer.status_code == 409 and longer.json()["code"] == "sharp", longer.content
+    assert "has no free aggregation tree for the extension; 1 job holds its tree" in longer.json()["detail"]
+    # once B is cancelled, the extension is granted
+    assert api.post(f"/api/reservations/{b.json()['id']}/cancel/").status_code == 200
+    again = api.post(f"/api/reservations/{a.json()['id']}/extend/", {"end": at(2.5).isoformat()}, format="json")
+    assert again.status_code == 200, again.content
