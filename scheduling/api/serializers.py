@@ -348,6 +348,11 @@ class PlacementSerializer(serializers.Serializer):
     rail_aligned = serializers.BooleanField()
     max_switch_hops = serializers.IntegerField()
     score = serializers.FloatField()
+    sharp = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="SHARP reservations only: the switches of the aggregation tree, leaves first, root last",
+    )
 
 
 class RejectionSerializer(serializers.Serializer):

@@ -54,6 +54,13 @@ def test_a_sharp_reservation_holds_its_tree_until_released(sharp_pool, tenant_a,
     named = pool_topology(sharp_pool)
     leaves = set(named.leaf_names)
     assert len(leaves) == 8 and all(named.sharp_trees[k] == 1 for k in named.switch_keys().values())
+    # the preview shows the tree it would take (the page lists it under "Which switches and nodes")
+    preview = api.post(
+        "/api/reservations/preview/",
+        {"pool": sharp_pool.pk, "nodes": 2, "sharp": True, "duration_minutes": 60},
+        format="json",
+    )
+    assert preview.status_code == 200 and len(preview.json()["placement"]["sharp"]) == 9, preview.content
     # a SHARP reservation of 2 nodes gets a tree: the SU's 8 rail leaves and one spine
     first = post(api, sharp_pool, nodes=2, sharp=True)
     assert first.status_code == 201, first.content
