@@ -15,6 +15,7 @@ import json
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.urls import reverse
 
 from console.fabric.sharp_am import IDLE_GROUP, group_name, parse_port_groups
 from designer.builtin_catalogue import DEFAULT_CATALOGUE
@@ -26,6 +27,7 @@ from scheduling.services.sharp import sharp_am_files
 from scheduling.services.topology import pool_topology
 from scheduling.tasks import queue_pass_task
 from tests.scheduling.conftest import at, give_quota, make_fabric, make_pool
+from tests.scheduling.test_reservation_pages import logged_in
 
 pytestmark = pytest.mark.django_db
 SU = {"topology": "rail-optimized", "gpus": 256, "node_type": "DGX-H100", "switch": "QM9700"}
@@ -48,7 +50,7 @@ def post(client, pool, **body):
     return client.post("/api/reservations/", {"pool": pool.pk, "duration_minutes": 60, **body}, format="json")
 
 
-def test_a_sharp_reservation_holds_its_tree_until_released(sharp_pool, tenant_a, admin_a, client_for):
+def test_a_sharp_reservation_holds_its_tree_until_released(sharp_pool, tenant_a, admin_a, client_for, client):
     give_quota(tenant_a, sharp_pool, 256)
     api = client_for(admin_a)
     named = pool_topology(sharp_pool)
@@ -72,6 +74,10 @@ def test_a_sharp_reservation_holds_its_tree_until_released(sharp_pool, tenant_a,
     # its "how to use it" turns NCCL's CollNet (the SHARP plugin) on; a plain reservation's does not
     guide = api.get(f"/api/reservations/{body['id']}/usage-guide/").json()
     assert guide["sharp_switches"] == tree and guide["env"]["NCCL_COLLNET_ENABLE"] == "1"
+    page = logged_in(client, admin_a).get(reverse("web:reservation-use", args=[body["id"]])).content.decode()
+    assert 'data-testid="use-sharp"' in page and all(name in page for name in tree)
+    env_file = logged_in(client, admin_a).get(reverse("web:reservation-use-env", args=[body["id"]])).content.decode()
+    assert "NCCL_COLLNET_ENABLE=1" in env_file.splitlines()
     # a second SHARP reservation for the same hour is refused with the reason, nodes being free
     refused = post(api, sharp_pool, nodes=2, sharp=True)
     assert refused.status_code == 409, refused.content
