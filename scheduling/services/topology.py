@@ -111,10 +111,12 @@ def fabric_shape(graph: FabricGraph) -> FabricShape:
         uplinks.setdefault(leaf.name, set()).add(spine.name)
     spines = tuple(sorted(n for n, s in graph.switches.items() if s.tier == "spine"))
     core_names = tuple(sorted(n for n, s in graph.switches.items() if s.tier == "core"))
+    # An imported fabric lists the switches discovery found an Aggregation Node in: only they serve trees.
+    discovered = graph.meta.get("sharp")
     trees = {}
     for name, switch in graph.switches.items():
         model = graph.catalogue.switches.get(switch.model)
-        if model is not None and model.sharp_trees > 0:
+        if model is not None and model.sharp_trees > 0 and (discovered is None or name in discovered):
             trees[name] = model.sharp_trees
     return FabricShape(
         leaf_spines={leaf: tuple(sorted(s)) for leaf, s in uplinks.items()},

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import pytest
 
+from designer.plan import plan
 from scheduling.placement import Placement, PlacementEngine, Rejection, Request, rail_optimized
 from scheduling.placement.sharp import REASON_SHARP, Sharp, SharpLedger, SharpTrees, capacity_of, switch
 from scheduling.replay import ReplayOptions, TraceFormatError, TraceJob, load_trace, replay
+from scheduling.services.topology import fabric_shape, topology_from_graph
 
 SUS = 8
 NODES_PER_SU = 32
@@ -150,3 +152,16 @@ def test_generic_traces_carry_a_sharp_column(tmp_path) -> None:
     bad.write_text("job_id,arrival_s,duration_s,gpus,sharp\na,0,10,16,yes\n")
     with pytest.raises(TraceFormatError, match=r"bad.csv:2: column 'sharp' must be 0 or 1"):
         load_trace(bad)
+
+
+def test_a_designed_fabric_carries_its_models_trees_and_an_import_only_its_aggregation_nodes() -> None:
+    graph = plan({"topology": "rail-optimized", "gpus": 2048, "switch": "QM9700"}).graph
+    named = topology_from_graph(graph)
+    switches = {n for n, sw in graph.switches.items() if sw.tier in ("leaf", "spine")}
+    # every QM9700 serves 64 trees (1 per port), by design name and by engine key
+    assert fabric_shape(graph).sharp_trees == dict.fromkeys(switches, 64)
+    assert set(named.sharp_trees) == {named.switch_keys()[n] for n in switches}
+    # an imported fabric: only the switches discovery found an Aggregation Node in serve trees
+    leaf_name = named.leaf_names[0]
+    graph.meta["sharp"] = [leaf_name]
+    assert fabric_shape(graph).sharp_trees == {leaf_name: 64}
