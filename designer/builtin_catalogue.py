@@ -3,6 +3,14 @@
 Port counts, speeds and HCA counts are the vendors' published figures (sources beside each
 entry); prices and power are list-price estimates for comparing designs, not quotes, and
 operators override them (`designer.services.load_catalogue`).
+
+``sharp_trees`` is how many SHARP streaming-aggregation trees a switch serves at once, from
+NVIDIA's SHARP release notes, "Capabilities and Limitations" (SHARP Rev 3.13.0, General
+Information, docs.nvidia.com/networking/display/sharpv3130/general-information): on NVIDIA
+Quantum (HDR) "limited to one active tree per switch"; on Quantum-2 (NDR) "one active tree per
+port", so 64 on a 64-port QM9700/QM9790. Switch-IB 2 (EDR, SHARPv1) has no streaming
+aggregation: 0. The notes give no figure for Quantum-X800 (Q3400) nor for directors (whose
+ASICs are several switches): 0 until an operator sets it from NVIDIA's figure for the firmware.
 """
 
 from __future__ import annotations
@@ -58,6 +66,7 @@ _SWITCHES = (
         0xD2F2,
         1,
         description="Quantum-2, managed, 32 OSFP cages",
+        sharp_trees=64,
     ),
     SwitchModel(
         "QM9790",
@@ -73,6 +82,7 @@ _SWITCHES = (
         0xD2F2,
         1,
         description="Quantum-2, unmanaged, 32 OSFP cages",
+        sharp_trees=64,
     ),
     SwitchModel(
         "QM8700",
@@ -88,6 +98,7 @@ _SWITCHES = (
         0xD2F0,
         1,
         description="Quantum, managed, 40 QSFP56 cages",
+        sharp_trees=1,
     ),
     SwitchModel(
         "QM8790",
@@ -103,6 +114,7 @@ _SWITCHES = (
         0xD2F0,
         1,
         description="Quantum, unmanaged, 40 QSFP56 cages",
+        sharp_trees=1,
     ),
     # Quantum-X800 Q3400: 144 XDR 800 Gb/s ports in 72 twin-port OSFP cages (NVIDIA's Q3400
     # datasheet; the brief's REFERENCE_DESIGNS.md), the leaf and spine of the DGX B300 XDR SuperPOD.

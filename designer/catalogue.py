@@ -88,7 +88,7 @@ def standard_length(length_m: float) -> float:
 
 @dataclass(frozen=True, slots=True)
 class SwitchModel:
-    """A switch model: its ports, cages, speed, split modes and cost figures."""
+    """A switch model: its ports, cages, speed, split modes, cost figures and SHARP trees."""
 
     name: str
     ports: int
@@ -104,6 +104,9 @@ class SwitchModel:
     rack_units: int = 1
     modular: bool = False
     description: str = ""
+    #: Concurrent SHARP streaming-aggregation trees the switch serves (0: not SHARP-capable).
+    #: The built-in figures cite NVIDIA's SHARP release notes (``designer.builtin_catalogue``).
+    sharp_trees: int = 0
 
     @property
     def ports_per_cage(self) -> int:

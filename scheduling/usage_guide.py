@@ -1,5 +1,6 @@
 """How to use a reservation: its hosts (and their Slurm hostlist), SSH targets, and the variables
-a job needs on this fabric (``NCCL_IB_HCA``, ``NCCL_IB_PKEY``, ``NCCL_IB_SL``, ``UCX_IB_SL``).
+a job needs on this fabric (``NCCL_IB_HCA``, ``NCCL_IB_PKEY``, ``NCCL_IB_SL``, ``UCX_IB_SL``; and
+``NCCL_COLLNET_ENABLE=1`` for a SHARP reservation, as NVIDIA's NCCL-RDMA-SHARP plugin documents).
 
 ``NCCL_IB_PKEY`` is the *index* of the reservation's P_Key in its ports' P_Key tables, not the
 key: it is read from what the fabric verified (the change whose verify step read the member
@@ -64,6 +65,8 @@ class UsageGuide:
     vguid_start: str = ""  # the reservation's virtual GUID range (ib-kubernetes's GUID pool)
     vguid_end: str = ""
     ib_kubernetes_config: str = ""
+    #: The switches of the reservation's SHARP aggregation tree (empty: SHARP not asked for).
+    sharp_switches: list[str] = field(default_factory=list)
 
 
 def hca_device(index: int) -> str:
@@ -139,6 +142,7 @@ def usage_guide(reservation: Reservation, username: str) -> UsageGuide:
         vguid_start=owned.start if owned is not None else "",
         vguid_end=owned.end if owned is not None else "",
         ib_kubernetes_config=ib_kubernetes_config(owned.start, owned.end, username) if owned is not None else "",
+        sharp_switches=list(reservation.placement.get("sharp", [])),
     )
     guide.env.update(environment(guide))
     return guide
@@ -234,6 +238,11 @@ def environment(guide: UsageGuide) -> dict[str, str]:
     if guide.vguid_start:
         env["IBC_VGUID_RANGE_START"] = guide.vguid_start
         env["IBC_VGUID_RANGE_END"] = guide.vguid_end
+    if guide.sharp_switches:
+        # NVIDIA's NCCL-RDMA-SHARP plugin (HPC-X "NCCL-RDMA-SHARP Plugins"): CollNet on, so NCCL
+        # reduces through the reservation's SHARP aggregation tree.
+        env["NCCL_COLLNET_ENABLE"] = "1"
+        env["IBC_SHARP_SWITCHES"] = ",".join(guide.sharp_switches)
     return env
 
 
@@ -244,5 +253,7 @@ def env_file(guide: UsageGuide) -> str:
         lines.append(f"# NCCL_IB_PKEY omitted: {guide.pkey_index_note}")
     if guide.sl_note:
         lines.append(f"# NCCL_IB_SL, UCX_IB_SL: {guide.sl_note}")
+    if guide.sharp_switches:
+        lines.append("# SHARP: NCCL_COLLNET_ENABLE needs the nccl-rdma-sharp-plugins (HPC-X) on the job's library path")
     lines += [f"{k}={v}" for k, v in guide.env.items()]
     return "\n".join(lines) + "\n"

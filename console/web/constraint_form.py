@@ -19,6 +19,7 @@ HELP = {
     "same_leaf": "All nodes under one leaf switch: the shortest paths between them, fewer spots that fit.",
     "max_switch_hops": "Upper bound on switches a message crosses between two of your nodes (lower: closer together).",
     "rail_aligned": "GPU n of every node on the same rail switch: what NCCL's ring and tree traffic likes best.",
+    "sharp": "NVIDIA SHARP: reductions computed in the switches, on an aggregation tree held for you (few per switch).",
 }
 
 

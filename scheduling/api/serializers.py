@@ -348,6 +348,11 @@ class PlacementSerializer(serializers.Serializer):
     rail_aligned = serializers.BooleanField()
     max_switch_hops = serializers.IntegerField()
     score = serializers.FloatField()
+    sharp = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="SHARP reservations only: the switches of the aggregation tree, leaves first, root last",
+    )
 
 
 class RejectionSerializer(serializers.Serializer):
@@ -442,6 +447,11 @@ class UsageGuideSerializer(serializers.Serializer):
         help_text="the priority class of the SL and the VL the fabric's QoS table maps it to"
     )
     env = serializers.DictField(child=serializers.CharField(), help_text="the env file's variables, in order")
+    sharp_switches = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="the switches of the reservation's SHARP aggregation tree (empty without SHARP); "
+        "the env then sets NCCL_COLLNET_ENABLE=1",
+    )
     partition_name = serializers.CharField(help_text="the partition's name on the fabric (res-<id>)")
     network_attachment = serializers.CharField(
         help_text="Kubernetes NetworkAttachmentDefinition (YAML) of ib-sriov-cni with the reservation's P_Key; "

@@ -87,8 +87,12 @@ class PlacementEngine:
         return self.state.advance(now)
 
     def book(self, booking_id: str, placement: Placement, owner: Owner | None = None) -> Booking:
-        """Book a placement obtained from :meth:`preview` (raises ``BookingConflict`` if stale)."""
-        return self.state.book(booking_id, owner or Owner(), placement.allocations(), placement.start, placement.end)
+        """Book a placement obtained from :meth:`preview` (raises ``BookingConflict`` if stale);
+        the guards are told (:meth:`GangGuard.booked`)."""
+        booking = self.state.book(booking_id, owner or Owner(), placement.allocations(), placement.start, placement.end)
+        for guard in self.guards:
+            guard.booked(booking_id, placement)
+        return booking
 
     def release(self, booking_id: str) -> Booking:
         """Free a booking now."""

@@ -92,3 +92,8 @@ class GangGuard(ABC):
     ) -> tuple[list[frozenset[int]], Callable[[Iterable[int]], bool]]:
         """For planners that search on counts (reclaim): the group sets the guard's search
         leaves out, in order, after the unrestricted pass; and the exact test of a group set."""
+
+    def booked(self, booking_id: str, placement: Placement) -> None:
+        """The engine booked ``placement`` as ``booking_id`` (a guard holding resources of its own,
+        such as SHARP trees, records them here); nothing by default."""
+        return None

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .constraints import GpuModel, MaxSwitchHops, RailAligned, SameLeaf
+from .sharp import Sharp
 from .types import Constraint
 
 
@@ -153,5 +154,21 @@ register(
         "rail_aligned",
         (Param("rail_aligned", bool, "Rail-aligned", default=False, widget="checkbox"),),
         lambda v: (RailAligned(),) if v["rail_aligned"] else (),
+    )
+)
+register(
+    ConstraintType(
+        "sharp",
+        (
+            Param(
+                "sharp",
+                bool,
+                "SHARP",
+                default=False,
+                widget="checkbox",
+                help="in-network reduction: an aggregation tree on the switches up to the job's lowest common switch",
+            ),
+        ),
+        lambda v: (Sharp(),) if v["sharp"] else (),
     )
 )

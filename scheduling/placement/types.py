@@ -45,6 +45,7 @@ class Placement:
     ``gpu_indices[k]`` are the GPUs used on ``node_ids[k]``. ``spines`` are the spines the job's
     traffic may traverse: none inside one leaf group, else every spine its leaves uplink to.
     ``score`` is in (0, 1], 1 meaning one leaf group, rail-aligned, filling the group's free nodes.
+    ``sharp`` names the switches of its SHARP aggregation tree (:mod:`.sharp`), leaves to root.
     """
 
     node_ids: tuple[int, ...]
@@ -59,6 +60,8 @@ class Placement:
     score: float
     policy: Policy = Policy.TOPOLOGY
     preempts: tuple[str, ...] = ()
+    #: The switches of the job's SHARP aggregation tree (one tree each), when SHARP was asked for.
+    sharp: tuple[str, ...] = ()
 
     @property
     def gpus(self) -> int:

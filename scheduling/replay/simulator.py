@@ -28,18 +28,25 @@ Metrics (the public contract of :func:`replay`):
   (see :meth:`PlacementEngine.fragmentation`).
 * ``decision_ms_p50``, ``decision_ms_p99``: wall time of each placement call (including failed
   attempts and earliest-window searches for reservations).
+
+With SHARP jobs (a trace's ``sharp`` column, or :attr:`ReplayOptions.sharp_share`) the engine gets
+the SHARP guard over :attr:`ReplayOptions.sharp_trees`, and the dict gains ``sharp``:
+``requested`` (multi-node jobs asking for SHARP; a one-node job reduces over NVLink and asks for
+no tree), ``placed``, ``waited`` (placed after a wait) and ``refused`` (never placed: no tree
+could ever serve them).
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from scheduling.placement import Owner, PlacementEngine, Policy, PoolTopology, Request
 from scheduling.placement.queue import PassMetrics, QueuedJob, queue_pass
+from scheduling.placement.sharp import Sharp, SharpLedger, SharpTrees
 
 from .power import FAR, POWER_KEYS, PowerModel, PowerSettings, wait_deltas
 from .traces import TraceJob
@@ -77,6 +84,11 @@ class ReplayOptions:
     max_wait_s: float = 0.0
     #: Power policy (:mod:`.power`): idle nodes go off, jobs wait for boots; adds energy figures.
     power: PowerSettings | None = None
+    #: Fraction of the multi-node jobs that ask for SHARP (spread evenly by arrival), beside the
+    #: jobs the trace marks.
+    sharp_share: float = 0.0
+    #: SHARP trees per switch by the engine's key (a design's ``NamedTopology.sharp_trees``).
+    sharp_trees: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +103,7 @@ class JobRecord:
     spines: int
     leaf_groups: int
     rail_aligned: bool
+    sharp: bool = False
 
     @property
     def wait_s(self) -> float:
@@ -116,6 +129,8 @@ class ReplayResult:
     fragmentation: list[float] = field(default_factory=list)
     #: :data:`POWER_KEYS` figures under a power policy.
     energy: dict[str, float | int] | None = None
+    #: Multi-node jobs that asked for SHARP (``None``: no SHARP in this replay).
+    sharp_requested: set[str] | None = None
 
     def summary(self) -> dict[str, Any]:
         """The public metrics dict (keys :data:`RESULT_KEYS`, in that order)."""
@@ -156,6 +171,14 @@ class ReplayResult:
         }
         if self.energy is not None:
             result |= {key: self.energy[key] for key in POWER_KEYS}
+        if self.sharp_requested is not None:
+            placed = [r for r in records if r.job.job_id in self.sharp_requested]
+            result["sharp"] = {
+                "requested": len(self.sharp_requested),
+                "placed": len(placed),
+                "waited": sum(1 for r in placed if r.wait_s > 0),
+                "refused": len(self.sharp_requested) - len(placed),
+            }
         return result
 
 
@@ -216,8 +239,12 @@ class _Simulation:
         self.jobs = [job for _, job in ordered][: options.max_jobs]
         self.options = options
         start = self.jobs[0].arrival_s if self.jobs else 0.0
-        self.engine = PlacementEngine(topology, now=start, policy=policy)
+        wants_sharp = options.sharp_share > 0 or any(isinstance(c, Sharp) for j in self.jobs for c in j.constraints)
+        guards = [SharpTrees(SharpLedger(options.sharp_trees or {}))] if wants_sharp else []
+        self.engine = PlacementEngine(topology, now=start, policy=policy, guards=guards)
         self.result = ReplayResult(policy, topology.total_gpus, len(self.jobs))
+        self.result.sharp_requested = set() if wants_sharp else None
+        self._multi_seen = 0
         self.queue: deque[tuple[QueuedJob, TraceJob]] = deque()
         self.metrics = PassMetrics(self.result.decision_ms, self.result.fragmentation)
         self.reserved_start: float | None = None
@@ -297,9 +324,25 @@ class _Simulation:
         if shape is None or shape.nodes > engine.eligibility(request, shape.gpus_per_node).nodes:
             self.result.skipped_too_large.append(job.job_id)
             return
+        if self.result.sharp_requested is not None and shape.nodes > 1:
+            job, request = self._sharp(job, request)
         duration = max(job.duration_s, MIN_DURATION_S)
         queued = QueuedJob(f"job-{index}", request, duration, job.arrival_s, self.options.max_wait_s, job.gpus)
         self.queue.append((queued, job))
+
+    def _sharp(self, job: TraceJob, request: Request) -> tuple[TraceJob, Request]:
+        # The share picks every multi-node job whose running count crosses a whole number.
+        share = self.options.sharp_share
+        self._multi_seen += 1
+        chosen = math.floor(self._multi_seen * share) > math.floor((self._multi_seen - 1) * share)
+        marked = any(isinstance(c, Sharp) for c in job.constraints)
+        if chosen and not marked:
+            job = replace(job, constraints=(*job.constraints, Sharp()))
+            request = replace(request, constraints=job.constraints)
+        if chosen or marked:
+            assert self.result.sharp_requested is not None
+            self.result.sharp_requested.add(job.job_id)
+        return job, request
 
     def _schedule(self) -> None:
         # The console's queue pass (scheduling.placement.queue), with EASY backfill: at most one
@@ -335,6 +378,7 @@ class _Simulation:
                     spines=len(placed.spines),
                     leaf_groups=len(placed.leaf_groups),
                     rail_aligned=placed.rail_aligned,
+                    sharp=bool(placed.sharp),
                 )
             )
         if done:

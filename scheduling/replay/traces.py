@@ -15,7 +15,8 @@ Traces (both CC BY 4.0, credit them with results):
   Fractional GPUs (``gpu_milli < 1000``) are rounded **up to one whole GPU**: reservations hand
   out GPUs exclusively (a GPU belongs to one tenant's partition), so sharing is not modelled.
   CPU-only pods (``num_gpu = 0``) are dropped. No pod spans nodes: ``gpus_per_node = num_gpu``.
-* **generic** — ``job_id,arrival_s,duration_s,gpus`` with an optional ``gpus_per_node`` column.
+* **generic** — ``job_id,arrival_s,duration_s,gpus`` with optional ``gpus_per_node`` and
+  ``sharp`` (``1``: the job asks for SHARP, :mod:`scheduling.placement.sharp`) columns.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scheduling.placement import Constraint
+from scheduling.placement.sharp import Sharp
 
 FORMATS = ("kalos", "alibaba", "generic")
 
@@ -207,6 +209,9 @@ def load_generic(path: str | Path) -> list[TraceJob]:
             per_node = row.integer("gpus_per_node", optional=True)
             if per_node is not None and per_node < 1:
                 raise TraceFormatError(row.path, row.line, "column 'gpus_per_node' must be >= 1")
+        sharp = row.row.get("sharp", "").strip()
+        if sharp not in ("", "0", "1"):
+            raise TraceFormatError(row.path, row.line, f"column 'sharp' must be 0 or 1, got {sharp!r}")
         jobs.append(
             TraceJob(
                 job_id=row.text("job_id"),
@@ -214,6 +219,7 @@ def load_generic(path: str | Path) -> list[TraceJob]:
                 duration_s=row.required("duration_s"),
                 gpus=row.positive_int("gpus"),
                 gpus_per_node=per_node,
+                constraints=(Sharp(),) if sharp == "1" else (),
             )
         )
     return _sorted(jobs, path)

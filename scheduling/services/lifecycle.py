@@ -25,7 +25,7 @@ from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Invalid
 from console.tenancy.horizon import check_within_horizon
 from console.tenancy.models import Principal
-from scheduling.models import HCA, Node, Quota, Reservation, ReservationAllocation
+from scheduling.models import HCA, Node, Pool, Quota, Reservation, ReservationAllocation
 from scheduling.services import notices, power
 from scheduling.services.locks import (
     quota_for_update,
@@ -36,6 +36,7 @@ from scheduling.services.locks import (
 from scheduling.services.publish import enqueue_queue_pass
 from scheduling.services.quotas import usage
 from scheduling.services.rights import check_manage
+from scheduling.services.sharp import extension_clash
 from scheduling.services.snapshots import touch
 
 S = Reservation.Status
@@ -84,7 +85,10 @@ def lock_booked(reservation: Reservation) -> None:
     lock), and nothing adds its nodes to another pool (:func:`.inventory.set_pool_nodes` takes
     the locks of the pools of the nodes it moves)."""
     nodes = ReservationAllocation.objects.filter(reservation_id=reservation.pk).values("node_id")
-    reservation_lock(pool_ids=[reservation.pool_id], node_ids=nodes)
+    pools = [reservation.pool_id]
+    if reservation.placement.get("sharp"):  # its tree's switches are shared by the fabric's pools
+        pools = list(Pool.objects.filter(fabric_id=reservation.fabric_id).values_list("pk", flat=True))
+    reservation_lock(pool_ids=pools, node_ids=nodes)
 
 
 def truncate_allocations(reservation: Reservation, at: dt.datetime) -> None:
@@ -201,6 +205,9 @@ def extend(actor: Actor, principal: Principal, reservation: Reservation, new_end
                 raise Invalid(f"windows are at most {Reservation.MAX_WINDOW.days} days", fields={"end": ["too far"]})
             mine = ReservationAllocation.objects.filter(reservation=reservation)
             _check_extension_quota(reservation, quota, new_end)
+            trees = extension_clash(reservation, new_end)
+            if trees is not None:
+                raise Conflict(trees, code="sharp")
             clash = (
                 ReservationAllocation.objects.filter(
                     gpu_id__in=mine.values("gpu_id"), start__lt=new_end, end__gt=reservation.end

@@ -152,12 +152,20 @@ def pool_lock_rows(pool_ids: Iterable[int]) -> None:
     )
 
 
-def pool_and_overlapping_lock(pool_id: int, *, also: Iterable[int] = (), restart: bool = False) -> list[int]:
+def pool_and_overlapping_lock(
+    pool_id: int, *, also: Iterable[int] = (), restart: bool = False, fabric_wide: bool = False
+) -> list[int]:
     """The reservation lock of a pool and of every pool sharing a node with it (a booking on the
     pool's nodes is a booking of theirs too): what reserve and the queue pass take (``also``:
-    further pools, e.g. those of reservations it will preempt, :class:`WiderLock`)."""
+    further pools, e.g. those of reservations it will preempt, :class:`WiderLock`). With
+    ``fabric_wide`` (a SHARP placement: the fabric's pools share its switches' aggregation trees)
+    every pool of the pool's fabric."""
+    pools = [pool_id, *also]
+    if fabric_wide:
+        fabric = Pool.objects.filter(pk=pool_id).values("fabric_id")
+        pools += list(Pool.objects.filter(fabric_id__in=fabric).values_list("pk", flat=True))
     return reservation_lock(
-        pool_ids=[pool_id, *also],
+        pool_ids=pools,
         node_ids=Pool.nodes.through.objects.filter(pool_id=pool_id).values("node_id"),
         restart=restart,
     )

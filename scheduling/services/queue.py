@@ -115,7 +115,8 @@ def queue_pass(pool_id: int, *, now: dt.datetime | None = None) -> dict[str, int
         return {"placed": 0, "queued": 0}
     with transaction.atomic():
         pool_quotas_for_update(pool.pk)
-        pool_and_overlapping_lock(pool.pk)
+        # A queued SHARP request takes aggregation trees the fabric's pools share: lock them all.
+        pool_and_overlapping_lock(pool.pk, fabric_wide=queued_in(pool).filter(constraint_params__sharp=True).exists())
         pool = Pool.objects.select_related("fabric").get(pk=pool_id)  # its members as they are under the lock
         # The clock is read after the locks: waiting for them may take a while.
         with lend(pool, now or timezone.now()) as snap:

@@ -192,7 +192,9 @@ def _reserve_once(
         if wider:  # a retry: the locks a grown set or a preemption needs (their rows exist)
             pool_lock_rows(wider)
         quota = quota_for_update(tenant_id=tenant.pk, pool_id=pool.pk)
-        locked = pool_and_overlapping_lock(pool.pk, also=wider, restart=True)
+        # A SHARP placement takes aggregation trees the fabric's pools share: lock them all.
+        sharp = bool(request.constraints.get("sharp"))
+        locked = pool_and_overlapping_lock(pool.pk, also=wider, restart=True, fabric_wide=sharp)
         # The pool as it is under the lock: its membership (version, the topology's key) may have
         # changed while this waited (set_pool_nodes holds the lock while it changes them).
         pool = pool_of(pool.pk)

@@ -47,10 +47,11 @@ from scheduling.models import (
     PriorityClass,
     ReservationAllocation,
 )
-from scheduling.placement import NodeState, Owner, PlacementEngine, ShapedGuarantees
+from scheduling.placement import GangGuard, NodeState, Owner, PlacementEngine, ShapedGuarantees
 from scheduling.placement.powerfit import NodePower
 from scheduling.placement.state import BookingConflict, PoolState
 from scheduling.services.pool_reads import AllocationRow, PoolReads, read_pool
+from scheduling.services.sharp import sharp_guard
 from scheduling.services.topology import NamedTopology, pool_topology
 
 #: Reclaim order of priority classes (``Owner.priority``): lower ranks are preempted first.
@@ -95,8 +96,14 @@ def _index_of(named: NamedTopology) -> dict[int, int]:
     return {pk: i for i, pk in enumerate(named.node_pks)}
 
 
-def _guards(reads: PoolReads) -> list[ShapedGuarantees]:
-    return [ShapedGuarantees(reads.shaped)]
+def _guards(reads: PoolReads, pool: Pool, named: NamedTopology) -> list[GangGuard]:
+    """The pool's gang guards: the quotas' shaped guarantees, and SHARP trees where switches serve
+    them (one more query, on fabrics with SHARP-capable switches only)."""
+    guards: list[GangGuard] = [ShapedGuarantees(reads.shaped)]
+    sharp = sharp_guard(pool, named)
+    if sharp is not None:
+        guards.append(sharp)
+    return guards
 
 
 def _node_states(reads: PoolReads, index_of: dict[int, int]) -> dict[int, NodeState]:
@@ -172,7 +179,7 @@ def snapshot(pool: Pool, now: dt.datetime, tenant_id: int | None = None) -> Snap
     named = pool_topology(pool)
     reads = read_pool(pool.pk, None, now, tenant_id)
     index_of = _index_of(named)
-    engine = PlacementEngine(named.topology, now=now.timestamp(), guards=_guards(reads))
+    engine = PlacementEngine(named.topology, now=now.timestamp(), guards=_guards(reads, pool, named))
     for index, node_state in _node_states(reads, index_of).items():
         engine.set_node_state(index, node_state)
     _book(engine.state, named, pool, now)
@@ -354,7 +361,7 @@ def lend(pool: Pool, now: dt.datetime, tenant_id: int | None = None) -> Iterator
         except BaseException:
             entry.generation = -1
             raise
-        engine = PlacementEngine(named.topology, state=entry.state, guards=_guards(reads))
+        engine = PlacementEngine(named.topology, state=entry.state, guards=_guards(reads, pool, named))
         before = set(entry.state.bookings)
         ok = False
         try:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from designer.graph import FabricGraph
@@ -37,6 +37,10 @@ class FabricShape:
     cores: int
     #: Boot time (seconds) per node type name, from the design's catalogue.
     boot_s: dict[str, float] = field(default_factory=dict)
+    #: Core switch names, sorted (core ``k`` of the engine is the ``k``-th).
+    core_names: tuple[str, ...] = ()
+    #: SHARP aggregation trees per switch name (the catalogue's ``sharp_trees`` of its model; >0 only).
+    sharp_trees: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +67,22 @@ class NamedTopology:
     # Inventory keys (filled for pools): node pk per node id, GPU pk per (node id, GPU index).
     node_pks: tuple[int, ...] = ()
     gpu_pks: dict[tuple[int, int], int] = field(default_factory=dict)
+    core_names: tuple[str, ...] = ()
+    #: SHARP trees per switch by the engine's key (``leaf3``: :mod:`scheduling.placement.sharp`).
+    sharp_trees: dict[str, int] = field(default_factory=dict)
+
+    def switch_name(self, key: str) -> str:
+        """The design's name of the engine's switch ``key`` (``leaf3`` → the fourth leaf's name)."""
+        kind = key.rstrip("0123456789")
+        names = {"leaf": self.leaf_names, "spine": self.spine_names, "core": self.core_names}[kind]
+        return names[int(key[len(kind) :])]
+
+    def switch_keys(self) -> dict[str, str]:
+        """Design switch name → the engine's key, for every leaf, spine and core."""
+        out = {name: f"leaf{i}" for i, name in enumerate(self.leaf_names)}
+        out.update({name: f"spine{i}" for i, name in enumerate(self.spine_names)})
+        out.update({name: f"core{i}" for i, name in enumerate(self.core_names)})
+        return out
 
     def describe(self, placement: Placement) -> dict[str, Any]:
         """A placement in names: nodes, GPUs per node, leaf groups, leaves, spines."""
@@ -75,7 +95,7 @@ class NamedTopology:
             "rail_aligned": placement.rail_aligned,
             "max_switch_hops": placement.max_hops,
             "score": placement.score,
-        }
+        } | ({"sharp": [self.switch_name(k) for k in placement.sharp]} if placement.sharp else {})
 
 
 def fabric_shape(graph: FabricGraph) -> FabricShape:
@@ -90,13 +110,22 @@ def fabric_shape(graph: FabricGraph) -> FabricShape:
         leaf, spine = (a, b) if a.tier == "leaf" else (b, a)
         uplinks.setdefault(leaf.name, set()).add(spine.name)
     spines = tuple(sorted(n for n, s in graph.switches.items() if s.tier == "spine"))
-    cores = sum(1 for s in graph.switches.values() if s.tier == "core")
+    core_names = tuple(sorted(n for n, s in graph.switches.items() if s.tier == "core"))
+    # An imported fabric lists the switches discovery found an Aggregation Node in: only they serve trees.
+    discovered = graph.meta.get("sharp")
+    trees = {}
+    for name, switch in graph.switches.items():
+        model = graph.catalogue.switches.get(switch.model)
+        if model is not None and model.sharp_trees > 0 and (discovered is None or name in discovered):
+            trees[name] = model.sharp_trees
     return FabricShape(
         leaf_spines={leaf: tuple(sorted(s)) for leaf, s in uplinks.items()},
         spine_pod={n: max(0, graph.switches[n].pod) for n in spines},
         spines=spines,
-        cores=cores,
+        cores=len(core_names),
         boot_s={name: float(t.boot_s) for name, t in graph.catalogue.nodes.items()},
+        core_names=core_names,
+        sharp_trees=trees,
     )
 
 
@@ -196,7 +225,11 @@ def build_topology(name: str, specs: Sequence[NodeSpec], shape: FabricShape) -> 
         cores=shape.cores,
     )
     leaf_names = tuple(sorted(leaf_ids, key=leaf_ids.__getitem__))
-    return NamedTopology(topology, tuple(node_names), leaf_names, shape.spines, tuple(group_names))
+    named = NamedTopology(
+        topology, tuple(node_names), leaf_names, shape.spines, tuple(group_names), core_names=shape.core_names
+    )
+    keys = named.switch_keys()
+    return replace(named, sharp_trees={keys[n]: trees for n, trees in shape.sharp_trees.items() if n in keys})
 
 
 def topology_from_graph(graph: FabricGraph, name: str = "") -> NamedTopology:
@@ -262,15 +295,7 @@ def pool_topology(pool: Pool) -> NamedTopology:
         (index_of_pk[node_id], index): pk
         for pk, node_id, index in GPU.objects.filter(node__in=nodes).values_list("pk", "node_id", "index")
     }
-    named = NamedTopology(
-        named.topology,
-        named.node_names,
-        named.leaf_names,
-        named.spine_names,
-        named.group_names,
-        node_pks,
-        gpu_pks,
-    )
+    named = replace(named, node_pks=node_pks, gpu_pks=gpu_pks)
     return _remember(_topologies, key, named)
 
 

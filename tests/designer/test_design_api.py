@@ -259,3 +259,20 @@ def test_a_dump_larger_than_the_api_body_limit_still_imports(api, settings):
     settings.CONSOLE_MAX_IMPORT_BYTES = 50_000
     too_big = api.post("/api/designs/import/", {"name": "bigger", "text": text}, format="json")
     assert too_big.status_code == 413
+
+
+def test_sharp_trees_are_catalogue_values_an_operator_edits(api):
+    # given the built-in figures (NVIDIA's SHARP release notes: one streaming-aggregation tree per
+    # Quantum switch, one per port on Quantum-2, none stated for Quantum-X800)
+    effective = {s["name"]: s for s in api.get("/api/catalogue/effective/").json()["switches"]}
+    assert effective["QM9700"]["sharp_trees"] == effective["QM9700"]["ports"] == 64
+    assert effective["QM8700"]["sharp_trees"] == 1
+    assert effective["SB7800"]["sharp_trees"] == 0 and effective["Q3400"]["sharp_trees"] == 0
+    # when an operator sets the Q3400's figure
+    data = {k: v for k, v in effective["Q3400"].items() if k != "name"} | {"sharp_trees": 144}
+    assert (
+        api.post("/api/catalogue/", {"kind": "switch", "name": "Q3400", "data": data}, format="json").status_code == 201
+    )
+    # then the effective catalogue (what designs and placement read) carries it
+    after = {s["name"]: s for s in api.get("/api/catalogue/effective/").json()["switches"]}
+    assert after["Q3400"]["sharp_trees"] == 144 and after["QM9700"]["sharp_trees"] == 64

@@ -173,7 +173,8 @@ export class Board {
         ? h("p", { class: "muted small", testid: "res-placement" },
             `leaf groups ${p.leaf_groups.join(", ")} · leaves ${p.leaves?.length ?? 0}` +
             (p.max_switch_hops ? ` · at most ${p.max_switch_hops} switch hops between nodes` : "") +
-            (p.rail_aligned ? " · rail-aligned" : ""))
+            (p.rail_aligned ? " · rail-aligned" : "") +
+            (p.sharp?.length ? ` · SHARP tree on ${p.sharp.length} switches` : ""))
         : null,
       r.reason ? h("p", { class: r.status === "rejected" ? "error" : "muted", testid: "res-reason" }, r.reason) : null,
       r.fabric_error ? h("p", { class: "error", testid: "res-fabric-error" }, r.fabric_error) : null,

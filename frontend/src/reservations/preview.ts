@@ -67,6 +67,9 @@ function whereLine(p: Preview): HTMLElement[] {
     h("dt", {}, "Leaves"), h("dd", {}, pl.leaves.join(", ")),
     h("dt", {}, "Spines"), h("dd", {}, pl.spines.length ? pl.spines.join(", ") : "none (one leaf group)"),
     h("dt", {}, "Nodes"), h("dd", { testid: "preview-nodes" }, pl.nodes.join(", ")),
+    ...(pl.sharp?.length
+      ? [h("dt", {}, "SHARP tree"), h("dd", { testid: "preview-sharp" }, pl.sharp.join(", "))]
+      : []),
   );
   return [
     h(

@@ -7,6 +7,7 @@
                        [--capacity GPUS] [--median-min M] [--sigma S] [--max-hours H]
                        [--mix GPUS:WEIGHT,…]
     schedule import-inventory --fabric FABRIC
+    schedule sharp-am --fabric FABRIC      (the SHARP AM input of the fabric's allocated trees)
     schedule pool-create --fabric FABRIC --name NAME [--kind manual|by_model|by_su]
                          [--gpu-model M] [--su N …] [--node NAME …]
     schedule quota --tenant SLUG --pool POOL --guaranteed N [--borrow N]
@@ -25,6 +26,9 @@ FABRIC and POOL are ids or names. Refusals exit non-zero with the reason.
 ``--power-policy`` powers idle nodes off in the replay (``scheduling.replay.power``) with the
 catalogue figures of ``--node-type`` (default DGX-H100); the output gains the energy used, the
 always-on energy, the fraction saved and the change in wait against the same replay without it.
+``--sharp-share F`` makes that fraction of the multi-node jobs ask for SHARP (a generic trace's
+``sharp`` column marks jobs too), the trees per switch being the design's catalogue figures; the
+output gains ``sharp``: SHARP requests placed, waited and refused.
 ``trace-gen`` writes a synthetic trace in the generic format (``scheduling.replay.generator``):
 Poisson arrivals offering ``--load`` of ``--capacity`` GPUs, sizes from ``--mix``, lognormal
 durations; the same options and seed always write the same file.
@@ -63,6 +67,7 @@ from scheduling.replay import (
 from scheduling.replay import replay as run_replay
 from scheduling.replay.generator import DEFAULT_SIZE_MIX, TraceSpec, generate, offered_load, write_csv
 from scheduling.services import inventory, lifecycle, quotas, reservations
+from scheduling.services.sharp import sharp_am_files
 from scheduling.services.topology import topology_from_graph
 
 OPERATOR = Principal(None, Role.OPERATOR, None)
@@ -136,6 +141,13 @@ class Command(BaseCommand):
             help="power idle nodes off: idle=T,buffer=N|P%%[,margin=M][,rate=N] (e.g. idle=30m,buffer=2)",
         )
         p.add_argument("--node-type", default="DGX-H100", help="catalogue node type for power figures")
+        p.add_argument(
+            "--sharp-share",
+            type=float,
+            default=0.0,
+            metavar="F",
+            help="fraction of multi-node jobs asking for SHARP (trees per switch from the design's catalogue)",
+        )
         p.add_argument("--json", action="store_true")
         p = sub.add_parser("trace-gen", help="write a synthetic job trace (generic format)")
         p.add_argument("--out", required=True, metavar="FILE")
@@ -152,6 +164,8 @@ class Command(BaseCommand):
         p.add_argument("--max-hours", type=float, default=24.0, help="longest duration in hours")
         p.add_argument("--mix", help="job-size mix GPUS:WEIGHT,… (default: 1 to 1,024 GPUs in powers of two)")
         p = sub.add_parser("import-inventory", help="nodes, GPUs and HCAs from the fabric design")
+        p.add_argument("--fabric", required=True)
+        p = sub.add_parser("sharp-am", help="SHARP AM input (OpenSM port groups, device configuration)")
         p.add_argument("--fabric", required=True)
         p = sub.add_parser("pool-create", help="create a pool")
         p.add_argument("--fabric", required=True)
@@ -208,7 +222,10 @@ class Command(BaseCommand):
             jobs = load_trace(o["trace"], o["format"])
         except (OSError, TraceFormatError) as exc:
             raise CommandError(str(exc)) from None
-        topology = topology_from_graph(design_graph(o["design"])).topology
+        if not 0.0 <= o["sharp_share"] <= 1.0:
+            raise CommandError("--sharp-share must be between 0 and 1")
+        named = topology_from_graph(design_graph(o["design"]))
+        topology = named.topology
         power = None
         if o["power_policy"]:
             node_type = find_item(load_catalogue().nodes, o["node_type"])
@@ -218,9 +235,16 @@ class Command(BaseCommand):
                 power = parse_power_policy(o["power_policy"], node_type)
             except ValueError as exc:
                 raise CommandError(str(exc)) from None
-        options = ReplayOptions(max_jobs=o["max_jobs"], max_wait_s=o["max_wait"] * 60, power=power)
+        options = ReplayOptions(
+            max_jobs=o["max_jobs"],
+            max_wait_s=o["max_wait"] * 60,
+            power=power,
+            sharp_share=o["sharp_share"],
+            sharp_trees=named.sharp_trees,
+        )
         result = run_replay(jobs, topology, o["policy"], options)
         keys = (*RESULT_KEYS, *POWER_KEYS, *WAIT_DELTA_KEYS) if power is not None else RESULT_KEYS
+        keys = (*keys, "sharp") if "sharp" in result else keys
         if o["json"]:
             self.stdout.write(json.dumps({k: result[k] for k in keys}))
             return
@@ -260,6 +284,11 @@ class Command(BaseCommand):
         fabric = _by_id_or_name(Fabric, o["fabric"], "fabric")
         result = inventory.import_inventory(fabric, actor=Actor.cli())
         self.stdout.write(json.dumps(result.as_dict()))
+
+    def do_sharp_am(self, o: dict) -> None:
+        files = sharp_am_files(_by_id_or_name(Fabric, o["fabric"], "fabric"))
+        for name, text in files.items():
+            self.stdout.write(f"# ---- {name}\n{text}")
 
     def do_pool_create(self, o: dict) -> None:
         fabric = _by_id_or_name(Fabric, o["fabric"], "fabric")
