@@ -102,7 +102,7 @@ def test_a_reserve_decides_on_the_power_and_usage_read_with_its_snapshot(world):
         assert peak_within(snap.held[1], now.timestamp(), end.timestamp()) == usage(alpha.pk, pool.pk, now, end) == 24
 
 
-def test_a_reserve_takes_thirteen_statements(world):
+def test_a_reserve_takes_fourteen_statements(world):
     pool, alpha, _ = world
     principal = tenant_principal(alpha)
     reserve(SYSTEM, principal, request_for(pool, gpus=8))  # warms the cached topology and snapshot
@@ -111,8 +111,11 @@ def test_a_reserve_takes_thirteen_statements(world):
     assert made.status in Reservation.HOLDING
     # tenant, pool, BEGIN, quota lock, reservation lock, the lock's re-read of the pools of the
     # pool's nodes, the pool again (under the lock), the snapshot's refresh (with power and
-    # usage), P_Keys and SLs, the reservation, its allocations with the touch, audit, COMMIT
-    assert len(captured.captured_queries) == 13, [q["sql"][:60] for q in captured.captured_queries]
+    # usage), the fabric's SHARP trees held (its switches are SHARP-capable), P_Keys and SLs,
+    # the reservation, its allocations with the touch, audit, COMMIT
+    sqls = [q["sql"] for q in captured.captured_queries]
+    assert sum("placement" in sql and "sharp" in sql for sql in sqls) == 1, sqls
+    assert len(captured.captured_queries) == 14, [q["sql"][:60] for q in captured.captured_queries]
 
 
 def _free_cells(pool, count: int) -> list[tuple[int, int]]:
