@@ -92,7 +92,7 @@ class FabricQos(models.Model):
         verbose_name = "fabric QoS table"
 
     def __str__(self) -> str:
-        return f"QoS of {self.fabric_id}"
+        return f"QoS table of {self.fabric.name}"
 
 
 class PortAdminState(models.Model):

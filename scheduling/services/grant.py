@@ -101,7 +101,9 @@ def _fabric_facts(fabric_id: int) -> FabricFacts:
         f"SELECT (SELECT array_agg(pkey) FROM {reservations} WHERE fabric_id = %(f)s AND pkey_live),"  # noqa: S608
         f" (SELECT array_agg(pkey) FROM {partitions} WHERE fabric_id = %(f)s AND source <> %(source)s),"
         f" (SELECT json_build_array(training, inference, best_effort) FROM {levels} WHERE fabric_id = %(f)s),"
-        f' (SELECT "table" FROM {qos} WHERE fabric_id = %(f)s)'
+        # FOR SHARE: a QoS table change (console.fabric.changes.qos.set_qos_table) waits for this
+        # grant to commit before it checks the SLs in use, and this grant waits for it
+        f' (SELECT "table" FROM {qos} WHERE fabric_id = %(f)s FOR SHARE)'
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, {"f": fabric_id, "source": str(FabricPartition.Source.RESERVATION)})

@@ -108,16 +108,30 @@ def _queue_it(
     return True
 
 
+class _SharpQueued(Exception):
+    """A SHARP request joined the queue while the pass waited for its (pool-wide) locks."""
+
+
 def queue_pass(pool_id: int, *, now: dt.datetime | None = None) -> dict[str, int]:
     """Place what fits of the pool's queue, in order; refresh the others' estimates and positions."""
     pool = Pool.objects.select_related("fabric").filter(pk=pool_id).first()
     if pool is None:
         return {"placed": 0, "queued": 0}
+    # A queued SHARP request takes aggregation trees the fabric's pools share: lock them all.
+    sharp = queued_in(pool).filter(constraint_params__sharp=True).exists()
+    try:
+        return _pass(pool_id, now, sharp)
+    except _SharpQueued:  # read before the lock, queued meanwhile: again, fabric-wide
+        return _pass(pool_id, now, True)
+
+
+def _pass(pool_id: int, now: dt.datetime | None, sharp: bool) -> dict[str, int]:
     with transaction.atomic():
-        pool_quotas_for_update(pool.pk)
-        # A queued SHARP request takes aggregation trees the fabric's pools share: lock them all.
-        pool_and_overlapping_lock(pool.pk, fabric_wide=queued_in(pool).filter(constraint_params__sharp=True).exists())
+        pool_quotas_for_update(pool_id)
+        pool_and_overlapping_lock(pool_id, fabric_wide=sharp)
         pool = Pool.objects.select_related("fabric").get(pk=pool_id)  # its members as they are under the lock
+        if not sharp and queued_in(pool).filter(constraint_params__sharp=True).exists():
+            raise _SharpQueued  # rolls back: its locks are given back before the fabric's are taken
         # The clock is read after the locks: waiting for them may take a while.
         with lend(pool, now or timezone.now()) as snap:
             return _pass_locked(pool, snap, place=True)

@@ -17,6 +17,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from console.fabric.changes.qos import table_sl
+from console.fabric.opensm.qos_table import DEFAULT_TABLE
 from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Invalid
@@ -31,10 +32,10 @@ FAR_FUTURE = dt.datetime.max.replace(tzinfo=dt.UTC)
 
 
 def sl_for(qos_table: Any, levels: tuple[int, int, int] | list[int] | None, priority_class: str) -> int:
-    """The SL of a priority class on a fabric: its QoS table (``FabricQos.table``, the one pushed to
-    OpenSM, so the SL maps to the class's VL), else its ServiceLevels ``levels``, else settings
-    defaults (None: no such row)."""
-    from_table = table_sl(qos_table, priority_class) if qos_table is not None else None
+    """The SL of a priority class on a fabric: its QoS table (``FabricQos.table``; none saved: the
+    default table, which is what a push renders, so the SL maps to the class's VL), else (a class
+    the table has no row for) its ServiceLevels ``levels``, else settings defaults."""
+    from_table = table_sl(qos_table if qos_table is not None else DEFAULT_TABLE.to_json(), priority_class)
     return from_table if from_table is not None else level_of(levels, priority_class)
 
 

@@ -330,3 +330,29 @@ def test_a_restarting_lock_names_the_grown_set_instead_of_taking_a_savepoint():
     # then it gave its lock back (rolled back) naming both pools: the retry locks them in one call
     (exc,) = raised
     assert isinstance(exc, locks.WiderLock) and exc.pools == {low.pk, high.pk}
+
+
+def test_a_qos_table_change_waits_for_a_grant_that_read_the_old_table():
+    from console.fabric.changes.qos import set_qos_table
+    from console.fabric.opensm.qos_table import DEFAULT_TABLE
+    from scheduling.services import grant
+
+    # given a fabric with a saved QoS table, and a grant that has read it (not committed yet)
+    fabric = make_fabric("qos-grant", {"topology": "fat-tree", "nodes": 2, "node_type": "DGX-H100"})
+    set_qos_table(SYSTEM, OPERATOR, fabric, DEFAULT_TABLE.to_json())
+    read, go = threading.Event(), threading.Event()
+
+    def granting() -> None:
+        with transaction.atomic():
+            grant._fabric_facts(fabric.pk)
+            read.set()
+            assert go.wait(WAIT)
+
+    granter = started(granting)
+    assert read.wait(WAIT)
+    # when an operator saves a new table meanwhile
+    changer = started(lambda: set_qos_table(SYSTEM, OPERATOR, fabric, DEFAULT_TABLE.to_json()))
+    # then the change waits for the grant (its SL check must see the grant's reservation)
+    wait_blocked_by(granter)
+    go.set()
+    finish(granter, changer)

@@ -311,7 +311,7 @@ def test_a_reservation_takes_its_class_sl_from_the_fabrics_qos_table(pool, tenan
     from scheduling.models import ServiceLevels
 
     # given a fabric whose ServiceLevels row says training → SL 1, and whose saved QoS table (the
-    # one pushed to OpenSM) says training → SL 5 (on VL 3) and has no best-effort row
+    # one pushed to OpenSM) says training → SL 5 (on VL 3)
     give_quota(tenant_a, pool, 64)
     ServiceLevels.objects.update_or_create(
         fabric=pool.fabric, defaults={"training": 1, "inference": 2, "best_effort": 0}
@@ -322,6 +322,7 @@ def test_a_reservation_takes_its_class_sl_from_the_fabrics_qos_table(pool, tenan
         "classes": {
             "training": {"sl": 5, "vl": 3, "table": "low", "weight": 192},
             "inference": {"sl": 6, "vl": 2, "table": "high", "weight": 64},
+            "best-effort": {"sl": 4, "vl": 0, "table": "low", "weight": 64},
         },
     }
     FabricQos.objects.create(fabric=pool.fabric, table=table)
@@ -329,7 +330,21 @@ def test_a_reservation_takes_its_class_sl_from_the_fabrics_qos_table(pool, tenan
     training = reserve(tenant_a, pool, gpus=8)
     inference = reserve(tenant_a, pool, gpus=8, priority_class="inference")
     best_effort = reserve(tenant_a, pool, gpus=8, priority_class="best-effort")
-    # then the table's SL wins where it has a row, the ServiceLevels row elsewhere
-    assert (training.sl, inference.sl, best_effort.sl) == (5, 6, 0)
+    # then each takes its class's SL in the table, not the ServiceLevels row's
+    assert (training.sl, inference.sl, best_effort.sl) == (5, 6, 4)
     partitions = {p["pkey"]: p["sl"] for p in hooks.requested_partitions(pool.fabric_id)}
     assert partitions[training.pkey] == 5 and partitions[inference.pkey] == 6
+
+
+def test_without_a_saved_qos_table_a_reservation_takes_the_default_tables_sl(pool, tenant_a):
+    from scheduling.models import ServiceLevels
+
+    # given no saved QoS table (a push renders the default one: training SL 1 → VL 1, inference
+    # SL 2 → VL 2, best-effort SL 0 → VL 0) and a ServiceLevels row saying otherwise
+    give_quota(tenant_a, pool, 64)
+    ServiceLevels.objects.update_or_create(
+        fabric=pool.fabric, defaults={"training": 7, "inference": 8, "best_effort": 9}
+    )
+    # then the SLs are the ones the pushed SL2VL maps to the classes' VLs
+    sls = [reserve(tenant_a, pool, gpus=8, priority_class=c).sl for c in ("training", "inference", "best-effort")]
+    assert sls == [1, 2, 0]

@@ -64,16 +64,20 @@ def set_qos_table(actor: Actor, principal: Principal, fabric: Fabric, data: Any)
     require_operator(principal, to="change fabrics")
     table = parse_table(data)
     class_sls = {c.sl for c in table.classes}
-    orphaned = {sl: ids for sl, ids in _sls_in_use(fabric).items() if sl and sl not in class_sls}
-    if orphaned:
-        detail = "; ".join(
-            f"SL {sl} is used by reservation(s) {', '.join(str(i) for i in sorted(ids))}"
-            for sl, ids in sorted(orphaned.items())
-        )
-        raise Conflict(f"live reservations use SLs the new table drops: {detail}", fields={"classes": [detail]})
     with transaction.atomic():
         fabric_for_update(fabric.pk)
-        row = FabricQos.objects.filter(fabric=fabric).first()
+        # Every grant reads the saved table FOR SHARE (scheduling.services.grant): under this lock
+        # no grant is between reading it and committing its SL, so the check below sees every
+        # reservation granted with the old table and later grants read the new one. (A first save
+        # has no row to lock: a grant reading "no table" in the same instant is not waited for.)
+        row = FabricQos.objects.select_for_update().filter(fabric=fabric).first()
+        orphaned = {sl: ids for sl, ids in _sls_in_use(fabric).items() if sl and sl not in class_sls}
+        if orphaned:
+            detail = "; ".join(
+                f"SL {sl} is used by reservation(s) {', '.join(str(i) for i in sorted(ids))}"
+                for sl, ids in sorted(orphaned.items())
+            )
+            raise Conflict(f"live reservations use SLs the new table drops: {detail}", fields={"classes": [detail]})
         save_audited(
             actor,
             FabricQos,
