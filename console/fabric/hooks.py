@@ -18,7 +18,7 @@ Registrations are keyed by name: registering the same name again replaces the en
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, TypedDict
+from typing import NotRequired, Protocol, TypedDict
 
 
 class PartitionRequest(TypedDict):
@@ -30,6 +30,9 @@ class PartitionRequest(TypedDict):
     pkey: int  # 0x0001..0x7ffe, from the fabric's range, never reused while live
     sl: int  # the priority class's service level
     members: list[list[str]]  # [["0x0002c90300000101", "full"], …] HCA port GUIDs (and pod VFs' vGUIDs)
+    # True: the owner holds SHARP trees for these members; a driver that can (ufm) verifies that
+    # SHARP's Aggregation Manager has a SHARP reservation for this P_Key with exactly its GUIDs.
+    sharp: NotRequired[bool]
 
 
 class PartitionsProvider(Protocol):

@@ -335,6 +335,8 @@ def desired_partitions(fabric_id: int) -> list[PartitionRequest]:
                 members=[[guid, "full"] for guid in members] + [list(m) for m in r.virtual_guids or []],
             )
         )
+        if (r.placement or {}).get("sharp"):  # it holds a SHARP tree (the ufm driver verifies SHARP)
+            partitions[-1]["sharp"] = True
     return partitions
 
 

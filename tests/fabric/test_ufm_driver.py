@@ -1,13 +1,19 @@
 """The ufm driver through the same change pipeline, against ``UfmContractFake`` (a contract fake
-of UFM's documented PKey GUIDs, ports, version and actions endpoints — not UFM itself)."""
+of UFM's documented PKey GUIDs, ports, version and actions endpoints and SHARP reservation reads,
+emulating SHARP AM's ``reservation_auto_by_pkeys`` — not UFM itself).
+
+SHARP: a partition whose owner holds SHARP trees (``sharp`` on its request) adds a ``sharp`` step
+after ``verify``: UFM must list a SHARP reservation for its P_Key with exactly its member GUIDs, or
+the change rolls back like a P_Key mismatch. Partitions without SHARP never call the SHARP API."""
 
 from __future__ import annotations
 
 import pytest
 
-from console.fabric import changes
+from console.fabric import changes, hooks
 from console.fabric.changes.pipeline import apply_change
 from console.fabric.drivers.ufm import UfmClient, UfmDriver, UfmError
+from console.fabric.drivers.ufm_sharp import ALLOCATE_RESOURCES
 from console.fabric.models import ChangeRequest, PortAdminState
 from tests.fabric.pipeline_fixtures import *  # noqa: F403
 from tests.fabric.pipeline_fixtures import OPERATOR, SYSTEM
@@ -134,3 +140,97 @@ def test_client_speaks_the_documented_contract(ufm):
         client.request("PUT", "/ufmRest/resources/pkeys", {"pkey": "0x3", "guids": ["0x12"], "membership": "full"})
     driver = UfmDriver(client)
     assert driver.read_applied() == {"ufm-pkeys.json": "{}\n"}
+
+
+# --- SHARP -------------------------------------------------------------------------------------
+
+
+def reservation(monkeypatch, *, sharp: bool, hosts: list[str], pkey: int = 0x0012) -> None:
+    """A reservation partition as scheduling requests it (a provider standing in for scheduling's)."""
+    request = {
+        "reservation_id": 12,
+        "tenant_id": 1,
+        "name": "res-12",
+        "pkey": pkey,
+        "sl": 0,
+        "members": [[f"0x{g}", "full"] for g in hosts],
+    }
+    if sharp:
+        request["sharp"] = True
+    monkeypatch.setitem(hooks.registry.partitions_providers, "scheduling", lambda fabric_id: [request])
+
+
+def sharp_calls(ufm) -> list[tuple[str, str]]:
+    return [r for r in ufm.requests if r[1].startswith("/ufmRest/app/sharp")]
+
+
+def test_a_sharp_reservation_is_verified_against_ufms_sharp_reservation(fabric, ufm, monkeypatch):
+    hosts = HCAS[4:12]
+    reservation(monkeypatch, sharp=True, hosts=hosts)
+    change = push(fabric)
+    assert change.status == "applied", (change.error, list(change.steps.values("name", "log")))
+    assert [s.name for s in change.steps.all()] == ["plan", "render", "lint", "apply", "verify", "sharp"]
+    assert change.steps.get(name="sharp").status == "ok"
+    # what UFM's SHARP reports for the P_Key is the reservation's hosts' port GUIDs, 0x-prefixed
+    (found,) = [
+        v
+        for v in UfmClient(ufm.url, username="admin", password="secret").request("GET", ALLOCATE_RESOURCES).values()
+        if v["pkey"] == "0x12"
+    ]
+    assert sorted(found["guids"]) == sorted(f"0x{g}" for g in hosts)
+    assert ("GET", ALLOCATE_RESOURCES) in sharp_calls(ufm)
+
+
+def test_ufm_without_sharp_fails_the_push_and_rolls_it_back(fabric, ufm, monkeypatch):
+    ufm.sharp_enabled = False
+    reservation(monkeypatch, sharp=True, hosts=HCAS[:4])
+    change = push(fabric)
+    assert change.status == "rolled_back"
+    assert "P_Key 0x0012: no SHARP reservation in UFM" in change.error and "SHARP is not ready" in change.error
+    assert change.steps.get(name="sharp").status == "failed"
+    assert change.steps.get(name="rollback").status == "ok"
+    assert 0x12 not in ufm.pkeys  # the partition went back with it
+
+
+def test_sharp_reservation_with_other_guids_is_a_mismatch(fabric, ufm, monkeypatch):
+    hosts = HCAS[:4]
+    reservation(monkeypatch, sharp=True, hosts=hosts)
+    real = ufm.sharp_reservations
+
+    def stale() -> dict:  # SHARP AM still holding the P_Key's previous GUIDs
+        out = real()
+        for value in out.values():
+            value["guids"] = value["guids"][:-1]
+        return out
+
+    monkeypatch.setattr(ufm, "sharp_reservations", stale)
+    change = push(fabric)
+    assert change.status == "rolled_back"
+    assert f"SHARP reservation GUIDs differ (missing ['{hosts[-1]}']" in change.error
+
+
+def test_a_reservation_without_sharp_makes_no_sharp_call(fabric, ufm, monkeypatch):
+    reservation(monkeypatch, sharp=False, hosts=HCAS[:4])
+    ufm.sharp_enabled = False  # would fail any SHARP check
+    change = push(fabric)
+    assert change.status == "applied", change.error
+    assert "sharp" not in [s.name for s in change.steps.all()]
+    assert sharp_calls(ufm) == []
+
+
+def test_fake_emulates_reservation_auto_by_pkeys(ufm):
+    client = UfmClient(ufm.url, username="admin", password="secret")
+    assert client.request("GET", ALLOCATE_RESOURCES) == {}
+    client.request("POST", "/ufmRest/resources/pkeys/add", {"pkey": "0x5", "partition_name": "p5"})
+    assert client.request("GET", ALLOCATE_RESOURCES) == {}  # a P_Key without GUIDs has no reservation
+    client.request("PUT", "/ufmRest/resources/pkeys", {"pkey": "0x5", "guids": [HCAS[1], HCAS[0]]})
+    every = client.request("GET", ALLOCATE_RESOURCES)
+    assert list(every.values()) == [{"pkey": "0x5", "guids": [f"0x{HCAS[0]}", f"0x{HCAS[1]}"]}]
+    (app_id,) = every
+    assert client.request("GET", f"{ALLOCATE_RESOURCES}/{app_id}") == every[app_id]
+    with pytest.raises(UfmError, match="HTTP 404"):
+        client.request("GET", f"{ALLOCATE_RESOURCES}/no-such-app")
+    ufm.sharp_enabled = False
+    assert client.request("GET", ALLOCATE_RESOURCES) == {}
+    with pytest.raises(UfmError, match="HTTP 404"):
+        client.request("GET", f"{ALLOCATE_RESOURCES}/{app_id}")

@@ -6,6 +6,16 @@ ports, version, port actions) over a small threaded HTTP server with basic authe
 driver is tested against the documented contract rather than a mock of itself. Documented rules
 enforced here: P_Key a hex string in (0x0, 0x7fff) exclusive; GUIDs hex strings of 16-20
 characters; ``membership`` and ``memberships`` conflict; ``memberships`` as long as ``guids``.
+
+SHARP (UFM Enterprise REST API guide 6.16-6.24, "NVIDIA SHARP REST API"): the two documented reads,
+``GET /ufmRest/app/sharp/allocate_resources`` (every SHARP reservation, ``{app_id: {"pkey": "0x12",
+"guids": ["0x…", …]}}``) and ``GET …/allocate_resources/<app_id>`` (one; 404 when unknown). Behind
+them the fake emulates SHARP AM's ``reservation_auto_by_pkeys`` (the default): one reservation per
+P_Key that has GUIDs, holding exactly that P_Key's member GUIDs (``0x``-prefixed), so it follows
+every PKey call at once. ``app_id`` is the fake's own naming (``pkey_0x12``): the documentation does
+not fix it, so clients must match by ``pkey``. ``sharp_enabled = False`` stands for UFM with SHARP
+off (no reservations: the list is empty, one is 404). The create/update/delete calls are being
+withdrawn (April 2026) and are deliberately not emulated.
 """
 
 from __future__ import annotations
@@ -56,6 +66,7 @@ class UfmContractFake:
     def __init__(self, *, ports: list[dict[str, Any]], username: str = "admin", password: str = "secret") -> None:
         self.ports = ports
         self.pkeys: dict[int, dict[str, Any]] = {}
+        self.sharp_enabled = True
         self.requests: list[tuple[str, str]] = []
         self.lock = threading.Lock()
         self._auth = "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
@@ -82,6 +93,16 @@ class UfmContractFake:
             "qos_conf": dict(p["qos_conf"]),
         }
 
+    def sharp_reservations(self) -> dict[str, dict[str, Any]]:
+        """SHARP AM's reservations under ``reservation_auto_by_pkeys``: one per P_Key with GUIDs."""
+        if not self.sharp_enabled:
+            return {}
+        return {
+            f"pkey_{k:#x}": {"pkey": f"{k:#x}", "guids": [f"0x{g}" for g in sorted(p["guids"])]}
+            for k, p in sorted(self.pkeys.items())
+            if p["guids"]
+        }
+
     def handle(self, method: str, path: str, query: dict, body: Any) -> tuple[int, Any]:
         """Route one request; returns (status, JSON body)."""
         self.requests.append((method, path))
@@ -91,6 +112,12 @@ class UfmContractFake:
             return 200, self.ports
         if method == "POST" and path == "/ufmRest/actions":
             return self._port_action(body)
+        if method == "GET" and path == "/ufmRest/app/sharp/allocate_resources":
+            return 200, self.sharp_reservations()
+        if method == "GET" and (m := re.fullmatch(r"/ufmRest/app/sharp/allocate_resources/([^/]+)", path)):
+            if (found := self.sharp_reservations().get(m[1])) is None:
+                raise ContractError(404, f"no SHARP reservation {m[1]!r}")
+            return 200, found
         if path == "/ufmRest/resources/pkeys" and method == "GET":
             return 200, {f"{k:#x}": self._show(k) for k in sorted(self.pkeys)}
         if path == "/ufmRest/resources/pkeys/add" and method == "POST":

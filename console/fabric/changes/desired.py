@@ -73,17 +73,18 @@ def build_desired(fabric: Fabric) -> dict[str, Any]:
             )
         taken_keys[pkey] = res["name"]
         taken_names.add(res["name"])
-        partitions.append(
-            {
-                "name": res["name"],
-                "pkey": pkey,
-                "ipoib": False,
-                "sl": int(res.get("sl", 0)),
-                "members": _canonical_members(res["members"]),
-                "source": "reservation",
-                "reservation_id": res["reservation_id"],
-            }
-        )
+        partition = {
+            "name": res["name"],
+            "pkey": pkey,
+            "ipoib": False,
+            "sl": int(res.get("sl", 0)),
+            "members": _canonical_members(res["members"]),
+            "source": "reservation",
+            "reservation_id": res["reservation_id"],
+        }
+        if res.get("sharp"):  # only when set: the JSON of other partitions stays as it was
+            partition["sharp"] = True
+        partitions.append(partition)
     partitions.sort(key=lambda p: (p["pkey"] != DEFAULT_RULE["pkey"], p["pkey"]))
     classes = [[p["pkey"], p["sl"], p["name"]] for p in partitions if p["sl"]]
     port_admin = []

@@ -87,6 +87,8 @@ class DesiredFabric:
     port_admin: tuple[PortAdmin, ...] = ()
     # SL→VL map and VL arbitration from the fabric's QoS table (None: OpenSM's QoS options untouched).
     qos_options: QosOptions | None = None
+    # P_Keys of partitions whose owner holds SHARP trees (drivers that can verify SHARP do; opensm ignores it).
+    sharp_pkeys: frozenset[int] = frozenset()
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> DesiredFabric:
@@ -131,7 +133,10 @@ class DesiredFabric:
         )
         table = qos_data.get("table")
         options = QosTable.from_json(table).options() if table else None
-        return cls(tuple(partitions), qos, admin, options)
+        sharp = frozenset(
+            p.pkey for p, raw in zip(partitions, data.get("partitions", []), strict=True) if raw.get("sharp")
+        )
+        return cls(tuple(partitions), qos, admin, options, sharp)
 
 
 @dataclass

@@ -13,12 +13,14 @@ Endpoints used (UFM Enterprise REST API guide, "PKey GUIDs REST API", ``/ufmRest
 ``PUT  /ufmRest/resources/pkeys/qos_conf``             a PKey's QoS (``service_level`` …)
 ``GET  /ufmRest/resources/ports``                      ports (GUIDs, states) for verification
 ``POST /ufmRest/actions``                              port ``enable`` / ``disable``
+``GET  /ufmRest/app/sharp/allocate_resources``         SHARP reservations (read only, ufm_sharp.py)
 ====================================================  ==========================================
 
 GUIDs go over the wire as 16 hex digits without ``0x``; P_Keys as ``0x`` hex strings. The push
 is the same pipeline as OpenSM's: render → lint (the project's partition linter) → apply
 (set-style: only what differs) → verify (read back from UFM and every member GUID present on
-the fabric) → rollback to the snapshot taken before apply. The tests run it against
+the fabric; for partitions holding SHARP trees, SHARP's reservation of the P_Key with exactly its
+GUIDs) → rollback to the snapshot taken before apply. The tests run it against
 ``tests/fabric/ufm_fake.py:UfmContractFake``, a contract fake of exactly these endpoints.
 """
 
@@ -30,7 +32,7 @@ import os
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from console.fabric.drivers.base import (
@@ -42,6 +44,7 @@ from console.fabric.drivers.base import (
     no_progress,
 )
 from console.fabric.drivers.registry import register_driver
+from console.fabric.drivers.ufm_sharp import sharp_mismatches
 from console.fabric.opensm.lint import LintProblem, format_guid
 from console.fabric.opensm.partitions import (
     DEFAULT_PKEY,
@@ -182,6 +185,11 @@ def _sls(desired: DesiredFabric) -> dict[int, int]:
     return {c.pkey: c.sl for c in desired.qos.classes} if desired.qos else {}
 
 
+def _sharp_want(want: Mapping[int, PkeyState], desired: DesiredFabric) -> dict[int, set[str]]:
+    """P_Key → member GUIDs of the partitions that hold SHARP trees (SHARP AM reserves a P_Key's GUIDs)."""
+    return {pkey: set(want[pkey]["members"]) for pkey in sorted(desired.sharp_pkeys) if pkey in want}
+
+
 def live_pkeys(raw: Mapping[str, Any]) -> dict[int, PkeyState]:
     """UFM's ``GET pkeys`` answer in the same shape as :func:`desired_pkeys`."""
     out: dict[int, PkeyState] = {}
@@ -235,7 +243,8 @@ class UfmDriver:
 
     def verify(self, desired: DesiredFabric, *, options: PushOptions | None = None) -> list[str]:
         """Mismatches between ``desired`` and UFM (and member GUIDs missing from the fabric)."""
-        return self._mismatches(desired_pkeys(list(desired.partitions), _sls(desired)), managed=None)
+        want = desired_pkeys(list(desired.partitions), _sls(desired))
+        return self._mismatches(want, managed=None) + sharp_mismatches(self.client, _sharp_want(want, desired))
 
     def _mismatches(self, want: dict[int, PkeyState], managed: set[int] | None) -> list[str]:
         live = live_pkeys(self.client.pkeys())
@@ -347,17 +356,19 @@ class UfmDriver:
         s.duration_s = time.monotonic() - t
 
         s = step("verify")
-        t = time.monotonic()
-        deadline = time.monotonic() + min(options.verify_timeout, self.verify_timeout)
-        while True:
-            mismatches = self._mismatches(want, managed)
-            if not mismatches or time.monotonic() > deadline:
-                break
-            time.sleep(options.poll_interval)
-        s.duration_s = time.monotonic() - t
-        if not mismatches:
+        mismatches, s.duration_s = self._poll(lambda: self._mismatches(want, managed), options)
+        if mismatches:
+            s.status, s.log = "failed", s.log + mismatches
+        else:
             s.status = "ok"
             s.log.append(f"{len(want)} P_Keys read back from UFM; member GUIDs on the fabric")
+            if sharp := _sharp_want(want, desired):
+                # SHARP AM follows the SM's P_Keys on its own: poll its reservations until they match.
+                s = step("sharp")
+                mismatches, s.duration_s = self._poll(lambda: sharp_mismatches(self.client, sharp), options)
+                s.status = "failed" if mismatches else "ok"
+                s.log += mismatches or [f"{len(sharp)} SHARP reservations read back from UFM with exactly their GUIDs"]
+        if not mismatches:
             result = finish("verified" if calls else "unchanged")
             if desired.qos_options is not None:
                 # UFM runs its own SM: SL2VL and VL arbitration are UFM's configuration, not this API's.
@@ -366,7 +377,6 @@ class UfmDriver:
                 result.steps.append(skipped)
             self._port_admin(desired, result, progress)
             return result
-        s.status, s.log = "failed", s.log + mismatches
 
         s = step("rollback")
         t = time.monotonic()
@@ -379,6 +389,14 @@ class UfmDriver:
         s.log += again
         outcome = "rolled_back" if s.status == "ok" else "rollback_failed"
         return finish(outcome, mismatches=mismatches)
+
+    def _poll(self, check: Callable[[], list[str]], options: PushOptions) -> tuple[list[str], float]:
+        """``check()`` until it finds nothing or the verify timeout passes: (its last answer, seconds)."""
+        t = time.monotonic()
+        deadline = t + min(options.verify_timeout, self.verify_timeout)
+        while (mismatches := check()) and time.monotonic() <= deadline:
+            time.sleep(options.poll_interval)
+        return mismatches, time.monotonic() - t
 
     # -- ports -----------------------------------------------------------------------------------
 
