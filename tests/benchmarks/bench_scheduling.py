@@ -243,9 +243,13 @@ def _row_by_row():
     return patched()
 
 
-def _node_row_lock(pool_id: int, *, also: Iterable[int] = ()) -> list[int]:
+def _node_row_lock(
+    pool_id: int, *, also: Iterable[int] = (), restart: bool = False, fabric_wide: bool = False
+) -> list[int]:
     """The lock reserve took before the reservation lock: every node row of the pool (the pools
-    it answers for: reserve checks a preemption's pools against them; the benchmark has none)."""
+    it answers for: reserve checks a preemption's pools against them; the benchmark has none).
+    ``restart`` and ``fabric_wide`` (SHARP requests; the benchmark has none) are the reservation
+    lock's, accepted and ignored."""
     from scheduling.models import Node
 
     in_pool = Node.objects.filter(pools=pool_id).values("pk")
