@@ -79,6 +79,22 @@ def in_order_writer(*pools: Pool) -> Session:
     return started(body)
 
 
+def held_open(body: Callable[[], object]) -> tuple[Session, threading.Event]:
+    """A started session that runs ``body`` in a transaction and keeps it open (its locks held)
+    until the returned event is set; returns once ``body`` has run."""
+    ready, go = threading.Event(), threading.Event()
+
+    def run() -> None:
+        with transaction.atomic():
+            body()
+            ready.set()
+            assert go.wait(WAIT)
+
+    session = started(run)
+    assert ready.wait(WAIT)
+    return session, go
+
+
 def wait_blocked_by(session: Session, count: int = 1) -> None:
     """Until ``count`` other backends wait on a lock ``session`` holds."""
     assert session.started_pid.wait(WAIT) and session.pid is not None
@@ -230,28 +246,25 @@ def test_a_pool_without_a_lock_row_is_still_locked_through_its_nodes():
     assert BookingGeneration.objects.filter(pool=pool).count() == 1
 
 
+def _add_node(low: Pool, high: Pool, node: Node) -> None:
+    """A membership change adding ``node`` to ``low`` under both pools' locks (as set_pool_nodes takes them)."""
+    locks.reservation_lock(pool_ids=[low.pk, high.pk])
+    low.nodes.add(node)
+
+
 def test_a_lock_waiting_while_another_pool_gains_a_node_of_the_pool_locks_that_pool_too():
     # given pools "low" (n0) and "high" (n1), and a membership change that adds n1 to "low"
     # under both pools' locks (as set_pool_nodes takes them), not committed yet
     fabric = make_fabric("gains-node", {"topology": "fat-tree", "nodes": 2, "node_type": "DGX-H100"})
     n = list(Node.objects.filter(fabric=fabric).order_by("pk"))[:2]
     low, high = make_pool(fabric, "low", nodes=[n[0]]), make_pool(fabric, "high", nodes=[n[1]])
-    changed, go = threading.Event(), threading.Event()
     locked: list[list[int]] = []
-
-    def membership() -> None:
-        with transaction.atomic():
-            locks.reservation_lock(pool_ids=[low.pk, high.pk])
-            low.nodes.add(n[1])
-            changed.set()
-            assert go.wait(WAIT)
 
     def booking_of_high() -> None:  # what reserve and the queue pass take for "high"
         with transaction.atomic():
             locked.append(locks.pool_and_overlapping_lock(high.pk))
 
-    changer = started(membership)
-    assert changed.wait(WAIT)
+    changer, go = held_open(lambda: _add_node(low, high, n[1]))
     # when a booking of "high" waits for its lock, and another writer of both pools after it
     booking = started(booking_of_high)
     wait_blocked_by(changer)
@@ -271,22 +284,17 @@ def test_a_reserve_waiting_while_its_pool_loses_a_node_never_places_on_that_node
     mine = make_pool(fabric, "mine", nodes=n)
     tenant = Tenant.objects.create(name="Alpha", slug="alpha-loses")
     give_quota(tenant, mine, 16)
-    changed, go = threading.Event(), threading.Event()
     made: list[Reservation] = []
 
     def membership() -> None:
-        with transaction.atomic():
-            locks.reservation_lock(pool_ids=[mine.pk], node_ids=[n[1].pk])
-            mine.nodes.remove(n[1])
-            Pool.objects.filter(pk=mine.pk).update(version=F("version") + 1)
-            changed.set()
-            assert go.wait(WAIT)
+        locks.reservation_lock(pool_ids=[mine.pk], node_ids=[n[1].pk])
+        mine.nodes.remove(n[1])
+        Pool.objects.filter(pk=mine.pk).update(version=F("version") + 1)
 
     def booking() -> None:  # reads the pool (two nodes) before it waits for the lock
         made.append(reserve(SYSTEM, tenant_principal(tenant), request_for(mine, gpus=16)))
 
-    changer = started(membership)
-    assert changed.wait(WAIT)
+    changer, go = held_open(membership)
     # when a 16-GPU reserve waits for the pool's lock and the change then commits
     waiting = started(booking)
     wait_blocked_by(changer)
@@ -304,15 +312,7 @@ def test_a_restarting_lock_names_the_grown_set_instead_of_taking_a_savepoint():
     fabric = make_fabric("grows-restart", {"topology": "fat-tree", "nodes": 2, "node_type": "DGX-H100"})
     n = list(Node.objects.filter(fabric=fabric).order_by("pk"))[:2]
     low, high = make_pool(fabric, "low", nodes=[n[0]]), make_pool(fabric, "high", nodes=[n[1]])
-    changed, go = threading.Event(), threading.Event()
     raised: list[BaseException] = []
-
-    def membership() -> None:
-        with transaction.atomic():
-            locks.reservation_lock(pool_ids=[low.pk, high.pk])
-            low.nodes.add(n[1])
-            changed.set()
-            assert go.wait(WAIT)
 
     def booking_of_high() -> None:  # reserve's way: no savepoint, restart with the union
         try:
@@ -321,8 +321,7 @@ def test_a_restarting_lock_names_the_grown_set_instead_of_taking_a_savepoint():
         except locks.WiderLock as exc:
             raised.append(exc)
 
-    changer = started(membership)
-    assert changed.wait(WAIT)
+    changer, go = held_open(lambda: _add_node(low, high, n[1]))
     booking = started(booking_of_high)
     wait_blocked_by(changer)
     go.set()
@@ -340,16 +339,7 @@ def test_a_qos_table_change_waits_for_a_grant_that_read_the_old_table():
     # given a fabric with a saved QoS table, and a grant that has read it (not committed yet)
     fabric = make_fabric("qos-grant", {"topology": "fat-tree", "nodes": 2, "node_type": "DGX-H100"})
     set_qos_table(SYSTEM, OPERATOR, fabric, DEFAULT_TABLE.to_json())
-    read, go = threading.Event(), threading.Event()
-
-    def granting() -> None:
-        with transaction.atomic():
-            grant._fabric_facts(fabric.pk)
-            read.set()
-            assert go.wait(WAIT)
-
-    granter = started(granting)
-    assert read.wait(WAIT)
+    granter, go = held_open(lambda: grant._fabric_facts(fabric.pk))
     # when an operator saves a new table meanwhile
     changer = started(lambda: set_qos_table(SYSTEM, OPERATOR, fabric, DEFAULT_TABLE.to_json()))
     # then the change waits for the grant (its SL check must see the grant's reservation)
