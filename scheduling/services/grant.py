@@ -108,7 +108,7 @@ def _fabric_facts(fabric_id: int) -> FabricFacts:
     with connection.cursor() as cursor:
         cursor.execute(sql, {"f": fabric_id, "source": str(FabricPartition.Source.RESERVATION)})
         held, others, sls, table = cursor.fetchone()
-    if isinstance(table, str):  # a jsonb column comes back decoded or as text, by driver
+    if isinstance(table, str):  # Django has psycopg return jsonb as text (JSONField decodes it)
         table = json.loads(table)
     return set(held or ()), list(others or ()), sls, table
 
