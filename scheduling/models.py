@@ -105,7 +105,9 @@ class HCA(models.Model):
 
 
 class Pool(models.Model):
-    """A named set of a fabric's nodes that quotas and reservations refer to."""
+    """A named set of nodes that quotas and reservations refer to. ``fabric`` is its home fabric
+    (names are unique per fabric); its nodes may belong to fabrics of several sites, and then a
+    reservation lands on one site unless it allows spanning (:mod:`scheduling.placement.sites`)."""
 
     class Kind(models.TextChoices):
         BY_MODEL = "by_model", "by GPU model"
@@ -169,6 +171,23 @@ class BookingChange(models.Model):
 
     def __str__(self) -> str:
         return f"pool {self.pool_id} reservation {self.reservation_id} at {self.generation}"
+
+
+class Dataset(TenantOwnedModel):
+    """Data a tenant keeps at a site; a request ``near`` it is placed at (or nearest to) that site."""
+
+    name = models.CharField(max_length=100)
+    site = models.ForeignKey("fabric.Site", on_delete=models.PROTECT, related_name="datasets")
+    size_tb = models.FloatField(default=0, help_text="terabytes (informational)")
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["tenant", "name"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="dataset_name_unique")]
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class PriorityClass(models.TextChoices):
@@ -291,6 +310,11 @@ class Reservation(TenantOwnedModel):
     same_leaf = models.BooleanField(default=False)
     max_switch_hops = models.PositiveSmallIntegerField(null=True, blank=True)
     rail_aligned = models.BooleanField(default=False)
+    # Where its data or users are (a site, or a dataset registered at a site), and whether the gang
+    # may span sites (default: one site, the nearest that can hold it).
+    near_site = models.ForeignKey("fabric.Site", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    near_dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    span_sites = models.BooleanField(default=False)
     # Parameters of registered constraint types without a column of their own (plug-ins): kept so
     # what was asked can be read back and applied again.
     constraint_params = models.JSONField(default=dict, blank=True)
@@ -349,6 +373,31 @@ class Reservation(TenantOwnedModel):
     def partition_name(self) -> str:
         """The partition's name on the fabric (``res-42``)."""
         return f"res-{self.pk}"
+
+
+class ReservationSubnet(models.Model):
+    """The reservation's P_Key on one subnet (fabric) it touches: one row per fabric, the
+    reservation's own ``fabric`` included, so that a P_Key is unique among live keys of a fabric
+    whichever reservation (single-fabric or spanning) holds it: one constraint, one table.
+    ``pkey_live`` until that fabric verified the P_Key gone."""
+
+    reservation = models.ForeignKey("Reservation", on_delete=models.CASCADE, related_name="subnets")
+    fabric = models.ForeignKey("fabric.Fabric", on_delete=models.PROTECT, related_name="+")
+    pkey = models.PositiveIntegerField()
+    pkey_live = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["reservation", "fabric"]
+        constraints = [
+            models.UniqueConstraint(fields=["reservation", "fabric"], name="reservation_subnet_unique"),
+            models.UniqueConstraint(
+                fields=["fabric", "pkey"], condition=models.Q(pkey_live=True), name="subnet_pkey_live_unique"
+            ),
+            models.CheckConstraint(name="subnet_pkey_range", condition=models.Q(pkey__gte=1, pkey__lte=0x7FFE)),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.reservation_id} on fabric {self.fabric_id}: 0x{self.pkey:04x}"
 
 
 class ReservationAllocation(models.Model):

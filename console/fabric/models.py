@@ -1,11 +1,71 @@
 """Managed fabrics. A Fabric is one InfiniBand subnet, bound to a design revision and reached
-through a driver (the ibsim lab, a local OpenSM host, or UFM)."""
+through a driver (the ibsim lab, a local OpenSM host, or UFM). Fabrics live at sites (data
+centres); sites are joined by links (IB routers or gateways, or Ethernet)."""
 
 from __future__ import annotations
 
 from django.db import models
 
 from designer.models import DesignRevision
+
+
+class Site(models.Model):
+    """A data centre: one or more fabrics (subnets, each with its own SM), its own Celery queue
+    (``site.<slug>``: its workers run there) and its own collectors. A fabric without a site is
+    treated as a site of its own (single-site installations need not create one)."""
+
+    name = models.CharField(max_length=100, unique=True)
+    slug = models.SlugField(max_length=40, unique=True, help_text="names the site's worker queue: site.<slug>")
+    description = models.TextField(blank=True)
+    location = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def queue(self) -> str:
+        """The Celery queue this site's workers consume."""
+        return f"site.{self.slug}"
+
+
+class SiteLink(models.Model):
+    """How two sites are joined: the kind of link, its one-way latency and bandwidth (entered by
+    an operator or measured). One row per unordered pair (``a`` < ``b``)."""
+
+    class Kind(models.TextChoices):
+        IB_ROUTER = "ib_router", "InfiniBand router"
+        IB_GATEWAY = "ib_gateway", "InfiniBand gateway"
+        ETHERNET = "ethernet", "Ethernet"
+
+    class Source(models.TextChoices):
+        ENTERED = "entered"
+        MEASURED = "measured"
+
+    a = models.ForeignKey(Site, on_delete=models.CASCADE, related_name="+")
+    b = models.ForeignKey(Site, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=12, choices=Kind.choices, default=Kind.ETHERNET)
+    latency_us = models.FloatField(help_text="one-way latency, microseconds")
+    bandwidth_gbps = models.FloatField(help_text="usable bandwidth between the sites, Gb/s")
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.ENTERED)
+    measured_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["a", "b"]
+        constraints = [
+            models.UniqueConstraint(fields=["a", "b"], name="site_link_unique"),
+            models.CheckConstraint(name="site_link_ordered", condition=models.Q(a__lt=models.F("b"))),
+            models.CheckConstraint(
+                name="site_link_positive", condition=models.Q(latency_us__gte=0, bandwidth_gbps__gt=0)
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.a_id}–{self.b_id} ({self.kind})"
 
 
 class Fabric(models.Model):
@@ -18,6 +78,7 @@ class Fabric(models.Model):
 
     name = models.CharField(max_length=100, unique=True)
     description = models.TextField(blank=True)
+    site = models.ForeignKey(Site, null=True, blank=True, on_delete=models.PROTECT, related_name="fabrics")
     driver = models.CharField(max_length=10, choices=Driver.choices, default=Driver.LAB)
     revision = models.ForeignKey(DesignRevision, on_delete=models.PROTECT, related_name="fabrics")
     # Driver settings: lab workdir and socket, OpenSM file paths, UFM URL and credentials name.

@@ -62,6 +62,9 @@ class TopoNode:
     pool: str = "default"
     #: Seconds from power-on to OS up and HCA ports active (the node type's ``boot_s``).
     boot_s: float = 0.0
+    #: The site (data centre) of the node's fabric: index into the pool's site list
+    #: (:mod:`scheduling.placement.sites`); 0 in a single-site pool.
+    site: int = 0
 
 
 @dataclass(frozen=True, slots=True)
