@@ -112,8 +112,8 @@ def seed_scheduling(actor: Actor) -> list[str]:
 
     from console.fabric.models import Fabric
     from designer.models import DesignRevision
-    from scheduling.models import Node, Pool, Quota, Reservation
-    from scheduling.services import inventory, quotas, reservations
+    from scheduling.models import Node, Pool, Reservation
+    from scheduling.services import inventory, reservations
 
     operator = Principal(None, Role.OPERATOR, None)
     created: list[str] = []
@@ -144,13 +144,8 @@ def seed_scheduling(actor: Actor) -> list[str]:
             description="scalable unit 1: 32 DGX H100",
         )
         created.append(f"pool {pool.name}")
+    created += [f"quota {slug}" for slug in seed_quotas(actor, pool, DEMO_QUOTAS)]
     tenants = {t.slug: t for t in Tenant.objects.filter(slug__in=[q[0] for q in DEMO_QUOTAS])}
-    for slug, guaranteed, borrow in DEMO_QUOTAS:
-        if slug in tenants and not Quota.objects.filter(tenant=tenants[slug], pool=pool).exists():
-            quotas.set_quota(
-                actor, operator, tenant=tenants[slug], pool=pool, guaranteed_gpus=guaranteed, borrow_limit_gpus=borrow
-            )
-            created.append(f"quota {slug}")
     for slug, name, gpus, hours, priority in DEMO_RESERVATIONS:
         tenant = tenants.get(slug)
         if tenant is None or Reservation.objects.live().filter(tenant=tenant, name=name).exists():
@@ -166,6 +161,24 @@ def seed_scheduling(actor: Actor) -> list[str]:
         reservation = reservations.reserve(actor, operator, request)
         created.append(f"reservation {name} ({reservation.status})")
     return created + seed_usage_history(pool, tenants)
+
+
+def seed_quotas(actor: Actor, pool: Any, rows: list[tuple[str, int, int]]) -> list[str]:
+    """The quotas of ``rows`` (tenant slug, guaranteed GPUs, borrowable GPUs) in ``pool`` that are
+    missing; returns the slugs of the tenants given one."""
+    from scheduling.models import Quota
+    from scheduling.services import quotas
+
+    operator = Principal(None, Role.OPERATOR, None)
+    made = []
+    tenants = {t.slug: t for t in Tenant.objects.filter(slug__in=[row[0] for row in rows])}
+    for slug, guaranteed, borrow in rows:
+        if slug in tenants and not Quota.objects.filter(tenant=tenants[slug], pool=pool).exists():
+            quotas.set_quota(
+                actor, operator, tenant=tenants[slug], pool=pool, guaranteed_gpus=guaranteed, borrow_limit_gpus=borrow
+            )
+            made.append(slug)
+    return made
 
 
 #: Two weeks of finished reservations, so the usage page has something to chart: (tenant, name,
@@ -298,6 +311,8 @@ def seed_power_history() -> list[str]:
 
 
 def seed_all() -> list[str]:
+    from console.demo_sites import seed_sites
+
     actor = Actor.system("demo-seed")
-    seeded = seed_tenancy(actor) + seed_designs(actor) + seed_scheduling(actor) + seed_power(actor)
-    return seeded + seed_power_history()
+    seeded = seed_tenancy(actor) + seed_designs(actor) + seed_scheduling(actor) + seed_sites(actor)
+    return seeded + seed_power(actor) + seed_power_history()

@@ -21,13 +21,12 @@ from django.core.management.base import BaseCommand
 
 from console.celery import recover_in_flight
 from console.demo import DEMO_ACCOUNTS, DEMO_PASSWORD
+from console.demo_sites import DEMO_LAB_DESIGNS
 from console.fabric.services import publish_reconcile
 
 if TYPE_CHECKING:
     from console.fabric.models import Fabric
     from console.power.emulator import Emulator
-
-DEMO_LAB_DESIGN = "superpod-su1"  # one scalable unit, 256 HCAs: up in about a second
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
@@ -36,7 +35,7 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
 
 class Command(BaseCommand):
     help = "Start the console (web over ASGI, Celery worker and beat) until Ctrl-C."
-    lab_fabric: Fabric | None = None  # the demo lab this command started (and stops on exit)
+    lab_fabrics: tuple[Fabric, ...] = ()  # the demo labs this command started (and stops on exit)
     collect: bool = False  # whether the live collector runs (there are lab fabrics)
     base_url: str = ""  # where this console answers, for its own demo webhook receiver
     demo_webhook_id: int | None = None  # the demo webhook registered at start (demo only)
@@ -54,14 +53,14 @@ class Command(BaseCommand):
     def handle(self, *args: Any, host: str, port: int, no_lab: bool = False, **options: Any) -> None:
         self._banner(host, port)
         self._demo_webhook(host, port)
-        lab_fabric = None if no_lab else self._start_demo_lab()
+        self.lab_fabrics = () if no_lab else self._start_demo_labs()
         # uvicorn re-raises the SIGTERM it caught once it has shut down; with the default
         # handler that kills the process before the `finally` below stops the lab.
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
         self.collect = not no_lab and self._lab_fabrics_exist()
-        stop_flapping = self._start_flapper(lab_fabric) if lab_fabric is not None else None
+        flapping = [f for f in self.lab_fabrics if f.revision.design.name == DEMO_LAB_DESIGNS[0]]
+        stop_flapping = self._start_flapper(flapping[0]) if flapping else None
         bmcs = self._start_bmc_emulator()
-        self.lab_fabric = lab_fabric
         self.stdout.write("  Ctrl-C stops everything.\n\n")
         self.stdout.flush()
         try:
@@ -74,7 +73,7 @@ class Command(BaseCommand):
                 bmcs.stop()
             if stop_flapping is not None:
                 stop_flapping.set()
-            if lab_fabric is not None:
+            for lab_fabric in self.lab_fabrics:
                 from console.fabric.lab.fabrics import stop_lab
 
                 stop_lab(lab_fabric)
@@ -83,10 +82,10 @@ class Command(BaseCommand):
     def _recover(self) -> None:
         """Reconcile what was in flight, whatever survived (a lab that outlived the console
         included): every fabric with reservations provisioning or ending or changes open, the
-        demo lab that just started too (the demo reservations' partitions)."""
+        demo labs that just started too (the demo reservations' partitions)."""
         recover_in_flight()
-        if self.lab_fabric is not None:
-            publish_reconcile(self.lab_fabric.pk)
+        for lab_fabric in self.lab_fabrics:
+            publish_reconcile(lab_fabric.pk)
         if self.demo_webhook_id is not None:
             threading.Thread(target=self._demo_webhook_test, name="demo-webhook-test", daemon=True).start()
 
@@ -163,7 +162,13 @@ class Command(BaseCommand):
         self.stdout.write(f"  BMC emulator:       {running.url} (Redfish, {len(running.systems)} systems)\n")
         return running
 
-    def _start_demo_lab(self) -> Fabric | None:
+    def _start_demo_labs(self) -> tuple[Fabric, ...]:
+        """Start the lab of every demo site (console.demo_sites: one after the other, about a
+        second each); returns the Fabrics whose labs this command started, to stop on exit."""
+        started = [self._start_demo_lab(design) for design in DEMO_LAB_DESIGNS]
+        return tuple(fabric for fabric in started if fabric is not None)
+
+    def _start_demo_lab(self, design: str) -> Fabric | None:
         """Start the demo design's lab (reusing its Fabric); returns the Fabric to stop on exit,
         or None when there is no lab to stop (packages missing, no demo design, already up)."""
         from console.fabric.lab.fabrics import INSTALL_HINT, lab_status, missing_packages, start_lab
@@ -177,11 +182,9 @@ class Command(BaseCommand):
         if missing:
             self.stdout.write(f"  Lab fabric:         not started: needs {', '.join(missing)} ({INSTALL_HINT})\n")
             return None
-        revision = DesignRevision.objects.filter(design__name=DEMO_LAB_DESIGN).order_by("-number").first()
+        revision = DesignRevision.objects.filter(design__name=design).order_by("-number").first()
         if revision is None:
-            self.stdout.write(
-                f"  Lab fabric:         not started: no design {DEMO_LAB_DESIGN!r} (run `manage.py demo seed`)\n"
-            )
+            self.stdout.write(f"  Lab fabric:         not started: no design {design!r} (run `manage.py demo seed`)\n")
             return None
         try:
             existing = Fabric.objects.filter(revision=revision, driver="lab").first()
@@ -191,8 +194,9 @@ class Command(BaseCommand):
             self.stdout.write(f"  Lab fabric:         not started: {exc}\n")
             return None
         status = lab_status(fabric)
+        site = f"site {fabric.site.name}, " if fabric.site is not None else ""
         self.stdout.write(
-            f"  Lab fabric:         {fabric.name} ({DEMO_LAB_DESIGN}, {status['state']}, "
+            f"  Lab fabric:         {fabric.name} ({site}{design}, {status['state']}, "
             f"routing {status.get('routing', {}).get('in_use')}): "
             f"/fabrics/{fabric.pk}/\n"
             f"    diags: {status['env_line']}\n"
