@@ -156,15 +156,22 @@ def test_farther_now_when_the_nearest_site_can_never_hold_it():
     assert got.explanation.startswith("near site-b: site-b cannot hold it, so it runs now at site-a")
 
 
-def test_nearer_later_takes_the_soonest_of_the_nearer_sites_within_patience():
-    # Near a: order a (0), b (500), c (2,000). a in 50 min, b in 10 min, c now, patience 1 h.
-    # Nearer than c (the nearest with room now): a and b, both within 1 h; b is sooner.
+def test_nearer_later_waits_for_the_nearest_site_within_patience():
+    # Near a: order a (0), b (500), c (2,000). a in 50 min, b in 10 min, c now, patience 1 h:
+    # a's 50 min is within 1 h of c's start (now), and a is the nearest.
     got = choose_site({A: NOW + 50 * MIN, B: NOW + 10 * MIN, C: NOW}, ABCD, now=NOW, near=A, patience=HOUR)
+    assert (got.site, got.start, got.rule) == (A, NOW + 50 * MIN, SiteRule.NEARER_LATER)
+    assert got.explanation == (
+        "near site-a: site-a has room at 14:20 UTC (in 50 min), within your patience of 1 h, so it waits "
+        "for site-a rather than running now at site-c (latency 2,000 µs)"
+    )
+    # a in 70 min is beyond 1 h: b, the next nearest, in 10 min.
+    got = choose_site({A: NOW + 70 * MIN, B: NOW + 10 * MIN, C: NOW}, ABCD, now=NOW, near=A, patience=HOUR)
     assert (got.site, got.start, got.rule) == (B, NOW + 10 * MIN, SiteRule.NEARER_LATER)
     assert got.explanation == (
         "near site-a: site-b has room at 13:40 UTC (in 10 min), within your patience of 1 h, so it waits "
         "for site-b rather than running now at site-c (latency 2,000 µs); "
-        "site-a is nearer but has room only at 14:20 UTC (in 50 min)"
+        "site-a has room only at 14:40 UTC (in 1 h 10 min), beyond your patience of 1 h"
     )
 
 
@@ -176,25 +183,44 @@ def test_sites_farther_than_one_with_room_now_are_not_waited_for():
     assert (got.site, got.rule) == (B, SiteRule.FARTHER_NOW)
 
 
-def test_nothing_now_and_nothing_within_patience_queues_for_the_soonest():
-    # b in 3 h, a in 2 h (15:30), patience 1 h: no site within patience, a is soonest.
-    got = choose_site({A: NOW + 2 * HOUR, B: NOW + 3 * HOUR}, TWO, now=NOW, near=B, patience=HOUR)
+def test_nothing_now_patience_counts_from_the_soonest_start():
+    # a in 2 h (15:30), b (the data) in 3 h 30 min: 1 h 30 min later than a, beyond 1 h.
+    got = choose_site({A: NOW + 2 * HOUR, B: NOW + 3.5 * HOUR}, TWO, now=NOW, near=B, patience=HOUR)
     assert (got.site, got.start, got.rule, got.waits) == (A, NOW + 2 * HOUR, SiteRule.SOONEST, True)
     assert got.explanation == (
-        "near site-b: no site has room now or within your patience of 1 h; site-a has room soonest, "
-        "at 15:30 UTC (in 2 h), so it waits for site-a (latency 2,000 µs)"
+        "near site-b: no site has room now; site-a has room soonest, at 15:30 UTC (in 2 h), so it waits for "
+        "site-a (latency 2,000 µs); site-b has room only at 17:00 UTC (in 3 h 30 min), more than your "
+        "patience of 1 h after site-a"
     )
-    # Equal starts: the nearer one.
-    got = choose_site({A: NOW + 2 * HOUR, B: NOW + 2 * HOUR}, TWO, now=NOW, near=B, patience=HOUR)
-    assert (got.site, got.rule) == (B, SiteRule.SOONEST)
-
-
-def test_nothing_now_but_a_site_within_patience_waits_for_it():
-    got = choose_site({A: NOW + 20 * MIN, B: None}, TWO, now=NOW, near=B, patience=HOUR)
-    assert (got.site, got.rule) == (A, SiteRule.NEARER_LATER)
+    # b in 3 h: exactly 1 h after a, within patience: it waits for b.
+    got = choose_site({A: NOW + 2 * HOUR, B: NOW + 3 * HOUR}, TWO, now=NOW, near=B, patience=HOUR)
+    assert (got.site, got.start, got.rule) == (B, NOW + 3 * HOUR, SiteRule.NEARER_LATER)
     assert got.explanation == (
-        "near site-b: site-a has room at 13:50 UTC (in 20 min), within your patience of 1 h, and no site has "
-        "room now, so it waits for site-a; site-b is nearer but cannot hold it"
+        "near site-b: no site has room now; site-b has room at 16:30 UTC (in 3 h), 1 h after site-a, within "
+        "your patience of 1 h, so it waits for site-b rather than for site-a (latency 2,000 µs)"
+    )
+    # The docstring's case: b in 30 min, a in 29 min, patience 1 h: stays with its data.
+    got = choose_site({A: NOW + 29 * MIN, B: NOW + 30 * MIN}, TWO, now=NOW, near=B, patience=HOUR)
+    assert (got.site, got.rule) == (B, SiteRule.NEARER_LATER)
+    # No patience: the soonest, even one minute sooner; equal starts: the nearer.
+    got = choose_site({A: NOW + 29 * MIN, B: NOW + 30 * MIN}, TWO, now=NOW, near=B, patience=None)
+    assert (got.site, got.rule) == (A, SiteRule.SOONEST)
+    assert got.explanation.endswith(
+        "site-b has room only at 14:00 UTC (in 30 min), later than site-a, and you gave no patience"
+    )
+    got = choose_site({A: NOW + 2 * HOUR, B: NOW + 2 * HOUR}, TWO, now=NOW, near=B, patience=None)
+    assert (got.site, got.rule) == (B, SiteRule.SOONEST)
+    assert got.explanation == (
+        "near site-b: no site has room now; site-b has room soonest, at 15:30 UTC (in 2 h), so it waits for site-b"
+    )
+
+
+def test_nothing_now_and_the_data_site_can_never_hold_it():
+    got = choose_site({A: NOW + 20 * MIN, B: None}, TWO, now=NOW, near=B, patience=HOUR)
+    assert (got.site, got.rule) == (A, SiteRule.SOONEST)
+    assert got.explanation == (
+        "near site-b: no site has room now; site-a has room soonest, at 13:50 UTC (in 20 min), so it waits for "
+        "site-a (latency 2,000 µs); site-b cannot hold it"
     )
 
 
@@ -240,12 +266,12 @@ def test_without_near_the_soonest_site_then_nearest_to_home():
 
 
 def test_one_site_pool_and_simulated_times():
-    one = SiteMap(("only",))
+    one = SiteMap(("solo",))
     got = choose_site({0: 2100.0}, one, now=0.0, near=0, patience=HOUR)
-    assert (got.site, got.start, got.rule) == (0, 2100.0, SiteRule.NEARER_LATER)
-    assert got.explanation == (
-        "near only: only has room at t=2100s (in 35 min), within your patience of 1 h, "
-        "and no site has room now, so it waits for only"
+    assert (got.site, got.start, got.rule) == (0, 2100.0, SiteRule.SOONEST)
+    assert (
+        got.explanation
+        == "near solo: no site has room now; solo has room soonest, at t=2100s (in 35 min), so it waits for solo"
     )
     assert choose_site({0: 0.0}, one, now=5.0, near=0).rule == SiteRule.NEAREST_NOW  # a past start is now
 
