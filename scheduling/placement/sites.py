@@ -157,15 +157,19 @@ def _shortest_routes(n: int, links: Mapping[tuple[int, int], SiteLinkSpec]) -> d
 
 @dataclass(frozen=True, slots=True)
 class OnSites(NodeFilter):
-    """Only nodes of the given sites (indices into the pool's :class:`SiteMap`)."""
+    """Only nodes of the given sites (indices into the pool's :class:`SiteMap`). ``names``
+    (the map's names, optional) only word :meth:`describe`: filters that differ by it alone are
+    equal, so the engine's cache of what a filter admits is shared."""
 
     sites: frozenset[int]
+    names: tuple[str, ...] = field(default=(), compare=False)
 
     def admits(self, node: TopoNode, topology: PoolTopology) -> bool:
         return node.site in self.sites
 
     def describe(self) -> str:
-        return "site in {" + ", ".join(str(s) for s in sorted(self.sites)) + "}"
+        shown = [self.names[s] if s < len(self.names) else str(s) for s in sorted(self.sites)]
+        return f"site={shown[0]}" if len(shown) == 1 else "site in {" + ", ".join(shown) + "}"
 
 
 class SiteRule(StrEnum):

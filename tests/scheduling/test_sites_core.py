@@ -107,6 +107,13 @@ def test_on_sites_keeps_the_gang_on_its_sites():
     either = engine.preview(Request(nodes=5, start=0, end=100, constraints=(OnSites(frozenset({A, B})),)))
     assert either and len(either.node_ids) == 5
     assert OnSites(frozenset({B, A})).describe() == "site in {0, 1}"
+    named = OnSites(frozenset({B}), TWO.names)
+    assert named.describe() == "site=site-b"
+    assert named == OnSites(frozenset({B})) and hash(named) == hash(OnSites(frozenset({B})))
+    # A site without nodes in this pool: the rejection names it.
+    nowhere = OnSites(frozenset({C}), ABCD.names)
+    refused = engine.preview(Request(nodes=1, start=0, end=100, constraints=(nowhere,)))
+    assert not refused and refused.message == "no node in the pool matches the request (site=site-c)"
 
 
 # ---------------------------------------------------------------- the site choice
