@@ -43,6 +43,7 @@ those run wholly at their data's site), ``spanning`` (fraction of placed jobs on
 site, spanning, or with no data site), ``rules`` (jobs per rule of the choice) and, from the same
 trace replayed with no data sites, ``baseline_avg_wait_s``, ``baseline_p95_wait_s`` and the wait
 locality cost: ``locality_wait_cost_s`` and ``locality_p95_cost_s`` (this run minus baseline).
+A job no single site can hold, and not allowed to span, counts in ``skipped_too_large``.
 """
 
 from __future__ import annotations
