@@ -19,6 +19,7 @@ import pytest
 from scheduling.placement import PlacementEngine, PoolTopology, Request, rail_optimized
 from scheduling.placement.sites import OnSites, SiteChoice, SiteLinkSpec, SiteMap, SiteRule, choose_site
 from scheduling.placement.sitespan import plan_span, ring_cost, span_needed
+from tests.scheduling.sched_helpers import occupy
 
 A, B, C, D = 0, 1, 2, 3
 ABCD = SiteMap(
@@ -371,6 +372,29 @@ def test_plan_span_with_an_engine_callback_tries_sets_in_order():
     # latency: lowest indices first.
     assert tried == [(0,), (1,), (2,), (1, 2), (0, 1)]
     assert plan is not None and plan.split == ((0, 3), (1, 7))
+
+
+def test_plan_span_through_the_engine_splits_a_gang_over_two_sites():
+    # Site a (nodes 0-3) and site b (nodes 4-7) each have one node free: no site holds 2 nodes.
+    engine = PlacementEngine(two_site_pool())
+    occupy(engine, [0, 1, 2, 4, 5, 6], end=1000)
+    pool = two_site_pool()
+
+    def place(ring: tuple[int, ...]) -> dict[int, int] | None:
+        got = engine.preview(Request(nodes=2, start=0, end=100, constraints=(OnSites(frozenset(ring)),)))
+        if not got:
+            return None
+        counts: dict[int, int] = {}
+        for node in got.node_ids:
+            counts[pool.nodes[node].site] = counts.get(pool.nodes[node].site, 0) + 1
+        return counts
+
+    plan = plan_span(TWO, 2, place=place, near=B, gpus_per_node=8)
+    assert plan is not None
+    assert plan.split == ((A, 1), (B, 1))
+    # 16 ranks over one 2,000 µs / 100 Gb/s link: 0.2210612736 s (test_ring_cost_of_two_sites).
+    assert plan.cost.k == 2 and plan.cost.seconds == pytest.approx(0.2210612736)
+    assert plan.explanation.startswith("near site-b: split over 2 sites (1 node at site-a, 1 node at site-b)")
 
 
 def test_plan_span_refuses_unconnected_sets_and_too_few_nodes():
