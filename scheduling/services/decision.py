@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from django.db.models import F
 from django.utils import timezone
 
 from console.tenancy.errors import Forbidden, Invalid, NotFound
@@ -25,6 +24,7 @@ from scheduling.placement.registry import ConstraintError, build_constraints
 from scheduling.services import power
 from scheduling.services.quotas import peak_within, usage
 from scheduling.services.snapshots import Snapshot, priority_rank
+from scheduling.services.topology import annotated_pools
 
 MAX_WINDOW = Reservation.MAX_WINDOW
 #: A start this far in the past is taken as "now" (clock skew, form latency); older is an error.
@@ -159,10 +159,9 @@ def tenant_of(principal: Principal, request: ReservationRequest) -> Tenant:
 
 
 def pool_of(pool_id: int) -> Pool:
-    """The pool with its fabric and its design revision's time (``revised``: the key of the
-    cached topology, :func:`.topology.pool_topology`), in one query."""
-    rows = Pool.objects.select_related("fabric").annotate(revised=F("fabric__revision__created_at"))
-    pool = rows.filter(pk=pool_id).first()
+    """The pool with its fabric, its design revision's time and whether it has nodes on other
+    fabrics (the key of the cached topology, :func:`.topology.annotated_pools`), in one query."""
+    pool = annotated_pools().filter(pk=pool_id).first()
     if pool is None:
         raise NotFound("no such pool")
     return pool
