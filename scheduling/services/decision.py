@@ -21,6 +21,7 @@ from scheduling.models import Pool, PriorityClass, Quota, Reservation
 from scheduling.placement import Owner, Placement, Rejection, Request, reclaim_plan
 from scheduling.placement.queue import packed_limit
 from scheduling.placement.registry import ConstraintError, build_constraints
+from scheduling.placement.types import Constraint
 from scheduling.services import power
 from scheduling.services.quotas import peak_within, usage
 from scheduling.services.snapshots import Snapshot, priority_rank
@@ -58,6 +59,10 @@ class ReservationRequest:
     max_wait: dt.timedelta | None = None
     #: Only a packed placement (:func:`scheduling.placement.queue.packed_limit`) is acceptable.
     packed: bool = False
+    #: Where its data or users are: a site (slug or name) or ``dataset:<name>`` (:mod:`.site_choice`).
+    near: str = ""
+    #: The gang may span sites (default: one site, the nearest that can hold it).
+    span_sites: bool = False
 
 
 @dataclass
@@ -170,8 +175,18 @@ def pool_of(pool_id: int) -> Pool:
 # ---------------------------------------------------------------- engine from database state
 
 
-def decide(snap: Snapshot, request: ReservationRequest, tenant: Tenant, pool: Pool, quota: Quota | None) -> Decision:
+def decide(
+    snap: Snapshot,
+    request: ReservationRequest,
+    tenant: Tenant,
+    pool: Pool,
+    quota: Quota | None,
+    *,
+    extra: tuple[Constraint, ...] = (),
+) -> Decision:
     """Quota check, then placement (with reclaim of borrowed capacity inside a guarantee).
+    ``extra``: constraints the service adds to the request's own (a multi-site pool's
+    :class:`~scheduling.placement.sites.OnSites`).
 
     The request is the tenant's, borrowed or not: a non-borrowed one must keep the other
     tenants' shaped guarantees placeable; within its guarantee a tenant may take back any
@@ -179,6 +194,8 @@ def decide(snap: Snapshot, request: ReservationRequest, tenant: Tenant, pool: Po
     """
     start, end = window_of(request, snap.now)
     wanted = engine_request(request, start, end)
+    if extra:
+        wanted = replace(wanted, constraints=(*wanted.constraints, *extra))
     engine = snap.engine
     shape = engine.shape(wanted)
     gpus = shape.nodes * shape.gpus_per_node if shape else (request.gpus or 0)

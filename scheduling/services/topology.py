@@ -103,16 +103,20 @@ class NamedTopology:
 
     def describe(self, placement: Placement) -> dict[str, Any]:
         """A placement in names: nodes, GPUs per node, leaf groups, leaves, spines."""
-        return {
-            "nodes": [self.node_names[n] for n in placement.node_ids],
-            "gpu_indices": [list(g) for g in placement.gpu_indices],
-            "leaf_groups": [self.group_names[g] for g in placement.leaf_groups],
-            "leaves": [self.leaf_names[leaf] for leaf in placement.leaves],
-            "spines": [self.spine_names[s] for s in placement.spines],
-            "rail_aligned": placement.rail_aligned,
-            "max_switch_hops": placement.max_hops,
-            "score": placement.score,
-        } | ({"sharp": [self.switch_name(k) for k in placement.sharp]} if placement.sharp else {})
+        return (
+            {
+                "nodes": [self.node_names[n] for n in placement.node_ids],
+                "gpu_indices": [list(g) for g in placement.gpu_indices],
+                "leaf_groups": [self.group_names[g] for g in placement.leaf_groups],
+                "leaves": [self.leaf_names[leaf] for leaf in placement.leaves],
+                "spines": [self.spine_names[s] for s in placement.spines],
+                "rail_aligned": placement.rail_aligned,
+                "max_switch_hops": placement.max_hops,
+                "score": placement.score,
+            }
+            | ({"sharp": [self.switch_name(k) for k in placement.sharp]} if placement.sharp else {})
+            | ({"sites": [self.site_slugs[s] for s in self.sites_of(placement)]} if len(self.site_slugs) > 1 else {})
+        )
 
 
 def fabric_shape(graph: FabricGraph) -> FabricShape:
@@ -402,7 +406,8 @@ def pool_topology(pool: Pool) -> NamedTopology:
     if hasattr(pool, "revised") and hasattr(pool, "foreign"):  # read with the pool (annotated_pools)
         revised, foreign = getattr(pool, "revised"), getattr(pool, "foreign")  # noqa: B009 - annotations
     else:
-        revised, foreign = annotated_pools().filter(pk=pool.pk).values_list("revised", "foreign").get()
+        read = annotated_pools().get(pk=pool.pk)
+        revised, foreign = getattr(read, "revised"), getattr(read, "foreign")  # noqa: B009 - annotations
     if foreign:
         return _multi_fabric_topology(pool)
     key = (pool.pk, pool.created_at, pool.version, fabric.revision_id, revised)
@@ -468,6 +473,15 @@ def _multi_fabric_topology(pool: Pool) -> NamedTopology:
         named = _fabric_topology(pool.name, nodes, leaves, shape_of_revision(revision_id, revised))
         parts.append(FabricPart(named, fabric_pk, fabric_name, site_index[where]))
     return _remember(_topologies, key, merge_topologies(pool.name, parts, slugs))
+
+
+def placed_fabric(pool: Pool, named: NamedTopology, placement: Placement) -> Fabric:
+    """The fabric of a placement's nodes (spanning fabrics: the one holding most of them); the
+    pool's own fabric, read with it, when that is the one."""
+    fabrics = named.fabrics_of(placement) if named.node_fabric else []
+    if not fabrics or fabrics[0] == pool.fabric_id:
+        return pool.fabric
+    return Fabric.objects.get(pk=fabrics[0])
 
 
 def boot_of(shape: FabricShape, node_type: str) -> float:
