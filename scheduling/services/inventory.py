@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, Q
 
 from console.fabric.models import Fabric
 from console.tenancy import audit
@@ -111,7 +111,9 @@ def import_inventory(fabric: Fabric, *, actor: Actor | None = None) -> ImportRes
         result = ImportResult(len(new_nodes), len(gpus), len(hcas))
         if new_nodes or gpus or hcas:
             # GPU and node keys are cached in pool topologies: invalidate them.
-            Pool.objects.filter(fabric=fabric).update(version=F("version") + 1)
+            # A pool at several sites holds nodes of fabrics other than its own.
+            spanning = Pool.objects.filter(nodes__fabric=fabric).values("pk")
+            Pool.objects.filter(Q(fabric=fabric) | Q(pk__in=spanning)).update(version=F("version") + 1)
             audit.record(
                 actor,
                 "inventory.import",
@@ -209,10 +211,9 @@ def create_pool(
     default_max_wait: dt.timedelta | None = None,
 ) -> Pool:
     """Create a pool of ``nodes`` (operators only); ``default_max_wait``: the patience of its
-    queued requests that give none."""
+    queued requests that give none. ``fabric`` is its home fabric; its nodes may be on other
+    fabrics (sites) too: a multi-site pool."""
     require_operator(principal, to="manage inventory, pools and quotas")
-    if any(n.fabric_id != fabric.pk for n in nodes):
-        raise Invalid("every node of a pool must belong to its fabric")
     try:
         with transaction.atomic():
             pool = Pool.objects.create(

@@ -393,7 +393,7 @@ def annotated_pools() -> QuerySet[Pool]:
     is on another fabric (``foreign``): what :func:`pool_topology` needs, read with the pool."""
     others = Node.objects.filter(pools=OuterRef("pk")).exclude(fabric_id=OuterRef("fabric_id"))
     return Pool.objects.select_related("fabric").annotate(
-        revised=F("fabric__revision__created_at"), foreign=Exists(others)
+        revised=F("fabric__revision__created_at"), foreign=Exists(others), home_site=F("fabric__site__slug")
     )
 
 
@@ -403,21 +403,19 @@ def pool_topology(pool: Pool) -> NamedTopology:
     A pool whose nodes are on several fabrics (sites) is each fabric's topology side by side
     (:func:`merge_topologies`); its cache key holds every fabric's revision and site."""
     fabric = pool.fabric
-    if hasattr(pool, "revised") and hasattr(pool, "foreign"):  # read with the pool (annotated_pools)
-        revised, foreign = getattr(pool, "revised"), getattr(pool, "foreign")  # noqa: B009 - annotations
-    else:
-        read = annotated_pools().get(pk=pool.pk)
-        revised, foreign = getattr(read, "revised"), getattr(read, "foreign")  # noqa: B009 - annotations
+    read = pool if hasattr(pool, "foreign") else annotated_pools().get(pk=pool.pk)  # read with it: annotated_pools
+    revised, foreign, site = (getattr(read, name) for name in ("revised", "foreign", "home_site"))
     if foreign:
         return _multi_fabric_topology(pool)
-    key = (pool.pk, pool.created_at, pool.version, fabric.revision_id, revised)
+    key = (pool.pk, pool.created_at, pool.version, fabric.revision_id, revised, site)
     cached = _topologies.get(key)
     if cached is not None:
         return cached
     shape = shape_of_revision(fabric.revision_id, revised)
     nodes = list(Node.objects.filter(pools=pool).order_by("pk"))
     named = _fabric_topology(pool.name, nodes, _leaves_of(nodes), shape)
-    return _remember(_topologies, key, replace(named, node_fabric=(fabric.pk,) * len(named.node_pks)))
+    named = replace(named, node_fabric=(fabric.pk,) * len(named.node_pks), site_slugs=(site or "",))
+    return _remember(_topologies, key, named)
 
 
 def _leaves_of(nodes: list[Node]) -> dict[int, list[str]]:
