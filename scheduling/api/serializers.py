@@ -360,6 +360,12 @@ class PlacementSerializer(serializers.Serializer):
         required=False,
         help_text="SHARP reservations only: the switches of the aggregation tree, leaves first, root last",
     )
+    sites = serializers.ListField(
+        child=serializers.CharField(), required=False, help_text="a pool at several sites: the sites it takes"
+    )
+    span = serializers.DictField(
+        required=False, help_text="spanning sites: the split, the ring and the inter-site cost of a ring all-reduce"
+    )
 
 
 class RejectionSerializer(serializers.Serializer):

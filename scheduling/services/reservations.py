@@ -134,7 +134,7 @@ def preview(principal: Principal, request: ReservationRequest) -> dict[str, Any]
         "rejection": None,
     }
     if isinstance(decision.result, Placement):
-        body["placement"] = described
+        body["placement"] = described | ({"span": note.span} if note is not None and note.span else {})
         body["preempts"] = [int(b[1:]) for b in decision.result.preempts]
     else:
         body["rejection"] = explanation(decision)

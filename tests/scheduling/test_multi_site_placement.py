@@ -213,3 +213,46 @@ def test_a_single_site_pool_is_unchanged(pool, tenant_a, sites):
     assert "sites" not in placed.placement and "site" not in placed.explanation and placed.reason == ""
     assert placed.near_site_id == sites[1].pk
     assert pool_topology(pool).site_slugs == ("",)
+
+
+def test_the_api_takes_near_and_span_sites_and_answers_the_sites(
+    two_site_pool, tenant_a, admin_a, client_for, sites, fabrics
+):
+    give_quota(tenant_a, two_site_pool, 128, 128)
+    Dataset.objects.create(tenant=tenant_a, name="corpus", site=sites[1])
+    api = client_for(admin_a)
+    ask = {"pool": two_site_pool.pk, "gpus": 16, "duration_minutes": 60}
+    near = api.post("/api/reservations/", {**ask, "near": "dataset:corpus"}, format="json")
+    assert near.status_code == 201, near.content
+    body = near.json()
+    assert body["near"] == "dataset:corpus" and body["span_sites"] is False
+    assert body["site"] == "site-b" and body["sites"] == ["site-b"]
+    assert body["explanation"]["site"]["rule"] == "nearest_now"
+    by_nodes = {"pool": two_site_pool.pk, "nodes": 20, "duration_minutes": 60}
+    spanning = api.post("/api/reservations/", {**by_nodes, "span_sites": True}, format="json")
+    assert spanning.status_code == 201, spanning.content
+    spanned = spanning.json()
+    assert spanned["span_sites"] is True and sorted(spanned["sites"]) == ["site-a", "site-b"]
+    assert spanned["near"] is None and spanned["placement"]["span"]["inter_site_links"] == 2
+    listed = {r["id"]: r for r in api.get("/api/reservations/").json()["results"]}
+    assert listed[body["id"]]["site"] == "site-b"
+    preview = api.post("/api/reservations/preview/", {**ask, "near": "site-a"}, format="json").json()
+    assert preview["placement"]["sites"] == ["site-a"] and preview["site_choice"]["site"] == "site-a"
+    unknown = api.post("/api/reservations/", {**ask, "near": "dataset:elsewhere"}, format="json")
+    assert unknown.status_code == 400 and "elsewhere" not in unknown.content.decode()
+
+
+def test_the_cli_takes_near_and_span_sites(two_site_pool, tenant_a):
+    import json
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    give_quota(tenant_a, two_site_pool, 128, 128)
+    args = ["schedule", "reserve", "--tenant", "tenant-a", "--pool", str(two_site_pool.pk), "--hours", "1", "--json"]
+    out = StringIO()
+    call_command(*args, "--gpus", "8", "--near", "site-b", stdout=out)
+    assert json.loads(out.getvalue())["sites"] == ["site-b"]
+    out = StringIO()
+    call_command(*args, "--nodes", "20", "--span-sites", stdout=out)
+    assert sorted(json.loads(out.getvalue())["sites"]) == ["site-a", "site-b"]
