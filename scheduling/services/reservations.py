@@ -134,7 +134,9 @@ def preview(principal: Principal, request: ReservationRequest) -> dict[str, Any]
         "rejection": None,
     }
     if isinstance(decision.result, Placement):
-        body["placement"] = described | ({"span": note.span} if note is not None and note.span else {})
+        body["placement"] = described
+        if described is not None and note is not None and note.span:
+            described["span"] = note.span
         body["preempts"] = [int(b[1:]) for b in decision.result.preempts]
     else:
         body["rejection"] = explanation(decision)
