@@ -256,3 +256,24 @@ def test_the_cli_takes_near_and_span_sites(two_site_pool, tenant_a):
     out = StringIO()
     call_command(*args, "--nodes", "20", "--span-sites", stdout=out)
     assert sorted(json.loads(out.getvalue())["sites"]) == ["site-a", "site-b"]
+
+
+def test_the_form_offers_near_sites_and_own_datasets_for_a_multi_site_pool(
+    client, member_a, two_site_pool, pool, tenant_a, tenant_b, sites
+):
+    from django.urls import reverse
+
+    from tests.scheduling.test_reservation_pages import logged_in, page_init
+
+    Dataset.objects.create(tenant=tenant_a, name="corpus", site=sites[1])
+    Dataset.objects.create(tenant=tenant_b, name="secret-genomes", site=sites[1])
+    response = logged_in(client, member_a).get(reverse("web:reservations"))
+    init = page_init(response)
+    # the pool with nodes at two sites shows the Near select and the span checkbox; the other not
+    flags = {p["name"]: (p["multi_site"], p["sites"]) for p in init["pools"]}
+    assert flags == {"both": (True, ["site-a", "site-b"]), "all": (False, [])}
+    assert init["near"]["sites"] == [{"value": "site-a", "label": "Site A"}, {"value": "site-b", "label": "Site B"}]
+    assert init["near"]["datasets"] == [{"value": "dataset:corpus", "label": "corpus (at Site B)"}]
+    html = response.content.decode()
+    assert 'data-testid="res-near"' in html and 'name="span_sites"' in html
+    assert "secret-genomes" not in html
