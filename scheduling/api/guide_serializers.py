@@ -52,3 +52,9 @@ class UsageGuideSerializer(serializers.Serializer):
     ib_kubernetes_config = serializers.CharField(
         help_text="ib-kubernetes ConfigMap (UFM plugin, GUID pool = the vGUID range) and UFM Secret (YAML)"
     )
+    sites = serializers.ListField(
+        child=serializers.CharField(), help_text="a pool at several sites: the sites it runs at (empty: one site)"
+    )
+    sites_note = serializers.CharField(
+        help_text="spanning sites: the split, the inter-site cost of a ring all-reduce and how to order ranks"
+    )

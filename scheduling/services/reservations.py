@@ -56,7 +56,7 @@ from scheduling.services.locks import (
     reservations_for_update,
 )
 from scheduling.services.naming import default_name
-from scheduling.services.site_choice import Near, decide_at_sites, resolve_near
+from scheduling.services.site_choice import Near, decide_at_sites, resolve_near, site_constraints
 from scheduling.services.snapshots import Snapshot, lend, priority_rank
 
 # The decision's names stay importable from here (the service's public face).
@@ -117,7 +117,7 @@ def preview(principal: Principal, request: ReservationRequest) -> dict[str, Any]
     with lend(pool, timezone.now(), tenant.pk) as snap:
         decision, note = decide_at_sites(snap, request, tenant, pool, quota, near)
         described = snap.named.describe(decision.result) if isinstance(decision.result, Placement) else None
-        alternatives = offers.offers(snap, request, tenant, pool, quota, decision)
+        alternatives = offers.offers(snap, request, tenant, pool, quota, decision, extra=site_constraints(note))
     body: dict[str, Any] = {
         "placeable": decision.placed,
         "start": decision.start,

@@ -177,6 +177,14 @@ def decide_at_sites(
     return decision, _note(where, chosen, choice, starts)
 
 
+def site_constraints(note: SiteNote | None) -> tuple[OnSites, ...]:
+    """The node filter that keeps alternatives (offers) on the site chosen; none in a pool at one
+    site or for a spanning placement."""
+    if note is None or note.site is None or note.span is not None:
+        return ()
+    return (OnSites(frozenset({note.site})),)
+
+
 def first_key(decisions: dict[int, Decision]) -> int:
     return next(iter(decisions))
 

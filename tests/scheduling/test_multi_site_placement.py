@@ -204,6 +204,13 @@ def test_a_spanning_request_takes_both_sites_and_reports_the_ring_cost(two_site_
     assert "ring all-reduce" in spanning.reason and "crosses 2 inter-site links" in spanning.reason
     # its fabric is the one holding most of its nodes
     assert spanning.fabric_id == fabrics[1].pk
+    # the usage guide says where it runs and what crossing costs
+    from scheduling.usage_guide import env_file, usage_guide
+
+    guide = usage_guide(spanning, "alice")
+    assert guide.env["IBC_SITES"] == "site-b,site-a"
+    assert guide.sites_note.startswith("spans 2 sites (16 at site-b, 8 at site-a)") and "ring all-reduce" in guide.sites_note
+    assert "# sites: spans 2 sites" in env_file(guide)
 
 
 def test_a_single_site_pool_is_unchanged(pool, tenant_a, sites):
