@@ -209,7 +209,10 @@ def test_a_spanning_request_takes_both_sites_and_reports_the_ring_cost(two_site_
 
     guide = usage_guide(spanning, "alice")
     assert guide.env["IBC_SITES"] == "site-b,site-a"
-    assert guide.sites_note.startswith("spans 2 sites (16 at site-b, 8 at site-a)") and "ring all-reduce" in guide.sites_note
+    assert (
+        guide.sites_note.startswith("spans 2 sites (16 at site-b, 8 at site-a)")
+        and "ring all-reduce" in guide.sites_note
+    )
     assert "# sites: spans 2 sites" in env_file(guide)
 
 
