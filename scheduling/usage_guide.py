@@ -232,7 +232,7 @@ def span_note(reservation: Reservation) -> str:
     span = reservation.placement.get("span")
     if not isinstance(span, dict):
         return ""
-    split = ", ".join(f"{nodes} at {site}" for site, nodes in span.get("split", {}).items())
+    split = ", ".join(f"{part['nodes']} at {part['site']}" for part in span.get("split", []))
     return (
         f"spans {len(span.get('sites', []))} sites ({split}): {span.get('message', '')}. "
         "Order the ranks site by site (hosts of one site next to each other) so that NCCL's ring crosses "

@@ -259,7 +259,7 @@ def _span(
     )
     span = {
         "sites": [names[s] for s in used],
-        "split": {names[s]: n for s, n in plan.split},
+        "split": [{"site": names[s], "nodes": n} for s, n in plan.split],
         "ring": [names[s] for s in cost.ring],
         "inter_site_links": cost.k,
         "allreduce_bytes": int(cost.allreduce_bytes),

@@ -197,8 +197,8 @@ def test_a_spanning_request_takes_both_sites_and_reports_the_ring_cost(two_site_
     assert fabric_of_nodes(spanning) == {"fab-a", "fab-b"}
     assert sorted(spanning.placement["sites"]) == ["site-a", "site-b"]
     span = spanning.placement["span"]
-    # nearest first: B's 16 nodes, then 8 at A; two ring edges cross the router
-    assert span["split"] == {"site-b": 16, "site-a": 8}
+    # filled nearest first (all of B's 16 nodes, then 8 at A), listed in ring order; two ring edges cross the router
+    assert span["split"] == [{"site": "site-a", "nodes": 8}, {"site": "site-b", "nodes": 16}]
     assert span["inter_site_links"] == 2 and span["allreduce_inter_site_s"] > 0
     assert spanning.explanation["site"]["span"] == span
     assert "ring all-reduce" in spanning.reason and "crosses 2 inter-site links" in spanning.reason
@@ -210,7 +210,7 @@ def test_a_spanning_request_takes_both_sites_and_reports_the_ring_cost(two_site_
     guide = usage_guide(spanning, "alice")
     assert guide.env["IBC_SITES"] == "site-b,site-a"
     assert (
-        guide.sites_note.startswith("spans 2 sites (16 at site-b, 8 at site-a)")
+        guide.sites_note.startswith("spans 2 sites (8 at site-a, 16 at site-b)")
         and "ring all-reduce" in guide.sites_note
     )
     assert "# sites: spans 2 sites" in env_file(guide)
