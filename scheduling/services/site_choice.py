@@ -147,17 +147,14 @@ def decide_at_sites(
     pool: Pool,
     quota: Quota | None,
     near: Near | None,
-    *,
-    site: int | None = None,
 ) -> tuple[Decision, SiteNote | None]:
     """The decision for ``request`` in a pool at several sites, and what the site choice said;
-    the plain :func:`.decision.decide` (and no note) in a pool at one site. ``site`` pins the
-    gang to one site index (a queued request placed where it waited)."""
+    the plain :func:`.decision.decide` (and no note) in a pool at one site."""
     named = snap.named
     if not is_multi_site(named):
         return decide(snap, request, tenant, pool, quota), None
     where = pool_sites(named, near)
-    candidates = range(len(named.site_slugs)) if site is None else (site,)
+    candidates = range(len(named.site_slugs))
     decisions = {i: decide(snap, request, tenant, pool, quota, extra=(OnSites(frozenset({i})),)) for i in candidates}
     first = next(iter(decisions.values()))
     if first.code in {"no_quota", "over_quota", "invalid"}:  # the same at every site: the pool's
@@ -170,9 +167,8 @@ def decide_at_sites(
         spanned = _span(snap, request, tenant, pool, quota, where, decisions)
         if spanned is not None:
             return spanned
-    chosen = (
-        choice.site if choice.site is not None else (where.near if where.near in decisions else first_key(decisions))
-    )
+    # No site can ever hold it: the refusal of the near site (else the home site) explains it.
+    chosen = choice.site if choice.site is not None else (where.near if where.near in decisions else 0)
     decision = decisions[chosen]
     return decision, _note(where, chosen, choice, starts)
 
@@ -183,10 +179,6 @@ def site_constraints(note: SiteNote | None) -> tuple[OnSites, ...]:
     if note is None or note.site is None or note.span is not None:
         return ()
     return (OnSites(frozenset({note.site})),)
-
-
-def first_key(decisions: dict[int, Decision]) -> int:
-    return next(iter(decisions))
 
 
 def _start_of(decision: Decision, asap: bool) -> float | None:
