@@ -18,23 +18,28 @@ large or no eligible nodes there), ``near`` (a site index, or ``None``) and the 
 patience ``P`` in seconds (``None`` is no patience: the same as ``0``, as in the console's queue,
 where a request without ``max_wait`` does not wait for a better placement). Candidates are taken
 in :meth:`SiteMap.order_from` order (nearest to ``near`` first, ties by index); the wait of a
-site is ``start - now``.
+site is ``start - now`` and ``W`` is the shortest wait of any candidate.
 
-With ``near``:
+With ``near``, the gang goes to **the nearest candidate whose wait is at most W + P**: patience
+is the extra wait the tenant accepts to run nearer its data. Hence:
 
-1. **nearest-now**: the nearest candidate can start now → that site.
-2. **nearer-later**: else, among the candidates *nearer than the nearest one that can start now*
-   (all candidates when none can), those whose wait is at most ``P``: the one that starts
-   soonest (ties: the nearer) → queue for it. Patience is what the tenant pays for locality:
-   a nearer site is worth waiting for as long as the wait stays within it.
-3. **farther-now**: else, the nearest candidate that can start now (every nearer one would make
-   the gang wait longer than ``P``, or can never hold it).
-4. **soonest**: else (no candidate starts now nor within ``P``): the candidate that starts
-   soonest, ties to the nearer → queue for it.
-5. **none**: no candidate can ever hold the gang.
+* the nearest candidate can start now → it (``nearest_now``);
+* another can start now (``W = 0``) → the nearest whose wait is at most ``P``: a nearer site
+  that has room within the patience is waited for (``nearer_later``), else the nearest site
+  with room now (``farther_now``) — waiting for any nearer one would exceed the patience;
+* no candidate can start now → the nearest whose start is at most ``P`` after the soonest one:
+  ``soonest`` when it is the soonest (ties go to the nearer), ``nearer_later`` when it waits
+  longer than a farther site would (by at most ``P``);
+* no candidate can ever hold it → ``none``.
+
+Why not "the soonest site within patience": with the data at ``b``, ``b`` free in 30 min and
+``a`` in 29 min, a patience of 1 h would then send the gang away from its data to gain one
+minute, while the same patience keeps it at ``b`` when ``a`` is free *now*. Measuring patience
+from the soonest start keeps one rule for both cases; with ``P = 0`` it is "soonest, nearest on
+ties".
 
 Without ``near``: the candidate that starts soonest, ties to the nearest to the pool's home site
-(``home``, index 0 unless given); patience plays no part.
+(``home``, index 0 unless given); patience plays no part (rule ``soonest``).
 """
 
 from __future__ import annotations
@@ -152,19 +157,23 @@ def _shortest_routes(n: int, links: Mapping[tuple[int, int], SiteLinkSpec]) -> d
 
 @dataclass(frozen=True, slots=True)
 class OnSites(NodeFilter):
-    """Only nodes of the given sites (indices into the pool's :class:`SiteMap`)."""
+    """Only nodes of the given sites (indices into the pool's :class:`SiteMap`). ``names``
+    (the map's names, optional) only word :meth:`describe`: filters that differ by it alone are
+    equal, so the engine's cache of what a filter admits is shared."""
 
     sites: frozenset[int]
+    names: tuple[str, ...] = field(default=(), compare=False)
 
     def admits(self, node: TopoNode, topology: PoolTopology) -> bool:
         return node.site in self.sites
 
     def describe(self) -> str:
-        return "site in {" + ", ".join(str(s) for s in sorted(self.sites)) + "}"
+        shown = [self.names[s] if s < len(self.names) else str(s) for s in sorted(self.sites)]
+        return f"site={shown[0]}" if len(shown) == 1 else "site in {" + ", ".join(shown) + "}"
 
 
 class SiteRule(StrEnum):
-    """Which rule of the module docstring chose the site."""
+    """How the chosen site relates to the others (see the module docstring)."""
 
     NEAREST_NOW = "nearest_now"
     NEARER_LATER = "nearer_later"
@@ -176,8 +185,8 @@ class SiteRule(StrEnum):
 @dataclass(frozen=True, slots=True)
 class SiteChoice:
     """The site a gang goes to (``None``: no site can hold it), when it can start there
-    (``start``; ``None`` when no site), the :class:`SiteRule` that chose it, and the sentence a
-    tenant reads. ``waits`` is true when it queues for a later start."""
+    (``start``; ``None`` when no site), the :class:`SiteRule` that describes the choice, and the
+    sentence a tenant reads. ``waits`` is true when it queues for a later start."""
 
     site: int | None
     start: float | None
@@ -195,7 +204,7 @@ def choose_site(
     patience: float | None = None,
     home: int = 0,
 ) -> SiteChoice:
-    """Choose a site by the rules of the module docstring.
+    """Choose a site by the rule of the module docstring.
 
     ``starts`` maps each candidate site to the earliest start the engine can give the gang on that
     site alone (``<= now`` counts as now; ``None``: never). ``near`` and ``home`` are site indices
@@ -204,130 +213,96 @@ def choose_site(
     """
     for site in starts:
         sites.latency(site, site)  # raises on an unknown candidate
-    budget = max(0.0, patience or 0.0)
-    waits = {s: (None if t is None else max(0.0, t - now)) for s, t in starts.items()}
-    if near is None:
-        order = [s for s in sites.order_from(home) if s in starts]
-        return _soonest(order, waits, now, sites, None, SiteRule.SOONEST)
-    order = [s for s in sites.order_from(near) if s in starts]
-    if not order:
-        return _none(sites, near)
-    nearest = order[0]
-    if waits[nearest] == 0.0:
-        return _pick(nearest, now, now, SiteRule.NEAREST_NOW, _nearest_now(sites, near, nearest))
-    now_sites = [s for s in order if waits[s] == 0.0]
-    nearer = order[: order.index(now_sites[0])] if now_sites else order
-    within = [s for s in nearer if (w := waits[s]) is not None and w <= budget]
-    if within:
-        best = min(within, key=lambda s: (waits[s], order.index(s)))
-        text = _nearer_later(sites, near, best, now + _w(waits[best]), now, budget, now_sites[:1], order, waits)
-        return _pick(best, now + _w(waits[best]), now, SiteRule.NEARER_LATER, text)
-    if now_sites:
-        farther = now_sites[0]
-        return _pick(
-            farther, now, now, SiteRule.FARTHER_NOW, _farther_now(sites, near, farther, nearest, now, budget, waits)
-        )
-    return _soonest(order, waits, now, sites, near, SiteRule.SOONEST, budget)
-
-
-def _w(wait: float | None) -> float:
-    return 0.0 if wait is None else wait
-
-
-def _pick(site: int, start: float, now: float, rule: SiteRule, text: str) -> SiteChoice:
-    return SiteChoice(site, start, rule, text, waits=start > now)
-
-
-def _none(sites: SiteMap, near: int | None) -> SiteChoice:
-    head = f"near {sites.names[near]}: " if near is not None else ""
-    return SiteChoice(None, None, SiteRule.NONE, f"{head}no site of the pool can hold it")
-
-
-def _soonest(
-    order: Sequence[int],
-    waits: Mapping[int, float | None],
-    now: float,
-    sites: SiteMap,
-    near: int | None,
-    rule: SiteRule,
-    budget: float = 0.0,
-) -> SiteChoice:
-    able = [s for s in order if waits[s] is not None]
+    waits = {s: max(0.0, t - now) for s, t in starts.items() if t is not None}
+    order = [s for s in sites.order_from(home if near is None else near) if s in starts]
+    able = [s for s in order if s in waits]
     if not able:
-        return _none(sites, near)
-    best = min(able, key=lambda s: (_w(waits[s]), order.index(s)))
-    start = now + _w(waits[best])
-    name = sites.names[best]
+        head = f"near {sites.names[near]}: " if near is not None else ""
+        return SiteChoice(None, None, SiteRule.NONE, f"{head}no site of the pool can hold it")
+    soonest = min(able, key=lambda s: (waits[s], order.index(s)))
     if near is None:
-        when = "now" if start <= now else at_phrase(start, now)
-        text = f"{name} has room soonest ({when})"
+        start = now + waits[soonest]
+        when = "now" if waits[soonest] == 0 else at_phrase(start, now)
+        text = f"{sites.names[soonest]} has room soonest ({when})"
         if len(order) > 1:
             text += ", the site of the pool that can place it first"
-        return SiteChoice(best, start, rule, text, waits=start > now)
-    head = f"near {sites.names[near]}: "
-    text = (
-        f"{head}no site has room now or within {patience_phrase(budget)}; {name} has room soonest, "
-        f"{at_phrase(start, now)}, so it waits for {name}{latency_note(sites, near, best)}"
-    )
-    return SiteChoice(best, start, rule, text, waits=True)
-
-
-def _nearest_now(sites: SiteMap, near: int, site: int) -> str:
-    name = sites.names[site]
-    if site == near:
-        return f"near {name}: {name} has room now, so it runs at {name}"
-    return (
-        f"near {sites.names[near]}: {name}, the nearest site of the pool{latency_note(sites, near, site)}, "
-        f"has room now, so it runs at {name}"
-    )
-
-
-def _nearer_later(
-    sites: SiteMap,
-    near: int,
-    site: int,
-    start: float,
-    now: float,
-    budget: float,
-    now_sites: Sequence[int],
-    order: Sequence[int],
-    waits: Mapping[int, float | None],
-) -> str:
-    name = sites.names[site]
-    text = f"near {sites.names[near]}: {name} has room {at_phrase(start, now)}, within {patience_phrase(budget)}, "
-    if now_sites:
-        other = now_sites[0]
-        text += (
-            f"so it waits for {name} rather than running now at {sites.names[other]}{latency_note(sites, near, other)}"
-        )
+        return SiteChoice(soonest, start, SiteRule.SOONEST, text, waits=start > now)
+    budget = max(0.0, patience or 0.0)
+    chosen = next(s for s in able if waits[s] <= waits[soonest] + budget)
+    start = now + waits[chosen]
+    text = _Explainer(sites, near, order, waits, now, budget).explain(chosen, soonest)
+    if waits[chosen] == 0:
+        rule = SiteRule.NEAREST_NOW if chosen == order[0] else SiteRule.FARTHER_NOW
     else:
-        text += f"and no site has room now, so it waits for {name}"
-    if order[0] != site:
-        text += "; " + _passed_over(sites, order[0], waits, now)
-    return text
+        rule = SiteRule.NEARER_LATER if waits[soonest] < waits[chosen] else SiteRule.SOONEST
+    return SiteChoice(chosen, start, rule, text, waits=start > now)
 
 
-def _farther_now(
-    sites: SiteMap, near: int, site: int, nearest: int, now: float, budget: float, waits: Mapping[int, float | None]
-) -> str:
-    name, nearest_name = sites.names[site], sites.names[nearest]
-    wait = waits[nearest]
-    if wait is None:
-        reason = f"{nearest_name} cannot hold it"
-    else:
-        reason = f"{nearest_name} has room only {at_phrase(now + wait, now)}, beyond {patience_phrase(budget)}"
-    return (
-        f"near {sites.names[near]}: {reason}, so it runs now at {name}{latency_note(sites, near, site)} "
-        f"rather than waiting for {nearest_name}"
-    )
+@dataclass(frozen=True, slots=True)
+class _Explainer:
+    """The sentences of :func:`choose_site` with a ``near`` site."""
 
+    sites: SiteMap
+    near: int
+    order: Sequence[int]
+    waits: Mapping[int, float]
+    now: float
+    budget: float
 
-def _passed_over(sites: SiteMap, site: int, waits: Mapping[int, float | None], now: float) -> str:
-    wait = waits[site]
-    name = sites.names[site]
-    if wait is None:
-        return f"{name} is nearer but cannot hold it"
-    return f"{name} is nearer but has room only {at_phrase(now + wait, now)}"
+    def explain(self, chosen: int, soonest: int) -> str:
+        names = self.sites.names
+        name = names[chosen]
+        head = f"near {names[self.near]}: "
+        nearest = self.order[0]
+        wait = self.waits[chosen]
+        if wait == 0 and chosen == nearest:
+            if chosen == self.near:
+                return f"{head}{name} has room now, so it runs at {name}"
+            return (
+                f"{head}{name}, the nearest site of the pool{self.latency(chosen)}, has room now, so it runs at {name}"
+            )
+        if wait == 0:
+            return (
+                f"{head}{self.passed(nearest, soonest)}, so it runs now at {name}{self.latency(chosen)} "
+                f"rather than waiting for {names[nearest]}"
+            )
+        if self.waits[soonest] < wait:
+            other = names[soonest]
+            if self.waits[soonest] == 0:
+                text = (
+                    f"{head}{name} has room {self.at(chosen)}, within {patience_phrase(self.budget)}, so it waits "
+                    f"for {name} rather than running now at {other}{self.latency(soonest)}"
+                )
+            else:
+                lag = duration_phrase(wait - self.waits[soonest])
+                text = (
+                    f"{head}no site has room now; {name} has room {self.at(chosen)}, {lag} after {other}, "
+                    f"within {patience_phrase(self.budget)}, so it waits for {name} rather than for "
+                    f"{other}{self.latency(soonest)}"
+                )
+            return text if chosen == nearest else f"{text}; {self.passed(nearest, soonest)}"
+        text = f"{head}no site has room now; {name} has room soonest, {self.at(chosen)}, so it waits for {name}"
+        if chosen == nearest:
+            return text
+        return f"{text}{self.latency(chosen)}; {self.passed(nearest, soonest)}"
+
+    def passed(self, site: int, soonest: int) -> str:
+        """Why the nearest site was passed over for one near ``soonest``'s start."""
+        names = self.sites.names
+        if site not in self.waits:
+            return f"{names[site]} cannot hold it"
+        text = f"{names[site]} has room only {self.at(site)}"
+        if self.waits[soonest] == 0:
+            return f"{text}, beyond {patience_phrase(self.budget)}"
+        if self.budget == 0:
+            return f"{text}, later than {names[soonest]}, and you gave no patience"
+        return f"{text}, more than {patience_phrase(self.budget)} after {names[soonest]}"
+
+    def at(self, site: int) -> str:
+        return at_phrase(self.now + self.waits[site], self.now)
+
+    def latency(self, site: int) -> str:
+        return latency_note(self.sites, self.near, site)
 
 
 def latency_note(sites: SiteMap, near: int, site: int) -> str:

@@ -2,7 +2,8 @@
 
 ``replay(load_trace(path, "kalos"), rail_optimized(8), "topology")`` returns the metrics dict
 (keys :data:`RESULT_KEYS`); the ``manage.py schedule replay`` command wraps exactly that. With a power policy
-(:func:`parse_power_policy`, :mod:`.power`) it adds :data:`POWER_KEYS` and :data:`WAIT_DELTA_KEYS`.
+(:func:`parse_power_policy`, :mod:`.power`) it adds :data:`POWER_KEYS` and :data:`WAIT_DELTA_KEYS`;
+with sites (:func:`split_sites`, :func:`load_sites_file`, :mod:`.sites`) it adds ``locality``.
 """
 
 from .power import POWER_KEYS, WAIT_DELTA_KEYS, PowerSettings, parse_power_policy, wait_deltas
@@ -15,6 +16,7 @@ from .simulator import (
     replay,
     simulate,
 )
+from .sites import ReplaySites, load_sites_file, split_sites
 from .traces import (
     FORMATS,
     TraceFormatError,
@@ -34,15 +36,18 @@ __all__ = [
     "JobRecord",
     "ReplayOptions",
     "ReplayResult",
+    "ReplaySites",
     "TraceFormatError",
     "TraceJob",
     "load_alibaba",
     "load_generic",
     "load_kalos",
+    "load_sites_file",
     "load_trace",
     "parse_power_policy",
     "percentile",
     "replay",
     "simulate",
+    "split_sites",
     "wait_deltas",
 ]

@@ -12,10 +12,14 @@ A trace is ``jobs`` gang requests with
   published Kalos and Acme characterisations). A job of more than one node's GPUs takes whole
   nodes (``gpus_per_node`` = the node size).
 * **durations**: lognormal with a given median and σ, clipped to ``[min_duration_s, max_duration_s]``.
+* **locality** (optional): each job's data site drawn from a weighted mix of site names
+  (``-`` for "no data site"), from a random stream of its own, so adding a locality mix leaves
+  every other column of a seeded trace unchanged.
 
 The same parameters and seed always give the same rows (``random.Random(seed)``, drawn in a fixed
 order). :func:`write_csv` writes the generic format :func:`scheduling.replay.load_generic` reads
-(``job_id,arrival_s,duration_s,gpus,gpus_per_node``); ``manage.py schedule trace-gen`` wraps it.
+(``job_id,arrival_s,duration_s,gpus,gpus_per_node``, and ``site`` with a locality mix);
+``manage.py schedule trace-gen`` wraps it.
 """
 
 from __future__ import annotations
@@ -66,6 +70,8 @@ class TraceSpec:
     min_duration_s: float = 60.0
     max_duration_s: float = 24 * 3600.0
     seed: int = 1
+    #: (site name, weight): the data-site mix; ``-`` is "no data site"; empty: no locality column.
+    locality: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         if self.jobs < 1:
@@ -80,6 +86,10 @@ class TraceSpec:
             raise ValueError("size_mix needs positive GPU counts and non-negative weights, not all zero")
         if not (0 < self.min_duration_s <= self.median_duration_s <= self.max_duration_s) or self.sigma < 0:
             raise ValueError("durations need 0 < min <= median <= max and sigma >= 0")
+        if self.locality and (
+            any(not name or w < 0 for name, w in self.locality) or sum(w for _, w in self.locality) <= 0
+        ):
+            raise ValueError("locality needs site names and non-negative weights, not all zero")
 
     def mean_gpus(self) -> float:
         """E[gpus] of the size mix."""
@@ -120,6 +130,10 @@ def generate(spec: TraceSpec) -> list[TraceJob]:
     weights = [w for _, w in spec.size_mix]
     mu = math.log(spec.median_duration_s)
     jobs: list[TraceJob] = []
+    # Its own stream (seeded from the trace's seed) so the other columns do not move with it.
+    places = random.Random(spec.seed * 1_000_003 + 17)
+    names = [name for name, _ in spec.locality]
+    shares = [w for _, w in spec.locality]
     t = 0.0
     for index in range(spec.jobs):
         if index:
@@ -133,9 +147,28 @@ def generate(spec: TraceSpec) -> list[TraceJob]:
                 duration_s=round(duration, 3),
                 gpus=gpus,
                 gpus_per_node=min(gpus, spec.gpus_per_node),
+                site=_site(places.choices(names, shares)[0]) if names else None,
             )
         )
     return jobs
+
+
+def parse_locality(text: str) -> tuple[tuple[str, float], ...]:
+    """``east:0.7,west:0.2,-:0.1`` as (("east", 0.7), ("west", 0.2), ("-", 0.1))."""
+    mix = []
+    for item in text.split(","):
+        name, sep, weight = item.rpartition(":")
+        try:
+            mix.append((name.strip(), float(weight)))
+        except ValueError:
+            raise ValueError(f"--locality item {item!r} is not SITE:WEIGHT") from None
+        if not sep:
+            raise ValueError(f"--locality item {item!r} is not SITE:WEIGHT")
+    return tuple(mix)
+
+
+def _site(name: str) -> str | None:
+    return None if name == "-" else name
 
 
 def offered_load(jobs: Sequence[TraceJob], capacity_gpus: int) -> float:
@@ -147,15 +180,17 @@ def offered_load(jobs: Sequence[TraceJob], capacity_gpus: int) -> float:
 
 
 def write_csv(jobs: Iterable[TraceJob], path: str | Path) -> int:
-    """Write ``jobs`` in the generic trace format; returns the number of rows."""
-    count = 0
+    """Write ``jobs`` in the generic trace format (a ``site`` column when a job has a data
+    site); returns the number of rows."""
+    rows = list(jobs)
+    located = any(job.site for job in rows)
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["job_id", "arrival_s", "duration_s", "gpus", "gpus_per_node"])
-        for job in jobs:
-            writer.writerow([job.job_id, repr(job.arrival_s), repr(job.duration_s), job.gpus, job.gpus_per_node or ""])
-            count += 1
-    return count
+        writer.writerow(["job_id", "arrival_s", "duration_s", "gpus", "gpus_per_node", *(["site"] if located else [])])
+        for job in rows:
+            row = [job.job_id, repr(job.arrival_s), repr(job.duration_s), job.gpus, job.gpus_per_node or ""]
+            writer.writerow([*row, job.site or ""] if located else row)
+    return len(rows)
 
 
 __all__ = [
@@ -165,5 +200,6 @@ __all__ = [
     "clipped_lognormal_mean",
     "generate",
     "offered_load",
+    "parse_locality",
     "write_csv",
 ]

@@ -34,6 +34,16 @@ the SHARP guard over :attr:`ReplayOptions.sharp_trees`, and the dict gains ``sha
 ``requested`` (multi-node jobs asking for SHARP; a one-node job reduces over NVLink and asks for
 no tree), ``placed``, ``waited`` (placed after a wait) and ``refused`` (never placed: no tree
 could ever serve them).
+
+With sites (:attr:`ReplayOptions.sites`, :mod:`.sites`) every job is held to the site the console's
+site choice gives it at arrival (near its trace's data site, with the replay's patience), and the
+dict gains ``locality``: ``sites``, ``jobs_with_data_site``, ``at_data_site`` (the fraction of
+those run wholly at their data's site), ``spanning`` (fraction of placed jobs on several sites),
+``wait_by_where`` (jobs, average and p95 wait of the jobs run at their data's site, at another
+site, spanning, or with no data site), ``rules`` (jobs per rule of the choice) and, from the same
+trace replayed with no data sites, ``baseline_avg_wait_s``, ``baseline_p95_wait_s`` and the wait
+locality cost: ``locality_wait_cost_s`` and ``locality_p95_cost_s`` (this run minus baseline).
+A job no single site can hold, and not allowed to span, counts in ``skipped_too_large``.
 """
 
 from __future__ import annotations
@@ -49,6 +59,8 @@ from scheduling.placement.queue import PassMetrics, QueuedJob, queue_pass
 from scheduling.placement.sharp import Sharp, SharpLedger, SharpTrees
 
 from .power import FAR, POWER_KEYS, PowerModel, PowerSettings, wait_deltas
+from .sites import ReplaySites, SitePlanner, locality_cost, locality_summary
+from .stats import percentile
 from .traces import TraceJob
 
 #: Keys of the dict :func:`replay` returns, in order (public contract for CLI and API).
@@ -89,6 +101,10 @@ class ReplayOptions:
     sharp_share: float = 0.0
     #: SHARP trees per switch by the engine's key (a design's ``NamedTopology.sharp_trees``).
     sharp_trees: Mapping[str, int] | None = None
+    #: Sites of the fabric (:mod:`.sites`): jobs go near their data site; adds ``locality``.
+    sites: ReplaySites | None = None
+    #: Jobs may span sites when no one site can start them within their patience.
+    span_sites: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +120,10 @@ class JobRecord:
     leaf_groups: int
     rail_aligned: bool
     sharp: bool = False
+    #: Sites the job ran on, its data site and the rule that chose (replays with sites only).
+    sites: tuple[int, ...] = ()
+    near: int | None = None
+    site_rule: str = ""
 
     @property
     def wait_s(self) -> float:
@@ -131,6 +151,8 @@ class ReplayResult:
     energy: dict[str, float | int] | None = None
     #: Multi-node jobs that asked for SHARP (``None``: no SHARP in this replay).
     sharp_requested: set[str] | None = None
+    #: Number of sites (0: a replay without sites).
+    site_count: int = 0
 
     def summary(self) -> dict[str, Any]:
         """The public metrics dict (keys :data:`RESULT_KEYS`, in that order)."""
@@ -179,16 +201,10 @@ class ReplayResult:
                 "waited": sum(1 for r in placed if r.wait_s > 0),
                 "refused": len(self.sharp_requested) - len(placed),
             }
+        if self.site_count:
+            rows = ((r.near, r.sites, r.wait_s, r.site_rule) for r in records)
+            result["locality"] = locality_summary(rows, self.site_count)
         return result
-
-
-def percentile(values: Iterable[float], pct: float) -> float:
-    """Nearest-rank percentile (0.0 for no values)."""
-    ordered = sorted(values)
-    if not ordered:
-        return 0.0
-    rank = max(1, math.ceil(pct / 100 * len(ordered)))
-    return float(ordered[rank - 1])
 
 
 def _mean(values: list[float] | list[int]) -> float:
@@ -212,6 +228,10 @@ def replay(
     if options.power is not None:
         baseline = simulate(jobs, topology, policy, replace(options, power=None)).summary()
         result |= wait_deltas(baseline, result)
+    if options.sites is not None:
+        plain = [replace(job, site=None) for job in jobs]
+        baseline = simulate(plain, topology, policy, options).summary()
+        result["locality"] |= locality_cost(result, baseline)
     return result
 
 
@@ -235,6 +255,8 @@ class _Simulation:
         policy: Policy,
         options: ReplayOptions,
     ) -> None:
+        if options.sites is not None:
+            topology = options.sites.apply(topology)
         ordered = sorted(enumerate(jobs), key=lambda item: (item[1].arrival_s, item[0]))
         self.jobs = [job for _, job in ordered][: options.max_jobs]
         self.options = options
@@ -250,6 +272,14 @@ class _Simulation:
         self.reserved_start: float | None = None
         self._owner = Owner(tenant="replay")
         self.power = PowerModel(options.power, self.engine) if options.power is not None else None
+        self.planner: SitePlanner | None = None
+        if options.sites is not None:
+            self.result.site_count = len(options.sites.map)
+            self.planner = SitePlanner(
+                options.sites, self.engine, patience=options.max_wait_s, span_sites=options.span_sites
+            )
+        #: Per queued job key: its data site and the rule that chose its site.
+        self.site_of: dict[str, tuple[int | None, str]] = {}
 
     def run(self) -> ReplayResult:
         engine = self.engine
@@ -327,7 +357,20 @@ class _Simulation:
         if self.result.sharp_requested is not None and shape.nodes > 1:
             job, request = self._sharp(job, request)
         duration = max(job.duration_s, MIN_DURATION_S)
-        queued = QueuedJob(f"job-{index}", request, duration, job.arrival_s, self.options.max_wait_s, job.gpus)
+        key = f"job-{index}"
+        if self.planner is not None:
+            assert self.options.sites is not None
+            near = self.options.sites.index(job.site) if job.site else None
+            decision = self.planner.decide(request, near, duration)
+            if decision is None:
+                self.result.skipped_too_large.append(job.job_id)
+                return
+            request = replace(request, constraints=(*request.constraints, decision.constraint))
+            self.site_of[key] = (near, decision.rule)
+        # A gang split over sites has spent its patience on that choice: it does not then wait
+        # for one leaf group too.
+        patience = 0.0 if self.site_of.get(key, (None, ""))[1] == "span" else self.options.max_wait_s
+        queued = QueuedJob(key, request, duration, job.arrival_s, patience, job.gpus)
         self.queue.append((queued, job))
 
     def _sharp(self, job: TraceJob, request: Request) -> tuple[TraceJob, Request]:
@@ -368,6 +411,9 @@ class _Simulation:
                 self.reserved_start = placed.start
             done.add(decision.job.key)
             job = items[decision.position - 1][1]
+            near, rule = self.site_of.pop(decision.job.key, (None, ""))
+            nodes = self.engine.topology.nodes
+            sites = tuple(sorted({nodes[n].site for n in placed.node_ids})) if self.planner is not None else ()
             self.result.records.append(
                 JobRecord(
                     job=job,
@@ -379,6 +425,9 @@ class _Simulation:
                     leaf_groups=len(placed.leaf_groups),
                     rail_aligned=placed.rail_aligned,
                     sharp=bool(placed.sharp),
+                    sites=sites,
+                    near=near,
+                    site_rule=rule,
                 )
             )
         if done:

@@ -15,8 +15,9 @@ Traces (both CC BY 4.0, credit them with results):
   Fractional GPUs (``gpu_milli < 1000``) are rounded **up to one whole GPU**: reservations hand
   out GPUs exclusively (a GPU belongs to one tenant's partition), so sharing is not modelled.
   CPU-only pods (``num_gpu = 0``) are dropped. No pod spans nodes: ``gpus_per_node = num_gpu``.
-* **generic** — ``job_id,arrival_s,duration_s,gpus`` with optional ``gpus_per_node`` and
-  ``sharp`` (``1``: the job asks for SHARP, :mod:`scheduling.placement.sharp`) columns.
+* **generic** — ``job_id,arrival_s,duration_s,gpus`` with optional ``gpus_per_node``,
+  ``sharp`` (``1``: the job asks for SHARP, :mod:`scheduling.placement.sharp`) and ``site`` (or
+  ``data_site``: the site of the job's data, a site name of the replay, :mod:`.sites`) columns.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ class TraceJob:
     gpus: int
     gpus_per_node: int | None = None
     constraints: tuple[Constraint, ...] = ()
+    #: The site of the job's data (a site name of the replay), or ``None``.
+    site: str | None = None
 
 
 class TraceFormatError(ValueError):
@@ -201,7 +204,7 @@ def load_alibaba(path: str | Path) -> list[TraceJob]:
 
 
 def load_generic(path: str | Path) -> list[TraceJob]:
-    """Load ``job_id,arrival_s,duration_s,gpus[,gpus_per_node]``."""
+    """Load ``job_id,arrival_s,duration_s,gpus[,gpus_per_node][,sharp][,site|data_site]``."""
     jobs = []
     for row in _rows(path, ("job_id", "arrival_s", "duration_s", "gpus")):
         per_node = None
@@ -209,6 +212,7 @@ def load_generic(path: str | Path) -> list[TraceJob]:
             per_node = row.integer("gpus_per_node", optional=True)
             if per_node is not None and per_node < 1:
                 raise TraceFormatError(row.path, row.line, "column 'gpus_per_node' must be >= 1")
+        site = (row.row.get("site") or row.row.get("data_site") or "").strip()
         sharp = row.row.get("sharp", "").strip()
         if sharp not in ("", "0", "1"):
             raise TraceFormatError(row.path, row.line, f"column 'sharp' must be 0 or 1, got {sharp!r}")
@@ -220,6 +224,7 @@ def load_generic(path: str | Path) -> list[TraceJob]:
                 gpus=row.positive_int("gpus"),
                 gpus_per_node=per_node,
                 constraints=(Sharp(),) if sharp == "1" else (),
+                site=site or None,
             )
         )
     return _sorted(jobs, path)

@@ -3,9 +3,10 @@
     schedule replay --trace FILE [--format kalos|alibaba|generic] --design DESIGN
                     --policy topology|first-fit [--max-wait MIN] [--json] [--max-jobs N]
                     [--power-policy idle=T,buffer=N|P%[,margin=M][,rate=N]] [--node-type NAME]
+                    [--sites N|FILE [--site-latency-us US] [--site-bandwidth-gbps G]] [--span-sites]
     schedule trace-gen --out FILE [--load RHO | --rate JOBS_PER_H] [--jobs N] [--seed S]
                        [--capacity GPUS] [--median-min M] [--sigma S] [--max-hours H]
-                       [--mix GPUS:WEIGHT,…]
+                       [--mix GPUS:WEIGHT,…] [--locality SITE:WEIGHT,…]
     schedule import-inventory --fabric FABRIC
     schedule sharp-am --fabric FABRIC      (the SHARP AM input of the fabric's allocated trees)
     schedule pool-create --fabric FABRIC --name NAME [--kind manual|by_model|by_su]
@@ -30,6 +31,14 @@ always-on energy, the fraction saved and the change in wait against the same rep
 ``--sharp-share F`` makes that fraction of the multi-node jobs ask for SHARP (a generic trace's
 ``sharp`` column marks jobs too), the trees per switch being the design's catalogue figures; the
 output gains ``sharp``: SHARP requests placed, waited and refused.
+``--sites N`` splits the design's leaf groups (SUs) into N sites ``site-1`` … ``site-N`` joined
+by links of ``--site-latency-us`` and ``--site-bandwidth-gbps``; ``--sites FILE`` reads them from
+JSON (``scheduling.replay.sites``). Each job then runs near its trace's ``site`` (or
+``data_site``) column by the console's site choice, with ``--max-wait`` as its patience
+(``--span-sites``: jobs may span sites), and the output gains ``locality``: jobs run at their
+data's site, spanning, waits by where they ran, and the wait locality cost against the same trace
+without data sites. ``trace-gen --locality`` draws each job's data site from a weighted mix
+(``-`` for none).
 ``trace-gen`` writes a synthetic trace in the generic format (``scheduling.replay.generator``):
 Poisson arrivals offering ``--load`` of ``--capacity`` GPUs, sizes from ``--mix``, lognormal
 durations; the same options and seed always write the same file.
@@ -55,6 +64,7 @@ from designer.models import Design, DesignRevision
 from designer.plan import plan
 from designer.services import load_catalogue, revision_graph
 from scheduling.models import Pool, Reservation
+from scheduling.placement import PoolTopology
 from scheduling.placement.registry import params as constraint_params
 from scheduling.replay import (
     POWER_KEYS,
@@ -66,7 +76,15 @@ from scheduling.replay import (
     parse_power_policy,
 )
 from scheduling.replay import replay as run_replay
-from scheduling.replay.generator import DEFAULT_SIZE_MIX, TraceSpec, generate, offered_load, write_csv
+from scheduling.replay.generator import (
+    DEFAULT_SIZE_MIX,
+    TraceSpec,
+    generate,
+    offered_load,
+    parse_locality,
+    write_csv,
+)
+from scheduling.replay.sites import DEFAULT_BANDWIDTH_GBPS, DEFAULT_LATENCY_US, ReplaySites, replay_sites
 from scheduling.services import inventory, lifecycle, quotas, reservations
 from scheduling.services.sharp import sharp_am_files
 from scheduling.services.topology import topology_from_graph
@@ -149,6 +167,10 @@ class Command(BaseCommand):
             metavar="F",
             help="fraction of multi-node jobs asking for SHARP (trees per switch from the design's catalogue)",
         )
+        p.add_argument("--sites", metavar="N|FILE", help="split the design into N sites, or read a sites file (JSON)")
+        p.add_argument("--site-latency-us", type=float, default=DEFAULT_LATENCY_US, metavar="US")
+        p.add_argument("--site-bandwidth-gbps", type=float, default=DEFAULT_BANDWIDTH_GBPS, metavar="G")
+        p.add_argument("--span-sites", action="store_true", help="jobs may span sites (with --sites)")
         p.add_argument("--json", action="store_true")
         p = sub.add_parser("trace-gen", help="write a synthetic job trace (generic format)")
         p.add_argument("--out", required=True, metavar="FILE")
@@ -164,6 +186,7 @@ class Command(BaseCommand):
         p.add_argument("--min-min", type=float, default=1.0, help="shortest duration in minutes")
         p.add_argument("--max-hours", type=float, default=24.0, help="longest duration in hours")
         p.add_argument("--mix", help="job-size mix GPUS:WEIGHT,… (default: 1 to 1,024 GPUs in powers of two)")
+        p.add_argument("--locality", metavar="SITE:WEIGHT,…", help="data-site mix (site names, - for none)")
         p = sub.add_parser("import-inventory", help="nodes, GPUs and HCAs from the fabric design")
         p.add_argument("--fabric", required=True)
         p = sub.add_parser("sharp-am", help="SHARP AM input (OpenSM port groups, device configuration)")
@@ -244,16 +267,26 @@ class Command(BaseCommand):
             power=power,
             sharp_share=o["sharp_share"],
             sharp_trees=named.sharp_trees,
+            sites=_sites(o, topology),
+            span_sites=o["span_sites"],
         )
-        result = run_replay(jobs, topology, o["policy"], options)
+        try:
+            result = run_replay(jobs, topology, o["policy"], options)
+        except ValueError as exc:  # a trace naming a site the replay does not have
+            raise CommandError(str(exc)) from None
         keys = (*RESULT_KEYS, *POWER_KEYS, *WAIT_DELTA_KEYS) if power is not None else RESULT_KEYS
-        keys = (*keys, "sharp") if "sharp" in result else keys
+        keys = (*keys, *(k for k in ("sharp", "locality") if k in result))
         if o["json"]:
             self.stdout.write(json.dumps({k: result[k] for k in keys}))
             return
         self.stdout.write(f"{o['policy']} on {topology.total_gpus} GPUs ({o['design']}):")
         for key in keys:
             value = result[key]
+            if key == "locality":
+                for name, item in value.items():
+                    shown = f"{item:.4g}" if isinstance(item, float) else _rounded(item)
+                    self.stdout.write(f"  {'locality.' + name:24} {shown}")
+                continue
             shown = f"{value:.4g}" if isinstance(value, float) else value
             self.stdout.write(f"  {key:24} {shown}")
 
@@ -272,6 +305,7 @@ class Command(BaseCommand):
                 min_duration_s=o["min_min"] * 60,
                 max_duration_s=o["max_hours"] * 3600,
                 seed=o["seed"],
+                locality=parse_locality(o["locality"]) if o["locality"] else (),
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from None
@@ -378,6 +412,25 @@ def _mix(text: str) -> tuple[tuple[int, float], ...]:
         if not sep:
             raise ValueError(f"--mix item {item!r} is not GPUS:WEIGHT")
     return tuple(mix)
+
+
+def _sites(o: dict, topology: PoolTopology) -> ReplaySites | None:
+    """The replay's sites from ``--sites N|FILE`` (``None`` without it)."""
+    if not o["sites"]:
+        return None
+    try:
+        return replay_sites(
+            o["sites"], topology, latency_us=o["site_latency_us"], bandwidth_gbps=o["site_bandwidth_gbps"]
+        )
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def _rounded(value: Any) -> Any:
+    """Floats in nested report dicts to 4 significant digits, for the text output."""
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    return float(f"{value:.4g}") if isinstance(value, float) else value
 
 
 def _row(r: Reservation) -> dict[str, Any]:
