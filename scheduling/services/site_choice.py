@@ -154,8 +154,11 @@ def decide_at_sites(
     if not is_multi_site(named):
         return decide(snap, request, tenant, pool, quota), None
     where = pool_sites(named, near)
+    names = where.sites.names
     candidates = range(len(named.site_slugs))
-    decisions = {i: decide(snap, request, tenant, pool, quota, extra=(OnSites(frozenset({i})),)) for i in candidates}
+    decisions = {
+        i: decide(snap, request, tenant, pool, quota, extra=(OnSites(frozenset({i}), names),)) for i in candidates
+    }
     first = next(iter(decisions.values()))
     if first.code in {"no_quota", "over_quota", "invalid"}:  # the same at every site: the pool's
         return first, None
@@ -225,7 +228,7 @@ def _span(
     node_site = [n.site for n in snap.named.topology.nodes]
 
     def place(ring: tuple[int, ...]) -> dict[int, int] | None:
-        decision = decide(snap, request, tenant, pool, quota, extra=(OnSites(frozenset(ring)),))
+        decision = decide(snap, request, tenant, pool, quota, extra=(OnSites(frozenset(ring), where.sites.names),))
         if not isinstance(decision.result, Placement):
             return None
         found[ring] = decision
