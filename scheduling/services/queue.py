@@ -53,6 +53,7 @@ from scheduling.services.reservations import (
     priority_rank,
     reserve,
 )
+from scheduling.services.site_choice import placed_span
 from scheduling.services.snapshots import lend
 from scheduling.services.topology import NamedTopology
 
@@ -247,7 +248,14 @@ def _place(actor: Actor, pk: int, snap: Snapshot, placement: Placement, decision
     }
     row.estimated_start = None
     row.queue_position = None
+    span = placed_span(snap.named, placement) if row.span_sites else None
+    if span is not None:  # it spans sites: the inter-site cost of its ring all-reduce
+        row.explanation["site"] = {**row.explanation.get("site", {}), "rule": "span", "span": span}
+        row.reason = str(span["message"])
     grant(actor, row, snap.named, placement, now=snap.now, action="reservation.place")
+    if span is not None:
+        row.placement["span"] = span
+        Reservation.objects.filter(pk=row.pk).update(placement=row.placement)
     notices.placed(row, round(waited.total_seconds()))
 
 

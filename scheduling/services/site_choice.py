@@ -15,6 +15,7 @@ all-reduce crosses the cheapest links. A pool at one site takes the plain decisi
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -24,7 +25,7 @@ from console.tenancy.models import Tenant
 from scheduling.models import Dataset, Pool, Quota
 from scheduling.placement import Placement
 from scheduling.placement.sites import OnSites, SiteChoice, SiteLinkSpec, SiteMap, SiteRule, choose_site
-from scheduling.placement.sitespan import best_ring, plan_span, span_needed
+from scheduling.placement.sitespan import RingCost, best_ring, plan_span, span_needed
 from scheduling.services.decision import Decision, ReservationRequest, decide, engine_request
 from scheduling.services.snapshots import Snapshot
 from scheduling.services.topology import NamedTopology
@@ -132,6 +133,40 @@ def pool_sites(named: NamedTopology, near: Near | None) -> PoolSites:
     return PoolSites(SiteMap(tuple(names), links), {i: tuple(f) for i, f in fabrics.items()}, near_index)
 
 
+def span_report(where: PoolSites, split: Sequence[tuple[int, int]], cost: RingCost) -> dict[str, Any]:
+    """A spanning placement as ``placement.span`` reports it: its split, ring and the inter-site
+    cost of a ring all-reduce, with the sentence a tenant reads."""
+    names = where.sites.names
+    parts = ", ".join(f"{n} node{'s' if n != 1 else ''} at {names[s]}" for s, n in split)
+    head = f"near {names[where.near]}: " if where.near is not None else ""
+    message = (
+        f"{head}no single site can hold it now, so it spans {len(split)} sites ({parts}); {cost.sentence(where.sites)}"
+    )
+    return {
+        "sites": [names[s] for s, _ in split],
+        "split": [{"site": names[s], "nodes": n} for s, n in split],
+        "ring": [names[s] for s in cost.ring],
+        "inter_site_links": cost.k,
+        "allreduce_bytes": int(cost.allreduce_bytes),
+        "allreduce_inter_site_s": cost.seconds,
+        "total_latency_us": cost.total_latency_us,
+        "message": message,
+    }
+
+
+def placed_span(named: NamedTopology, placement: Placement) -> dict[str, Any] | None:
+    """The span report of a placement the queue made over several sites (``None``: one site)."""
+    counts: dict[int, int] = {}
+    for node in placement.node_ids:
+        site = named.topology.nodes[node].site
+        counts[site] = counts.get(site, 0) + 1
+    if len(counts) < 2:
+        return None
+    where = pool_sites(named, None)
+    cost = best_ring(where.sites, sorted(counts), placement.gpus)
+    return span_report(where, [(s, counts[s]) for s in cost.ring], cost)
+
+
 def patience_of(request: ReservationRequest, pool: Pool) -> float:
     """Seconds a request waits for a nearer site: its ``max_wait`` (asap) or the pool's default."""
     if not request.asap:
@@ -170,6 +205,9 @@ def decide_at_sites(
         spanned = _span(snap, request, tenant, pool, quota, where, decisions)
         if spanned is not None:
             return spanned
+        if choice.site is None:  # larger than any one site: the whole pool's answer (it may queue)
+            home = where.near if where.near in decisions else 0
+            return decide(snap, request, tenant, pool, quota), _note(where, home, choice, starts)
     # No site can ever hold it: the refusal of the near site (else the home site) explains it.
     chosen = choice.site if choice.site is not None else (where.near if where.near in decisions else 0)
     decision = decisions[chosen]
@@ -246,22 +284,8 @@ def _span(
     decision = found[plan.cost.ring]
     used = tuple(site for site, _ in plan.split)
     cost = plan.cost if set(used) == set(plan.cost.ring) else best_ring(where.sites, used, plan.cost.ranks)
-    names = where.sites.names
-    parts = ", ".join(f"{n} node{'s' if n != 1 else ''} at {names[s]}" for s, n in plan.split)
-    head = f"near {names[where.near]}: " if where.near is not None else ""
-    message = (
-        f"{head}no single site can hold it now, so it spans {len(used)} sites ({parts}); {cost.sentence(where.sites)}"
-    )
-    span = {
-        "sites": [names[s] for s in used],
-        "split": [{"site": names[s], "nodes": n} for s, n in plan.split],
-        "ring": [names[s] for s in cost.ring],
-        "inter_site_links": cost.k,
-        "allreduce_bytes": int(cost.allreduce_bytes),
-        "allreduce_inter_site_s": cost.seconds,
-        "total_latency_us": cost.total_latency_us,
-        "message": message,
-    }
+    span = span_report(where, plan.split, cost)
+    message = str(span["message"])
     main = max(plan.split, key=lambda sn: sn[1])[0]
     starts = {i: _start_of(d, request.asap) for i, d in decisions.items()}
     note = _note(where, main, SiteChoice(main, decision.start.timestamp(), SiteRule.NONE, message), starts)

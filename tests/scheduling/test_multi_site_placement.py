@@ -14,14 +14,21 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from django.utils import timezone
 
 from console.fabric.models import Site, SiteLink
 from console.tenancy.errors import Invalid
 from scheduling.models import Dataset, Node, Reservation, ReservationAllocation
-from scheduling.services import queue, reservations
+from scheduling.services import lifecycle, queue, reservations
 from scheduling.services.topology import pool_topology
-from tests.scheduling.conftest import SYSTEM, give_quota, make_fabric, make_pool, request_for, tenant_principal
+from tests.scheduling.conftest import (
+    OPERATOR,
+    SYSTEM,
+    give_quota,
+    make_fabric,
+    make_pool,
+    request_for,
+    tenant_principal,
+)
 
 S = Reservation.Status
 pytestmark = pytest.mark.django_db
@@ -132,6 +139,11 @@ def test_another_tenants_dataset_is_unknown_and_not_named(two_site_pool, tenant_
     assert not Reservation.objects.exists()
 
 
+def end_now(reservation: Reservation) -> None:
+    """``reservation`` released now, through the lifecycle (its GPUs free from now on)."""
+    lifecycle.release(SYSTEM, OPERATOR, reservation)
+
+
 def fill_b(tenant, pool, hours: float = 2) -> Reservation:
     """Tenant ``tenant`` holds 14 of site B's 16 nodes for ``hours``."""
     return reserve(tenant, pool, nodes=14, near="site-b", duration=dt.timedelta(hours=hours))
@@ -153,12 +165,7 @@ def test_a_patient_request_waits_for_the_nearer_site(two_site_pool, tenant_a, te
     assert waiting.estimated_start is not None
     assert abs((waiting.estimated_start - blocker.end).total_seconds()) <= 60
     # when B frees, the queue places it at B
-    Reservation.objects.filter(pk=blocker.pk).update(end=timezone.now() + dt.timedelta(seconds=1))
-    ReservationAllocation.objects.filter(reservation=blocker).delete()
-    Reservation.objects.filter(pk=blocker.pk).update(status=S.RELEASED, pkey_live=False)
-    from scheduling.services import snapshots
-
-    snapshots.forget()
+    end_now(blocker)
     queue.queue_pass(two_site_pool.pk)
     waiting.refresh_from_db()
     assert waiting.status == S.PROVISIONING and fabric_of_nodes(waiting) == {"fab-b"}
@@ -214,6 +221,26 @@ def test_a_spanning_request_takes_both_sites_and_reports_the_ring_cost(two_site_
         and "ring all-reduce" in guide.sites_note
     )
     assert "# sites: spans 2 sites" in env_file(guide)
+
+
+def test_a_spanning_request_no_site_can_hold_queues_for_the_pool(two_site_pool, tenant_a, tenant_b):
+    give_quota(tenant_a, two_site_pool, 192, 64)
+    give_quota(tenant_b, two_site_pool, 64)
+    blocker = reserve(tenant_b, two_site_pool, nodes=8, near="site-a", duration=dt.timedelta(hours=2))
+    # 28 nodes: more than one site, and more than the 24 free now
+    waiting = reserve_asap(tenant_a, two_site_pool, nodes=28, span_sites=True)
+    assert waiting.status == S.QUEUED, (waiting.reason, waiting.explanation)
+    assert abs((waiting.estimated_start - blocker.end).total_seconds()) <= 60
+    # without span_sites it can never be placed: refused at once
+    refused = reserve_asap(tenant_a, two_site_pool, nodes=28)
+    assert refused.status == S.REJECTED
+    # when the blocker ends, the queue places it over both sites and reports the ring's cost
+    end_now(blocker)
+    queue.queue_pass(two_site_pool.pk)
+    waiting.refresh_from_db()
+    assert waiting.status == S.PROVISIONING and fabric_of_nodes(waiting) == {"fab-a", "fab-b"}
+    assert waiting.placement["span"]["inter_site_links"] == 2
+    assert "ring all-reduce" in waiting.reason and waiting.explanation["site"]["rule"] == "span"
 
 
 def test_a_single_site_pool_is_unchanged(pool, tenant_a, sites):
