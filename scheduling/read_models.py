@@ -15,8 +15,9 @@ from typing import Any, TypedDict
 from django.db.models import Count, Sum
 from django.utils import timezone
 
+from console.fabric.models import Site
 from console.tenancy.models import Tenant
-from scheduling.models import HCA, Node, Pool, Reservation, ReservationAllocation
+from scheduling.models import HCA, Dataset, Node, Pool, Reservation, ReservationAllocation
 from scheduling.services.topology import pool_topology
 
 #: Tenant colours of the occupancy map (a tenant keeps its colour while the tenant set is stable).
@@ -37,14 +38,21 @@ PALETTE = (
 
 
 def pool_summaries() -> list[dict[str, Any]]:
-    """Every pool with its fabric, size and GPU models (for the form and the timelines)."""
+    """Every pool with its fabric, size, GPU models and sites (for the form and the timelines);
+    ``sites``: the slugs of its nodes' sites (``multi_site``: more than one, a fabric without a
+    site counting as a site of its own)."""
     pools = Pool.objects.select_related("fabric").annotate(
         node_count=Count("nodes", distinct=True), gpu_total=Sum("nodes__gpus")
     )
     models: dict[int, set[str]] = defaultdict(set)
-    for pool_id, model in Node.objects.filter(pools__isnull=False).values_list("pools", "gpu_model"):
+    places: dict[int, set[tuple[str, int]]] = defaultdict(set)
+    members = Node.objects.filter(pools__isnull=False).values_list(
+        "pools", "gpu_model", "fabric_id", "fabric__site__slug"
+    )
+    for pool_id, model, fabric_id, slug in members.distinct():
         if model:
             models[pool_id].add(model)
+        places[pool_id].add((slug, 0) if slug else ("", fabric_id))
     return [
         {
             "id": p.pk,
@@ -53,9 +61,21 @@ def pool_summaries() -> list[dict[str, Any]]:
             "nodes": p.node_count,
             "gpus": p.gpu_total or 0,
             "gpu_models": sorted(models[p.pk]),
+            "sites": sorted(slug for slug, _ in places[p.pk] if slug),
+            "multi_site": len(places[p.pk]) > 1,
         }
         for p in pools
     ]
+
+
+def near_choices(tenant: Tenant | None) -> dict[str, list[dict[str, str]]]:
+    """The form's "Near" options: every site, then the tenant's own datasets (with their site)."""
+    sites = [{"value": slug, "label": name} for slug, name in Site.objects.order_by("name").values_list("slug", "name")]
+    datasets = []
+    if tenant is not None:
+        rows = Dataset.objects.filter(tenant=tenant).order_by("name").values_list("name", "site__name")
+        datasets = [{"value": f"dataset:{name}", "label": f"{name} (at {site})"} for name, site in rows]
+    return {"sites": sites, "datasets": datasets}
 
 
 def connection_details(reservation: Reservation) -> list[dict[str, Any]]:

@@ -67,6 +67,9 @@ class UsageGuide:
     ib_kubernetes_config: str = ""
     #: The switches of the reservation's SHARP aggregation tree (empty: SHARP not asked for).
     sharp_switches: list[str] = field(default_factory=list)
+    #: The sites it runs at (a pool at several sites), and for a spanning one what crossing costs.
+    sites: list[str] = field(default_factory=list)
+    sites_note: str = ""
 
 
 def hca_device(index: int) -> str:
@@ -143,6 +146,8 @@ def usage_guide(reservation: Reservation, username: str) -> UsageGuide:
         vguid_end=owned.end if owned is not None else "",
         ib_kubernetes_config=ib_kubernetes_config(owned.start, owned.end, username) if owned is not None else "",
         sharp_switches=list(reservation.placement.get("sharp", [])),
+        sites=[str(s) for s in reservation.placement.get("sites", [])],
+        sites_note=span_note(reservation),
     )
     guide.env.update(environment(guide))
     return guide
@@ -221,6 +226,20 @@ def sl_note(reservation: Reservation) -> str:
     )
 
 
+def span_note(reservation: Reservation) -> str:
+    """For a reservation spanning sites: its split and what one all-reduce costs between sites,
+    and how to keep that cost down (ranks of a site next to each other in the ring)."""
+    span = reservation.placement.get("span")
+    if not isinstance(span, dict):
+        return ""
+    split = ", ".join(f"{part['nodes']} at {part['site']}" for part in span.get("split", []))
+    return (
+        f"spans {len(span.get('sites', []))} sites ({split}): {span.get('message', '')}. "
+        "Order the ranks site by site (hosts of one site next to each other) so that NCCL's ring crosses "
+        "between sites only where the console counted it; collectives slow to the inter-site link's pace"
+    )
+
+
 def environment(guide: UsageGuide) -> dict[str, str]:
     """The variables of the env file, in order (``NCCL_IB_PKEY`` only once verified)."""
     env = {
@@ -243,6 +262,8 @@ def environment(guide: UsageGuide) -> dict[str, str]:
         # reduces through the reservation's SHARP aggregation tree.
         env["NCCL_COLLNET_ENABLE"] = "1"
         env["IBC_SHARP_SWITCHES"] = ",".join(guide.sharp_switches)
+    if guide.sites:
+        env["IBC_SITES"] = ",".join(guide.sites)
     return env
 
 
@@ -255,5 +276,7 @@ def env_file(guide: UsageGuide) -> str:
         lines.append(f"# NCCL_IB_SL, UCX_IB_SL: {guide.sl_note}")
     if guide.sharp_switches:
         lines.append("# SHARP: NCCL_COLLNET_ENABLE needs the nccl-rdma-sharp-plugins (HPC-X) on the job's library path")
+    if guide.sites_note:
+        lines.append(f"# sites: {guide.sites_note}")
     lines += [f"{k}={v}" for k, v in guide.env.items()]
     return "\n".join(lines) + "\n"

@@ -111,6 +111,7 @@ def reservations(request: HttpRequest) -> HttpResponse:
         "tenant": {"id": tenant.pk, "name": tenant.name} if tenant else None,
         "tenants": tenants,
         "pools": read_models.pool_summaries(),
+        "near": read_models.near_choices(tenant),
         "default_pool": _default_pool(tenant),
         "priority_classes": list(PriorityClass.values),
         "urls": _urls(),

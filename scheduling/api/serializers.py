@@ -13,6 +13,7 @@ from rest_framework import serializers
 from console.fabric.models import Fabric
 from console.tenancy.api.base import TenantField
 from console.tenancy.models import Tenant
+from scheduling.api.site_serializers import SiteRequestFields, SiteReservationFields
 from scheduling.models import Pool, PriorityClass, Quota, Reservation
 from scheduling.placement.registry import Param, params
 from scheduling.services import power, quotas
@@ -161,8 +162,8 @@ class ReservationProgressSerializer(serializers.Serializer):
     expected_ready = serializers.DateTimeField(allow_null=True)
 
 
-class ReservationSerializer(serializers.ModelSerializer):
-    """A reservation as its tenant sees it, with its partition once placed."""
+class ReservationSerializer(SiteReservationFields, serializers.ModelSerializer):
+    """A reservation as its tenant sees it, with its partition once placed, and its sites."""
 
     tenant: serializers.PrimaryKeyRelatedField[Tenant] = serializers.PrimaryKeyRelatedField(read_only=True)
     pkey_hex = serializers.SerializerMethodField()
@@ -186,6 +187,10 @@ class ReservationSerializer(serializers.ModelSerializer):
             "same_leaf",
             "max_switch_hops",
             "rail_aligned",
+            "near",
+            "span_sites",
+            "site",
+            "sites",
             "start",
             "end",
             "gpus",
@@ -260,8 +265,8 @@ class StartField(serializers.DateTimeField):
         return super().to_internal_value(value)
 
 
-class ReservationRequestSerializer(serializers.Serializer):
-    """A reservation request: size (gpus or nodes), window and constraints."""
+class ReservationRequestSerializer(SiteRequestFields, serializers.Serializer):
+    """A reservation request: size (gpus or nodes), window, constraints and sites."""
 
     # The constraint fields are those of the registered constraint types
     # (scheduling.placement.registry), placed between priority_class and name.
@@ -332,6 +337,8 @@ class ReservationRequestSerializer(serializers.Serializer):
             constraints={p.name: data.get(p.name, p.default) for p in params()},
             name=data["name"],
             tenant_id=tenant.pk if tenant is not None else None,
+            near=data["near"],
+            span_sites=data["span_sites"],
         )
 
 
@@ -352,6 +359,12 @@ class PlacementSerializer(serializers.Serializer):
         child=serializers.CharField(),
         required=False,
         help_text="SHARP reservations only: the switches of the aggregation tree, leaves first, root last",
+    )
+    sites = serializers.ListField(
+        child=serializers.CharField(), required=False, help_text="a pool at several sites: the sites it takes"
+    )
+    span = serializers.DictField(
+        required=False, help_text="spanning sites: the split, the ring and the inter-site cost of a ring all-reduce"
     )
 
 
@@ -408,6 +421,9 @@ class PreviewSerializer(serializers.Serializer):
     )
     currency = serializers.CharField(help_text="ISO 4217 code of cost")
     offers = OfferSerializer(many=True, help_text="when not placeable: alternatives that are (may be empty)")
+    site_choice = serializers.DictField(
+        allow_null=True, help_text="a pool at several sites: the site chosen, the rule and why (null: one site)"
+    )
 
 
 class ReservationRefusedSerializer(serializers.Serializer):
@@ -416,55 +432,6 @@ class ReservationRefusedSerializer(serializers.Serializer):
     # The serializer metaclass pops declared fields, so this field does not shadow `Serializer.fields`.
     fields = serializers.DictField()  # type: ignore[assignment]
     reservation = ReservationSerializer()
-
-
-class GuideNodeSerializer(serializers.Serializer):
-    name = serializers.CharField()
-    ssh = serializers.CharField(help_text="user@host")
-    gpus = serializers.IntegerField()
-    hcas = serializers.ListField(child=serializers.CharField(), help_text="HCA device names (mlx5_N)")
-
-
-class UsageGuideSerializer(serializers.Serializer):
-    """How to use a reservation (``scheduling.usage_guide``): hosts, SSH targets, NCCL/UCX variables."""
-
-    reservation_id = serializers.IntegerField()
-    status = serializers.CharField()
-    verified = serializers.BooleanField(help_text="the partition is verified on the ports (status ready)")
-    nodes = GuideNodeSerializer(many=True)
-    hosts = serializers.ListField(child=serializers.CharField())
-    hostlist = serializers.CharField(help_text="Slurm hostlist form, e.g. dgx-su1-[001-004,007]")
-    ssh_targets = serializers.ListField(child=serializers.CharField())
-    hca_devices = serializers.ListField(child=serializers.CharField(), help_text="NCCL_IB_HCA")
-    pkey = serializers.IntegerField(allow_null=True)
-    pkey_hex = serializers.CharField(allow_null=True)
-    pkey_index = serializers.IntegerField(
-        allow_null=True, help_text="NCCL_IB_PKEY: index of the P_Key in the ports' tables, as verified; null before"
-    )
-    pkey_index_note = serializers.CharField(help_text="why pkey_index is null (empty when known)")
-    sl = serializers.IntegerField(help_text="NCCL_IB_SL and UCX_IB_SL")
-    sl_note = serializers.CharField(
-        help_text="the priority class of the SL and the VL the fabric's QoS table maps it to"
-    )
-    env = serializers.DictField(child=serializers.CharField(), help_text="the env file's variables, in order")
-    sharp_switches = serializers.ListField(
-        child=serializers.CharField(),
-        help_text="the switches of the reservation's SHARP aggregation tree (empty without SHARP); "
-        "the env then sets NCCL_COLLNET_ENABLE=1",
-    )
-    partition_name = serializers.CharField(help_text="the partition's name on the fabric (res-<id>)")
-    network_attachment = serializers.CharField(
-        help_text="Kubernetes NetworkAttachmentDefinition (YAML) of ib-sriov-cni with the reservation's P_Key; "
-        "empty before a P_Key is assigned"
-    )
-    vguid_start = serializers.CharField(
-        help_text="first virtual GUID (pod VF) of the reservation's own range, e.g. 02:C0:FF:EE:00:00:70:00: "
-        "the GUID_POOL_RANGE_START of its ib-kubernetes"
-    )
-    vguid_end = serializers.CharField(help_text="last virtual GUID of the range (GUID_POOL_RANGE_END)")
-    ib_kubernetes_config = serializers.CharField(
-        help_text="ib-kubernetes ConfigMap (UFM plugin, GUID pool = the vGUID range) and UFM Secret (YAML)"
-    )
 
 
 class PoolPriceSerializer(serializers.Serializer):

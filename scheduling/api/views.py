@@ -24,6 +24,7 @@ from console.tenancy.api.base import (
 from console.tenancy.api.idempotency import idempotent
 from console.tenancy.errors import Invalid
 from console.tenancy.models import Role
+from scheduling.api.guide_serializers import UsageGuideSerializer
 from scheduling.api.serializers import (
     AvailabilitySerializer,
     ExtendSerializer,
@@ -35,9 +36,9 @@ from scheduling.api.serializers import (
     ReservationRefusedSerializer,
     ReservationRequestSerializer,
     ReservationSerializer,
-    UsageGuideSerializer,
     minutes,
 )
+from scheduling.api.site_serializers import SITE_RELATED
 from scheduling.filtersets import ReservationFilterSet
 from scheduling.models import Pool, Quota, Reservation
 from scheduling.services import inventory, lifecycle, pricing, queue, quotas, reservations
@@ -204,7 +205,7 @@ class ReservationViewSet(TenantScopedCreateReadViewSet):
     """Reservations of GPUs. Create answers 201 when placed, 409 with the stored rejection and
     its explanation when refused; ``preview`` shows where a request would land."""
 
-    queryset = Reservation.objects.select_related("pool")
+    queryset = Reservation.objects.select_related("pool", *SITE_RELATED)
     serializer_class = ReservationSerializer
     filterset_class = ReservationFilterSet
     ordering_fields = ["created_at", "start", "end"]

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from django.db.models import F
 from django.utils import timezone
 
 from console.tenancy.errors import Forbidden, Invalid, NotFound
@@ -22,9 +21,11 @@ from scheduling.models import Pool, PriorityClass, Quota, Reservation
 from scheduling.placement import Owner, Placement, Rejection, Request, reclaim_plan
 from scheduling.placement.queue import packed_limit
 from scheduling.placement.registry import ConstraintError, build_constraints
+from scheduling.placement.types import Constraint
 from scheduling.services import power
 from scheduling.services.quotas import peak_within, usage
 from scheduling.services.snapshots import Snapshot, priority_rank
+from scheduling.services.topology import annotated_pools
 
 MAX_WINDOW = Reservation.MAX_WINDOW
 #: A start this far in the past is taken as "now" (clock skew, form latency); older is an error.
@@ -58,6 +59,10 @@ class ReservationRequest:
     max_wait: dt.timedelta | None = None
     #: Only a packed placement (:func:`scheduling.placement.queue.packed_limit`) is acceptable.
     packed: bool = False
+    #: Where its data or users are: a site (slug or name) or ``dataset:<name>`` (:mod:`.site_choice`).
+    near: str = ""
+    #: The gang may span sites (default: one site, the nearest that can hold it).
+    span_sites: bool = False
 
 
 @dataclass
@@ -159,10 +164,9 @@ def tenant_of(principal: Principal, request: ReservationRequest) -> Tenant:
 
 
 def pool_of(pool_id: int) -> Pool:
-    """The pool with its fabric and its design revision's time (``revised``: the key of the
-    cached topology, :func:`.topology.pool_topology`), in one query."""
-    rows = Pool.objects.select_related("fabric").annotate(revised=F("fabric__revision__created_at"))
-    pool = rows.filter(pk=pool_id).first()
+    """The pool with its fabric, its design revision's time and whether it has nodes on other
+    fabrics (the key of the cached topology, :func:`.topology.annotated_pools`), in one query."""
+    pool = annotated_pools().filter(pk=pool_id).first()
     if pool is None:
         raise NotFound("no such pool")
     return pool
@@ -171,8 +175,18 @@ def pool_of(pool_id: int) -> Pool:
 # ---------------------------------------------------------------- engine from database state
 
 
-def decide(snap: Snapshot, request: ReservationRequest, tenant: Tenant, pool: Pool, quota: Quota | None) -> Decision:
+def decide(
+    snap: Snapshot,
+    request: ReservationRequest,
+    tenant: Tenant,
+    pool: Pool,
+    quota: Quota | None,
+    *,
+    extra: tuple[Constraint, ...] = (),
+) -> Decision:
     """Quota check, then placement (with reclaim of borrowed capacity inside a guarantee).
+    ``extra``: constraints the service adds to the request's own (a multi-site pool's
+    :class:`~scheduling.placement.sites.OnSites`).
 
     The request is the tenant's, borrowed or not: a non-borrowed one must keep the other
     tenants' shaped guarantees placeable; within its guarantee a tenant may take back any
@@ -180,6 +194,8 @@ def decide(snap: Snapshot, request: ReservationRequest, tenant: Tenant, pool: Po
     """
     start, end = window_of(request, snap.now)
     wanted = engine_request(request, start, end)
+    if extra:
+        wanted = replace(wanted, constraints=(*wanted.constraints, *extra))
     engine = snap.engine
     shape = engine.shape(wanted)
     gpus = shape.nodes * shape.gpus_per_node if shape else (request.gpus or 0)

@@ -24,7 +24,7 @@ from scheduling.placement.powerfit import NodePower
 from scheduling.services import power
 from scheduling.services.quotas import sl_for
 from scheduling.services.snapshots import write_allocations
-from scheduling.services.topology import NamedTopology
+from scheduling.services.topology import NamedTopology, placed_fabric
 
 #: live P_Keys, other partitions' P_Keys (None: not read), SLs per class (None: no row), QoS table
 FabricFacts = tuple[set[int], list[int] | None, tuple[int, int, int] | list[int] | None, Any]
@@ -46,13 +46,14 @@ def grant(
     placement's window (``window`` when the caller has it exact); audited as ``action`` and followed by a reconcile after commit.
     ``node_power``: the pool's nodes that are not on (engine index), when the caller read them
     under the reservation lock (:attr:`.snapshots.Snapshot.power`)."""
-    pool = reservation.pool
     before = audit.snapshot(reservation) if reservation.pk else None
-    held, others, levels, qos_table = _fabric_facts(pool.fabric_id)
-    pkey = allocate_pkey(pool.fabric, held=held, others=others)
+    # The fabric of the placed nodes (a pool's nodes may be on several fabrics: sites).
+    fabric = reservation.fabric = placed_fabric(reservation.pool, named, placement)
+    held, others, levels, qos_table = _fabric_facts(fabric.pk)
+    pkey = allocate_pkey(fabric, held=held, others=others)
     if pkey is None:
         raise Conflict(
-            f"fabric {pool.fabric} has no free P_Key in 0x{pool.fabric.pkey_min:04x}..0x{pool.fabric.pkey_max:04x}",
+            f"fabric {fabric} has no free P_Key in 0x{fabric.pkey_min:04x}..0x{fabric.pkey_max:04x}",
             code="no_pkey",
         )
     start, end = window or (
@@ -82,7 +83,7 @@ def grant(
         end,
     )
     audit.record(actor, action, reservation, before=before, after=audit.snapshot(reservation))
-    enqueue_reconcile(pool.fabric_id)
+    enqueue_reconcile(fabric.pk)
     return reservation
 
 

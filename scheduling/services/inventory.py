@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, Q
 
 from console.fabric.models import Fabric
 from console.tenancy import audit
@@ -111,7 +111,9 @@ def import_inventory(fabric: Fabric, *, actor: Actor | None = None) -> ImportRes
         result = ImportResult(len(new_nodes), len(gpus), len(hcas))
         if new_nodes or gpus or hcas:
             # GPU and node keys are cached in pool topologies: invalidate them.
-            Pool.objects.filter(fabric=fabric).update(version=F("version") + 1)
+            # A pool at several sites holds nodes of fabrics other than its own.
+            spanning = Pool.objects.filter(nodes__fabric=fabric).values("pk")
+            Pool.objects.filter(Q(fabric=fabric) | Q(pk__in=spanning)).update(version=F("version") + 1)
             audit.record(
                 actor,
                 "inventory.import",

@@ -15,6 +15,7 @@ from typing import Any
 
 from console.tenancy.models import Tenant
 from scheduling.models import Pool, Quota, Reservation
+from scheduling.placement.types import Constraint
 from scheduling.services.decision import Decision, ReservationRequest, decide
 from scheduling.services.pricing import price_book
 from scheduling.services.snapshots import Snapshot
@@ -49,9 +50,12 @@ def offers(
     pool: Pool,
     quota: Quota | None,
     refused: Decision,
+    *,
+    extra: tuple[Constraint, ...] = (),
 ) -> list[dict[str, Any]]:
     """Alternatives to a refused request, each placeable as offered: the largest size that fits
-    now, the earliest start at which the full size fits, and queueing it.
+    now, the earliest start at which the full size fits, and queueing it. ``extra``: constraints
+    the decision was made under (a pool at several sites: the site chosen, ``OnSites``).
 
     Offers are in the unit the tenant asked in: whole nodes for a request by ``nodes`` (each offer
     then names ``nodes`` too, so taking it asks for nodes again), GPUs otherwise (``nodes`` null).
@@ -61,10 +65,10 @@ def offers(
     duration = refused.end - refused.start
     full = Size(refused.gpus, request.nodes)
     found: list[dict[str, Any]] = []
-    now = _largest_now(snap, request, tenant, pool, quota, full, duration)
+    now = _largest_now(snap, request, tenant, pool, quota, full, duration, extra)
     if now is not None:
         found.append({"kind": "smaller_now", **now.fields(), "start": None, "label": f"{now.words()} now"})
-    start = _earliest_full(snap, request, tenant, pool, quota, refused)
+    start = _earliest_full(snap, request, tenant, pool, quota, refused, extra)
     if start is not None:
         label = f"{full.words()} at {start.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC"
         found.append({"kind": "later", **full.fields(), "start": start, "label": label})
@@ -120,13 +124,14 @@ def _largest_now(
     quota: Quota,
     full: Size,
     duration: dt.timedelta,
+    extra: tuple[Constraint, ...],
 ) -> Size | None:
     """The largest size below ``full`` that fits now (bisection: placeability shrinks with size)."""
     sizes = _sizes(snap, full)
     lo, hi, best = 0, len(sizes) - 1, None
     while lo <= hi:
         mid = (lo + hi) // 2
-        decision = decide(snap, _sized(request, sizes[mid], None, duration), tenant, pool, quota)
+        decision = decide(snap, _sized(request, sizes[mid], None, duration), tenant, pool, quota, extra=extra)
         if decision.placed:
             best, lo = Size(decision.gpus, sizes[mid].nodes), mid + 1
         else:
@@ -141,6 +146,7 @@ def _earliest_full(
     pool: Pool,
     quota: Quota,
     refused: Decision,
+    extra: tuple[Constraint, ...],
 ) -> dt.datetime | None:
     """The earliest start at which the full size fits: the engine's earliest window when it names
     one, else (quota) the ends of the tenant's own bookings in the pool, earliest first."""
@@ -161,9 +167,8 @@ def _earliest_full(
     candidates += [end for end in ends[:MAX_LATER_TRIES] if end > refused.start]
     # Whole minutes, rounded up: the form (and a person) write starts to the minute.
     for start in sorted({_ceil_minute(c) for c in candidates})[:MAX_LATER_TRIES]:
-        if decide(
-            snap, _sized(request, Size(refused.gpus, request.nodes), start, duration), tenant, pool, quota
-        ).placed:
+        sized = _sized(request, Size(refused.gpus, request.nodes), start, duration)
+        if decide(snap, sized, tenant, pool, quota, extra=extra).placed:
             return start
     return None
 

@@ -38,6 +38,7 @@ from scheduling.models import Pool, Quota, Reservation
 from scheduling.placement import Owner, Placement, Rejection
 from scheduling.placement.queue import QueueDecision, QueuedJob
 from scheduling.placement.queue import queue_pass as run_pass
+from scheduling.placement.sites import OnSites
 from scheduling.services import notices
 from scheduling.services.grant import grant
 from scheduling.services.locks import pool_and_overlapping_lock, pool_quotas_for_update, reservations_for_update
@@ -52,7 +53,9 @@ from scheduling.services.reservations import (
     priority_rank,
     reserve,
 )
+from scheduling.services.site_choice import placed_span
 from scheduling.services.snapshots import lend
+from scheduling.services.topology import NamedTopology
 
 S = Reservation.Status
 #: Queued requests given a reservation per pass (an earliest-window search each, booked so that
@@ -99,7 +102,8 @@ def _queue_it(
     reservation.gpus = decision.gpus
     reservation.queued_at = snap.now
     reservation.max_wait = request.max_wait if request.max_wait is not None else pool.default_max_wait
-    reservation.explanation = {"queue": explanation(decision)}
+    # A pool at several sites: the site it waits for, and why (nearer-later vs farther-now).
+    reservation.explanation = {**reservation.explanation, "queue": explanation(decision)}
     reservation.save()
     audit.record(actor, "reservation.queue", reservation, after=audit.snapshot(reservation))
     # Its estimate and position come from a pass over the whole queue, this request included.
@@ -161,6 +165,8 @@ class QueuedRow:
     estimated_start: dt.datetime | None
     queue_position: int | None
     patience: str | None
+    fabric_id: int
+    span_sites: bool
 
 
 def queued_rows(pool: Pool) -> list[QueuedRow]:
@@ -180,7 +186,8 @@ def _pass_locked(pool: Pool, snap: Snapshot, *, place: bool) -> dict[str, int]:
     if not rows:
         return {"placed": 0, "queued": 0}
     by_key = {f"q{r.pk}": r for r in rows}
-    jobs = [queued_job(r, pool) for r in rows]
+    site_of = fabric_sites(snap.named) if len(snap.named.site_slugs) > 1 else {}
+    jobs = [queued_job(r, pool, None if r.span_sites else site_of.get(r.fabric_id)) for r in rows]
     quotas = {q.tenant_id: q for q in Quota.objects.filter(pool=pool)}
     gate = QuotaGate(quotas, by_key, holding_windows(pool, snap.now))
     decisions = run_pass(snap.engine, jobs, reservations=FORECAST_DEPTH, gate=gate, estimate=True)
@@ -228,18 +235,27 @@ def _place(actor: Actor, pk: int, snap: Snapshot, placement: Placement, decision
     row = Reservation.objects.get(pk=pk)  # locked by the pass; whole: grant saves and audits it
     waited = snap.now - (row.queued_at or snap.now)
     row.borrowed = owner.borrowed
+    kept = {"site": row.explanation["site"]} if "site" in row.explanation else {}
     row.explanation = {
+        **kept,
         "queue": {
             "waited_s": round(waited.total_seconds()),
             "position": decision.position,
             "packed": decision.packed,
             "patience": decision.note,
             "leaf_groups": len(placement.leaf_groups),
-        }
+        },
     }
     row.estimated_start = None
     row.queue_position = None
+    span = placed_span(snap.named, placement) if row.span_sites else None
+    if span is not None:  # it spans sites: the inter-site cost of its ring all-reduce
+        row.explanation["site"] = {**row.explanation.get("site", {}), "rule": "span", "span": span}
+        row.reason = str(span["message"])
     grant(actor, row, snap.named, placement, now=snap.now, action="reservation.place")
+    if span is not None:
+        row.placement["span"] = span
+        Reservation.objects.filter(pk=row.pk).update(placement=row.placement)
     notices.placed(row, round(waited.total_seconds()))
 
 
@@ -252,10 +268,17 @@ def queued_in(pool: Pool) -> QuerySet[Reservation]:
     return Reservation.objects.filter(pool=pool, status=S.QUEUED)
 
 
-def queued_job(row: QueuedRow, pool: Pool) -> QueuedJob:
+def fabric_sites(named: NamedTopology) -> dict[int, int]:
+    """Fabric pk → its site index in a multi-site pool's topology."""
+    return {fabric: node.site for node, fabric in zip(named.topology.nodes, named.node_fabric, strict=True)}
+
+
+def queued_job(row: QueuedRow, pool: Pool, site: int | None = None) -> QueuedJob:
     """The engine's view of a queued row (its constraints read back from their columns); built
-    once per process for the same inputs (a pass over 500 requests rebuilds none of them)."""
+    once per process for the same inputs (a pass over 500 requests rebuilds none of them).
+    ``site``: the site index it waits for in a pool at several sites (its ``fabric``'s)."""
     key = (
+        site,
         row.pk,
         pool.pk,
         row.requested_gpus,
@@ -276,11 +299,11 @@ def queued_job(row: QueuedRow, pool: Pool) -> QueuedJob:
     if job is None:
         if len(_jobs) >= MAX_JOBS_CACHED:
             _jobs.clear()
-        job = _jobs[key] = _build_job(row, pool)
+        job = _jobs[key] = _build_job(row, pool, site)
     return job
 
 
-def _build_job(row: QueuedRow, pool: Pool) -> QueuedJob:
+def _build_job(row: QueuedRow, pool: Pool, site: int | None) -> QueuedJob:
     values: dict[str, Any] = dict(json.loads(row.params or "{}"))
     for name in ("gpu_model", "same_leaf", "max_switch_hops", "rail_aligned"):
         value = getattr(row, name)
@@ -296,6 +319,8 @@ def _build_job(row: QueuedRow, pool: Pool) -> QueuedJob:
     )
     duration = row.end - row.start
     wanted = engine_request(request, row.start, row.end)
+    if site is not None:
+        wanted = dataclasses.replace(wanted, constraints=(*wanted.constraints, OnSites(frozenset({site}))))
     max_wait = row.max_wait.total_seconds() if row.max_wait is not None else 0.0
     return QueuedJob(f"q{row.pk}", wanted, duration.total_seconds(), row.submitted.timestamp(), max_wait, row.gpus)
 

@@ -56,6 +56,7 @@ from scheduling.services.locks import (
     reservations_for_update,
 )
 from scheduling.services.naming import default_name
+from scheduling.services.site_choice import Near, decide_at_sites, resolve_near, site_constraints
 from scheduling.services.snapshots import Snapshot, lend, priority_rank
 
 # The decision's names stay importable from here (the service's public face).
@@ -111,11 +112,12 @@ def preview(principal: Principal, request: ReservationRequest) -> dict[str, Any]
     """
     tenant = tenant_of(principal, request)
     pool = pool_of(request.pool_id)
+    near = resolve_near(tenant, request.near)
     quota = Quota.objects.filter(tenant=tenant, pool=pool).first()
     with lend(pool, timezone.now(), tenant.pk) as snap:
-        decision = decide(snap, request, tenant, pool, quota)
+        decision, note = decide_at_sites(snap, request, tenant, pool, quota, near)
         described = snap.named.describe(decision.result) if isinstance(decision.result, Placement) else None
-        alternatives = offers.offers(snap, request, tenant, pool, quota, decision)
+        alternatives = offers.offers(snap, request, tenant, pool, quota, decision, extra=site_constraints(note))
     body: dict[str, Any] = {
         "placeable": decision.placed,
         "start": decision.start,
@@ -133,11 +135,14 @@ def preview(principal: Principal, request: ReservationRequest) -> dict[str, Any]
     }
     if isinstance(decision.result, Placement):
         body["placement"] = described
+        if described is not None and note is not None and note.span:
+            described["span"] = note.span
         body["preempts"] = [int(b[1:]) for b in decision.result.preempts]
     else:
         body["rejection"] = explanation(decision)
     body.update(offers.quote(pool, request, decision))
     body["offers"] = alternatives
+    body["site_choice"] = note.explanation() if note is not None else None
     return body
 
 
@@ -157,10 +162,11 @@ def reserve(
     tenant = tenant_of(principal, request)
     pool = pool_of(request.pool_id)
     window_of(request, timezone.now())  # a 400 before any lock is taken
+    near = resolve_near(tenant, request.near)
     wider: frozenset[int] = frozenset()
     for _attempt in range(MAX_ATTEMPTS):
         try:
-            return _reserve_once(actor, principal, tenant, pool, request, unplaced, wider)
+            return _reserve_once(actor, principal, tenant, pool, request, unplaced, wider, near)
         except WiderLock as exc:  # the pools to lock grew meanwhile, or a preemption needs more
             log.info("reservation retry with the reservation locks of pools %s", sorted(exc.pools))
             wider = exc.pools
@@ -187,6 +193,7 @@ def _reserve_once(
     request: ReservationRequest,
     unplaced: Unplaced | None,
     wider: frozenset[int],
+    near: Near | None,
 ) -> Reservation:
     with transaction.atomic(), contextlib.ExitStack() as stack:
         if wider:  # a retry: the locks a grown set or a preemption needs (their rows exist)
@@ -201,11 +208,11 @@ def _reserve_once(
         # The clock is read after the locks: waiting for them may take a while; the cached
         # snapshot is brought up to date under them.
         snap = stack.enter_context(lend(pool, timezone.now(), tenant.pk))
-        decision = decide(snap, request, tenant, pool, quota)
+        decision, note = decide_at_sites(snap, request, tenant, pool, quota, near)
         reservation = Reservation(
             tenant=tenant,
             pool=pool,
-            fabric_id=pool.fabric_id,
+            fabric=pool.fabric,
             name=request.name[:100] or default_name(tenant, decision.gpus),
             created_by_id=principal.user_id,
             priority_class=request.priority_class,
@@ -213,14 +220,22 @@ def _reserve_once(
             requested_nodes=request.nodes,
             start=decision.start,
             end=decision.end,
+            near_site_id=near.site_id if near else None,
+            near_dataset_id=near.dataset_id if near else None,
+            span_sites=request.span_sites,
             **constraint_columns(request.constraints),
         )
+        if note is not None:  # a pool at several sites: where it goes and why
+            reservation.explanation = {"site": note.explanation()}
+            reservation.reason = note.message
+            if note.fabric_id is not None and note.fabric_id != pool.fabric_id:
+                reservation.fabric_id = note.fabric_id
         if not isinstance(decision.result, Placement):
             if unplaced is not None and unplaced(reservation, snap, decision, request):
                 return reservation
             reservation.status = Reservation.Status.REJECTED
             reservation.reason = decision.result.message
-            reservation.explanation = explanation(decision)
+            reservation.explanation = {**reservation.explanation, **explanation(decision)}
             reservation.save()
             audit.record(actor, "reservation.reject", reservation, after=audit.snapshot(reservation))
             return reservation
@@ -245,4 +260,7 @@ def _reserve_once(
             window=(decision.start, decision.end),
             node_power=snap.power,
         )
+        if note is not None and note.span is not None:  # the ring all-reduce cost, with the placement
+            reservation.placement["span"] = note.span
+            Reservation.objects.filter(pk=reservation.pk).update(placement=reservation.placement)
     return reservation

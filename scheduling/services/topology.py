@@ -20,6 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
+
+from console.fabric.models import Fabric
 from designer.graph import FabricGraph
 from designer.models import DesignRevision
 from designer.services import revision_graph
@@ -70,6 +73,20 @@ class NamedTopology:
     core_names: tuple[str, ...] = ()
     #: SHARP trees per switch by the engine's key (``leaf3``: :mod:`scheduling.placement.sharp`).
     sharp_trees: dict[str, int] = field(default_factory=dict)
+    #: Fabric pk per node id (filled for pools): the subnets a placement touches.
+    node_fabric: tuple[int, ...] = ()
+    #: Site index (``TopoNode.site``) → the site's slug; ``""`` for a fabric without a site.
+    site_slugs: tuple[str, ...] = ()
+
+    def fabrics_of(self, placement: Placement) -> list[int]:
+        """The fabrics (pks) of a placement's nodes, the one holding most nodes first."""
+        counts = Counter(self.node_fabric[n] for n in placement.node_ids)
+        return [fabric for fabric, _ in counts.most_common()]
+
+    def sites_of(self, placement: Placement) -> list[int]:
+        """The site indexes of a placement's nodes, the one holding most nodes first."""
+        counts = Counter(self.topology.nodes[n].site for n in placement.node_ids)
+        return [site for site, _ in counts.most_common()]
 
     def switch_name(self, key: str) -> str:
         """The design's name of the engine's switch ``key`` (``leaf3`` → the fourth leaf's name)."""
@@ -86,16 +103,20 @@ class NamedTopology:
 
     def describe(self, placement: Placement) -> dict[str, Any]:
         """A placement in names: nodes, GPUs per node, leaf groups, leaves, spines."""
-        return {
-            "nodes": [self.node_names[n] for n in placement.node_ids],
-            "gpu_indices": [list(g) for g in placement.gpu_indices],
-            "leaf_groups": [self.group_names[g] for g in placement.leaf_groups],
-            "leaves": [self.leaf_names[leaf] for leaf in placement.leaves],
-            "spines": [self.spine_names[s] for s in placement.spines],
-            "rail_aligned": placement.rail_aligned,
-            "max_switch_hops": placement.max_hops,
-            "score": placement.score,
-        } | ({"sharp": [self.switch_name(k) for k in placement.sharp]} if placement.sharp else {})
+        return (
+            {
+                "nodes": [self.node_names[n] for n in placement.node_ids],
+                "gpu_indices": [list(g) for g in placement.gpu_indices],
+                "leaf_groups": [self.group_names[g] for g in placement.leaf_groups],
+                "leaves": [self.leaf_names[leaf] for leaf in placement.leaves],
+                "spines": [self.spine_names[s] for s in placement.spines],
+                "rail_aligned": placement.rail_aligned,
+                "max_switch_hops": placement.max_hops,
+                "score": placement.score,
+            }
+            | ({"sharp": [self.switch_name(k) for k in placement.sharp]} if placement.sharp else {})
+            | ({"sites": [self.site_slugs[s] for s in self.sites_of(placement)]} if len(self.site_slugs) > 1 else {})
+        )
 
 
 def fabric_shape(graph: FabricGraph) -> FabricShape:
@@ -232,6 +253,105 @@ def build_topology(name: str, specs: Sequence[NodeSpec], shape: FabricShape) -> 
     return replace(named, sharp_trees={keys[n]: trees for n, trees in shape.sharp_trees.items() if n in keys})
 
 
+@dataclass(frozen=True, slots=True)
+class FabricPart:
+    """One fabric's share of a multi-fabric pool: its topology (ids from 0), its pk, its name
+    (qualifies names two fabrics share) and its site index in the pool's site list."""
+
+    named: NamedTopology
+    fabric: int
+    fabric_name: str
+    site: int
+
+
+def merge_topologies(name: str, parts: Sequence[FabricPart], site_slugs: Sequence[str]) -> NamedTopology:
+    """One topology of several fabrics' parts: their nodes, leaf groups, leaves, spines, pods and
+    cores side by side, none shared (two subnets share no switch), each node with its site.
+
+    A name found in more than one fabric (``node-001`` of two generated designs) is shown as
+    ``<fabric>/<name>``; names unique in the pool stay as they are.
+    """
+    nodes: list[TopoNode] = []
+    groups: list[LeafGroup] = []
+    leaf_spines: dict[int, tuple[int, ...]] = {}
+    names: dict[str, list[str]] = {"node": [], "leaf": [], "spine": [], "group": [], "core": []}
+    node_pks: list[int] = []
+    node_fabric: list[int] = []
+    gpu_pks: dict[tuple[int, int], int] = {}
+    sharp: dict[str, int] = {}
+    spines = cores = pods = 0
+    seen = Counter(
+        n
+        for part in parts
+        for n in {
+            *part.named.node_names,
+            *part.named.leaf_names,
+            *part.named.spine_names,
+            *part.named.group_names,
+            *part.named.core_names,
+        }
+    )
+    for part in parts:
+        named, topo = part.named, part.named.topology
+        node0, group0, leaf0 = len(nodes), len(groups), len(names["leaf"])
+        spine0, core0, pod0 = spines, cores, pods
+        for node in topo.nodes:
+            nodes.append(
+                replace(
+                    node,
+                    id=node0 + node.id,
+                    rail_leaves=tuple(leaf0 + leaf for leaf in node.rail_leaves),
+                    leaf_group=group0 + node.leaf_group,
+                    pod=pod0 + node.pod,
+                    site=part.site,
+                )
+            )
+        for group in topo.groups:
+            groups.append(
+                LeafGroup(
+                    id=group0 + group.id,
+                    pod=pod0 + group.pod,
+                    leaves=tuple(leaf0 + leaf for leaf in group.leaves),
+                    nodes=tuple(node0 + n for n in group.nodes),
+                )
+            )
+        leaf_spines.update({leaf0 + leaf: tuple(spine0 + s for s in up) for leaf, up in topo.leaf_spines.items()})
+        for kind, own in (
+            ("node", named.node_names),
+            ("leaf", named.leaf_names),
+            ("spine", named.spine_names),
+            ("group", named.group_names),
+            ("core", named.core_names),
+        ):
+            names[kind] += [f"{part.fabric_name}/{n}" if seen[n] > 1 else n for n in own]
+        node_pks += named.node_pks
+        node_fabric += [part.fabric] * len(topo.nodes)
+        gpu_pks.update({(node0 + n, index): pk for (n, index), pk in named.gpu_pks.items()})
+        offsets = {"leaf": leaf0, "spine": spine0, "core": core0}
+        for key, trees in named.sharp_trees.items():
+            kind = key.rstrip("0123456789")
+            sharp[f"{kind}{offsets[kind] + int(key[len(kind) :])}"] = trees
+        spines += topo.spines
+        cores += topo.cores
+        pods += len(topo.pods)
+    topology = PoolTopology(
+        name=name, nodes=tuple(nodes), groups=tuple(groups), leaf_spines=leaf_spines, spines=spines, cores=cores
+    )
+    return NamedTopology(
+        topology,
+        tuple(names["node"]),
+        tuple(names["leaf"]),
+        tuple(names["spine"]),
+        tuple(names["group"]),
+        node_pks=tuple(node_pks),
+        gpu_pks=gpu_pks,
+        core_names=tuple(names["core"]),
+        sharp_trees=sharp,
+        node_fabric=tuple(node_fabric),
+        site_slugs=tuple(site_slugs),
+    )
+
+
 def topology_from_graph(graph: FabricGraph, name: str = "") -> NamedTopology:
     """The whole designed fabric as one pool (the replay simulator's view)."""
     return build_topology(name or graph.meta.get("name", "fabric"), specs_from_graph(graph), fabric_shape(graph))
@@ -268,26 +388,49 @@ def shape_of_revision(revision_id: int, created_at: object) -> FabricShape:
     return _remember(_shapes, key, fabric_shape(graph))
 
 
+def annotated_pools() -> QuerySet[Pool]:
+    """Pools with their fabric, the design revision's time (``revised``) and whether any member
+    is on another fabric (``foreign``): what :func:`pool_topology` needs, read with the pool."""
+    others = Node.objects.filter(pools=OuterRef("pk")).exclude(fabric_id=OuterRef("fabric_id"))
+    return Pool.objects.select_related("fabric").annotate(
+        revised=F("fabric__revision__created_at"), foreign=Exists(others), home_site=F("fabric__site__slug")
+    )
+
+
 def pool_topology(pool: Pool) -> NamedTopology:
-    """The engine's topology of ``pool`` with inventory keys (cached; see module docstring)."""
+    """The engine's topology of ``pool`` with inventory keys (cached; see module docstring).
+
+    A pool whose nodes are on several fabrics (sites) is each fabric's topology side by side
+    (:func:`merge_topologies`); its cache key holds every fabric's revision and site."""
     fabric = pool.fabric
-    if hasattr(pool, "revised"):  # read with the pool (:func:`.decision.pool_of`)
-        revised = getattr(pool, "revised")  # noqa: B009 - an annotation, not a field
-    else:
-        revised = DesignRevision.objects.filter(pk=fabric.revision_id).values_list("created_at", flat=True).first()
-    key = (pool.pk, pool.created_at, pool.version, fabric.revision_id, revised)
+    read = pool if hasattr(pool, "foreign") else annotated_pools().get(pk=pool.pk)  # read with it: annotated_pools
+    revised, foreign, site = (getattr(read, name) for name in ("revised", "foreign", "home_site"))
+    if foreign:
+        return _multi_fabric_topology(pool)
+    key = (pool.pk, pool.created_at, pool.version, fabric.revision_id, revised, site)
     cached = _topologies.get(key)
     if cached is not None:
         return cached
     shape = shape_of_revision(fabric.revision_id, revised)
     nodes = list(Node.objects.filter(pools=pool).order_by("pk"))
+    named = _fabric_topology(pool.name, nodes, _leaves_of(nodes), shape)
+    named = replace(named, node_fabric=(fabric.pk,) * len(named.node_pks), site_slugs=(site or "",))
+    return _remember(_topologies, key, named)
+
+
+def _leaves_of(nodes: list[Node]) -> dict[int, list[str]]:
     leaves: dict[int, list[str]] = {n.pk: [] for n in nodes}
     for node_id, leaf in HCA.objects.filter(node__in=nodes).order_by("node", "index").values_list("node_id", "leaf"):
         leaves[node_id].append(leaf)
+    return leaves
+
+
+def _fabric_topology(name: str, nodes: list[Node], leaves: dict[int, list[str]], shape: FabricShape) -> NamedTopology:
+    """One fabric's nodes (names unique within it) as a topology with inventory keys."""
     specs = [
         NodeSpec(n.name, n.gpus, n.gpu_model, n.su, tuple(leaves[n.pk]), boot_of(shape, n.node_type)) for n in nodes
     ]
-    named = build_topology(pool.name, specs, shape)
+    named = build_topology(name, specs, shape)
     pk_of_name = {n.name: n.pk for n in nodes}
     node_pks = tuple(pk_of_name[name] for name in named.node_names)
     index_of_pk = {pk: i for i, pk in enumerate(node_pks)}
@@ -295,8 +438,48 @@ def pool_topology(pool: Pool) -> NamedTopology:
         (index_of_pk[node_id], index): pk
         for pk, node_id, index in GPU.objects.filter(node__in=nodes).values_list("pk", "node_id", "index")
     }
-    named = replace(named, node_pks=node_pks, gpu_pks=gpu_pks)
-    return _remember(_topologies, key, named)
+    return replace(named, node_pks=node_pks, gpu_pks=gpu_pks)
+
+
+def _multi_fabric_topology(pool: Pool) -> NamedTopology:
+    """A pool with nodes on several fabrics: one part per fabric (the home fabric first, then by
+    pk), sites indexed in the same order (a fabric without a site is a site of its own)."""
+    rows = list(
+        Fabric.objects.filter(Q(pk=pool.fabric_id) | Q(nodes__pools=pool))
+        .distinct()
+        .order_by("pk")
+        .values_list("pk", "name", "revision_id", "revision__created_at", "site_id", "site__slug")
+    )
+    rows.sort(key=lambda r: (r[0] != pool.fabric_id, r[0]))
+    key = (pool.pk, pool.created_at, pool.version, tuple(rows))
+    cached = _topologies.get(key)
+    if cached is not None:
+        return cached
+    members = list(Node.objects.filter(pools=pool).order_by("pk"))
+    leaves = _leaves_of(members)
+    site_index: dict[tuple[str, int], int] = {}
+    slugs: list[str] = []
+    parts = []
+    for fabric_pk, fabric_name, revision_id, revised, site_id, slug in rows:
+        nodes = [n for n in members if n.fabric_id == fabric_pk]
+        if not nodes:
+            continue
+        where = ("site", site_id) if site_id is not None else ("fabric", fabric_pk)
+        if where not in site_index:
+            site_index[where] = len(slugs)
+            slugs.append(slug or "")
+        named = _fabric_topology(pool.name, nodes, leaves, shape_of_revision(revision_id, revised))
+        parts.append(FabricPart(named, fabric_pk, fabric_name, site_index[where]))
+    return _remember(_topologies, key, merge_topologies(pool.name, parts, slugs))
+
+
+def placed_fabric(pool: Pool, named: NamedTopology, placement: Placement) -> Fabric:
+    """The fabric of a placement's nodes (spanning fabrics: the one holding most of them); the
+    pool's own fabric, read with it, when that is the one."""
+    fabrics = named.fabrics_of(placement) if named.node_fabric else []
+    if not fabrics or fabrics[0] == pool.fabric_id:
+        return pool.fabric
+    return Fabric.objects.get(pk=fabrics[0])
 
 
 def boot_of(shape: FabricShape, node_type: str) -> float:

@@ -113,6 +113,11 @@ export function requestOf(form: HTMLFormElement, init: ReserveInit): Constrained
     body.start = utc;
   }
   if (init.is_operator) body.tenant = Number(value("tenant"));
+  // Near and spanning: only a pool with nodes at several sites shows (and sends) them.
+  if (init.pools.find((p) => p.id === body.pool)?.multi_site) {
+    if (value("near") !== "") body.near = value("near");
+    body.span_sites = checked("span_sites");
+  }
   return body;
 }
 
@@ -134,8 +139,14 @@ function startForm(init: ReserveInit, form: HTMLFormElement, board: Board, refre
     const info = init.pools.find((p) => String(p.id) === pool.value);
     models.replaceChildren(h("option", { value: "" }, "any"), ...(info?.gpu_models ?? []).map((m) => h("option", { value: m }, m)));
   };
+  const sites = form.querySelector<HTMLElement>("[data-testid=res-sites]");
+  const showSites = () => {
+    if (sites) sites.hidden = !init.pools.find((p) => String(p.id) === pool.value)?.multi_site;
+  };
   fillModels();
+  showSites();
   pool.addEventListener("change", fillModels);
+  pool.addEventListener("change", showSites);
   const start = field<HTMLInputElement>(form, "start");
   start.addEventListener("focus", () => {
     form.querySelector<HTMLInputElement>("input[name=when][value=window]")!.checked = true;

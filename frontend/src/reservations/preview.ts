@@ -83,6 +83,12 @@ function whereLine(p: Preview): HTMLElement[] {
   ];
 }
 
+/** A pool at several sites: where it goes and why (nearer later or farther now, or the span's cost). */
+function siteLine(p: Preview): HTMLElement | null {
+  const message = p.site_choice?.message;
+  return typeof message === "string" ? h("p", { class: "res-site", testid: "preview-site" }, message) : null;
+}
+
 /** Why not, in a sentence a tenant reads at a glance. */
 function refusal(p: Preview): string {
   const r = p.rejection;
@@ -131,6 +137,7 @@ export function renderPreview(p: Preview, asap: boolean, state: HTMLElement, out
     out.replaceChildren(
       ...present(
         ...whereLine(p),
+        siteLine(p),
         costLine(p),
         quotaLine(p),
         p.preempts.length
@@ -149,6 +156,7 @@ export function renderPreview(p: Preview, asap: boolean, state: HTMLElement, out
       p.rejection?.message
         ? h("details", { class: "res-exact" }, h("summary", {}, "The scheduler's reason"), h("p", { class: "small" }, p.rejection.message))
         : null,
+      siteLine(p),
       queues ? h("p", { testid: "preview-queue-note" }, "It does not fit now: Reserve puts it in the queue, placed as soon as it fits.") : null,
       costLine(p),
       quotaLine(p),

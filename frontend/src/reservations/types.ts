@@ -10,6 +10,14 @@ export interface PoolInfo {
   nodes: number;
   gpus: number;
   gpu_models: string[];
+  /** Slugs of the sites of its nodes; ``multi_site``: nodes at more than one site. */
+  sites: string[];
+  multi_site: boolean;
+}
+
+export interface Choice {
+  value: string;
+  label: string;
 }
 
 export interface Urls {
@@ -38,6 +46,8 @@ export interface ReserveInit extends InitBase {
   tenant: NamedRef | null;
   tenants: NamedRef[];
   pools: PoolInfo[];
+  /** The form's "Near" options: sites, then the tenant's datasets ("dataset:<name>"). */
+  near: { sites: Choice[]; datasets: Choice[] };
   default_pool: number | null; // the tenant's pool, preselected
   priority_classes: string[];
 }

@@ -14,7 +14,8 @@
     schedule quota --tenant SLUG --pool POOL --guaranteed N [--borrow N]
     schedule reserve --tenant SLUG --pool POOL (--gpus N | --nodes N) [--start ISO]
                      (--end ISO | --hours H) [--same-leaf] [--max-hops N] [--rail-aligned]
-                     [--priority training|inference|best-effort] [--preview] [--json]
+                     [--priority training|inference|best-effort] [--near SITE|dataset:NAME]
+                     [--span-sites] [--preview] [--json]
     schedule list [--tenant SLUG] [--status S] [--json]
     schedule release --id N
     schedule tick
@@ -221,6 +222,8 @@ class Command(BaseCommand):
                 p.add_argument(param.flag, dest=param.name, type=param.kind, default=param.default, metavar=metavar)
         p.add_argument("--priority", default="training", choices=["training", "inference", "best-effort"])
         p.add_argument("--name", default="")
+        p.add_argument("--near", default="", help="a site (slug or name) or dataset:NAME of the tenant")
+        p.add_argument("--span-sites", action="store_true", help="the gang may span sites")
         p.add_argument("--preview", action="store_true")
         p.add_argument("--json", action="store_true")
         p = sub.add_parser("list", help="list reservations")
@@ -361,6 +364,8 @@ class Command(BaseCommand):
             constraints={param.name: o[param.name] for param in constraint_params()},
             name=o["name"],
             tenant_id=tenant.pk,
+            near=o["near"],
+            span_sites=o["span_sites"],
         )
         if o["preview"]:
             self.stdout.write(json.dumps(reservations.preview(OPERATOR, request), default=str))
@@ -439,6 +444,7 @@ def _row(r: Reservation) -> dict[str, Any]:
         "end": r.end,
         "pkey": f"0x{r.pkey:04x}" if r.pkey else None,
         "nodes": r.placement.get("nodes", []),
+        "sites": r.placement.get("sites", []),
         "reason": r.reason,
     }
 
