@@ -23,8 +23,9 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def placed(db):
-    """Fabric ``fa`` at site A, ``fb`` at site B, ``fc`` at no site."""
+def placed(db, settings):
+    """Fabric ``fa`` at site A, ``fb`` at site B, ``fc`` at no site; production mode (routing)."""
+    settings.EMBEDDED = False
     design = Design.objects.create(name="routing", topology="fat-tree")
     revision = DesignRevision.objects.create(design=design, number=1, graph={}, summary={})
     a = Site.objects.create(name="A", slug="a")
@@ -158,3 +159,30 @@ def test_the_dashboard_names_the_unreachable_site(placed, operator, member_a, cl
     assert "site-unreachable-a" not in page
     client.force_login(member_a)  # tenants do not see the sites' workers
     assert "site-unreachable" not in client.get("/").content.decode()
+
+
+def test_up_starts_one_worker_per_site_on_its_queue_only(placed):
+    import io
+
+    from console.management.commands.up import Command
+
+    workers = Command(stdout=io.StringIO())._workers("python")
+    assert {name: argv[argv.index("-Q") + 1] for name, argv in workers.items()} == {
+        "worker": "console",
+        "worker-a": "site.a",
+        "worker-b": "site.b",
+    }
+
+
+def test_the_fallback_collector_sweeps_each_fabric_on_its_sites_queue(placed, published):
+    from console.telemetry.tasks import collect
+
+    a, b, fa, fb, fc = placed
+    Fabric.objects.filter(pk__in=[fa.pk, fb.pk, fc.pk]).update(driver=Fabric.Driver.LAB)
+    answer = collect()
+    assert answer == {"fa": "sweep queued", "fb": "sweep queued", "fc": "sweep queued"}
+    assert sorted(published) == [
+        ("telemetry.collect_fabric", "console"),
+        ("telemetry.collect_fabric", "site.a"),
+        ("telemetry.collect_fabric", "site.b"),
+    ]
