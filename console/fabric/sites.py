@@ -18,6 +18,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections, connection
@@ -56,12 +57,28 @@ class SiteStatus:
     reason: str  # why it is unreachable, in words; "" when reachable
 
     @property
+    def label(self) -> str:
+        """``Site B`` (a name that already says "site" is left as it is)."""
+        return self.name if self.name.lower().startswith("site") else f"Site {self.name}"
+
+    @property
     def sentence(self) -> str:
-        """``Site B unreachable: no worker heartbeat since 14:02 UTC; 2 changes waiting``."""
+        """``Site B unreachable: no worker heartbeat since … 14:02 UTC; 2 changes waiting``."""
         if self.reachable:
-            return f"Site {self.name} reachable"
+            return f"{self.label} reachable"
         waiting = f"{self.waiting_changes} change{'' if self.waiting_changes == 1 else 's'} waiting"
-        return f"Site {self.name} unreachable: {self.reason}; {waiting}"
+        return f"{self.label} unreachable: {self.reason}; {waiting}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The API's ``reachability`` block of a site (``GET /api/sites/``)."""
+        return {
+            "reachable": self.reachable,
+            "last_seen": self.last_seen.isoformat() if self.last_seen is not None else None,
+            "worker": self.worker,
+            "waiting_changes": self.waiting_changes,
+            "sm_down": list(self.sm_down),
+            "reason": self.reason,
+        }
 
 
 def queue_of_site(site: Site) -> str:

@@ -116,6 +116,14 @@ def test_reachability_from_heartbeats_waiting_changes_and_sms(placed):
     assert not status[b.pk].reachable
     seen = (now - dt.timedelta(seconds=120)).strftime("%Y-%m-%d %H:%M")
     assert status[b.pk].sentence == f"Site B unreachable: no worker heartbeat since {seen} UTC; 2 changes waiting"
+    assert status[b.pk].as_dict() == {
+        "reachable": False,
+        "last_seen": (now - dt.timedelta(seconds=120)).isoformat(),
+        "worker": "w-b@host",
+        "waiting_changes": 2,
+        "sm_down": [],
+        "reason": f"no worker heartbeat since {seen} UTC",
+    }
     # a newer beat of the same queue replaces the row (workers of one queue race on it)
     sites.record_heartbeat(["site.b"], "w-b2@host", now=now)
     assert WorkerHeartbeat.objects.filter(queue="site.b").count() == 1
