@@ -7,6 +7,7 @@ worker and beat run as threads of the web process (see :mod:`console.embedded`).
 import datetime as dt
 import logging
 import os
+import threading
 from typing import Any
 
 from celery import Celery, bootsteps, signals
@@ -47,6 +48,48 @@ class RecoverOnConnect(bootsteps.StartStopStep):
 
 
 app.steps["consumer"].add(RecoverOnConnect)
+
+
+class SiteHeartbeat(bootsteps.StartStopStep):
+    """While the worker's consumer is connected to the broker, a thread writes the heartbeat of
+    every queue it consumes (``site.<slug>``: the site is reachable; console/fabric/sites.py). A
+    thread, not a task: it beats while a long push occupies the pool, and never leaves messages
+    piling up in the queue of a site whose workers are down."""
+
+    requires = ("celery.worker.consumer.tasks:Tasks",)
+
+    def __init__(self, parent: Any, **kwargs: Any) -> None:
+        super().__init__(parent, **kwargs)
+        self.stop_event: threading.Event | None = None
+        self.thread: threading.Thread | None = None
+
+    def start(self, parent: Any) -> None:
+        from django.conf import settings
+
+        from console.fabric.sites import heartbeat_loop
+
+        self.stop(parent)
+        queues = sorted(parent.app.amqp.queues.consume_from)
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(
+            target=heartbeat_loop,
+            args=(queues, str(parent.hostname), self.stop_event, settings.SITE_HEARTBEAT_INTERVAL_S),
+            name="site-heartbeat",
+            daemon=True,
+        )
+        self.thread.start()
+
+    def stop(self, parent: Any) -> None:
+        if self.stop_event is not None and self.thread is not None:
+            self.stop_event.set()
+            self.thread.join(10)
+        self.stop_event = self.thread = None
+
+    def shutdown(self, parent: Any) -> None:
+        self.stop(parent)
+
+
+app.steps["consumer"].add(SiteHeartbeat)
 
 
 @signals.beat_init.connect

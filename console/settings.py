@@ -195,6 +195,8 @@ CELERY_TASK_SOFT_TIME_LIMIT = 540
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 900}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE", "console")
+# Tasks that talk to a fabric go to the queue of its site, ``site.<slug>`` (console/fabric/routing.py).
+CELERY_TASK_ROUTES = ("console.fabric.routing.route",)
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
@@ -411,6 +413,10 @@ EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 FABRIC_CHANGE_LEASE_S = float(os.environ.get("FABRIC_CHANGE_LEASE_S", "120"))
 FABRIC_CHANGE_MAX_ATTEMPTS = int(os.environ.get("FABRIC_CHANGE_MAX_ATTEMPTS", "3"))
 FABRIC_CHANGE_REPUBLISH_S = float(os.environ.get("FABRIC_CHANGE_REPUBLISH_S", "300"))
+# Sites (console/fabric/sites.py): every worker writes its queues' heartbeat this often; a site
+# whose queue has no heartbeat this recent is unreachable (its changes wait in its queue).
+SITE_HEARTBEAT_INTERVAL_S = float(os.environ.get("SITE_HEARTBEAT_INTERVAL_S", "15"))
+SITE_UNREACHABLE_AFTER_S = float(os.environ.get("SITE_UNREACHABLE_AFTER_S", "90"))
 # `fabric compare` (CLI, API, page) discovers afresh when its stored discovery is older than this
 # or OpenSM has ended a heavy sweep since (console/fabric/discovery/freshness.py).
 FABRIC_COMPARE_MAX_AGE_S = float(os.environ.get("FABRIC_COMPARE_MAX_AGE_S", "10"))

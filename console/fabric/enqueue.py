@@ -53,9 +53,16 @@ def enqueue_reconcile(fabric_id: int) -> None:
     transaction.on_commit(lambda: publish_reconcile(fabric_id))
 
 
+#: A reconcile not started within this many seconds is dropped by the worker that finds it: the
+#: scheduling tick sends a stuck fabric's reconcile again every few seconds and a worker starting
+#: at a site reconciles its fabrics, so the queue of a site whose workers are down holds a few
+#: minutes of them, not a day's (a change, by contrast, never expires: it waits for its site).
+RECONCILE_EXPIRES_S = 300
+
+
 def publish_reconcile(fabric_id: int) -> None:
     """Publish ``fabric.reconcile`` now; a broker outage is logged, the periodic tick retries."""
     try:
-        celery_app.send_task(RECONCILE, kwargs={"fabric_id": fabric_id})
+        celery_app.send_task(RECONCILE, kwargs={"fabric_id": fabric_id}, expires=RECONCILE_EXPIRES_S)
     except Exception:  # the caller's rows are committed; a later reconcile converges the fabric
         log.exception("could not enqueue %s for fabric %s", RECONCILE, fabric_id)

@@ -306,3 +306,20 @@ class DiscoveryRun(models.Model):
 
     def __str__(self) -> str:
         return f"discovery {self.pk} of {self.fabric_id}"
+
+
+class WorkerHeartbeat(models.Model):
+    """The last sign of life of the workers consuming one Celery queue (a site's ``site.<slug>``
+    or the default queue): each worker writes it every ``SITE_HEARTBEAT_INTERVAL_S`` while it is
+    connected to the broker (console/celery.py). A site whose queue's heartbeat is older than
+    ``SITE_UNREACHABLE_AFTER_S`` is unreachable (:mod:`console.fabric.sites`)."""
+
+    queue = models.CharField(max_length=60, unique=True)
+    worker = models.CharField(max_length=200, help_text="the Celery node name that beat last")
+    seen_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["queue"]
+
+    def __str__(self) -> str:
+        return f"{self.queue}: {self.worker} at {self.seen_at:%Y-%m-%d %H:%M:%S} UTC"

@@ -9,6 +9,7 @@ class PowerConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from console.power import receivers
+        from console.power import receivers, routing
 
         receivers.connect()
+        routing.connect()

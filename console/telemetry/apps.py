@@ -8,6 +8,7 @@ class TelemetryConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from console.telemetry import power
+        from console.telemetry import power, sites
 
         power.connect()
+        sites.connect()

@@ -1,4 +1,9 @@
-"""Runs collectors for several fabrics until told to stop (the command, and ``up``'s thread)."""
+"""Runs collectors for several fabrics until told to stop (the command, and ``up``'s thread).
+
+One collector per fabric, each its own loop in its own thread: a fabric whose subnet manager or
+lab hangs (a diag waiting for its timeout), or whose site is cut off, delays only its own sweeps,
+never another fabric's (another site's).
+"""
 
 from __future__ import annotations
 
@@ -7,13 +12,50 @@ import threading
 import time
 from collections.abc import Callable
 
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 
 from console.fabric.models import Fabric
 from console.telemetry.collector import CollectorOptions, FabricCollector
 
 log = logging.getLogger(__name__)
 RETRY_S = 5.0
+Log = Callable[[str], object]
+
+
+def collect_fabric(
+    fabric: Fabric, options: CollectorOptions, stop: threading.Event, *, sweeps: int | None = None, log: Log = log.info
+) -> None:
+    """Sweep ``fabric`` every interval; while its lab is down, try again every RETRY_S."""
+    collector: FabricCollector | None = None
+    retry_at = 0.0
+    done = 0
+    try:
+        while not stop.is_set() and (sweeps is None or done < sweeps):
+            started = time.monotonic()
+            if collector is None and retry_at <= started:
+                try:
+                    collector = FabricCollector(fabric, options)
+                    collector.setup()
+                    log(f"collector of {fabric.name}: {len(collector.lm.ends)} links")
+                except Exception as exc:
+                    log(f"collector of {fabric.name} not ready: {exc}")
+                    collector = None
+                    retry_at = started + RETRY_S
+                    close_old_connections()
+            if collector is not None:
+                try:
+                    collector.sweep()
+                except Exception as exc:
+                    log(f"sweep of {fabric.name} failed: {exc}; reconnecting")
+                    collector.close()
+                    collector = None
+                    close_old_connections()
+            done += 1
+            stop.wait(max(0.0, options.interval - (time.monotonic() - started)))
+    finally:
+        if collector is not None:
+            collector.close()
+        connection.close()  # this thread's own connection
 
 
 def collect_fabrics(
@@ -22,42 +64,25 @@ def collect_fabrics(
     stop: threading.Event,
     *,
     sweeps: int | None = None,
-    log: Callable[[str], object] = log.info,
+    log: Log = log.info,
 ) -> None:
-    """Sweep every fabric each interval; a fabric whose lab is down is retried every RETRY_S."""
-    collectors: dict[int, FabricCollector] = {}
-    retry_at: dict[int, float] = {}
-    done = 0
-    try:
-        while not stop.is_set() and (sweeps is None or done < sweeps):
-            started = time.monotonic()
-            for fabric in fabrics:
-                collector = collectors.get(fabric.pk)
-                if collector is None:
-                    if retry_at.get(fabric.pk, 0) > started:
-                        continue
-                    try:
-                        collector = FabricCollector(fabric, options)
-                        collector.setup()
-                        collectors[fabric.pk] = collector
-                        log(f"collector of {fabric.name}: {len(collector.lm.ends)} links")
-                    except Exception as exc:
-                        log(f"collector of {fabric.name} not ready: {exc}")
-                        retry_at[fabric.pk] = started + RETRY_S
-                        close_old_connections()
-                        continue
-                try:
-                    collector.sweep()
-                except Exception as exc:
-                    log(f"sweep of {fabric.name} failed: {exc}; reconnecting")
-                    collector.close()
-                    collectors.pop(fabric.pk, None)
-                    close_old_connections()
-            done += 1
-            stop.wait(max(0.0, options.interval - (time.monotonic() - started)))
-    finally:
-        for collector in collectors.values():
-            collector.close()
+    """Run :func:`collect_fabric` for every fabric, each in its own thread, until ``stop`` is set
+    (or each has done ``sweeps``)."""
+    threads = [
+        threading.Thread(
+            target=collect_fabric,
+            args=(fabric, options, stop),
+            kwargs={"sweeps": sweeps, "log": log},
+            name=f"collector-{fabric.pk}",
+            daemon=True,
+        )
+        for fabric in fabrics
+    ]
+    for thread in threads:
+        thread.start()
+    while any(thread.is_alive() for thread in threads):
+        for thread in threads:
+            thread.join(0.5)  # short joins: the calling thread's signal handlers keep running
 
 
 def start_thread(fabrics: list[Fabric], options: CollectorOptions) -> threading.Event:

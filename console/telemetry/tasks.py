@@ -22,6 +22,8 @@ class _TaskOptions(TypedDict):
     soft_time_limit: int
 
 
+#: beat's fallback runs every 5 s: a sweep older than that is not worth running
+COLLECT_EXPIRES_S = 10
 COMMON: _TaskOptions = {
     "acks_late": True,
     "reject_on_worker_lost": True,
@@ -31,27 +33,42 @@ COMMON: _TaskOptions = {
 }
 
 
+COLLECT_FABRIC = "telemetry.collect_fabric"
+
+
 @shared_task(name="telemetry.collect", **COMMON)
 def collect() -> dict[str, str]:
-    """One sweep of every lab fabric whose collector process is not running."""
-
+    """Beat's fallback collector: one sweep of each lab fabric whose collector process is not
+    running, as its own task on the queue of the fabric's site (a site whose SM or workers are
+    down delays only its own sweeps). A sweep not started within the interval is dropped."""
     out: dict[str, str] = {}
-    for fabric in Fabric.objects.filter(driver=Fabric.Driver.LAB).select_related("revision"):
-        if store.alive(fabric.pk):
-            out[fabric.name] = "collector running"
+    for fabric_id, name in Fabric.objects.filter(driver=Fabric.Driver.LAB).values_list("pk", "name"):
+        if store.alive(fabric_id):
+            out[name] = "collector running"
             continue
-        try:
-            collector = FabricCollector(fabric, CollectorOptions(lab_traffic=False))
-            collector.setup()
-        except LabNotRunning:
-            out[fabric.name] = "lab not running"
-            continue
-        try:
-            collector.sweep()
-            out[fabric.name] = "swept"
-        finally:
-            collector.close()
+        collect_fabric.apply_async(kwargs={"fabric_id": fabric_id}, expires=COLLECT_EXPIRES_S)
+        out[name] = "sweep queued"
     return out
+
+
+@shared_task(name=COLLECT_FABRIC, **COMMON)
+def collect_fabric(fabric_id: int) -> str:
+    """One sweep of one lab fabric (routed to its site's queue: console/telemetry/sites.py)."""
+    fabric = Fabric.objects.filter(pk=fabric_id).select_related("revision").first()
+    if fabric is None:
+        return "no such fabric"
+    if store.alive(fabric.pk):
+        return "collector running"
+    try:
+        collector = FabricCollector(fabric, CollectorOptions(lab_traffic=False))
+        collector.setup()
+    except LabNotRunning:
+        return "lab not running"
+    try:
+        collector.sweep()
+        return "swept"
+    finally:
+        collector.close()
 
 
 @shared_task(name="telemetry.prune", **COMMON)

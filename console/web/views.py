@@ -15,6 +15,7 @@ from django.template import loader
 from django.utils import timezone
 from django.views.decorators.http import require_POST, require_safe
 
+from console.fabric import sites
 from console.power.energy import EnergyQuery, energy
 from console.telemetry.overview import overview_for
 from console.tenancy import actions
@@ -118,6 +119,7 @@ def home(request: HttpRequest) -> HttpResponse:
         "tenants": Tenant.objects.visible_to(principal).count(),
         "members": Membership.objects.visible_to(principal).count(),
         "recent_audit": _recent_changes(principal),
+        "sites_unreachable": sites.unreachable() if principal.sees_all_tenants else [],
         "active": "home",
     }
     return render(request, "web/home.html", context)

@@ -49,15 +49,17 @@ test_database_url.__test__ = False  # a helper, not a test
 
 
 class Worker:
-    """One ``celery -A console worker`` process (solo pool) in its own process group."""
+    """One ``celery -A console worker`` process (solo pool) in its own process group, consuming
+    ``queues`` (comma-separated; default: the default queue), with ``env`` added to its environment."""
 
-    def __init__(self, name: str, log: Path) -> None:
+    def __init__(self, name: str, log: Path, *, queues: str = "", env: dict[str, str] | None = None) -> None:
         env = dict(
             os.environ,
             DATABASE_URL=test_database_url(),
             REDIS_URL=settings.REDIS_URL,
             CELERY_QUEUE=settings.CELERY_TASK_DEFAULT_QUEUE,
             PYTHONUNBUFFERED="1",
+            **(env or {}),
         )
         self.log = log
         self.proc = subprocess.Popen(
@@ -76,6 +78,7 @@ class Worker:
                 "--without-mingle",
                 "-l",
                 "INFO",
+                *(["-Q", queues] if queues else []),
             ],
             cwd=ROOT,
             env=env,

@@ -31,6 +31,7 @@ from console.fabric.hooks import notify_failed, notify_verified
 from console.fabric.models import AppliedState, ChangeRequest, ChangeStep, Fabric
 from console.fabric.opensm.push import PushOptions, PushResult
 from console.fabric.opensm.vguids import parse_prefix
+from console.fabric.sites import heartbeat_stale
 from console.tenancy import audit
 from console.tenancy.context import Actor
 
@@ -350,11 +351,11 @@ def reap_stuck_changes(*, now: Any = None, republish_after: timedelta | None = N
     if republish_after is None:
         republish_after = timedelta(seconds=settings.FABRIC_CHANGE_REPUBLISH_S)
     stale = now - republish_after
-    for change_id in ChangeRequest.objects.filter(
+    for change_id, fabric_id in ChangeRequest.objects.filter(
         status=Status.QUEUED, lease_owner="", created_at__lte=stale
-    ).values_list("pk", flat=True):
-        if change_id in requeued:
-            continue
+    ).values_list("pk", "fabric_id"):
+        if change_id in requeued or heartbeat_stale(fabric_id, now=now):
+            continue  # (a site whose workers are gone: its message waits in its queue)
         with transaction.atomic():
             enqueue_apply(change_id)  # a duplicate is harmless: the lease admits one
         republished.append(change_id)

@@ -276,6 +276,25 @@ class Command(BaseCommand):
                 stop_collector.set()
             services.stop()
 
+    def _workers(self, python: str) -> dict[str, list[str]]:
+        """One worker for the default queue, and one per site consuming only ``site.<slug>`` (the
+        tasks that talk to that site's fabrics: console/fabric/routing.py). Here they all run on
+        this machine; in production each site's worker runs at its site (docs/operations.md)."""
+        from console.fabric.models import Site
+
+        def worker(name: str, queue: str, concurrency: int) -> list[str]:
+            return [
+                *(python, "-m", "celery", "-A", "console", "worker", "-l", "INFO"),
+                *("-c", str(concurrency), "-n", f"{name}@%h", "-Q", queue),
+            ]
+
+        workers = {"worker": worker("worker", settings.CELERY_TASK_DEFAULT_QUEUE, 2)}
+        for site in Site.objects.order_by("slug"):
+            workers[f"worker-{site.slug}"] = worker(f"site-{site.slug}", site.queue, 2)
+            label = f"Site {site.name}:"
+            self.stdout.write(f"  {label:<20}its worker consumes queue {site.queue}\n")
+        return workers
+
     def _run_processes(self, host: str, port: int) -> None:
         python = sys.executable
         commands = {
@@ -293,20 +312,6 @@ class Command(BaseCommand):
                 "--ws-max-size",
                 "65536",
             ],
-            "worker": [
-                python,
-                "-m",
-                "celery",
-                "-A",
-                "console",
-                "worker",
-                "-l",
-                "INFO",
-                "-c",
-                "2",
-                "-n",
-                "worker@%h",
-            ],
             "beat": [
                 python,
                 "-m",
@@ -320,6 +325,7 @@ class Command(BaseCommand):
                 settings.CELERY_BEAT_SCHEDULE_FILENAME,
             ],
         }
+        commands.update(self._workers(python))
         if self.collect:
             commands["collector"] = [python, "manage.py", "collector"]
         children = {name: subprocess.Popen(cmd, start_new_session=True) for name, cmd in commands.items()}

@@ -1,4 +1,6 @@
-"""``manage.py collector [--fabric F] [--interval 1.0]``: the live collector, its own process."""
+"""``manage.py collector [--fabric F] [--site S] [--interval 1.0]``: the live collector, its own
+process; one loop per fabric (console/telemetry/runner.py). Run ``--site <slug>`` at each site so a
+site's collectors keep sweeping its fabrics when the link to the other sites is down."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from console.fabric.models import Fabric
+from console.fabric.models import Fabric, Site
 from console.telemetry.collector import CollectorOptions, FabricCollector
 from console.telemetry.runner import collect_fabrics
 
@@ -22,6 +24,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--fabric", action="append", help="fabric id or name (repeatable); default: every lab fabric"
         )
+        parser.add_argument("--site", action="append", help="site slug (repeatable): every lab fabric of the site")
         parser.add_argument("--interval", type=float, default=settings.TELEMETRY_INTERVAL_S)
         parser.add_argument("--reader", choices=["auto", "mad", "perfquery"], default="auto")
         parser.add_argument("--no-traffic", action="store_true", help="no lab traffic model")
@@ -31,13 +34,14 @@ class Command(BaseCommand):
         self,
         *args: Any,
         fabric: list[str] | None = None,
+        site: list[str] | None = None,
         interval: float = 1.0,
         reader: str = "auto",
         no_traffic: bool = False,
         sweeps: int | None = None,
         **options: Any,
     ) -> None:
-        fabrics = _fabrics(fabric)
+        fabrics = _fabrics(fabric, site)
         if not fabrics:
             raise CommandError("no fabric to collect (start a lab or give --fabric)")
         stop = threading.Event()
@@ -54,8 +58,13 @@ class Command(BaseCommand):
         collect_fabrics(fabrics, opts, stop, sweeps=sweeps, log=self.stdout.write)
 
 
-def _fabrics(refs: list[str] | None) -> list[Fabric]:
+def _fabrics(refs: list[str] | None, sites: list[str] | None = None) -> list[Fabric]:
     qs = Fabric.objects.select_related("revision")
+    if sites:
+        unknown = set(sites) - set(Site.objects.filter(slug__in=sites).values_list("slug", flat=True))
+        if unknown:
+            raise CommandError(f"no site {', '.join(sorted(unknown))}")
+        qs = qs.filter(site__slug__in=sites)
     if not refs:
         return list(qs.filter(driver=Fabric.Driver.LAB))
     out = []
