@@ -112,6 +112,22 @@ WORDINGS: dict[str, Wording] = {
     "fabric.create": ("{actor} created fabric {object}",),
     "fabric.update": ("{actor} updated fabric {object}",),
     "fabric.delete": ("{actor} deleted fabric {object}",),
+    # sites, the links between them, tenants' datasets at them
+    "site.create": ("{actor} created site {object} ({location})", "{actor} created site {object}"),
+    "site.update": ("{actor} updated site {object}",),
+    "site.delete": ("{actor} deleted site {object}",),
+    "site_link.create": (
+        "{actor} linked sites {object} ({kind}, {latency_us} µs, {bandwidth_gbps} Gb/s)",
+        "{actor} linked sites {object}",
+    ),
+    "site_link.update": (
+        "{actor} changed the link between sites {object} ({kind}, {latency_us} µs, {bandwidth_gbps} Gb/s)",
+        "{actor} changed the link between sites {object}",
+    ),
+    "site_link.delete": ("{actor} removed the link between sites {object}",),
+    "dataset.create": ("{actor} registered dataset {object} of tenant {tenant}", "{actor} registered dataset {object}"),
+    "dataset.update": ("{actor} updated dataset {object} of tenant {tenant}", "{actor} updated dataset {object}"),
+    "dataset.delete": ("{actor} deleted dataset {object} of tenant {tenant}", "{actor} deleted dataset {object}"),
     "fabric.discover": (
         "{actor} ran discovery {discovery_id} on fabric {object}: {switches} switches, {links} links",
         "{actor} ran discovery on fabric {object}",
