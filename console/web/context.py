@@ -56,7 +56,9 @@ def nav_items(principal: Principal) -> list[NavItem]:
         items.append(NavItem("Tenants", reverse("web:tenants"), "tenants"))
     if principal.role in (Role.OPERATOR, Role.AUDITOR, Role.TENANT_ADMIN, Role.TENANT_MEMBER):
         items.append(NavItem("Reservations", reverse("web:reservations"), "reservations"))
-        items.append(NavItem("Datasets", reverse("web:datasets"), "datasets"))
+        if principal.role in (Role.TENANT_ADMIN, Role.TENANT_MEMBER):
+            # Operators and auditors reach every tenant's datasets from the Sites page (their bar is full).
+            items.append(NavItem("Datasets", reverse("web:datasets"), "datasets"))
         items.append(NavItem("Usage", reverse("web:usage"), "usage"))
     if principal.role in (Role.OPERATOR, Role.AUDITOR, Role.TENANT_ADMIN):
         items.append(NavItem("Audit log", reverse("web:audit"), "audit"))

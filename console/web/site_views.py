@@ -36,7 +36,10 @@ class SiteForm(forms.ModelForm):
         model = Site
         fields = ["name", "slug", "location", "description"]
         widgets = {"description": forms.Textarea(attrs={"rows": 2})}
-        help_texts = {"slug": "lower-case letters, digits, dashes; names the site's worker queue site.<slug>"}
+        # Django renders help text as HTML: no angle brackets.
+        help_texts = {
+            "slug": "lower-case letters, digits and dashes; names the site's worker queue (slug north: site.north)"
+        }
 
     def validate_unique(self) -> None:
         """The service answers duplicates (with the name and slug in its message)."""
