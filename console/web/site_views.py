@@ -156,6 +156,8 @@ class DatasetForm(forms.Form):
         super().__init__(*args, **kwargs)
         if not operator:
             del self.fields["tenant"]  # a tenant registers for itself
+        else:
+            self.order_fields(["tenant"])  # whose it is, first
 
 
 @login_required

@@ -20,11 +20,13 @@ from console.tenancy.api.base import GlobalResourceMixin
 from console.tenancy.permissions import principal_of
 
 
-def site_reachability(site: Site) -> dict[str, Any] | None:
+def sites_reachability() -> dict[int, dict[str, Any]]:
     """HOOK for H-workers' ``console.fabric.sites.reachability()`` (site heartbeat: are the
-    site's workers and SMs answering). Not wired yet: ``None`` means "not reported", never a
-    guess. Replace the body with a read of that function once it is merged."""
-    return None
+    site's workers alive, do its SMs answer, changes waiting), called once per request. Not on
+    this branch yet: an empty map, so every site's ``reachability`` is ``null`` ("not reported"),
+    never a guess. Once merged, the body is
+    ``return {pk: status.as_dict() for pk, status in reachability().items()}``."""
+    return {}
 
 
 class SiteSerializer(serializers.ModelSerializer):
@@ -50,7 +52,8 @@ class SiteSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(serializers.JSONField(allow_null=True))
     def get_reachability(self, site: Site) -> dict[str, Any] | None:
-        return site_reachability(site)
+        statuses = self.context.get("reachability")
+        return None if statuses is None else statuses.get(site.pk)
 
 
 class SiteLinkSerializer(serializers.ModelSerializer):
@@ -80,6 +83,9 @@ class SiteViewSet(GlobalResourceMixin, viewsets.ModelViewSet):
     serializer_class = SiteSerializer
     filterset_fields = ["slug"]
     ordering_fields = ["name", "created_at"]
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        return {**super().get_serializer_context(), "reachability": sites_reachability()}
 
     def perform_create(self, serializer: BaseSerializer[Site]) -> None:
         serializer.instance = site_admin.create_site(self.actor, self.principal, **serializer.validated_data)
