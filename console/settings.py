@@ -303,6 +303,9 @@ SPECTACULAR_SETTINGS = {
         "DriverEnum": "console.fabric.models.Fabric.Driver",
         "BmcDriverEnum": "console.power.models.Bmc.Driver",
         "PowerStateEnum": "scheduling.models.Node.Power",
+        # Two "source" choices: a partition's keeps the name it always had.
+        "SourceEnum": "console.fabric.models.FabricPartition.Source",
+        "SiteLinkSourceEnum": "console.fabric.models.SiteLink.Source",
     },
 }
 

@@ -23,7 +23,10 @@ Preemptions are counted on the reservation's own row, once, in the bucket (and d
 Guaranteed-quota utilisation, per tenant and pool: non-borrowed GPU-hours over
 ``guaranteed_gpus × window hours`` (None without a guarantee). It is only meaningful for groups
 made of exactly one tenant and pool pair's quota, so tenant and pool groups carry the sum of their
-quotas' guarantees as denominator, and reservation and day groups carry none.
+quotas' guarantees as denominator, and reservation, day and site groups carry none.
+
+A reservation's site is its fabric's site (``Reservation.fabric``: for one spanning sites, the
+fabric holding most of its nodes); a fabric without a site is a site of its own.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ class GroupBy(StrEnum):
     POOL = "pool"
     RESERVATION = "reservation"
     DAY = "day"
+    SITE = "site"
 
 
 class Prices(Protocol):
@@ -73,6 +77,8 @@ class Held:
     start: dt.datetime
     end: dt.datetime
     ended_at: dt.datetime | None = None
+    #: the group key of the site its fabric is at (the service fills it for ``group_by=site``)
+    site: str = ""
 
     def held_until(self, now: dt.datetime) -> dt.datetime:
         return min(t for t in (self.end, self.ended_at, now) if t is not None)
@@ -82,7 +88,7 @@ class Held:
 class Bucket:
     """The sums of one group."""
 
-    key: int | dt.date
+    key: int | dt.date | str
     gpu_hours: Decimal = Decimal(0)
     borrowed_gpu_hours: Decimal = Decimal(0)
     cost: Decimal = Decimal(0)
@@ -141,7 +147,9 @@ def held_pieces(
     return [(None, end - start)]
 
 
-def _key(group_by: GroupBy, row: Held, day: dt.date | None) -> int | dt.date:
+def _key(group_by: GroupBy, row: Held, day: dt.date | None) -> int | dt.date | str:
+    if group_by is GroupBy.SITE:
+        return row.site
     if group_by is GroupBy.TENANT:
         return row.tenant_id
     if group_by is GroupBy.POOL:
@@ -176,7 +184,7 @@ def summarise(
     rounded to cents once per bucket, so a bucket's cost does not depend on how it was split.
     """
     by_day = group_by is GroupBy.DAY
-    buckets: dict[int | dt.date, Bucket] = {}
+    buckets: dict[int | dt.date | str, Bucket] = {}
     total = Bucket(key=0)
     for row in rows:
         price = prices.price(row.pool_id, row.priority_class)
@@ -197,7 +205,7 @@ def summarise(
 
 
 def _guarantee(
-    buckets: dict[int | dt.date, Bucket],
+    buckets: dict[int | dt.date | str, Bucket],
     total: Bucket,
     group_by: GroupBy,
     guarantees: Mapping[tuple[int, int], int],

@@ -1,8 +1,8 @@
 """The dashboard's figures (the operator's ``/`` and ``GET /api/overview/``), computed in a fixed
 number of queries whatever the number of fabrics, pools or reservations.
 
-Operators and auditors get every fabric's health (SM state from the collector's last slow
-check, links down from the live snapshot, links below their designed rate and drift from the
+Operators and auditors get every fabric's health, grouped on the page under its site with the
+site's GPUs and their utilisation (SM state from the collector's last slow check, links down from the live snapshot, links below their designed rate and drift from the
 last discovery, open alarms by severity), GPUs, reservations and change requests. A tenant gets
 its own version: no fabric list (a fabric-wide figure would tell it about other tenants), its
 quota use for ``gpus``, its own reservations, and its own change figures (its reservations waiting
@@ -42,7 +42,7 @@ def _sm_state(sm: dict[str, Any], alive: bool) -> str:
 
 
 def _fabric_rows(events: dict[int, Counter[str]], changes: dict[int, dict[str, int]]) -> list[dict[str, Any]]:
-    fabrics = list(Fabric.objects.order_by("name").values("id", "name"))
+    fabrics = list(Fabric.objects.order_by("name").values("id", "name", "site__slug", "site__name"))
     # The newest run of each fabric in one query, on PostgreSQL and SQLite alike (no DISTINCT ON).
     newest = DiscoveryRun.objects.filter(fabric=OuterRef("pk")).order_by("-created_at", "-id").values("pk")[:1]
     latest_ids = Fabric.objects.annotate(run=Subquery(newest)).values("run")
@@ -68,6 +68,8 @@ def _fabric_rows(events: dict[int, Counter[str]], changes: dict[int, dict[str, i
             {
                 "id": fid,
                 "name": fabric["name"],
+                "site": fabric["site__slug"],
+                "site_name": fabric["site__name"],
                 "sm_state": _sm_state(sm, alive),
                 "links_down": len(down),
                 "links_degraded": len(degraded),
@@ -86,7 +88,13 @@ def _fabric_rows(events: dict[int, Counter[str]], changes: dict[int, dict[str, i
     return rows
 
 
-def _gpus(now: Any) -> tuple[dict[str, int], list[dict[str, Any]]]:
+def _free(row: dict[str, Any]) -> dict[str, int]:
+    counts = {k: int(row[k] or 0) for k in ("total", "allocated", "down")}
+    counts["free"] = max(0, counts["total"] - counts["allocated"] - counts["down"])
+    return counts
+
+
+def _gpus(now: Any) -> tuple[dict[str, int], list[dict[str, Any]], dict[int, dict[str, int]]]:
     busy = Exists(
         ReservationAllocation.objects.filter(
             gpu=OuterRef("pk"), start__lte=now, end__gt=now, reservation__status__in=Reservation.HOLDING
@@ -105,8 +113,10 @@ def _gpus(now: Any) -> tuple[dict[str, int], list[dict[str, Any]]]:
         .annotate(**counts)
         .order_by("node__fabric__name", "node__pools__name")
     )
-    totals = {k: int(overall[k] or 0) for k in ("total", "allocated", "down")}
-    totals["free"] = max(0, totals["total"] - totals["allocated"] - totals["down"])
+    totals = _free(overall)
+    per_fabric = {
+        row["node__fabric_id"]: _free(row) for row in gpus.values("node__fabric_id").annotate(**counts).order_by()
+    }
     pools = [
         {
             "id": row["node__pools__id"],
@@ -119,7 +129,26 @@ def _gpus(now: Any) -> tuple[dict[str, int], list[dict[str, Any]]]:
         }
         for row in per_pool
     ]
-    return {k: totals[k] for k in ("total", "allocated", "free", "down")}, pools
+    return {k: totals[k] for k in ("total", "allocated", "free", "down")}, pools, per_fabric
+
+
+def _site_groups(fabrics: list[dict[str, Any]], gpus: dict[int, dict[str, int]]) -> list[dict[str, Any]]:
+    """The fabric rows under their site (sites by name), each site with its GPUs and their
+    utilisation (allocated / total); a fabric without a site is a site of its own, after them."""
+    groups: dict[str, dict[str, Any]] = {}
+    for row in sorted(fabrics, key=lambda r: (r["site"] is None, r["site_name"] or "", r["name"])):
+        key = row["site"] or f"fabric:{row['name']}"
+        group = groups.setdefault(
+            key,
+            {"slug": row["site"], "name": row["site_name"] or row["name"], "fabrics": [], "gpus": Counter()},
+        )
+        group["fabrics"].append(row)
+        group["gpus"].update(gpus.get(row["id"], {}))
+    for group in groups.values():
+        total = group["gpus"]["total"]
+        group["gpus"] = {k: group["gpus"][k] for k in ("total", "allocated", "free", "down")}
+        group["utilisation"] = group["gpus"]["allocated"] / total if total else None
+    return list(groups.values())
 
 
 def _reservation_counts(queryset: Any) -> dict[str, int]:
@@ -151,14 +180,19 @@ def overview_for(principal: Principal) -> dict[str, Any]:
             .order_by()
         }
         fabrics = _fabric_rows(events, per_fabric)
-        gpus, pools = _gpus(now)
+        gpus, pools, gpus_per_fabric = _gpus(now)
         changes = {k: sum(c[k] for c in per_fabric.values()) for k in ("pending", "failed")}
         return {
             "fabrics": fabrics,
             "gpus": gpus,
             "reservations": _reservation_counts(Reservation.objects.all()),
             "changes": changes,
-            "detail": {"pools": pools, "quotas": [], "events": []},
+            "detail": {
+                "pools": pools,
+                "quotas": [],
+                "events": [],
+                "sites": _site_groups(fabrics, gpus_per_fabric),
+            },
         }
     return _tenant_overview(principal, now)
 

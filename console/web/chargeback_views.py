@@ -73,10 +73,11 @@ def usage(request: HttpRequest) -> HttpResponse:
         query = UsageQuery.checked(None, None, group_by, tenant_id)
     stack_by = GroupBy.TENANT if principal.sees_all_tenants else GroupBy.POOL
     report = usage_report(principal, query, stack_by=stack_by)
-    # A reservation or a day is one of neither a quota nor several reservations: no such columns.
+    # A reservation, a day or a site is no one quota (a reservation not several reservations): no such columns.
     exclude = {
         GroupBy.RESERVATION: ("reservations", "guaranteed_utilisation"),
         GroupBy.DAY: ("guaranteed_utilisation",),
+        GroupBy.SITE: ("guaranteed_utilisation",),
     }
     table = UsageTable(
         report.rows,

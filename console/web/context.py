@@ -49,12 +49,16 @@ def nav_items(principal: Principal) -> list[NavItem]:
     if principal.role in (Role.OPERATOR, Role.AUDITOR):
         items.append(NavItem("Designer", reverse("web:designer"), "designer"))
         items.append(NavItem("Fabrics", reverse("web:fabrics"), "fabrics"))
+        items.append(NavItem("Sites", reverse("web:sites"), "sites"))
     if principal.role is not None:
         items.append(NavItem("Live", reverse("web:live"), "live"))
     if principal.role in (Role.OPERATOR, Role.AUDITOR):
         items.append(NavItem("Tenants", reverse("web:tenants"), "tenants"))
     if principal.role in (Role.OPERATOR, Role.AUDITOR, Role.TENANT_ADMIN, Role.TENANT_MEMBER):
         items.append(NavItem("Reservations", reverse("web:reservations"), "reservations"))
+        if principal.role in (Role.TENANT_ADMIN, Role.TENANT_MEMBER):
+            # Operators and auditors reach every tenant's datasets from the Sites page (their bar is full).
+            items.append(NavItem("Datasets", reverse("web:datasets"), "datasets"))
         items.append(NavItem("Usage", reverse("web:usage"), "usage"))
     if principal.role in (Role.OPERATOR, Role.AUDITOR, Role.TENANT_ADMIN):
         items.append(NavItem("Audit log", reverse("web:audit"), "audit"))

@@ -8,7 +8,10 @@ or ``?level=switch&focus=<name>``): its port table from the telemetry API beside
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from django.contrib.auth.decorators import login_required
+from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
@@ -42,6 +45,29 @@ def live_home(request: HttpRequest) -> HttpResponse:
     if fabric is None:
         return render(request, "web/live.html", {"fabric": None, "active": "live"})
     return redirect("web:fabric-live", fabric_id=fabric.pk)
+
+
+@dataclass(frozen=True)
+class PickerGroup:
+    """One site's fabrics in the live page's picker."""
+
+    site: str
+    fabrics: list[Fabric] = field(default_factory=list)
+
+
+def fabric_picker(principal: Principal, current: Fabric) -> list[PickerGroup]:
+    """The fabrics to switch to, grouped by site (sites by name, then fabrics without a site, each
+    a site of its own). Operators and auditors: every fabric; a tenant: the fabrics its holding
+    reservations run on, and this one (which fabrics a site holds is the operator's network)."""
+    fabrics = Fabric.objects.select_related("site").order_by("name")
+    if not principal.sees_all_tenants:
+        mine = Reservation.objects.filter(tenant_id=principal.tenant_id or 0, status__in=Reservation.HOLDING)
+        fabrics = fabrics.filter(Q(pk__in=mine.values("fabric_id")) | Q(pk=current.pk))
+    groups: dict[str, PickerGroup] = {}
+    for fabric in sorted(fabrics, key=lambda f: (f.site is None, f.site.name if f.site else "", f.name)):
+        key = f"site:{fabric.site_id}" if fabric.site else f"fabric:{fabric.pk}"
+        groups.setdefault(key, PickerGroup(fabric.site.name if fabric.site else "No site")).fabrics.append(fabric)
+    return list(groups.values())
 
 
 @login_required
@@ -80,4 +106,7 @@ def fabric_live(request: HttpRequest, fabric_id: int) -> HttpResponse:
         "canvas": canvas_for(view, graph, fabric.pk, principal),
         "switch": switch,
     }
-    return render(request, "web/live.html", {"fabric": fabric, "init": init, "active": "live"})
+    picker = fabric_picker(principal, fabric)
+    several = sum(len(group.fabrics) for group in picker) > 1
+    context = {"fabric": fabric, "init": init, "active": "live", "picker": picker if several else None}
+    return render(request, "web/live.html", context)

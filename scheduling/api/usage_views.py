@@ -1,5 +1,5 @@
 """``GET /api/usage/``: GPU-hours, borrowed GPU-hours, cost and preemptions per tenant, pool,
-reservation or UTC day, as JSON or CSV. Thin: ``scheduling.services.usage`` computes, scoped
+reservation, UTC day or site, as JSON or CSV. Thin: ``scheduling.services.usage`` computes, scoped
 to the caller (a tenant reads only itself)."""
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ CSV_COLUMNS = (
     "pool",
     "reservation",
     "day",
+    "site",
     "name",
     "tenant_name",
     "pool_name",
@@ -121,6 +122,12 @@ class UsageRowSerializer(UsageFiguresSerializer):
     pool = serializers.IntegerField(required=False, help_text="group_by=pool, reservation")
     reservation = serializers.IntegerField(required=False, help_text="group_by=reservation")
     day = serializers.DateField(required=False, help_text="group_by=day (UTC)")
+    site = serializers.CharField(
+        required=False,
+        allow_null=True,
+        help_text="group_by=site: the site's slug (a reservation's site is its fabric's); null for a fabric "
+        "without a site, a site of its own (then `name` names the fabric)",
+    )
     name = serializers.CharField(help_text="the group's readable name")
     tenant_name = serializers.CharField(required=False)
     pool_name = serializers.CharField(required=False)

@@ -1,7 +1,7 @@
 """Usage and chargeback: who used how many GPU-hours, borrowed how many, paid what, lost what.
 
 Loads the window's reservations, quotas, prices and names in a fixed number of queries (five,
-whatever the rows) and hands them to the pure arithmetic in ``scheduling.usage``, whose docstring
+whatever the rows; six by site: the fabrics' sites) and hands them to the pure arithmetic in ``scheduling.usage``, whose docstring
 says which time counts. Scoped by the principal: operators and auditors read every tenant (or
 one, ``tenant_id``); a tenant reads only itself, whatever ``tenant_id`` it passes, so nothing it
 receives names another tenant.
@@ -17,6 +17,7 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
+from console.fabric.models import Fabric
 from console.tenancy.errors import Invalid
 from console.tenancy.models import Principal, Tenant
 from scheduling.models import Pool, Quota, Reservation
@@ -102,7 +103,7 @@ def _reservations(principal: Principal, query: UsageQuery) -> list[dict[str, Any
     if query.tenant_id is not None and principal.sees_all_tenants:
         rows = rows.filter(tenant_id=query.tenant_id)
     fields = ("id", "tenant_id", "pool_id", "priority_class", "gpus", "borrowed", "status", "start", "end")
-    return list(rows.order_by().values(*fields, "ended_at", "name"))
+    return list(rows.order_by().values(*fields, "ended_at", "name", "fabric_id"))
 
 
 def _guarantees(principal: Principal, query: UsageQuery) -> dict[tuple[int, int], int]:
@@ -112,8 +113,30 @@ def _guarantees(principal: Principal, query: UsageQuery) -> dict[tuple[int, int]
     return {(t, p): g for t, p, g in rows.order_by().values_list("tenant_id", "pool_id", "guaranteed_gpus")}
 
 
-def held_rows(loaded: Iterable[dict[str, Any]]) -> list[Held]:
-    return [Held(**{k: v for k, v in row.items() if k != "name"}) for row in loaded]
+def held_rows(loaded: Iterable[dict[str, Any]], sites: dict[int, str] | None = None) -> list[Held]:
+    """The loaded rows as the pure report reads them; ``sites`` maps a fabric id to its site's
+    group key (:func:`site_keys`)."""
+    sites = sites or {}
+    return [
+        Held(**{k: v for k, v in row.items() if k not in ("name", "fabric_id")}, site=sites.get(row["fabric_id"], ""))
+        for row in loaded
+    ]
+
+
+def site_keys(loaded: Iterable[dict[str, Any]]) -> tuple[dict[int, str], dict[str, dict[str, Any]]]:
+    """Each fabric's site group key (the site's slug; ``fabric:<name>`` for a fabric without a
+    site, a site of its own: slugs have no colon) and each key's row head (``site``: the slug or
+    null, ``name``). One query."""
+    fabric_ids = {row["fabric_id"] for row in loaded}
+    keys: dict[int, str] = {}
+    heads: dict[str, dict[str, Any]] = {}
+    for fid, name, slug, site_name in Fabric.objects.filter(pk__in=fabric_ids).values_list(
+        "pk", "name", "site__slug", "site__name"
+    ):
+        key = slug or f"fabric:{name}"
+        keys[fid] = key
+        heads[key] = {"site": slug, "name": site_name} if slug else {"site": None, "name": f"{name} (fabric, no site)"}
+    return keys, heads
 
 
 def usage_report(
@@ -125,7 +148,8 @@ def usage_report(
     loaded = _reservations(principal, query)
     guarantees = _guarantees(principal, query)
     prices = price_book()
-    held = held_rows(loaded)
+    sites, site_heads = site_keys(loaded) if query.group_by is GroupBy.SITE else ({}, {})
+    held = held_rows(loaded, sites)
     report = summarise(
         held,
         window_from=query.window_from,
@@ -135,7 +159,7 @@ def usage_report(
         prices=prices,
         guarantees=guarantees,
     )
-    names = _Names(loaded, {t for t, _ in guarantees} | {r["tenant_id"] for r in loaded})
+    names = _Names(loaded, {t for t, _ in guarantees} | {r["tenant_id"] for r in loaded}, site_heads)
     rows = [names.row(query.group_by, bucket) | figures(bucket, report.currency) for bucket in report.buckets]
     series = None
     if stack_by is not None:
@@ -190,7 +214,10 @@ def figures(bucket: Bucket, currency: str) -> dict[str, Any]:
 class _Names:
     """Readable names of the groups, two queries (tenants, pools) however many rows."""
 
-    def __init__(self, loaded: list[dict[str, Any]], tenant_ids: set[int]) -> None:
+    def __init__(
+        self, loaded: list[dict[str, Any]], tenant_ids: set[int], sites: dict[str, dict[str, Any]] | None = None
+    ) -> None:
+        self.sites = sites or {}
         pool_ids = {r["pool_id"] for r in loaded}
         self.tenants: dict[int, str] = dict(Tenant.objects.filter(pk__in=tenant_ids).values_list("pk", "name"))
         self.pools: dict[int, str] = dict(Pool.objects.filter(pk__in=pool_ids).values_list("pk", "name"))
@@ -201,6 +228,8 @@ class _Names:
         head: dict[str, Any]
         if isinstance(key, dt.date):
             head = {"day": key.isoformat(), "name": f"{key.isoformat()} (UTC)"}
+        elif isinstance(key, str):
+            head = dict(self.sites.get(key, {"site": key, "name": key}))
         elif group_by is GroupBy.TENANT:
             head = {"tenant": key, "name": self.tenants.get(key, "")}
         elif group_by is GroupBy.POOL:

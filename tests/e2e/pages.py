@@ -44,6 +44,8 @@ PAGES: tuple[Page, ...] = (
     Page("home", "/", SIGNED_IN),
     Page("search", "/search/", SIGNED_IN, path="/search/?q={q}"),
     Page("fabrics", "/fabrics/", READERS),
+    Page("sites", "/sites/", READERS),
+    Page("datasets", "/datasets/", SIGNED_IN),
     Page("fabric", "/fabrics/{fabric_id}/", READERS, path="/fabrics/{fabric}/?discover=false"),
     Page("fabric-changes", "/fabrics/{fabric_id}/changes/", READERS, path="/fabrics/{fabric}/changes/"),
     Page(
@@ -102,6 +104,9 @@ NOT_PAGES: dict[str, str] = {
     "/tokens/{pk}/revoke/": "POST only; redirects to the tokens page",
     "/notifications/webhooks/{pk}/test/": "POST only; redirects to the notifications page",
     "/notifications/webhooks/{pk}/delete/": "POST only; redirects to the notifications page",
+    "/sites/{pk}/delete/": "POST only; redirects to the sites page",
+    "/sites/links/{pk}/delete/": "POST only; redirects to the sites page",
+    "/datasets/{pk}/delete/": "POST only; redirects to the datasets page",
     "/designer/canvas/": "POST only; answers JSON (the canvas of an unsaved design)",
     "/reservations/{pk}/connection/": "JSON for the reservation page's script",
     "/reservations/{pk}/use.env": "a text/plain download (the env file of the how-to-use page)",

@@ -24,7 +24,7 @@ from tests.live.helpers import SYSTEM
 pytestmark = pytest.mark.django_db
 
 KEYS = {"fabrics", "gpus", "reservations", "changes"}
-FABRIC_KEYS = {"id", "name", "sm_state", "links_down", "links_degraded", "alarms_open", "drift"}
+FABRIC_KEYS = {"id", "name", "site", "sm_state", "links_down", "links_degraded", "alarms_open", "drift"}
 
 
 @pytest.fixture
@@ -79,6 +79,7 @@ def test_operator_overview_has_the_documented_keys_and_values(dashboard, operato
     assert row == {
         "id": dashboard["fabric"].pk,
         "name": dashboard["fabric"].name,
+        "site": None,
         "sm_state": "MASTER",
         "links_down": 1,
         "links_degraded": 1,

@@ -10,6 +10,7 @@ from console.fabric.models import (
     Fabric,
     FabricPartition,
     PortAdminState,
+    Site,
 )
 
 TERMINAL_STEP = {"ok", "failed", "skipped"}
@@ -21,6 +22,13 @@ class FabricSerializer(serializers.ModelSerializer):
     # Explicit bounds: the schema must not depend on the database backend's integer ranges.
     pkey_min = serializers.IntegerField(min_value=1, max_value=0x7FFE, required=False)
     pkey_max = serializers.IntegerField(min_value=1, max_value=0x7FFE, required=False)
+    site = serializers.SlugRelatedField(
+        slug_field="slug",
+        queryset=Site.objects.all(),
+        allow_null=True,
+        required=False,
+        help_text="slug of the site (data centre) it is at; null: a site of its own",
+    )
 
     class Meta:
         model = Fabric
@@ -28,6 +36,7 @@ class FabricSerializer(serializers.ModelSerializer):
             "id",
             "name",
             "description",
+            "site",
             "driver",
             "revision",
             "config",

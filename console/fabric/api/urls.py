@@ -2,7 +2,7 @@
 
 from rest_framework.routers import DefaultRouter
 
-from console.fabric.api import views
+from console.fabric.api import site_views, views
 
 router = DefaultRouter()
 router.register("fabrics", views.FabricViewSet, basename="fabric")
@@ -13,3 +13,5 @@ router.register(
 )
 router.register(r"fabrics/(?P<fabric_pk>[0-9]+)/ports", views.FabricPortViewSet, basename="fabric-port")
 router.register(r"fabrics/(?P<fabric_pk>[0-9]+)/changes", views.FabricChangeViewSet, basename="fabric-change")
+router.register("sites", site_views.SiteViewSet, basename="site")
+router.register("site-links", site_views.SiteLinkViewSet, basename="site-link")

@@ -28,7 +28,17 @@ _Row = TypeVar("_Row", bound=models.Model)
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 MEMBERSHIPS = ("full", "limited", "both")
-FABRIC_FIELDS = ("name", "description", "driver", "revision", "config", "approval_required", "pkey_min", "pkey_max")
+FABRIC_FIELDS = (
+    "name",
+    "description",
+    "site",
+    "driver",
+    "revision",
+    "config",
+    "approval_required",
+    "pkey_min",
+    "pkey_max",
+)
 
 
 def parse_pkey(value: Any) -> int:

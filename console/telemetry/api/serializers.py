@@ -121,6 +121,7 @@ class SwitchPortsSerializer(serializers.Serializer):
 class OverviewFabricSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     name = serializers.CharField()
+    site = serializers.CharField(allow_null=True, help_text="slug of its site; null: a fabric without a site")
     sm_state = serializers.CharField(help_text="the master SM's state at the last check (MASTER, …) or unknown")
     links_down = serializers.IntegerField(help_text="links down in the live snapshot")
     links_degraded = serializers.IntegerField(help_text="links below their designed width or speed (last discovery)")

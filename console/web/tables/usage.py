@@ -1,4 +1,4 @@
-"""The usage page's window form and table: one row per tenant, pool, reservation or UTC day, with
+"""The usage page's window form and table: one row per tenant, pool, reservation, UTC day or site, with
 GPU-hours, borrowed GPU-hours, cost, preemptions and use of the guarantee (CSV from the same table)."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ GROUP_LABELS = {
     GroupBy.POOL: "Pool",
     GroupBy.RESERVATION: "Reservation",
     GroupBy.DAY: "Day (UTC)",
+    GroupBy.SITE: "Site",
 }
 
 
