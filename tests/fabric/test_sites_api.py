@@ -44,7 +44,10 @@ def test_everyone_with_a_role_reads_sites_but_only_operators_see_their_fabrics(
         assert set(by) == {"north", "south"}, user
         assert by["north"]["fabrics"] == fabrics, user
         assert by["north"]["queue"] == "site.north"
-        assert by["north"]["reachability"] is None  # not reported until the site heartbeat is wired
+        # no worker of site.north ever reported: unreachable, and tenants see no worker or SM names
+        assert by["north"]["reachability"]["reachable"] is False, user
+        assert by["north"]["reachability"]["last_seen"] is None, user
+        assert ("worker" in by["north"]["reachability"]) == (user is not member_a), user
 
 
 def test_only_operators_create_change_and_delete_sites(operator, admin_a, auditor, client_for):

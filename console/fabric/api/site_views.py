@@ -16,17 +16,19 @@ from rest_framework.serializers import BaseSerializer
 
 from console.fabric import site_admin
 from console.fabric.models import Site, SiteLink
+from console.fabric.sites import reachability
 from console.tenancy.api.base import GlobalResourceMixin
 from console.tenancy.permissions import principal_of
 
 
 def sites_reachability() -> dict[int, dict[str, Any]]:
-    """HOOK for H-workers' ``console.fabric.sites.reachability()`` (site heartbeat: are the
-    site's workers alive, do its SMs answer, changes waiting), called once per request. Not on
-    this branch yet: an empty map, so every site's ``reachability`` is ``null`` ("not reported"),
-    never a guess. Once merged, the body is
-    ``return {pk: status.as_dict() for pk, status in reachability().items()}``."""
-    return {}
+    """Every site's heartbeat (:func:`console.fabric.sites.reachability`: are its workers
+    alive, do its SMs answer, changes waiting), read once per request."""
+    return {pk: status.as_dict() for pk, status in reachability().items()}
+
+
+#: What a tenant reads of a site's reachability (worker host names and SM names are the operator's).
+TENANT_REACHABILITY = ("reachable", "last_seen")
 
 
 class SiteSerializer(serializers.ModelSerializer):
@@ -35,7 +37,7 @@ class SiteSerializer(serializers.ModelSerializer):
     queue = serializers.CharField(read_only=True, help_text="the Celery queue its workers consume: site.<slug>")
     fabrics = serializers.SerializerMethodField(help_text="names of its fabrics (operators and auditors; else [])")
     reachability = serializers.SerializerMethodField(
-        help_text="the site heartbeat (workers, SMs) as reported by the site's workers; null: not reported"
+        help_text="the site heartbeat (workers, SMs, changes waiting; tenants: reachable and last_seen only)"
     )
 
     class Meta:
@@ -53,7 +55,11 @@ class SiteSerializer(serializers.ModelSerializer):
     @extend_schema_field(serializers.JSONField(allow_null=True))
     def get_reachability(self, site: Site) -> dict[str, Any] | None:
         statuses = self.context.get("reachability")
-        return None if statuses is None else statuses.get(site.pk)
+        status = None if statuses is None else statuses.get(site.pk)
+        request = self.context.get("request")
+        if status is not None and (request is None or not principal_of(request).sees_all_tenants):
+            return {key: status[key] for key in TENANT_REACHABILITY}
+        return status
 
 
 class SiteLinkSerializer(serializers.ModelSerializer):
