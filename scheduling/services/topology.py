@@ -70,6 +70,10 @@ class NamedTopology:
     core_names: tuple[str, ...] = ()
     #: SHARP trees per switch by the engine's key (``leaf3``: :mod:`scheduling.placement.sharp`).
     sharp_trees: dict[str, int] = field(default_factory=dict)
+    #: Fabric pk per engine node id (filled for pools: the fabric of each node's inventory row).
+    node_fabric: tuple[int, ...] = ()
+    #: Site index (``TopoNode.site``) → site slug; ``""`` for a fabric without a site.
+    site_slugs: tuple[str, ...] = ()
 
     def switch_name(self, key: str) -> str:
         """The design's name of the engine's switch ``key`` (``leaf3`` → the fourth leaf's name)."""
@@ -290,12 +294,14 @@ def pool_topology(pool: Pool) -> NamedTopology:
     named = build_topology(pool.name, specs, shape)
     pk_of_name = {n.name: n.pk for n in nodes}
     node_pks = tuple(pk_of_name[name] for name in named.node_names)
+    fabric_of_name = {n.name: n.fabric_id for n in nodes}
+    node_fabric = tuple(fabric_of_name[name] for name in named.node_names)
     index_of_pk = {pk: i for i, pk in enumerate(node_pks)}
     gpu_pks = {
         (index_of_pk[node_id], index): pk
         for pk, node_id, index in GPU.objects.filter(node__in=nodes).values_list("pk", "node_id", "index")
     }
-    named = replace(named, node_pks=node_pks, gpu_pks=gpu_pks)
+    named = replace(named, node_pks=node_pks, gpu_pks=gpu_pks, node_fabric=node_fabric)
     return _remember(_topologies, key, named)
 
 
