@@ -19,7 +19,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from console.fabric.hooks import PartitionRequest
-from console.fabric.models import ChangeRequest
+from console.fabric.models import ChangeRequest, Fabric, SiteLink
 from console.fabric.services import enqueue_reconcile
 from console.tenancy import audit
 from console.tenancy.context import Actor
@@ -336,9 +336,11 @@ def desired_partitions(fabric_id: int) -> list[PartitionRequest]:
     guids: dict[int, list[str]] = {}
     for node_id, guid in HCA.objects.filter(node_id__in=all_nodes).values_list("node_id", "port_guid"):
         guids.setdefault(node_id, []).append(guid)
+    routed = routed_across(fabric_id, [r.pk for r in reservations])
     partitions = []
     for r in reservations:
         members = sorted(g for n in nodes_of[r.pk] for g in guids.get(n, []))
+        members += ["ALL_ROUTERS"] if r.pk in routed else []
         pkey, sl = subnet_of[r.pk]
         partitions.append(
             PartitionRequest(
@@ -353,6 +355,25 @@ def desired_partitions(fabric_id: int) -> list[PartitionRequest]:
         if (r.placement or {}).get("sharp"):  # it holds a SHARP tree (the ufm driver verifies SHARP)
             partitions[-1]["sharp"] = True
     return partitions
+
+
+def routed_across(fabric_id: int, reservation_ids: list[int]) -> set[int]:
+    """Those of ``reservation_ids`` that also touch a fabric at a site this fabric's site reaches
+    through an InfiniBand router (:class:`~console.fabric.models.SiteLink` ``ib_router``): their
+    partition here takes the subnet's router ports as full members (OpenSM's ``ALL_ROUTERS``),
+    so that the router's ports carry the P_Key on this side. The router's own configuration is
+    not the console's (docs/operations.md, "Partitions across sites"). UFM takes port GUIDs
+    only: nothing is added on a UFM fabric."""
+    fabric = Fabric.objects.filter(pk=fabric_id).values("driver", "site_id").first()
+    if not reservation_ids or fabric is None or fabric["site_id"] is None or fabric["driver"] == Fabric.Driver.UFM:
+        return set()
+    site = fabric["site_id"]
+    links = SiteLink.objects.filter(Q(a_id=site) | Q(b_id=site), kind=SiteLink.Kind.IB_ROUTER)
+    reached = {b if a == site else a for a, b in links.values_list("a_id", "b_id")}
+    if not reached:
+        return set()
+    elsewhere = ReservationSubnet.objects.filter(reservation_id__in=reservation_ids, fabric__site_id__in=reached)
+    return set(elsewhere.exclude(fabric_id=fabric_id).values_list("reservation_id", flat=True))
 
 
 def fabric_verified(fabric_id: int, present_pkeys: set[int], change_id: int) -> dict[str, int]:
