@@ -209,10 +209,11 @@ def create_pool(
     default_max_wait: dt.timedelta | None = None,
 ) -> Pool:
     """Create a pool of ``nodes`` (operators only); ``default_max_wait``: the patience of its
-    queued requests that give none."""
+    queued requests that give none. ``fabric`` is its home fabric; nodes of other fabrics (other
+    sites) make a pool spanning sites, as long as the home fabric holds some of them."""
     require_operator(principal, to="manage inventory, pools and quotas")
-    if any(n.fabric_id != fabric.pk for n in nodes):
-        raise Invalid("every node of a pool must belong to its fabric")
+    if nodes and all(n.fabric_id != fabric.pk for n in nodes):
+        raise Invalid("a pool's home fabric must hold some of its nodes")
     try:
         with transaction.atomic():
             pool = Pool.objects.create(
