@@ -441,55 +441,6 @@ class ReservationRefusedSerializer(serializers.Serializer):
     reservation = ReservationSerializer()
 
 
-class GuideNodeSerializer(serializers.Serializer):
-    name = serializers.CharField()
-    ssh = serializers.CharField(help_text="user@host")
-    gpus = serializers.IntegerField()
-    hcas = serializers.ListField(child=serializers.CharField(), help_text="HCA device names (mlx5_N)")
-
-
-class UsageGuideSerializer(serializers.Serializer):
-    """How to use a reservation (``scheduling.usage_guide``): hosts, SSH targets, NCCL/UCX variables."""
-
-    reservation_id = serializers.IntegerField()
-    status = serializers.CharField()
-    verified = serializers.BooleanField(help_text="the partition is verified on the ports (status ready)")
-    nodes = GuideNodeSerializer(many=True)
-    hosts = serializers.ListField(child=serializers.CharField())
-    hostlist = serializers.CharField(help_text="Slurm hostlist form, e.g. dgx-su1-[001-004,007]")
-    ssh_targets = serializers.ListField(child=serializers.CharField())
-    hca_devices = serializers.ListField(child=serializers.CharField(), help_text="NCCL_IB_HCA")
-    pkey = serializers.IntegerField(allow_null=True)
-    pkey_hex = serializers.CharField(allow_null=True)
-    pkey_index = serializers.IntegerField(
-        allow_null=True, help_text="NCCL_IB_PKEY: index of the P_Key in the ports' tables, as verified; null before"
-    )
-    pkey_index_note = serializers.CharField(help_text="why pkey_index is null (empty when known)")
-    sl = serializers.IntegerField(help_text="NCCL_IB_SL and UCX_IB_SL")
-    sl_note = serializers.CharField(
-        help_text="the priority class of the SL and the VL the fabric's QoS table maps it to"
-    )
-    env = serializers.DictField(child=serializers.CharField(), help_text="the env file's variables, in order")
-    sharp_switches = serializers.ListField(
-        child=serializers.CharField(),
-        help_text="the switches of the reservation's SHARP aggregation tree (empty without SHARP); "
-        "the env then sets NCCL_COLLNET_ENABLE=1",
-    )
-    partition_name = serializers.CharField(help_text="the partition's name on the fabric (res-<id>)")
-    network_attachment = serializers.CharField(
-        help_text="Kubernetes NetworkAttachmentDefinition (YAML) of ib-sriov-cni with the reservation's P_Key; "
-        "empty before a P_Key is assigned"
-    )
-    vguid_start = serializers.CharField(
-        help_text="first virtual GUID (pod VF) of the reservation's own range, e.g. 02:C0:FF:EE:00:00:70:00: "
-        "the GUID_POOL_RANGE_START of its ib-kubernetes"
-    )
-    vguid_end = serializers.CharField(help_text="last virtual GUID of the range (GUID_POOL_RANGE_END)")
-    ib_kubernetes_config = serializers.CharField(
-        help_text="ib-kubernetes ConfigMap (UFM plugin, GUID pool = the vGUID range) and UFM Secret (YAML)"
-    )
-
-
 class PoolPriceSerializer(serializers.Serializer):
     priority_class = serializers.ChoiceField(choices=PriorityClass.choices)
     price = serializers.DecimalField(max_digits=10, decimal_places=4, help_text="per GPU-hour, in `currency`")

@@ -24,6 +24,7 @@ from console.tenancy.api.base import (
 from console.tenancy.api.idempotency import idempotent
 from console.tenancy.errors import Invalid
 from console.tenancy.models import Role
+from scheduling.api.guide_serializers import UsageGuideSerializer
 from scheduling.api.serializers import (
     AvailabilitySerializer,
     ExtendSerializer,
@@ -35,7 +36,6 @@ from scheduling.api.serializers import (
     ReservationRefusedSerializer,
     ReservationRequestSerializer,
     ReservationSerializer,
-    UsageGuideSerializer,
     minutes,
 )
 from scheduling.filtersets import ReservationFilterSet
