@@ -291,3 +291,21 @@ def test_across_an_ib_router_the_partition_takes_the_router_ports_on_each_side(w
         ("site-a", "east"),
         ("site-b", "west"),
     }
+
+
+def test_the_api_lists_the_subnets_of_a_reservation_its_own_fabric_first(world, tenant_a, admin_a, client_for):
+    a, b, span, b_only = world
+    api = client_for(admin_a)
+    alone = api.post("/api/reservations/", {"pool": b_only.pk, "gpus": 8, "duration_minutes": 60}, format="json")
+    spanning = api.post("/api/reservations/", {"pool": span.pk, "gpus": 80, "duration_minutes": 60}, format="json")
+    assert alone.status_code == spanning.status_code == 201, (alone.content, spanning.content)
+    made = Reservation.objects.get(pk=spanning.json()["id"])
+    key = f"0x{made.pkey:04x}"
+    expected = [
+        {"fabric": made.fabric.name, "site": None, "pkey": key, "live": True},
+        *[{"fabric": f.name, "site": None, "pkey": key, "live": True} for f in (a, b) if f.pk != made.fabric_id],
+    ]
+    assert api.get(f"/api/reservations/{made.pk}/").json()["subnets"] == expected
+    listed = {r["id"]: r["subnets"] for r in api.get("/api/reservations/").json()["results"]}
+    assert listed[made.pk] == expected
+    assert listed[alone.json()["id"]] == [{"fabric": "site-b", "site": None, "pkey": "0x0100", "live": True}]
