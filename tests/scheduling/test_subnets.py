@@ -17,6 +17,7 @@ import importlib
 import pytest
 from django.apps import apps
 from django.db.models import F
+from django.urls import reverse
 
 from console.fabric import enqueue, hooks
 from console.fabric.changes.qos import set_qos_table
@@ -39,6 +40,7 @@ from tests.scheduling.conftest import (
     request_for,
     tenant_principal,
 )
+from tests.scheduling.test_reservation_pages import logged_in
 
 pytestmark = [pytest.mark.django_db, needs("postgresql")]
 S = Reservation.Status
@@ -132,7 +134,9 @@ def test_the_common_value_skips_a_key_live_on_either_fabric(world, tenant_a):
     assert subnet_keys(made) == {a.pk: a.pkey_min + 1, b.pk: a.pkey_min + 1}
 
 
-def test_keys_differ_per_fabric_when_no_value_is_free_in_both_ranges_and_the_guide_says_so(tenant_a):
+def test_keys_differ_per_fabric_when_no_value_is_free_in_both_ranges_and_the_guide_says_so(
+    tenant_a, admin_a, client, client_for
+):
     snapshots.forget()
     a, b = two_fabrics(pkey_min=0x0200, pkey_max=0x02FF)
     Fabric.objects.filter(pk=a.pk).update(pkey_min=0x0100, pkey_max=0x01FF)
@@ -154,6 +158,13 @@ def test_keys_differ_per_fabric_when_no_value_is_free_in_both_ranges_and_the_gui
     text = env_file(guide)
     assert "IBC_PKEYS=site-a:0x0100,site-b:0x0200" in text or "IBC_PKEYS=site-b:0x0200,site-a:0x0100" in text
     assert "NCCL_IB_PKEY=" not in text
+    # the page and the API say the same
+    logged_in(client, admin_a)
+    page = client.get(reverse("web:reservation-use", args=[made.pk])).content.decode()
+    assert page.count('data-testid="use-subnet"') == 2 and "NCCL_IB_PKEY differs per site" in page
+    body = client_for(admin_a).get(f"/api/reservations/{made.pk}/usage-guide/").json()
+    assert sorted(s["pkey_hex"] for s in body["subnets"]) == ["0x0100", "0x0200"]
+    assert body["pkey_per_site_note"].startswith("NCCL_IB_PKEY differs per site") and body["pkey_index"] is None
     snapshots.forget()
 
 
