@@ -7,7 +7,8 @@ placement engine never reads them directly: ``services.topology`` turns a pool i
 Double booking is impossible on PostgreSQL: every reserved GPU has a
 :class:`ReservationAllocation` row and an exclusion constraint (``btree_gist``) forbids two rows
 for one GPU with overlapping half-open windows. A reservation's P_Key is unique per fabric for as
-long as it may be on the wire (``pkey_live``), again by a database constraint.
+long as it may be on the wire (``ReservationSubnet.pkey_live``, one row per fabric it touches),
+again by a database constraint.
 """
 
 from __future__ import annotations
@@ -323,8 +324,11 @@ class Reservation(TenantOwnedModel):
     # What was granted.
     gpus = models.PositiveIntegerField(default=0)
     borrowed = models.BooleanField(default=False)
+    # Its P_Key on its own fabric (the value NCCL_IB_PKEY takes; the same on every subnet it
+    # touches where the ranges allow: ReservationSubnet has one row per subnet).
     pkey = models.PositiveIntegerField(null=True, blank=True)
-    # True from allocation until the fabric verified the P_Key gone: no reuse meanwhile.
+    # True from allocation until every subnet it touches verified its P_Key gone. The uniqueness
+    # of live P_Keys per fabric is ReservationSubnet's constraint (subnet_pkey_live_unique).
     pkey_live = models.BooleanField(default=False)
     sl = models.PositiveSmallIntegerField(default=0)
     # Virtual port GUIDs (pod VFs, from the reservation's vGUID range) its tenant added to the
@@ -354,11 +358,6 @@ class Reservation(TenantOwnedModel):
             models.Index(fields=["pool", "tenant", "status"]),
         ]
         constraints = [
-            models.UniqueConstraint(
-                fields=["fabric", "pkey"],
-                condition=models.Q(pkey_live=True),
-                name="reservation_pkey_live_unique",
-            ),
             models.CheckConstraint(name="reservation_window_valid", condition=models.Q(end__gt=models.F("start"))),
             models.CheckConstraint(
                 name="reservation_pkey_range",
@@ -379,12 +378,16 @@ class ReservationSubnet(models.Model):
     """The reservation's P_Key on one subnet (fabric) it touches: one row per fabric, the
     reservation's own ``fabric`` included, so that a P_Key is unique among live keys of a fabric
     whichever reservation (single-fabric or spanning) holds it: one constraint, one table.
-    ``pkey_live`` until that fabric verified the P_Key gone."""
+    ``pkey_live`` until that fabric verified the P_Key gone; ``verified_at`` once that fabric
+    verified it on the member ports (the reservation is ready when every subnet is); ``sl``: the
+    service level of the reservation's priority class on that fabric."""
 
     reservation = models.ForeignKey("Reservation", on_delete=models.CASCADE, related_name="subnets")
     fabric = models.ForeignKey("fabric.Fabric", on_delete=models.PROTECT, related_name="+")
     pkey = models.PositiveIntegerField()
     pkey_live = models.BooleanField(default=True)
+    sl = models.PositiveSmallIntegerField(default=0)
+    verified_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["reservation", "fabric"]

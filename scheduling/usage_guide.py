@@ -1,5 +1,6 @@
 """How to use a reservation: its hosts (and their Slurm hostlist), SSH targets, and the variables
-a job needs on this fabric (``NCCL_IB_HCA``, ``NCCL_IB_PKEY``, ``NCCL_IB_SL``, ``UCX_IB_SL``; and
+a job needs on this fabric (on each subnet it touches, for a reservation spanning sites: its P_Key
+there, and when the P_Keys or their indexes differ, that ``NCCL_IB_PKEY`` differs per site) (``NCCL_IB_HCA``, ``NCCL_IB_PKEY``, ``NCCL_IB_SL``, ``UCX_IB_SL``; and
 ``NCCL_COLLNET_ENABLE=1`` for a SHARP reservation, as NVIDIA's NCCL-RDMA-SHARP plugin documents).
 
 ``NCCL_IB_PKEY`` is the *index* of the reservation's P_Key in its ports' P_Key tables, not the
@@ -20,13 +21,13 @@ add to the P_Key; :mod:`console.fabric.opensm.vguids`).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from console.fabric.changes.desired import qos_table_of
 from console.fabric.models import ChangeRequest
 from console.fabric.services import vguid_range
 from scheduling.hostlist import compress
-from scheduling.models import HCA, Reservation, ReservationAllocation
+from scheduling.models import HCA, Node, Reservation, ReservationAllocation, ReservationSubnet
 
 #: How many of the fabric's latest verified changes to look through for the P_Key's index.
 RECENT_CHANGES = 10
@@ -41,6 +42,19 @@ class GuideNode:
     ssh: str
     gpus: int
     hcas: list[str]
+
+
+@dataclass(frozen=True)
+class GuideSubnet:
+    """The reservation on one subnet (fabric) it touches: its P_Key there and that P_Key's index
+    in the ports of its hosts on that fabric."""
+
+    fabric: str
+    site: str  # the site's slug, or the fabric's name for a fabric without a site
+    hosts: list[str]
+    pkey_hex: str
+    pkey_index: int | None
+    pkey_index_note: str = ""
 
 
 @dataclass(frozen=True)
@@ -70,6 +84,10 @@ class UsageGuide:
     #: The sites it runs at (a pool at several sites), and for a spanning one what crossing costs.
     sites: list[str] = field(default_factory=list)
     sites_note: str = ""
+    #: One per subnet it touches when it spans several (empty: one subnet, the fields above).
+    subnets: list[GuideSubnet] = field(default_factory=list)
+    #: Why NCCL_IB_PKEY is not one value for every host (empty: it is, or it is not known yet).
+    pkey_per_site_note: str = ""
 
 
 def hca_device(index: int) -> str:
@@ -77,14 +95,18 @@ def hca_device(index: int) -> str:
     return f"mlx5_{index}"
 
 
-def pkey_index(reservation: Reservation, port_guids: list[str]) -> tuple[int | None, str]:
-    """(index, why not) of the reservation's P_Key in its ports' tables, as the fabric verified it."""
-    if reservation.status != Reservation.Status.READY or reservation.pkey is None:
+def pkey_index(
+    reservation: Reservation, port_guids: list[str], *, fabric_id: int | None = None, pkey: int | None = None
+) -> tuple[int | None, str]:
+    """(index, why not) of the reservation's P_Key in its ports' tables, as the fabric verified it
+    (``fabric_id``/``pkey``: on another subnet it touches, its P_Key there)."""
+    pkey = reservation.pkey if pkey is None else pkey
+    if reservation.status != Reservation.Status.READY or pkey is None:
         return None, f"not verified yet: the reservation is {reservation.status}; the index is known once it is ready"
-    key = f"{reservation.pkey:#06x}"
+    key = f"{pkey:#06x}"
     changes = (
         ChangeRequest.objects.filter(
-            fabric_id=reservation.fabric_id,
+            fabric_id=reservation.fabric_id if fabric_id is None else fabric_id,
             dry_run=False,
             status__in=(ChangeRequest.Status.APPLIED, ChangeRequest.Status.UNCHANGED),
             finished_at__gte=reservation.created_at,
@@ -149,8 +171,54 @@ def usage_guide(reservation: Reservation, username: str) -> UsageGuide:
         sites=[str(s) for s in reservation.placement.get("sites", [])],
         sites_note=span_note(reservation),
     )
+    subnets = guide_subnets(reservation, order, names, hcas)
+    if len(subnets) > 1:
+        guide = replace(guide, subnets=subnets, pkey_per_site_note=per_site_note(subnets))
+        if guide.pkey_per_site_note:
+            guide = replace(guide, pkey_index=None, pkey_index_note=guide.pkey_per_site_note)
+        else:  # one P_Key: one index on every subnet once each verified it
+            unknown = next((s for s in subnets if s.pkey_index is None), None)
+            index, note = (subnets[0].pkey_index, "") if unknown is None else (None, unknown.pkey_index_note)
+            guide = replace(guide, pkey_index=index, pkey_index_note=note)
     guide.env.update(environment(guide))
     return guide
+
+
+def guide_subnets(
+    reservation: Reservation, order: list[int], names: dict[int, str], hcas: dict[int, list[HCA]]
+) -> list[GuideSubnet]:
+    """The reservation's subnets, its own fabric first, each with its hosts there and the index of
+    its P_Key there (as that fabric verified it)."""
+    rows = ReservationSubnet.objects.filter(reservation=reservation).values_list(
+        "fabric_id", "fabric__name", "fabric__site__slug", "pkey"
+    )
+    fabric_of = dict(Node.objects.filter(pk__in=order).values_list("pk", "fabric_id"))
+    out = []
+    for fabric_id, name, site, pkey in sorted(rows, key=lambda r: (r[0] != reservation.fabric_id, r[1])):
+        mine = [pk for pk in order if fabric_of.get(pk) == fabric_id]
+        index, note = pkey_index(
+            reservation, [h.port_guid for pk in mine for h in hcas.get(pk, [])], fabric_id=fabric_id, pkey=pkey
+        )
+        out.append(GuideSubnet(name, site or name, [names[pk] for pk in mine], f"{pkey:#06x}", index, note))
+    return out
+
+
+def per_site_note(subnets: list[GuideSubnet]) -> str:
+    """Why one NCCL_IB_PKEY does not hold for every host ("" when it does, or when it is not
+    known yet on some subnet: the guide says that instead)."""
+    keys = {s.pkey_hex for s in subnets}
+    indexes = {s.pkey_index for s in subnets}
+    if None in indexes and len(keys) == 1:
+        return ""
+    if len(keys) == 1 and len(indexes) == 1:
+        return ""
+    what = "its P_Key differs per site" if len(keys) > 1 else "its P_Key sits at another index per site"
+    per = "; ".join(
+        f"{s.site} ({', '.join(s.hosts)}): P_Key {s.pkey_hex}, "
+        + (f"NCCL_IB_PKEY={s.pkey_index}" if s.pkey_index is not None else s.pkey_index_note)
+        for s in subnets
+    )
+    return f"NCCL_IB_PKEY differs per site ({what}): set it on each host: {per}"
 
 
 def network_attachment(name: str, pkey_hex: str) -> str:
@@ -254,6 +322,8 @@ def environment(guide: UsageGuide) -> dict[str, str]:
     env["UCX_IB_SL"] = str(guide.sl)
     if guide.pkey_hex is not None:
         env["IBC_PKEY"] = guide.pkey_hex
+    if guide.subnets:
+        env["IBC_PKEYS"] = ",".join(f"{s.site}:{s.pkey_hex}" for s in guide.subnets)
     if guide.vguid_start:
         env["IBC_VGUID_RANGE_START"] = guide.vguid_start
         env["IBC_VGUID_RANGE_END"] = guide.vguid_end
@@ -270,6 +340,10 @@ def environment(guide: UsageGuide) -> dict[str, str]:
 def env_file(guide: UsageGuide) -> str:
     """``KEY=VALUE`` lines (``# `` comments), for ``set -a; . ./use.env`` or ``--env-file``."""
     lines = [f"# reservation {guide.reservation_id} ({guide.status})"]
+    for subnet in guide.subnets:
+        lines.append(
+            f"# site {subnet.site} (fabric {subnet.fabric}): P_Key {subnet.pkey_hex} on {', '.join(subnet.hosts)}"
+        )
     if guide.pkey_index is None:
         lines.append(f"# NCCL_IB_PKEY omitted: {guide.pkey_index_note}")
     if guide.sl_note:

@@ -245,7 +245,9 @@ class _Search:
 
     def by_pkey(self, pkey: int) -> None:
         mine = Reservation.objects.visible_to(self.principal).select_related("tenant")
-        for res in mine.filter(pkey__in=[pkey, pkey | 0x8000]).order_by("-pk")[: self.limit]:
+        keys = [pkey, pkey | 0x8000]  # its key on any subnet it spans (they differ when no value was common)
+        held = mine.filter(Q(pkey__in=keys) | Q(subnets__pkey__in=keys)).distinct()
+        for res in held.order_by("-pk")[: self.limit]:
             hit = self.reservation_hit(res)
             self.add(Hit(hit.kind, hit.label, hit.url, {"pkey": f"{pkey:#06x}", **hit.fields}))
         parts = list(FabricPartition.objects.filter(pkey__in=[pkey, pkey | 0x8000]).order_by("fabric_id", "name"))

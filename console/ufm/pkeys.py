@@ -39,7 +39,7 @@ from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
 from console.tenancy.models import Principal
 from console.ufm.wire import NAME_PREFIX, GuidsRequest, UfmError, pkey_body, ufm_guid, ufm_pkey
-from scheduling.models import Reservation
+from scheduling.models import ReservationSubnet
 from scheduling.services.virtual_guids import change_virtual_guids, outside_range
 
 Status = ChangeRequest.Status
@@ -122,7 +122,11 @@ def _reservation_pkey(fabric: Fabric, pkey: int) -> Owner | None:
             prefix = vguid_prefix()
             hosts = frozenset(g for g, _ in _members(req["members"]) if not is_virtual(g, prefix))
             return Owner(req["reservation_id"], req["tenant_id"], hosts)
-    live = Reservation.objects.filter(fabric=fabric, pkey=pkey, pkey_live=True).values_list("pk", "tenant_id").first()
+    live = (
+        ReservationSubnet.objects.filter(fabric=fabric, pkey=pkey, pkey_live=True)
+        .values_list("reservation_id", "reservation__tenant_id")
+        .first()
+    )
     return Owner(live[0], live[1], frozenset()) if live else None
 
 

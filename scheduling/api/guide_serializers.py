@@ -1,4 +1,4 @@
-"""The usage guide of a reservation as the API answers it (:mod:`scheduling.usage_guide`)."""
+"""The how-to-use guide of a reservation as the API answers it (``scheduling.usage_guide``)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,20 @@ class GuideNodeSerializer(serializers.Serializer):
     hcas = serializers.ListField(child=serializers.CharField(), help_text="HCA device names (mlx5_N)")
 
 
+class GuideSubnetSerializer(serializers.Serializer):
+    """The reservation on one subnet it spans: its hosts there, its P_Key there and that key's index."""
+
+    fabric = serializers.CharField()
+    site = serializers.CharField(help_text="the site's slug (the fabric's name for a fabric without a site)")
+    hosts = serializers.ListField(child=serializers.CharField())
+    pkey_hex = serializers.CharField()
+    pkey_index = serializers.IntegerField(allow_null=True, help_text="NCCL_IB_PKEY on these hosts, as verified")
+    pkey_index_note = serializers.CharField(help_text="why pkey_index is null (empty when known)")
+
+
 class UsageGuideSerializer(serializers.Serializer):
-    """How to use a reservation (``scheduling.usage_guide``): hosts, SSH targets, NCCL/UCX variables."""
+    """How to use a reservation (``scheduling.usage_guide``): hosts, SSH targets, NCCL/UCX variables;
+    for one spanning sites, the P_Key and its index per subnet (``subnets``)."""
 
     reservation_id = serializers.IntegerField()
     status = serializers.CharField()
@@ -57,4 +69,11 @@ class UsageGuideSerializer(serializers.Serializer):
     )
     sites_note = serializers.CharField(
         help_text="spanning sites: the split, the inter-site cost of a ring all-reduce and how to order ranks"
+    )
+    subnets = GuideSubnetSerializer(
+        many=True, help_text="one per subnet (site) when the reservation spans several; empty otherwise"
+    )
+    pkey_per_site_note = serializers.CharField(
+        help_text="when the P_Key or its index differs between sites: NCCL_IB_PKEY differs per site, per host "
+        "(empty otherwise)"
     )

@@ -18,6 +18,7 @@ from scheduling.models import Pool, PriorityClass, Quota, Reservation
 from scheduling.placement.registry import Param, params
 from scheduling.services import power, quotas
 from scheduling.services.reservations import MAX_SIZE, ReservationRequest
+from scheduling.services.subnets import SubnetView, subnets_of
 
 MAX_WAIT_MINUTES = 90 * 24 * 60
 
@@ -149,6 +150,7 @@ class ReservationListSerializer(serializers.ListSerializer):
     def to_representation(self, data: Any) -> list[Any]:
         rows = list(data.all() if hasattr(data, "all") else data)
         self.context["reservation_progress"] = power.progress(rows)
+        self.context["reservation_subnets"] = subnets_of(r.pk for r in rows)
         return super().to_representation(rows)
 
 
@@ -162,14 +164,27 @@ class ReservationProgressSerializer(serializers.Serializer):
     expected_ready = serializers.DateTimeField(allow_null=True)
 
 
+class ReservationSubnetSerializer(serializers.Serializer):
+    """The reservation's P_Key on one subnet (fabric) it touches: its own fabric first. The P_Keys
+    differ between subnets only when no value was free in every fabric's range (then
+    ``NCCL_IB_PKEY`` differs per site)."""
+
+    fabric = serializers.CharField()
+    site = serializers.CharField(allow_null=True, help_text="slug of the fabric's site; null: a fabric without a site")
+    pkey = serializers.CharField(help_text='"0x8123", as pkey_hex')
+    live = serializers.BooleanField(help_text="the P_Key may be on this fabric's wire (not verified gone yet)")
+
+
 class ReservationSerializer(SiteReservationFields, serializers.ModelSerializer):
-    """A reservation as its tenant sees it, with its partition once placed, and its sites."""
+    """A reservation as its tenant sees it, with its partition once placed (on every subnet it
+    touches: ``subnets``), and its sites."""
 
     tenant: serializers.PrimaryKeyRelatedField[Tenant] = serializers.PrimaryKeyRelatedField(read_only=True)
     pkey_hex = serializers.SerializerMethodField()
     partition = serializers.CharField(source="partition_name", read_only=True)
     max_wait_minutes = serializers.SerializerMethodField()
     progress = serializers.SerializerMethodField()
+    subnets = serializers.SerializerMethodField()
 
     class Meta:
         model = Reservation
@@ -211,9 +226,17 @@ class ReservationSerializer(SiteReservationFields, serializers.ModelSerializer):
             "queue_position",
             "max_wait_minutes",
             "progress",
+            "subnets",
         ]
         read_only_fields = fields
         list_serializer_class = ReservationListSerializer
+
+    @extend_schema_field(ReservationSubnetSerializer(many=True))
+    def get_subnets(self, reservation: Reservation) -> list[SubnetView]:
+        batched = self.context.get("reservation_subnets") or {}
+        if reservation.pk in batched:
+            return list(batched[reservation.pk])
+        return subnets_of([reservation.pk])[reservation.pk]
 
     @extend_schema_field(ReservationProgressSerializer(allow_null=True))
     def get_progress(self, reservation: Reservation) -> dict[str, Any] | None:

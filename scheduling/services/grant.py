@@ -1,4 +1,4 @@
-"""Granting a placement: P_Key, service level, allocation rows, audit, reconcile.
+"""Granting a placement: P_Keys per subnet, service levels, allocation rows, audit, reconcile.
 
 One path for a direct reservation (:mod:`.reservations`) and a queued one the queue pass places
 (:mod:`.queue`): both end in :func:`grant`, under the caller's locks (quota rows, then the
@@ -9,25 +9,45 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
 
-from console.fabric.models import FabricPartition, FabricQos
-from console.fabric.services import allocate_pkey, enqueue_reconcile
+from console.fabric.models import Fabric, FabricPartition, FabricQos
+from console.fabric.services import KeySpace, allocate_pkeys, enqueue_reconcile
 from console.tenancy import audit
 from console.tenancy.context import Actor
-from console.tenancy.errors import Conflict
-from scheduling.models import Reservation, ServiceLevels
+from scheduling.models import Reservation, ReservationSubnet, ServiceLevels
 from scheduling.placement import Placement
 from scheduling.placement.powerfit import NodePower
 from scheduling.services import power
 from scheduling.services.quotas import sl_for
 from scheduling.services.snapshots import write_allocations
-from scheduling.services.topology import NamedTopology, placed_fabric
+from scheduling.services.topology import NamedTopology
 
-#: live P_Keys, other partitions' P_Keys (None: not read), SLs per class (None: no row), QoS table
-FabricFacts = tuple[set[int], list[int] | None, tuple[int, int, int] | list[int] | None, Any]
+
+@dataclass(frozen=True, slots=True)
+class FabricFacts:
+    """What a grant reads of one fabric it places on."""
+
+    #: its P_Key range, the P_Keys live on it (of every reservation's subnets) and its other partitions'
+    keys: KeySpace
+    #: SLs per class (training, inference, best effort); None: no row, the defaults
+    levels: tuple[int, int, int] | list[int] | None
+    #: the fabric's QoS table (None: none saved)
+    qos_table: Any
+
+
+def placement_fabrics(named: NamedTopology, placement: Placement, home: int) -> list[int]:
+    """The fabrics of the placement's nodes, the one holding most of them first (ties: the pool's
+    ``home`` fabric, then the lowest pk); ``[home]`` when the topology does not say."""
+    if not named.node_fabric:
+        return [home]
+    counts = Counter(named.node_fabric[node] for node in placement.node_ids)
+    return sorted(counts, key=lambda f: (-counts[f], f != home, f))
 
 
 def grant(
@@ -42,36 +62,40 @@ def grant(
     node_power: dict[int, NodePower] | None = None,
 ) -> Reservation:
     """Record ``placement`` for ``reservation`` (placed, or provisioning when it starts now):
-    a free P_Key of its fabric, the SL of its priority class, one allocation per GPU over the
-    placement's window (``window`` when the caller has it exact); audited as ``action`` and followed by a reconcile after commit.
+    a free P_Key on each fabric its nodes are on (the same value on all where the ranges allow:
+    :func:`~console.fabric.services.allocate_pkeys`), the SL of its priority class on each, one allocation per GPU over the
+    placement's window (``window`` when the caller has it exact); audited as ``action`` and
+    followed by a reconcile of each fabric after commit. ``reservation.fabric`` becomes the
+    fabric holding most of its nodes (its ``pkey`` and ``sl`` are that fabric's).
     ``node_power``: the pool's nodes that are not on (engine index), when the caller read them
     under the reservation lock (:attr:`.snapshots.Snapshot.power`)."""
+    pool = reservation.pool
     before = audit.snapshot(reservation) if reservation.pk else None
-    # The fabric of the placed nodes (a pool's nodes may be on several fabrics: sites).
-    fabric = reservation.fabric = placed_fabric(reservation.pool, named, placement)
-    held, others, levels, qos_table = _fabric_facts(fabric.pk)
-    pkey = allocate_pkey(fabric, held=held, others=others)
-    if pkey is None:
-        raise Conflict(
-            f"fabric {fabric} has no free P_Key in 0x{fabric.pkey_min:04x}..0x{fabric.pkey_max:04x}",
-            code="no_pkey",
-        )
+    fabrics = placement_fabrics(named, placement, pool.fabric_id)
+    facts = _fabric_facts(fabrics)
+    pkeys = allocate_pkeys([facts[f].keys for f in fabrics])
+    sls = {f: sl_for(facts[f].qos_table, facts[f].levels, reservation.priority_class) for f in fabrics}
     start, end = window or (
         dt.datetime.fromtimestamp(placement.start, dt.UTC),
         dt.datetime.fromtimestamp(placement.end, dt.UTC),
     )
+    home = fabrics[0]
+    reservation.fabric_id = home
     reservation.start, reservation.end = start, end
     reservation.status = Reservation.Status.PROVISIONING if start <= now else Reservation.Status.PLACED
     reservation.gpus = placement.gpus
-    reservation.pkey = pkey
+    reservation.pkey = pkeys[home]
     reservation.pkey_live = True
-    reservation.sl = sl_for(qos_table, levels, reservation.priority_class)
+    reservation.sl = sls[home]
     reservation.placement = named.describe(placement)
     waits_for, wake = power.grant_note(named, placement, now, power=node_power)  # nodes not on yet: booted
     if waits_for is not None:
         reservation.placement["power"] = waits_for
     reservation.save()
     power.wake_at_grant(wake, reservation.pk)
+    # The subnet rows go in with the allocations (one statement on PostgreSQL): a concurrent
+    # grant that picked the same live P_Key of a fabric fails there (subnet_pkey_live_unique)
+    # and the reserve path retries with the keys read anew.
     write_allocations(
         reservation.pk,
         (
@@ -81,50 +105,70 @@ def grant(
         ),
         start,
         end,
+        subnets=[(f, pkeys[f], sls[f]) for f in fabrics],
     )
     audit.record(actor, action, reservation, before=before, after=audit.snapshot(reservation))
-    enqueue_reconcile(fabric.pk)
+    for fabric_id in fabrics:
+        enqueue_reconcile(fabric_id)
     return reservation
 
 
-def _fabric_facts(fabric_id: int) -> FabricFacts:
-    """What a grant reads of its fabric: the live P_Keys of its reservations, the P_Keys of its
-    partitions of other sources (None: not read here), its SLs per priority class (None: no
-    row, the defaults) and its QoS table (None: none saved); one statement on PostgreSQL instead
-    of four."""
+def _fabric_facts(fabric_ids: Sequence[int]) -> dict[int, FabricFacts]:
+    """What a grant reads of each fabric: its P_Key range, the live P_Keys on it (of every
+    reservation's subnets), the P_Keys of its partitions of other sources, its SLs per priority
+    class and its QoS table; one statement on PostgreSQL, whatever the number of fabrics."""
     if connection.vendor != "postgresql":
-        return fabric_facts_row_by_row(fabric_id)
-    reservations = connection.ops.quote_name(Reservation._meta.db_table)
+        return fabric_facts_row_by_row(fabric_ids)
+    fabrics = connection.ops.quote_name(Fabric._meta.db_table)
+    subnets = connection.ops.quote_name(ReservationSubnet._meta.db_table)
     partitions = connection.ops.quote_name(FabricPartition._meta.db_table)
     levels = connection.ops.quote_name(ServiceLevels._meta.db_table)
     qos = connection.ops.quote_name(FabricQos._meta.db_table)
     sql = (
-        f"SELECT (SELECT array_agg(pkey) FROM {reservations} WHERE fabric_id = %(f)s AND pkey_live),"  # noqa: S608
-        f" (SELECT array_agg(pkey) FROM {partitions} WHERE fabric_id = %(f)s AND source <> %(source)s),"
-        f" (SELECT json_build_array(training, inference, best_effort) FROM {levels} WHERE fabric_id = %(f)s),"
+        f"SELECT f.id, f.name, f.pkey_min, f.pkey_max,"  # noqa: S608 - the table names are ours
+        f" (SELECT array_agg(pkey) FROM {subnets} WHERE fabric_id = f.id AND pkey_live),"
+        f" (SELECT array_agg(pkey) FROM {partitions} WHERE fabric_id = f.id AND source <> %(source)s),"
+        f" (SELECT json_build_array(training, inference, best_effort) FROM {levels} WHERE fabric_id = f.id),"
         # FOR SHARE: a QoS table change (console.fabric.changes.qos.set_qos_table) waits for this
-        # grant to commit before it checks the SLs in use, and this grant waits for it
-        f' (SELECT "table" FROM {qos} WHERE fabric_id = %(f)s FOR SHARE)'
+        # grant to commit before it checks the SLs in use, and this grant waits for it (rows in
+        # fabric order: two grants spanning the same fabrics take them in the same order)
+        f' (SELECT "table" FROM {qos} WHERE fabric_id = f.id FOR SHARE)'
+        f" FROM {fabrics} f WHERE f.id = ANY(%(f)s) ORDER BY f.id"
     )
+    out = {}
     with connection.cursor() as cursor:
-        cursor.execute(sql, {"f": fabric_id, "source": str(FabricPartition.Source.RESERVATION)})
-        held, others, sls, table = cursor.fetchone()
-    if isinstance(table, str):  # Django has psycopg return jsonb as text (JSONField decodes it)
-        table = json.loads(table)
-    return set(held or ()), list(others or ()), sls, table
+        cursor.execute(sql, {"f": list(fabric_ids), "source": str(FabricPartition.Source.RESERVATION)})
+        for pk, name, low, high, held, others, sls, table in cursor.fetchall():
+            if isinstance(table, str):  # Django has psycopg return jsonb as text (JSONField decodes it)
+                table = json.loads(table)
+            out[pk] = FabricFacts(
+                KeySpace(pk, name, low, high, frozenset((*(held or ()), *(others or ())))), sls, table
+            )
+    return out
 
 
-def fabric_facts_row_by_row(fabric_id: int) -> FabricFacts:
+def fabric_facts_row_by_row(fabric_ids: Sequence[int]) -> dict[int, FabricFacts]:
     """:func:`_fabric_facts` one query each (SQLite; the benchmark's in-run baseline)."""
-    row = ServiceLevels.objects.filter(fabric_id=fabric_id).values_list("training", "inference", "best_effort")
-    table = FabricQos.objects.filter(fabric_id=fabric_id).values_list("table", flat=True).first()
-    return live_pkeys(fabric_id), None, row.first(), table
+    out = {}
+    for pk, name, low, high in Fabric.objects.filter(pk__in=fabric_ids).values_list(
+        "pk", "name", "pkey_min", "pkey_max"
+    ):
+        row = ServiceLevels.objects.filter(fabric_id=pk).values_list("training", "inference", "best_effort")
+        table = FabricQos.objects.filter(fabric_id=pk).values_list("table", flat=True).first()
+        others = (
+            FabricPartition.objects.filter(fabric_id=pk)
+            .exclude(source=FabricPartition.Source.RESERVATION)
+            .values_list("pkey", flat=True)
+        )
+        out[pk] = FabricFacts(KeySpace(pk, name, low, high, frozenset((*live_pkeys(pk), *others))), row.first(), table)
+    return out
 
 
 def live_pkeys(fabric_id: int) -> set[int]:
-    """P_Keys of the fabric's reservations that may still be on the wire (``pkey_live``).
+    """P_Keys that may still be on the fabric's wire (``ReservationSubnet.pkey_live``), whichever
+    reservation (single-fabric or spanning) holds them.
 
-    Uniqueness among live reservations is a database constraint; a concurrent pick of the same
-    key fails on insert and the reserve path retries.
+    Uniqueness among live keys is a database constraint (``subnet_pkey_live_unique``); a
+    concurrent pick of the same key fails on insert and the reserve path retries.
     """
-    return set(Reservation.objects.filter(fabric_id=fabric_id, pkey_live=True).values_list("pkey", flat=True))
+    return set(ReservationSubnet.objects.filter(fabric_id=fabric_id, pkey_live=True).values_list("pkey", flat=True))

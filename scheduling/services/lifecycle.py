@@ -3,9 +3,10 @@ verified.
 
 requested → placed → provisioning → ready → ending → released; rejected, preempted, cancelled.
 A reservation is READY only when every node of it is powered on and fabric operations verified its
-P_Key on its ports (its partition enters the desired state only once its nodes are on:
-:mod:`.power`); it is
-RELEASED only when the P_Key is verified gone. Its P_Key stays reserved (``pkey_live``) until then.
+P_Key on its ports of every fabric it touches (its partition enters the desired state only once
+its nodes are on: :mod:`.power`); it is RELEASED only when every one of those fabrics verified its
+P_Key gone. Its P_Key stays reserved on each fabric (``ReservationSubnet.pkey_live``) until that
+fabric verified it gone.
 """
 
 from __future__ import annotations
@@ -14,18 +15,18 @@ import datetime as dt
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from console.fabric.hooks import PartitionRequest
-from console.fabric.models import ChangeRequest
+from console.fabric.models import ChangeRequest, Fabric, SiteLink
 from console.fabric.services import enqueue_reconcile
 from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Invalid
 from console.tenancy.horizon import check_within_horizon
 from console.tenancy.models import Principal
-from scheduling.models import HCA, Node, Pool, Quota, Reservation, ReservationAllocation
+from scheduling.models import HCA, Node, Pool, Quota, Reservation, ReservationAllocation, ReservationSubnet
 from scheduling.services import notices, power
 from scheduling.services.locks import (
     quota_for_update,
@@ -120,7 +121,7 @@ def _wind_down(
         setattr(reservation, key, value)
     reservation.save()
     audit.record(actor, action, reservation, before=before, after=audit.snapshot(reservation))
-    enqueue_reconcile(reservation.fabric_id)
+    reconcile_subnets(reservation)  # its partition leaves every fabric it touches
     enqueue_queue_pass(reservation.pool_id)  # capacity freed: the pool's queue may move
 
 
@@ -263,7 +264,7 @@ def tick(now: dt.datetime | None = None) -> dict[str, int]:
             reservation.ended_at = now
             reservation.save()
             audit.record(actor, "reservation.expire", reservation, before=before, after=audit.snapshot(reservation))
-            enqueue_reconcile(reservation.fabric_id)
+            reconcile_subnets(reservation)
             enqueue_queue_pass(reservation.pool_id)
             counts["expired"] += 1
         starting = reservations_for_update(
@@ -274,12 +275,16 @@ def tick(now: dt.datetime | None = None) -> dict[str, int]:
             transition(reservation, S.PROVISIONING)
             reservation.save()
             audit.record(actor, "reservation.start", reservation, before=before, after=audit.snapshot(reservation))
-            enqueue_reconcile(reservation.fabric_id)
+            reconcile_subnets(reservation)
             counts["started"] += 1
-        waiting = Reservation.objects.filter(status__in=(S.PROVISIONING, S.ENDING))
-        stuck = set(waiting.filter(updated_at__lt=now - STUCK_AFTER).values_list("fabric_id", flat=True))
+        # The subnets still waiting for their fabric: P_Key not verified yet, or not verified gone.
+        waiting = ReservationSubnet.objects.filter(
+            Q(reservation__status=S.PROVISIONING, verified_at__isnull=True)
+            | Q(reservation__status=S.ENDING, pkey_live=True)
+        )
+        stuck = set(waiting.filter(reservation__updated_at__lt=now - STUCK_AFTER).values_list("fabric_id", flat=True))
         stuck |= set(
-            waiting.filter(updated_at__lt=now - ORPHANED_AFTER, fabric_error="")
+            waiting.filter(reservation__updated_at__lt=now - ORPHANED_AFTER, reservation__fabric_error="")
             .exclude(fabric__changes__status__in=OPEN_CHANGES)
             .values_list("fabric_id", flat=True)
         )
@@ -305,15 +310,24 @@ def waiting_for_power(reservations: QuerySet[Reservation]) -> set[int]:
 
 
 def desired_partitions(fabric_id: int) -> list[PartitionRequest]:
-    """Partitions of the fabric's reservations that hold nodes (registered with the fabric's hooks
-    by :mod:`scheduling.fabric_hooks`); one not ready yet whose nodes are not all on waits (a
-    powered-off node's ports are down: nothing to push the P_Key to)."""
-    holding = Reservation.objects.filter(fabric_id=fabric_id, status__in=Reservation.HOLDING, pkey__isnull=False)
+    """Partitions of the reservations holding nodes that have a subnet on the fabric (registered
+    with the fabric's hooks by :mod:`scheduling.fabric_hooks`): each with its P_Key and SL on
+    this fabric and, as members, the port GUIDs of its nodes on this fabric only (its pods'
+    virtual GUIDs on every fabric it touches: they are in no port's table, see
+    :mod:`.virtual_guids`). One not ready yet whose nodes are not all on waits (a powered-off
+    node's ports are down: nothing to push the P_Key to)."""
+    holding = Reservation.objects.filter(subnets__fabric_id=fabric_id, status__in=Reservation.HOLDING)
     unpowered = waiting_for_power(holding.exclude(status=S.READY))
-    reservations = [r for r in holding.order_by("pkey") if r.pk not in unpowered]
+    subnet_of = {
+        res_id: (pkey, sl)
+        for res_id, pkey, sl in ReservationSubnet.objects.filter(fabric_id=fabric_id, reservation__in=holding)
+        .exclude(reservation_id__in=unpowered)
+        .values_list("reservation_id", "pkey", "sl")
+    }
+    reservations = sorted(holding.filter(pk__in=list(subnet_of)), key=lambda r: subnet_of[r.pk][0])
     nodes_of: dict[int, set[int]] = {r.pk: set() for r in reservations}
     for res_id, node_id in (
-        ReservationAllocation.objects.filter(reservation__in=reservations)
+        ReservationAllocation.objects.filter(reservation__in=reservations, node__fabric_id=fabric_id)
         .values_list("reservation_id", "node_id")
         .distinct()
     ):
@@ -322,16 +336,19 @@ def desired_partitions(fabric_id: int) -> list[PartitionRequest]:
     guids: dict[int, list[str]] = {}
     for node_id, guid in HCA.objects.filter(node_id__in=all_nodes).values_list("node_id", "port_guid"):
         guids.setdefault(node_id, []).append(guid)
+    routed = routed_across(fabric_id, [r.pk for r in reservations])
     partitions = []
     for r in reservations:
         members = sorted(g for n in nodes_of[r.pk] for g in guids.get(n, []))
+        members += ["ALL_ROUTERS"] if r.pk in routed else []
+        pkey, sl = subnet_of[r.pk]
         partitions.append(
             PartitionRequest(
                 reservation_id=r.pk,
                 tenant_id=r.tenant_id,
                 name=r.partition_name,
-                pkey=r.pkey,
-                sl=r.sl,
+                pkey=pkey,
+                sl=sl,
                 members=[[guid, "full"] for guid in members] + [list(m) for m in r.virtual_guids or []],
             )
         )
@@ -340,16 +357,44 @@ def desired_partitions(fabric_id: int) -> list[PartitionRequest]:
     return partitions
 
 
+def routed_across(fabric_id: int, reservation_ids: list[int]) -> set[int]:
+    """Those of ``reservation_ids`` that also touch a fabric at a site this fabric's site reaches
+    through an InfiniBand router (:class:`~console.fabric.models.SiteLink` ``ib_router``): their
+    partition here takes the subnet's router ports as full members (OpenSM's ``ALL_ROUTERS``),
+    so that the router's ports carry the P_Key on this side. The router's own configuration is
+    not the console's (docs/operations.md, "Partitions across sites"). UFM takes port GUIDs
+    only: nothing is added on a UFM fabric."""
+    fabric = Fabric.objects.filter(pk=fabric_id).values("driver", "site_id").first()
+    if not reservation_ids or fabric is None or fabric["site_id"] is None or fabric["driver"] == Fabric.Driver.UFM:
+        return set()
+    site = fabric["site_id"]
+    links = SiteLink.objects.filter(Q(a_id=site) | Q(b_id=site), kind=SiteLink.Kind.IB_ROUTER)
+    reached = {b if a == site else a for a, b in links.values_list("a_id", "b_id")}
+    if not reached:
+        return set()
+    elsewhere = ReservationSubnet.objects.filter(reservation_id__in=reservation_ids, fabric__site_id__in=reached)
+    return set(elsewhere.exclude(fabric_id=fabric_id).values_list("reservation_id", flat=True))
+
+
 def fabric_verified(fabric_id: int, present_pkeys: set[int], change_id: int) -> dict[str, int]:
-    """Provisioning reservations whose P_Key is present → ready; winding-down ones whose P_Key is
-    gone free it (ending → released)."""
+    """A change of the fabric was verified with ``present_pkeys`` on their member ports: the
+    subnets (on this fabric) of provisioning reservations whose P_Key is present are verified,
+    and a reservation whose subnets are all verified becomes ready; the subnets of winding-down
+    ones whose P_Key is gone are no longer live, and a reservation whose subnets are all gone
+    frees its P_Key (ending → released). Each reservation is decided under its row lock, so two
+    fabrics verifying at once (their sites' workers) do not both miss the last subnet."""
     actor = Actor.system(f"fabric.verify:change-{change_id}")
     now = timezone.now()
     counts = {"ready": 0, "released": 0}
+    mine = ReservationSubnet.objects.filter(fabric_id=fabric_id)
     with transaction.atomic():
-        provisioning = Reservation.objects.filter(fabric_id=fabric_id, status=S.PROVISIONING, pkey__in=present_pkeys)
+        arrived = mine.filter(reservation__status=S.PROVISIONING, verified_at__isnull=True, pkey__in=present_pkeys)
+        provisioning = Reservation.objects.filter(pk__in=arrived.values("reservation_id"))
         unpowered = waiting_for_power(provisioning)
         for reservation in reservations_for_update(provisioning.exclude(pk__in=unpowered)):
+            mine.filter(reservation=reservation).update(verified_at=now)
+            if reservation.subnets.filter(verified_at__isnull=True).exists():
+                continue  # another fabric it spans has not verified its P_Key yet
             before = audit.snapshot(reservation)
             transition(reservation, S.READY)
             reservation.ready_at = now
@@ -358,8 +403,11 @@ def fabric_verified(fabric_id: int, present_pkeys: set[int], change_id: int) -> 
             audit.record(actor, "reservation.ready", reservation, before=before, after=audit.snapshot(reservation))
             notices.ready(reservation)
             counts["ready"] += 1
-        gone = Reservation.objects.filter(fabric_id=fabric_id, pkey_live=True, status__in=WINDING_DOWN)
-        for reservation in reservations_for_update(gone.exclude(pkey__in=present_pkeys)):
+        leaving = mine.filter(pkey_live=True, reservation__status__in=WINDING_DOWN).exclude(pkey__in=present_pkeys)
+        for reservation in reservations_for_update(Reservation.objects.filter(pk__in=leaving.values("reservation_id"))):
+            mine.filter(reservation=reservation).exclude(pkey__in=present_pkeys).update(pkey_live=False)
+            if reservation.subnets.filter(pkey_live=True).exists():
+                continue  # still on another fabric it spans
             before = audit.snapshot(reservation)
             if reservation.status == S.ENDING:
                 transition(reservation, S.RELEASED)
@@ -371,13 +419,21 @@ def fabric_verified(fabric_id: int, present_pkeys: set[int], change_id: int) -> 
     return counts
 
 
+def reconcile_subnets(reservation: Reservation) -> None:
+    """After commit, reconcile every fabric the reservation has a subnet on (its own fabric when
+    it has none yet)."""
+    fabrics = set(ReservationSubnet.objects.filter(reservation=reservation).values_list("fabric_id", flat=True))
+    for fabric_id in sorted(fabrics or {reservation.fabric_id}):
+        enqueue_reconcile(fabric_id)
+
+
 def fabric_failed(fabric_id: int, change_id: int, error: str) -> int:
     """Record a failed or rolled-back change on the reservations waiting for it."""
     actor = Actor.system(f"fabric.verify:change-{change_id}")
     message = f"fabric change {change_id} failed: {error}"[:2000]
     waiting = 0
     with transaction.atomic():
-        waiting_on = Reservation.objects.filter(fabric_id=fabric_id, status__in=(S.PROVISIONING, S.ENDING))
+        waiting_on = Reservation.objects.filter(subnets__fabric_id=fabric_id, status__in=(S.PROVISIONING, S.ENDING))
         for reservation in reservations_for_update(waiting_on):
             before = audit.snapshot(reservation)
             reservation.fabric_error = message

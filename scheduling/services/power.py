@@ -39,7 +39,7 @@ from django.utils import timezone
 
 from console.fabric.models import Fabric
 from console.fabric.services import enqueue_reconcile
-from scheduling.models import Node, Pool, Reservation, ReservationAllocation
+from scheduling.models import Node, Pool, Reservation, ReservationAllocation, ReservationSubnet
 from scheduling.placement import Placement, PlacementEngine, PoweredInTime, Rejection, RejectReason, Request
 from scheduling.placement.powerfit import BOOT_MARGIN_S, NodePower, PowerFit, ready_at
 from scheduling.placement.types import format_time
@@ -305,7 +305,8 @@ def powered_on(node_id: int, *, at: dt.datetime | None = None) -> None:
             node__power_state=ON
         )
         blocked = set(still_off.values_list("reservation_id", flat=True))
-        fabrics = {f for pk, f in waiting.values_list("pk", "fabric_id") if pk not in blocked}
+        ready_to_push = ReservationSubnet.objects.filter(reservation__in=waiting).exclude(reservation_id__in=blocked)
+        fabrics = set(ready_to_push.values_list("fabric_id", flat=True))
         for fabric_id in sorted(fabrics):
             enqueue_reconcile(fabric_id)
         # A node back on may let queued requests start now.

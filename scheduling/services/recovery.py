@@ -17,8 +17,10 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from django.db.models import Q
+
 from console.fabric.services import publish_reconcile, recover_changes
-from scheduling.models import Reservation
+from scheduling.models import Reservation, ReservationSubnet
 from scheduling.services.lifecycle import tick
 
 log = logging.getLogger(__name__)
@@ -38,10 +40,11 @@ class Recovered:
 
 
 def in_flight_fabrics() -> set[int]:
-    """Fabrics with a reservation waiting for the wire: provisioning, ending, or wound down with
-    its P_Key still live."""
-    waiting = Reservation.objects.filter(status__in=(S.PROVISIONING, S.ENDING)) | Reservation.objects.filter(
-        pkey_live=True, status__in=(S.CANCELLED, S.PREEMPTED)
+    """Fabrics with a reservation waiting for the wire on them: provisioning (its P_Key not
+    verified there yet), or ending or wound down with its P_Key still live there."""
+    waiting = ReservationSubnet.objects.filter(
+        Q(reservation__status=S.PROVISIONING, verified_at__isnull=True)
+        | Q(reservation__status__in=(S.ENDING, S.CANCELLED, S.PREEMPTED), pkey_live=True)
     )
     return set(waiting.values_list("fabric_id", flat=True).distinct())
 

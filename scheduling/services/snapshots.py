@@ -33,7 +33,7 @@ import datetime as dt
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +46,7 @@ from scheduling.models import (
     Pool,
     PriorityClass,
     ReservationAllocation,
+    ReservationSubnet,
 )
 from scheduling.placement import GangGuard, NodeState, Owner, PlacementEngine, ShapedGuarantees
 from scheduling.placement.powerfit import NodePower
@@ -209,13 +210,20 @@ def touch(node_ids: Iterable[int], reservation_ids: Iterable[int]) -> None:
 
 
 def write_allocations(
-    reservation_id: int, cells: Iterable[tuple[int, int]], start: dt.datetime, end: dt.datetime
+    reservation_id: int,
+    cells: Iterable[tuple[int, int]],
+    start: dt.datetime,
+    end: dt.datetime,
+    *,
+    subnets: Sequence[tuple[int, int, int]] = (),
 ) -> None:
     """Insert a reservation's allocations, one per (node pk, GPU pk) over ``[start, end)``, and
-    :func:`touch` them: on PostgreSQL in one statement (an ``INSERT … SELECT FROM unnest`` ahead
-    of the touch's), without a model instance per row; elsewhere ``bulk_create`` then touch."""
+    its subnet rows, one per (fabric pk, P_Key, SL) (:class:`~scheduling.models.ReservationSubnet`,
+    live), and :func:`touch` them: on PostgreSQL in one statement (``INSERT … SELECT FROM unnest``
+    CTEs ahead of the touch's), without a model instance per row; elsewhere ``bulk_create`` then
+    touch. A live P_Key a concurrent grant took on one of the fabrics fails the statement."""
     if connection.vendor != "postgresql":
-        write_row_by_row(reservation_id, cells, start, end)
+        write_row_by_row(reservation_id, cells, start, end, subnets=subnets)
         return
     cells = list(cells)
     nodes = sorted({node for node, _ in cells})
@@ -224,12 +232,24 @@ def write_allocations(
         f'inserted AS (INSERT INTO {table} (reservation_id, node_id, gpu_id, start, "end")'  # noqa: S608 - ours
         f" SELECT %s, n, g, %s, %s FROM unnest(%s::bigint[], %s::bigint[]) AS cell(n, g)),"
     )
-    params = [reservation_id, start, end, [n for n, _ in cells], [g for _, g in cells]]
+    params: list[Any] = [reservation_id, start, end, [n for n, _ in cells], [g for _, g in cells]]
+    if subnets:
+        rows = connection.ops.quote_name(ReservationSubnet._meta.db_table)
+        insert += (
+            f" subnets AS (INSERT INTO {rows} (reservation_id, fabric_id, pkey, pkey_live, sl)"  # noqa: S608 - ours
+            f" SELECT %s, f, k, true, l FROM unnest(%s::bigint[], %s::int[], %s::int[]) AS subnet(f, k, l)),"
+        )
+        params += [reservation_id, [f for f, _, _ in subnets], [k for _, k, _ in subnets], [sl for *_, sl in subnets]]
     _touched(_touch_in_one(nodes, [reservation_id], (insert, params)))
 
 
 def write_row_by_row(
-    reservation_id: int, cells: Iterable[tuple[int, int]], start: dt.datetime, end: dt.datetime
+    reservation_id: int,
+    cells: Iterable[tuple[int, int]],
+    start: dt.datetime,
+    end: dt.datetime,
+    *,
+    subnets: Sequence[tuple[int, int, int]] = (),
 ) -> None:
     """:func:`write_allocations` as ``bulk_create`` then :func:`touch` (SQLite; the benchmark's
     in-run baseline)."""
@@ -238,6 +258,9 @@ def write_row_by_row(
         for n, g in cells
     ]
     ReservationAllocation.objects.bulk_create(rows, batch_size=2000)
+    ReservationSubnet.objects.bulk_create(
+        ReservationSubnet(reservation_id=reservation_id, fabric_id=f, pkey=k, sl=sl) for f, k, sl in subnets
+    )
     touch({row.node_id for row in rows}, [reservation_id])
 
 

@@ -473,15 +473,6 @@ def _multi_fabric_topology(pool: Pool) -> NamedTopology:
     return _remember(_topologies, key, merge_topologies(pool.name, parts, slugs))
 
 
-def placed_fabric(pool: Pool, named: NamedTopology, placement: Placement) -> Fabric:
-    """The fabric of a placement's nodes (spanning fabrics: the one holding most of them); the
-    pool's own fabric, read with it, when that is the one."""
-    fabrics = named.fabrics_of(placement) if named.node_fabric else []
-    if not fabrics or fabrics[0] == pool.fabric_id:
-        return pool.fabric
-    return Fabric.objects.get(pk=fabrics[0])
-
-
 def boot_of(shape: FabricShape, node_type: str) -> float:
     """Boot seconds of a node type (any spelling); the catalogue's default for unknown types."""
     found = shape.boot_s.get(node_type)

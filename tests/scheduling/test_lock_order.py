@@ -339,7 +339,7 @@ def test_a_qos_table_change_waits_for_a_grant_that_read_the_old_table():
     # given a fabric with a saved QoS table, and a grant that has read it (not committed yet)
     fabric = make_fabric("qos-grant", {"topology": "fat-tree", "nodes": 2, "node_type": "DGX-H100"})
     set_qos_table(SYSTEM, OPERATOR, fabric, DEFAULT_TABLE.to_json())
-    granter, go = held_open(lambda: grant._fabric_facts(fabric.pk))
+    granter, go = held_open(lambda: grant._fabric_facts([fabric.pk]))
     # when an operator saves a new table meanwhile
     changer = started(lambda: set_qos_table(SYSTEM, OPERATOR, fabric, DEFAULT_TABLE.to_json()))
     # then the change waits for the grant (its SL check must see the grant's reservation)

@@ -11,7 +11,7 @@ from django.utils import timezone
 from console.fabric import enqueue, hooks
 from console.tenancy.errors import Conflict, Invalid
 from console.tenancy.models import AuditEntry
-from scheduling.models import Reservation, ReservationAllocation
+from scheduling.models import Reservation, ReservationAllocation, ReservationSubnet
 from scheduling.services import lifecycle, reservations
 from tests.scheduling.conftest import (
     SYSTEM,
@@ -130,8 +130,8 @@ def test_pkey_uniqueness_is_a_database_constraint(pool, tenant_a):
     give_quota(tenant_a, pool, 64)
     first = reserve(tenant_a, pool, gpus=8)
     second = reserve(tenant_a, pool, gpus=8)
-    with pytest.raises(IntegrityError), transaction.atomic():
-        Reservation.objects.filter(pk=second.pk).update(pkey=first.pkey)
+    with pytest.raises(IntegrityError), transaction.atomic():  # subnet_pkey_live_unique
+        ReservationSubnet.objects.filter(reservation=second).update(pkey=first.pkey)
 
 
 def test_reservation_is_ready_only_after_the_fabric_verified_its_pkey(pool, tenant_a):
