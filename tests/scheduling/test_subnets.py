@@ -104,7 +104,7 @@ def guids_on(reservation: Reservation, fabric: Fabric) -> list[str]:
 def test_a_spanning_reservation_gets_one_pkey_on_both_fabrics_and_its_home_is_where_most_nodes_are(world, tenant_a):
     a, b, span, _ = world
     # when a gang larger than A (64 GPUs) is placed in the pool spanning A and B
-    made = reserve(tenant_a, span, gpus=80)
+    made = reserve(tenant_a, span, gpus=80, span_sites=True)
     assert made.status == S.PROVISIONING
     # then it holds nodes on both fabrics, with the same P_Key on each
     on_a, on_b = nodes_on(made, a), nodes_on(made, b)
@@ -129,7 +129,7 @@ def test_the_common_value_skips_a_key_live_on_either_fabric(world, tenant_a):
     alone = reserve(tenant_a, b_only, gpus=8)
     assert subnet_keys(alone) == {b.pk: b.pkey_min}
     # when a spanning reservation is placed
-    made = reserve(tenant_a, span, gpus=80)
+    made = reserve(tenant_a, span, gpus=80, span_sites=True)
     # then it takes the next key on both (A's first key is free, but not on B)
     assert subnet_keys(made) == {a.pk: a.pkey_min + 1, b.pk: a.pkey_min + 1}
 
@@ -142,7 +142,7 @@ def test_keys_differ_per_fabric_when_no_value_is_free_in_both_ranges_and_the_gui
     Fabric.objects.filter(pk=a.pk).update(pkey_min=0x0100, pkey_max=0x01FF)
     span = spanning_pool(a, list(Node.objects.filter(fabric=b))[:4])
     give_quota(tenant_a, span, 96)
-    made = reserve(tenant_a, span, gpus=80)
+    made = reserve(tenant_a, span, gpus=80, span_sites=True)
     assert subnet_keys(made) == {a.pk: 0x0100, b.pk: 0x0200}
     # each fabric carries its own key
     assert {p["pkey"] for p in hooks.requested_partitions(a.pk)} == {0x0100}
@@ -185,7 +185,7 @@ def test_each_fabric_carries_the_partition_with_its_own_ports_key_and_sl(world, 
     table = DEFAULT_TABLE.to_json()
     table["classes"]["training"]["sl"] = 3  # B's training class is on SL 3
     set_qos_table(SYSTEM, OPERATOR, b, table)
-    made = reserve(tenant_a, span, gpus=80)
+    made = reserve(tenant_a, span, gpus=80, span_sites=True)
     (on_a,) = [p for p in hooks.requested_partitions(a.pk) if p["reservation_id"] == made.pk]
     (on_b,) = [p for p in hooks.requested_partitions(b.pk) if p["reservation_id"] == made.pk]
     assert [m[0] for m in on_a["members"]] == guids_on(made, a)
@@ -197,7 +197,7 @@ def test_each_fabric_carries_the_partition_with_its_own_ports_key_and_sl(world, 
 
 def test_ready_only_once_every_fabric_verified_its_pkey(world, tenant_a):
     a, b, span, _ = world
-    made = reserve(tenant_a, span, gpus=80)
+    made = reserve(tenant_a, span, gpus=80, span_sites=True)
     hooks.notify_verified(a.pk, present_pkeys={made.pkey}, change_id=1)
     made.refresh_from_db()
     assert made.status == S.PROVISIONING  # B has not verified it yet
@@ -216,7 +216,7 @@ def test_release_frees_the_key_per_fabric_and_releases_once_every_fabric_verifie
     published: list[int] = []
     monkeypatch.setattr(enqueue, "publish_reconcile", published.append)
     with django_capture_on_commit_callbacks(execute=True):
-        made = reserve(tenant_a, span, gpus=80)
+        made = reserve(tenant_a, span, gpus=80, span_sites=True)
     assert sorted(published) == sorted([a.pk, b.pk])  # both fabrics reconcile the new partition
     for fabric in (a, b):
         hooks.notify_verified(fabric.pk, present_pkeys={made.pkey}, change_id=fabric.pk)
@@ -282,7 +282,7 @@ def test_across_an_ib_router_the_partition_takes_the_router_ports_on_each_side(w
     Fabric.objects.filter(pk=b.pk).update(site=west)
     low, high = sorted([east, west], key=lambda s: s.pk)
     link = SiteLink.objects.create(a=low, b=high, kind=SiteLink.Kind.ETHERNET, latency_us=900, bandwidth_gbps=100)
-    made = reserve(tenant_a, span, gpus=80)
+    made = reserve(tenant_a, span, gpus=80, span_sites=True)
 
     def members(fabric):
         (partition,) = [p for p in hooks.requested_partitions(fabric.pk) if p["reservation_id"] == made.pk]
@@ -308,7 +308,9 @@ def test_the_api_lists_the_subnets_of_a_reservation_its_own_fabric_first(world, 
     a, b, span, b_only = world
     api = client_for(admin_a)
     alone = api.post("/api/reservations/", {"pool": b_only.pk, "gpus": 8, "duration_minutes": 60}, format="json")
-    spanning = api.post("/api/reservations/", {"pool": span.pk, "gpus": 80, "duration_minutes": 60}, format="json")
+    spanning = api.post(
+        "/api/reservations/", {"pool": span.pk, "gpus": 80, "duration_minutes": 60, "span_sites": True}, format="json"
+    )
     assert alone.status_code == spanning.status_code == 201, (alone.content, spanning.content)
     made = Reservation.objects.get(pk=spanning.json()["id"])
     key = f"0x{made.pkey:04x}"

@@ -50,7 +50,9 @@ def test_a_single_and_a_spanning_grant_wanting_the_same_key_of_the_shared_fabric
     def reserve(name, pool, gpus):
         def body():
             threading.current_thread().name = name
-            made[name] = reservations.reserve(SYSTEM, tenant_principal(tenant_a), request_for(pool, gpus=gpus))
+            made[name] = reservations.reserve(
+                SYSTEM, tenant_principal(tenant_a), request_for(pool, gpus=gpus, span_sites=pool.name == "span")
+            )
 
         return body
 

@@ -55,7 +55,7 @@ def test_a_spanning_reservation_is_verified_on_both_subnets_and_removed_from_bot
     quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_a, pool=two_labs.pool_both, guaranteed_gpus=96)
     # given a gang larger than site A (64 GPUs) in the pool spanning both sites
     request = ReservationRequest(
-        pool_id=two_labs.pool_both.pk, gpus=72, duration=dt.timedelta(hours=2), tenant_id=tenant_a.pk
+        pool_id=two_labs.pool_both.pk, gpus=72, duration=dt.timedelta(hours=2), tenant_id=tenant_a.pk, span_sites=True
     )
     made = reserve(ACTOR, OPERATOR, request)
     assert made.status == S.PROVISIONING, made.reason
