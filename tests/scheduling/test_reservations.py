@@ -239,6 +239,7 @@ def test_tick_resends_a_lost_reconcile_within_seconds_unless_a_change_is_under_w
 
 def test_reconcile_is_enqueued_by_name_only_after_commit(pool, tenant_a, monkeypatch):
     from console.celery import app as celery_app
+    from console.fabric.enqueue import RECONCILE_EXPIRES_S
 
     sent = []
     monkeypatch.setattr(celery_app, "send_task", lambda name, **kw: sent.append((name, kw)))
@@ -249,7 +250,8 @@ def test_reconcile_is_enqueued_by_name_only_after_commit(pool, tenant_a, monkeyp
         reserve(tenant_a, pool, gpus=8)
         assert sent == []  # nothing published inside the transaction
     assert len(callbacks) == 1
-    assert sent == [("fabric.reconcile", {"kwargs": {"fabric_id": pool.fabric_id}})]
+    # a reconcile expires unconsumed (a dead site's queue must not fill with them; the tick sends anew)
+    assert sent == [("fabric.reconcile", {"kwargs": {"fabric_id": pool.fabric_id}, "expires": RECONCILE_EXPIRES_S})]
 
 
 def test_guaranteed_request_reclaims_borrowed_capacity_with_notice(pool, tenant_a, tenant_b):
