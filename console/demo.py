@@ -311,8 +311,12 @@ def seed_power_history() -> list[str]:
 
 
 def seed_all() -> list[str]:
-    from console.demo_sites import seed_sites
+    from console.demo_sites import DEMO_SPANNING_POOL, DEMO_SPANNING_QUOTAS, seed_sites
+    from scheduling.models import Pool
 
     actor = Actor.system("demo-seed")
     seeded = seed_tenancy(actor) + seed_designs(actor) + seed_scheduling(actor) + seed_sites(actor)
+    # the spanning pool's quotas are seeded here: console.demo_sites does not import this module
+    for spanning in Pool.objects.filter(name=DEMO_SPANNING_POOL):
+        seeded += [f"quota {slug} in {spanning.name}" for slug in seed_quotas(actor, spanning, DEMO_SPANNING_QUOTAS)]
     return seeded + seed_power(actor) + seed_power_history()

@@ -44,8 +44,8 @@ DEMO_DATASETS = [("aurora", "web-corpus-v3", "ams", 180.0, "tokenised pre-traini
 
 
 def seed_sites(actor: Actor) -> list[str]:
-    """Sites, their link, the second site's design, fabric and inventory, the spanning pool, its
-    quota and the dataset, when missing. Runs after :func:`console.demo.seed_scheduling` (the
+    """Sites, their link, the second site's design, fabric and inventory, the spanning pool and
+    the dataset, when missing (:func:`console.demo.seed_all` gives the spanning pool its quotas). Runs after :func:`console.demo.seed_scheduling` (the
     first site's fabric must exist)."""
     from console.fabric.models import Fabric
 
@@ -134,7 +134,6 @@ def _second_fabric(actor: Actor, site: Any) -> tuple[Any, list[str]]:
 
 
 def _spanning_pool(actor: Actor, first: Any, second: Any) -> list[str]:
-    from console.demo import seed_quotas
     from scheduling.models import Node, Pool
     from scheduling.services import inventory
 
@@ -152,7 +151,7 @@ def _spanning_pool(actor: Actor, first: Any, second: Any) -> list[str]:
             description="both sites: Frankfurt's SU1 (32 DGX H100) and Amsterdam's 8 DGX H100",
         )
         created.append(f"pool {pool.name} spanning two sites")
-    return created + [f"quota {slug} in {pool.name}" for slug in seed_quotas(actor, pool, DEMO_SPANNING_QUOTAS)]
+    return created
 
 
 def _datasets(actor: Actor, sites: dict[str, Any]) -> list[str]:

@@ -21,6 +21,7 @@ def test_operator_sees_operator_navigation_and_logs_out(login, operator, tenant_
         "home",
         "designer",
         "fabrics",
+        "sites",
         "live",
         "tenants",
         "reservations",
@@ -51,7 +52,16 @@ def test_tenant_member_sees_tenant_navigation_only(login, member_a, live_server)
     page = login("member-a")
     expect(page.get_by_test_id("role")).to_have_text("tenant-member")
     expect(page.get_by_test_id("tenant-name")).to_have_text("Tenant A")
-    assert nav_keys(page) == ["home", "live", "reservations", "usage", "notifications", "tokens", "api-docs"]
+    assert nav_keys(page) == [
+        "home",
+        "live",
+        "reservations",
+        "datasets",
+        "usage",
+        "notifications",
+        "tokens",
+        "api-docs",
+    ]
     response = page.goto(f"{live_server.url}/audit/")
     assert response.status == 404
 

@@ -20,6 +20,8 @@ GLOBAL_VIEWSET_NAMES = {
     "FabricPartitionViewSet",
     "FabricChangeViewSet",
     "FabricPortViewSet",
+    "SiteViewSet",
+    "SiteLinkViewSet",
 }
 
 

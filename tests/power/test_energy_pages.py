@@ -80,13 +80,13 @@ def test_the_demo_seed_records_nights_off_that_the_energy_report_counts(operator
     nodes_off, off_hour, on_hour = DEMO_NIGHTS
     assert (nodes_off, off_hour, on_hour) == (12, 22, 6)
     # the night from the day before yesterday to yesterday, 23:00 to 05:00 UTC: 12 of the 32
-    # demo nodes off, 20 on and idle
+    # nodes of the first site off, its 20 others and the second site's 8 on and idle
     today = timezone.now().astimezone(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     window = {
         "from": (today - dt.timedelta(days=1, hours=1)).isoformat(),
         "to": (today - dt.timedelta(days=1) + dt.timedelta(hours=5)).isoformat(),
     }
     body = client_for(operator).get("/api/energy/", window).json()
-    assert body["nodes"] == 32, body
-    assert body["total"]["kwh"] == pytest.approx(kwh(OFF, 12 * 6) + kwh(IDLE, 20 * 6), abs=1e-3)
-    assert body["total"]["kwh_always_on"] == pytest.approx(kwh(IDLE, 32 * 6), abs=1e-3)
+    assert body["nodes"] == 40, body
+    assert body["total"]["kwh"] == pytest.approx(kwh(OFF, 12 * 6) + kwh(IDLE, 28 * 6), abs=1e-3)
+    assert body["total"]["kwh_always_on"] == pytest.approx(kwh(IDLE, 40 * 6), abs=1e-3)

@@ -7,7 +7,9 @@ import pytest
 
 from console.fabric.models import Site
 from console.tenancy.models import AuditEntry
+from scheduling.api.dataset_views import DatasetViewSet
 from scheduling.models import Dataset
+from tests.isolation import IsolationSuite
 
 pytestmark = pytest.mark.django_db
 
@@ -22,6 +24,19 @@ def north(db) -> Site:
 @pytest.fixture
 def south(db) -> Site:
     return Site.objects.create(name="South", slug="south")
+
+
+class TestDatasetIsolation(IsolationSuite):
+    viewset = DatasetViewSet
+    basename = "dataset"
+    filter_fields = ["tenant", "site"]
+
+    def make_object(self, tenant, user):
+        site, _ = Site.objects.get_or_create(slug="iso-site", defaults={"name": "Iso site"})
+        return Dataset.objects.create(tenant=tenant, name=f"corpus-{tenant.slug}", site=site)
+
+    def create_payload(self, other_tenant):
+        return {"tenant": other_tenant.pk, "status": "ready", "owner": 1, "name": "planted", "site": "iso-site"}
 
 
 def test_a_tenant_registers_at_a_site_and_sees_only_its_own(north, admin_a, member_b, client_for, tenant_a, tenant_b):
