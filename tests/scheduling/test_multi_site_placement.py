@@ -172,6 +172,30 @@ def test_a_patient_request_waits_for_the_nearer_site(two_site_pool, tenant_a, te
     assert waiting.placement["sites"] == ["site-b"] and waiting.explanation["site"]["site"] == "site-b"
 
 
+def test_a_span_allowed_request_queued_for_the_nearer_site_stays_there(two_site_pool, tenant_a, tenant_b, fabrics):
+    give_quota(tenant_a, two_site_pool, 128)
+    give_quota(tenant_b, two_site_pool, 128)
+    blocker = fill_b(tenant_b, two_site_pool)
+    # it may span sites, but B frees within its patience: its site choice waits for B
+    waiting = reserve_asap(
+        tenant_a, two_site_pool, nodes=4, near="site-b", max_wait=dt.timedelta(hours=3), span_sites=True
+    )
+    assert waiting.status == S.QUEUED and waiting.span_sites
+    assert waiting.explanation["site"]["rule"] == "nearer_later" and waiting.fabric_id == fabrics[1].pk
+    assert "so it waits for site-b rather than running now at site-a" in waiting.reason
+    # a queue pass while A is empty leaves it waiting for B, estimated when B frees
+    queue.queue_pass(two_site_pool.pk)
+    waiting.refresh_from_db()
+    assert waiting.status == S.QUEUED, fabric_of_nodes(waiting)
+    assert abs((waiting.estimated_start - blocker.end).total_seconds()) <= 60
+    # when B frees, the queue places it at B, on one site
+    end_now(blocker)
+    queue.queue_pass(two_site_pool.pk)
+    waiting.refresh_from_db()
+    assert waiting.status == S.PROVISIONING and fabric_of_nodes(waiting) == {"fab-b"}
+    assert "span" not in waiting.placement and waiting.explanation["site"]["rule"] == "nearer_later"
+
+
 def test_an_impatient_request_runs_now_at_the_farther_site(two_site_pool, tenant_a, tenant_b, fabrics):
     give_quota(tenant_a, two_site_pool, 128)
     give_quota(tenant_b, two_site_pool, 128)
