@@ -338,3 +338,40 @@ def test_the_form_offers_near_sites_and_own_datasets_for_a_multi_site_pool(
     html = response.content.decode()
     assert 'data-testid="res-near"' in html and 'name="span_sites"' in html
     assert "secret-genomes" not in html
+
+
+SHARP_REFUSED = "SHARP is not offered in pool 'both': its nodes are on 2 fabrics"
+
+
+def test_sharp_in_a_pool_on_several_fabrics_is_refused(two_site_pool, tenant_a, fabrics):
+    give_quota(tenant_a, two_site_pool, 256)
+    # SHARP trees are a fabric's: near a site, spanning, queued or previewed, it is a 400 naming why
+    for ask in ({"near": "site-b"}, {"span_sites": True, "nodes": 24}, {}):
+        with pytest.raises(Invalid, match=SHARP_REFUSED) as refused:
+            reserve(tenant_a, two_site_pool, **{"nodes": 2, **ask}, sharp=True)
+        assert refused.value.fields == {"sharp": ["not in a pool on several fabrics"]}
+        with pytest.raises(Invalid, match=SHARP_REFUSED):
+            reserve_asap(tenant_a, two_site_pool, **{"nodes": 2, **ask}, sharp=True)
+    with pytest.raises(Invalid, match="a SHARP aggregation tree stays within one fabric's switches"):
+        reservations.preview(tenant_principal(tenant_a), request_for(two_site_pool, nodes=2, sharp=True))
+    assert not Reservation.objects.exists()
+    # the same request in a pool on one of those fabrics gets its tree there
+    one = make_pool(fabrics[1], "b-only", nodes=list(Node.objects.filter(fabric=fabrics[1])))
+    give_quota(tenant_a, one, 128)
+    placed = reserve(tenant_a, one, nodes=2, sharp=True)
+    assert placed.status == S.PROVISIONING and placed.placement["sharp"]
+
+
+def test_the_api_refuses_sharp_in_a_pool_on_several_fabrics(two_site_pool, tenant_a, admin_a, client_for):
+    give_quota(tenant_a, two_site_pool, 256)
+    api = client_for(admin_a)
+    ask = {"pool": two_site_pool.pk, "nodes": 2, "duration_minutes": 60, "sharp": True}
+    for body in (ask, {**ask, "span_sites": True}, {**ask, "start": "asap"}):
+        response = api.post("/api/reservations/", body, format="json")
+        assert response.status_code == 400, response.content
+        refused = response.json()
+        assert refused["code"] == "invalid" and refused["detail"].startswith(SHARP_REFUSED)
+        assert refused["fields"] == {"sharp": ["not in a pool on several fabrics"]}
+    preview = api.post("/api/reservations/preview/", ask, format="json")
+    assert preview.status_code == 400 and preview.json()["detail"].startswith(SHARP_REFUSED)
+    assert not Reservation.objects.exists()
