@@ -27,7 +27,7 @@ from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import F, FloatField, Func, QuerySet, TextField
-from django.db.models.fields.json import KeyTextTransform
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
@@ -38,7 +38,7 @@ from scheduling.models import Pool, Quota, Reservation
 from scheduling.placement import Owner, Placement, Rejection
 from scheduling.placement.queue import QueueDecision, QueuedJob
 from scheduling.placement.queue import queue_pass as run_pass
-from scheduling.placement.sites import OnSites
+from scheduling.placement.sites import OnSites, SiteRule
 from scheduling.services import notices
 from scheduling.services.grant import grant
 from scheduling.services.locks import pool_and_overlapping_lock, pool_quotas_for_update, reservations_for_update
@@ -144,8 +144,9 @@ def _pass(pool_id: int, now: dt.datetime | None, sharp: bool) -> dict[str, int]:
 @dataclass(slots=True)
 class QueuedRow:
     """The columns of a queued request the pass reads (no model instance, no JSON decoded: its
-    constraint parameters as text, its explanation's patience note alone). Each field names the
-    column read, in order; :func:`queued_rows` computes ``params``, ``submitted`` and ``patience``."""
+    constraint parameters as text, its explanation's patience note and site rule alone). Each field
+    names the column read, in order; :func:`queued_rows` computes ``params``, ``submitted``,
+    ``patience`` and ``site_rule``."""
 
     pk: int
     tenant_id: int
@@ -167,6 +168,17 @@ class QueuedRow:
     patience: str | None
     fabric_id: int
     span_sites: bool
+    #: The rule of its site choice at submission (``explanation.site.rule``; ``None``: a pool at one site).
+    site_rule: str | None
+
+    @property
+    def whole_pool(self) -> bool:
+        """Whether it waits for the whole pool rather than for one site: it may span sites and its
+        site choice found no site able to hold it alone (rule ``none``), or made none (the pool
+        was at one site). A request that may span but was given a site (e.g. ``nearer_later``:
+        the site it waits for frees within its patience) stays pinned to that site, as its
+        explanation says."""
+        return self.span_sites and self.site_rule in {None, SiteRule.NONE}
 
 
 def queued_rows(pool: Pool) -> list[QueuedRow]:
@@ -175,6 +187,7 @@ def queued_rows(pool: Pool) -> list[QueuedRow]:
         "params": Cast("constraint_params", TextField()),
         "submitted": Coalesce("queued_at", "created_at"),
         "patience": KeyTextTransform("patience", "explanation"),
+        "site_rule": KeyTextTransform("rule", KeyTransform("site", "explanation")),
     }
     columns = [computed.get(f.name, f.name) for f in dataclasses.fields(QueuedRow)]
     rows = reservations_for_update(queued_in(pool)).values_list(*columns)
@@ -187,7 +200,8 @@ def _pass_locked(pool: Pool, snap: Snapshot, *, place: bool) -> dict[str, int]:
         return {"placed": 0, "queued": 0}
     by_key = {f"q{r.pk}": r for r in rows}
     site_of = fabric_sites(snap.named) if len(snap.named.site_slugs) > 1 else {}
-    jobs = [queued_job(r, pool, None if r.span_sites else site_of.get(r.fabric_id)) for r in rows]
+    # Each waits for the site its choice named (its fabric's), unless it was given the whole pool.
+    jobs = [queued_job(r, pool, None if r.whole_pool else site_of.get(r.fabric_id)) for r in rows]
     quotas = {q.tenant_id: q for q in Quota.objects.filter(pool=pool)}
     gate = QuotaGate(quotas, by_key, holding_windows(pool, snap.now))
     decisions = run_pass(snap.engine, jobs, reservations=FORECAST_DEPTH, gate=gate, estimate=True)

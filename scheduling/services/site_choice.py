@@ -184,8 +184,10 @@ def decide_at_sites(
     near: Near | None,
 ) -> tuple[Decision, SiteNote | None]:
     """The decision for ``request`` in a pool at several sites, and what the site choice said;
-    the plain :func:`.decision.decide` (and no note) in a pool at one site."""
+    the plain :func:`.decision.decide` (and no note) in a pool at one site. SHARP in a pool on
+    several fabrics is a 400 (:func:`refuse_sharp_across_fabrics`)."""
     named = snap.named
+    refuse_sharp_across_fabrics(request, pool, named)
     if not is_multi_site(named):
         return decide(snap, request, tenant, pool, quota), None
     where = pool_sites(named, near)
@@ -212,6 +214,23 @@ def decide_at_sites(
     chosen = choice.site if choice.site is not None else (where.near if where.near in decisions else 0)
     decision = decisions[chosen]
     return decision, _note(where, chosen, choice, starts)
+
+
+def refuse_sharp_across_fabrics(request: ReservationRequest, pool: Pool, named: NamedTopology) -> None:
+    """A 400 for a SHARP request in a pool whose nodes are on several fabrics (sites). Aggregation
+    trees are a subnet's: its switches, held by the fabric's reservations
+    (:func:`.sharp.sharp_guard` counts the pool's fabric's, the SHARP lock covers that fabric's
+    pools, the SHARP AM files name that fabric's switches), so a tree can be neither accounted nor
+    configured on the pool's other fabrics, and no tree crosses from one subnet to another."""
+    if not request.constraints.get("sharp"):
+        return
+    fabrics = len(set(named.node_fabric))
+    if fabrics > 1:
+        raise Invalid(
+            f"SHARP is not offered in pool {pool.name!r}: its nodes are on {fabrics} fabrics, and a SHARP "
+            "aggregation tree stays within one fabric's switches; ask without SHARP, or in a pool on one fabric",
+            fields={"sharp": ["not in a pool on several fabrics"]},
+        )
 
 
 def site_constraints(note: SiteNote | None) -> tuple[OnSites, ...]:

@@ -172,6 +172,30 @@ def test_a_patient_request_waits_for_the_nearer_site(two_site_pool, tenant_a, te
     assert waiting.placement["sites"] == ["site-b"] and waiting.explanation["site"]["site"] == "site-b"
 
 
+def test_a_span_allowed_request_queued_for_the_nearer_site_stays_there(two_site_pool, tenant_a, tenant_b, fabrics):
+    give_quota(tenant_a, two_site_pool, 128)
+    give_quota(tenant_b, two_site_pool, 128)
+    blocker = fill_b(tenant_b, two_site_pool)
+    # it may span sites, but B frees within its patience: its site choice waits for B
+    waiting = reserve_asap(
+        tenant_a, two_site_pool, nodes=4, near="site-b", max_wait=dt.timedelta(hours=3), span_sites=True
+    )
+    assert waiting.status == S.QUEUED and waiting.span_sites
+    assert waiting.explanation["site"]["rule"] == "nearer_later" and waiting.fabric_id == fabrics[1].pk
+    assert "so it waits for site-b rather than running now at site-a" in waiting.reason
+    # a queue pass while A is empty leaves it waiting for B, estimated when B frees
+    queue.queue_pass(two_site_pool.pk)
+    waiting.refresh_from_db()
+    assert waiting.status == S.QUEUED, fabric_of_nodes(waiting)
+    assert abs((waiting.estimated_start - blocker.end).total_seconds()) <= 60
+    # when B frees, the queue places it at B, on one site
+    end_now(blocker)
+    queue.queue_pass(two_site_pool.pk)
+    waiting.refresh_from_db()
+    assert waiting.status == S.PROVISIONING and fabric_of_nodes(waiting) == {"fab-b"}
+    assert "span" not in waiting.placement and waiting.explanation["site"]["rule"] == "nearer_later"
+
+
 def test_an_impatient_request_runs_now_at_the_farther_site(two_site_pool, tenant_a, tenant_b, fabrics):
     give_quota(tenant_a, two_site_pool, 128)
     give_quota(tenant_b, two_site_pool, 128)
@@ -314,3 +338,40 @@ def test_the_form_offers_near_sites_and_own_datasets_for_a_multi_site_pool(
     html = response.content.decode()
     assert 'data-testid="res-near"' in html and 'name="span_sites"' in html
     assert "secret-genomes" not in html
+
+
+SHARP_REFUSED = "SHARP is not offered in pool 'both': its nodes are on 2 fabrics"
+
+
+def test_sharp_in_a_pool_on_several_fabrics_is_refused(two_site_pool, tenant_a, fabrics):
+    give_quota(tenant_a, two_site_pool, 256)
+    # SHARP trees are a fabric's: near a site, spanning, queued or previewed, it is a 400 naming why
+    for ask in ({"near": "site-b"}, {"span_sites": True, "nodes": 24}, {}):
+        with pytest.raises(Invalid, match=SHARP_REFUSED) as refused:
+            reserve(tenant_a, two_site_pool, **{"nodes": 2, **ask}, sharp=True)
+        assert refused.value.fields == {"sharp": ["not in a pool on several fabrics"]}
+        with pytest.raises(Invalid, match=SHARP_REFUSED):
+            reserve_asap(tenant_a, two_site_pool, **{"nodes": 2, **ask}, sharp=True)
+    with pytest.raises(Invalid, match="a SHARP aggregation tree stays within one fabric's switches"):
+        reservations.preview(tenant_principal(tenant_a), request_for(two_site_pool, nodes=2, sharp=True))
+    assert not Reservation.objects.exists()
+    # the same request in a pool on one of those fabrics gets its tree there
+    one = make_pool(fabrics[1], "b-only", nodes=list(Node.objects.filter(fabric=fabrics[1])))
+    give_quota(tenant_a, one, 128)
+    placed = reserve(tenant_a, one, nodes=2, sharp=True)
+    assert placed.status == S.PROVISIONING and placed.placement["sharp"]
+
+
+def test_the_api_refuses_sharp_in_a_pool_on_several_fabrics(two_site_pool, tenant_a, admin_a, client_for):
+    give_quota(tenant_a, two_site_pool, 256)
+    api = client_for(admin_a)
+    ask = {"pool": two_site_pool.pk, "nodes": 2, "duration_minutes": 60, "sharp": True}
+    for body in (ask, {**ask, "span_sites": True}, {**ask, "start": "asap"}):
+        response = api.post("/api/reservations/", body, format="json")
+        assert response.status_code == 400, response.content
+        refused = response.json()
+        assert refused["code"] == "invalid" and refused["detail"].startswith(SHARP_REFUSED)
+        assert refused["fields"] == {"sharp": ["not in a pool on several fabrics"]}
+    preview = api.post("/api/reservations/preview/", ask, format="json")
+    assert preview.status_code == 400 and preview.json()["detail"].startswith(SHARP_REFUSED)
+    assert not Reservation.objects.exists()
