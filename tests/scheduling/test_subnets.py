@@ -37,6 +37,7 @@ from tests.scheduling.conftest import (
     give_quota,
     make_fabric,
     make_pool,
+    report_power,
     request_for,
     tenant_principal,
 )
@@ -207,6 +208,34 @@ def test_ready_only_once_every_fabric_verified_its_pkey(world, tenant_a):
     hooks.notify_verified(b.pk, present_pkeys={made.pkey}, change_id=3)
     made.refresh_from_db()
     assert made.status == S.READY and made.ready_at is not None
+
+
+def test_a_node_powered_off_while_provisioning_makes_its_fabric_verify_the_pkey_again(
+    world, tenant_a, monkeypatch, django_capture_on_commit_callbacks
+):
+    a, b, span, _ = world
+    monkeypatch.setattr(enqueue, "publish_reconcile", lambda fabric_id: None)
+    made = reserve(tenant_a, span, gpus=80, span_sites=True)
+    # given B verified the P_Key on its ports, A not yet
+    hooks.notify_verified(b.pk, present_pkeys={made.pkey}, change_id=1)
+    verified = dict(ReservationSubnet.objects.filter(reservation=made).values_list("fabric_id", "verified_at"))
+    assert verified[a.pk] is None and verified[b.pk] is not None
+    # when one of its nodes on B is powered off (its HCAs lose the P_Key) and back on
+    node_id = min(nodes_on(made, b))
+    with django_capture_on_commit_callbacks(execute=True):
+        report_power(node_id, Node.Power.OFF)
+    # then B's verification is forgotten, A's row untouched
+    verified = dict(ReservationSubnet.objects.filter(reservation=made).values_list("fabric_id", "verified_at"))
+    assert verified == {a.pk: None, b.pk: None}
+    with django_capture_on_commit_callbacks(execute=True):
+        report_power(node_id, Node.Power.ON)
+    # and A's verification alone does not make it ready: B must verify it on the booted ports
+    hooks.notify_verified(a.pk, present_pkeys={made.pkey}, change_id=2)
+    made.refresh_from_db()
+    assert made.status == S.PROVISIONING
+    hooks.notify_verified(b.pk, present_pkeys={made.pkey}, change_id=3)
+    made.refresh_from_db()
+    assert made.status == S.READY
 
 
 def test_release_frees_the_key_per_fabric_and_releases_once_every_fabric_verified_it_gone(
