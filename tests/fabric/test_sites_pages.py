@@ -189,3 +189,17 @@ def test_the_tenant_picker_offers_the_second_fabric_of_a_spanning_reservation(wo
     other = _as(member_a).get(f"/fabrics/{lab_x.pk}/live/").content.decode()
     assert 'data-testid="live-picker"' in other
     assert "node-004" not in other and "admin-b" not in other and "Tenant B" not in other
+
+
+def test_the_live_canvas_names_a_tenants_own_hosts_by_the_fabric_they_are_on(world, member_a):
+    lab_n, lab_x = world["lab_n"], world["lab_x"]
+    # tenant A's reservation (home lab-n: node-001) spans to lab-x (node-002 there); both designs
+    # name their nodes alike, and lab-n's node-002 is not tenant A's
+    mine = Reservation.objects.get()
+    ReservationSubnet.objects.create(reservation=mine, fabric=lab_n, pkey=0x100)
+    hold(mine, lab_x, "node-002")
+    home = _as(member_a).get(f"/fabrics/{lab_n.pk}/live/").content.decode()
+    second = _as(member_a).get(f"/fabrics/{lab_x.pk}/live/").content.decode()
+    # then each fabric's canvas names the tenant's hosts on that fabric, and no other
+    assert "node-001" in home and "node-002" not in home
+    assert "node-002" in second and "node-001" not in second
