@@ -1,7 +1,11 @@
 """How to use a reservation: its hosts (and their Slurm hostlist), SSH targets, and the variables
-a job needs on this fabric (on each subnet it touches, for a reservation spanning sites: its P_Key
-there, and when the P_Keys or their indexes differ, that ``NCCL_IB_PKEY`` differs per site) (``NCCL_IB_HCA``, ``NCCL_IB_PKEY``, ``NCCL_IB_SL``, ``UCX_IB_SL``; and
+a job needs on this fabric (``NCCL_IB_HCA``, ``NCCL_IB_PKEY``, ``NCCL_IB_SL``, ``UCX_IB_SL``; and
 ``NCCL_COLLNET_ENABLE=1`` for a SHARP reservation, as NVIDIA's NCCL-RDMA-SHARP plugin documents).
+
+A reservation spanning sites has a P_Key and an SL on each subnet (fabric) it touches: the guide
+lists them per subnet. When the P_Keys or their indexes differ, ``NCCL_IB_PKEY`` differs per site;
+when the SLs differ (each fabric's QoS table gives the class its own SL), ``NCCL_IB_SL`` and
+``UCX_IB_SL`` differ per site: the env file then sets neither and says the value of each site.
 
 ``NCCL_IB_PKEY`` is the *index* of the reservation's P_Key in its ports' P_Key tables, not the
 key: it is read from what the fabric verified (the change whose verify step read the member
@@ -55,6 +59,7 @@ class GuideSubnet:
     pkey_hex: str
     pkey_index: int | None
     pkey_index_note: str = ""
+    sl: int = 0  # NCCL_IB_SL and UCX_IB_SL on these hosts: the class's SL in this fabric's QoS table
 
 
 @dataclass(frozen=True)
@@ -71,7 +76,7 @@ class UsageGuide:
     pkey_hex: str | None
     pkey_index: int | None
     pkey_index_note: str
-    sl: int
+    sl: int | None  # None: the SL differs per site (``sl_per_site_note``)
     partition_name: str = ""
     sl_note: str = ""  # the class the SL belongs to and the VL the fabric's QoS table maps it to
     env: dict[str, str] = field(default_factory=dict)
@@ -88,6 +93,8 @@ class UsageGuide:
     subnets: list[GuideSubnet] = field(default_factory=list)
     #: Why NCCL_IB_PKEY is not one value for every host (empty: it is, or it is not known yet).
     pkey_per_site_note: str = ""
+    #: Why NCCL_IB_SL/UCX_IB_SL is not one value for every host (empty: it is).
+    sl_per_site_note: str = ""
 
 
 def hca_device(index: int) -> str:
@@ -180,6 +187,12 @@ def usage_guide(reservation: Reservation, username: str) -> UsageGuide:
             unknown = next((s for s in subnets if s.pkey_index is None), None)
             index, note = (subnets[0].pkey_index, "") if unknown is None else (None, unknown.pkey_index_note)
             guide = replace(guide, pkey_index=index, pkey_index_note=note)
+        sls = {s.sl for s in subnets}
+        if len(sls) > 1:
+            note = sl_per_site_note(subnets)
+            guide = replace(guide, sl=None, sl_note=note, sl_per_site_note=note)
+        else:
+            guide = replace(guide, sl=sls.pop())
     guide.env.update(environment(guide))
     return guide
 
@@ -190,16 +203,16 @@ def guide_subnets(
     """The reservation's subnets, its own fabric first, each with its hosts there and the index of
     its P_Key there (as that fabric verified it)."""
     rows = ReservationSubnet.objects.filter(reservation=reservation).values_list(
-        "fabric_id", "fabric__name", "fabric__site__slug", "pkey"
+        "fabric_id", "fabric__name", "fabric__site__slug", "pkey", "sl"
     )
     fabric_of = dict(Node.objects.filter(pk__in=order).values_list("pk", "fabric_id"))
     out = []
-    for fabric_id, name, site, pkey in sorted(rows, key=lambda r: (r[0] != reservation.fabric_id, r[1])):
+    for fabric_id, name, site, pkey, sl in sorted(rows, key=lambda r: (r[0] != reservation.fabric_id, r[1])):
         mine = [pk for pk in order if fabric_of.get(pk) == fabric_id]
         index, note = pkey_index(
             reservation, [h.port_guid for pk in mine for h in hcas.get(pk, [])], fabric_id=fabric_id, pkey=pkey
         )
-        out.append(GuideSubnet(name, site or name, [names[pk] for pk in mine], f"{pkey:#06x}", index, note))
+        out.append(GuideSubnet(name, site or name, [names[pk] for pk in mine], f"{pkey:#06x}", index, note, sl))
     return out
 
 
@@ -219,6 +232,15 @@ def per_site_note(subnets: list[GuideSubnet]) -> str:
         for s in subnets
     )
     return f"NCCL_IB_PKEY differs per site ({what}): set it on each host: {per}"
+
+
+def sl_per_site_note(subnets: list[GuideSubnet]) -> str:
+    """That NCCL_IB_SL and UCX_IB_SL differ per site, and the SL of each site's hosts."""
+    per = "; ".join(f"{s.site} ({', '.join(s.hosts)}): SL {s.sl}" for s in subnets)
+    return (
+        "NCCL_IB_SL and UCX_IB_SL differ per site (each fabric's QoS table gives the class its own SL): "
+        f"set them on each host: {per}"
+    )
 
 
 def network_attachment(name: str, pkey_hex: str) -> str:
@@ -318,12 +340,14 @@ def environment(guide: UsageGuide) -> dict[str, str]:
     }
     if guide.pkey_index is not None:
         env["NCCL_IB_PKEY"] = str(guide.pkey_index)
-    env["NCCL_IB_SL"] = str(guide.sl)
-    env["UCX_IB_SL"] = str(guide.sl)
+    if guide.sl is not None:
+        env["NCCL_IB_SL"] = str(guide.sl)
+        env["UCX_IB_SL"] = str(guide.sl)
     if guide.pkey_hex is not None:
         env["IBC_PKEY"] = guide.pkey_hex
     if guide.subnets:
         env["IBC_PKEYS"] = ",".join(f"{s.site}:{s.pkey_hex}" for s in guide.subnets)
+        env["IBC_SLS"] = ",".join(f"{s.site}:{s.sl}" for s in guide.subnets)
     if guide.vguid_start:
         env["IBC_VGUID_RANGE_START"] = guide.vguid_start
         env["IBC_VGUID_RANGE_END"] = guide.vguid_end
@@ -342,11 +366,14 @@ def env_file(guide: UsageGuide) -> str:
     lines = [f"# reservation {guide.reservation_id} ({guide.status})"]
     for subnet in guide.subnets:
         lines.append(
-            f"# site {subnet.site} (fabric {subnet.fabric}): P_Key {subnet.pkey_hex} on {', '.join(subnet.hosts)}"
+            f"# site {subnet.site} (fabric {subnet.fabric}): P_Key {subnet.pkey_hex}, SL {subnet.sl}"
+            f" on {', '.join(subnet.hosts)}"
         )
     if guide.pkey_index is None:
         lines.append(f"# NCCL_IB_PKEY omitted: {guide.pkey_index_note}")
-    if guide.sl_note:
+    if guide.sl is None:
+        lines.append(f"# NCCL_IB_SL, UCX_IB_SL omitted: {guide.sl_per_site_note}")
+    elif guide.sl_note:
         lines.append(f"# NCCL_IB_SL, UCX_IB_SL: {guide.sl_note}")
     if guide.sharp_switches:
         lines.append("# SHARP: NCCL_COLLNET_ENABLE needs the nccl-rdma-sharp-plugins (HPC-X) on the job's library path")

@@ -80,13 +80,14 @@ _DROP = object()
 
 def own_hosts(fabric_id: int, principal: Principal) -> set[str] | None:
     """Names of the hosts the principal may see named (None: every host): a tenant's are the
-    nodes its reservations on this fabric hold."""
+    nodes of this fabric its reservations hold (by the node's fabric, not the reservation's home:
+    one spanning sites holds nodes of several fabrics, whose names repeat across fabrics)."""
     if principal.sees_all_tenants:
         return None
     if principal.tenant_id is None:
         return set()
     held = ReservationAllocation.objects.filter(
-        reservation__fabric_id=fabric_id,
+        node__fabric_id=fabric_id,
         reservation__tenant_id=principal.tenant_id,
         reservation__status__in=Reservation.HOLDING,
     )

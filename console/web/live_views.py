@@ -21,7 +21,7 @@ from console.tenancy.models import Principal
 from console.web.context import principal_for
 from designer.canvas import AUTO_DETAIL_SWITCHES, CanvasError, canvas_view, group_of
 from designer.services import revision_graph
-from scheduling.models import Reservation
+from scheduling.models import Reservation, ReservationSubnet
 
 
 def _principal(request: HttpRequest) -> Principal:
@@ -58,11 +58,13 @@ class PickerGroup:
 def fabric_picker(principal: Principal, current: Fabric) -> list[PickerGroup]:
     """The fabrics to switch to, grouped by site (sites by name, then fabrics without a site, each
     a site of its own). Operators and auditors: every fabric; a tenant: the fabrics its holding
-    reservations run on, and this one (which fabrics a site holds is the operator's network)."""
+    reservations run on (every subnet a reservation spanning sites touches, not only its home
+    fabric), and this one (which fabrics a site holds is the operator's network)."""
     fabrics = Fabric.objects.select_related("site").order_by("name")
     if not principal.sees_all_tenants:
         mine = Reservation.objects.filter(tenant_id=principal.tenant_id or 0, status__in=Reservation.HOLDING)
-        fabrics = fabrics.filter(Q(pk__in=mine.values("fabric_id")) | Q(pk=current.pk))
+        touched = ReservationSubnet.objects.filter(reservation__in=mine).values("fabric_id")
+        fabrics = fabrics.filter(Q(pk__in=mine.values("fabric_id")) | Q(pk__in=touched) | Q(pk=current.pk))
     groups: dict[str, PickerGroup] = {}
     for fabric in sorted(fabrics, key=lambda f: (f.site is None, f.site.name if f.site else "", f.name)):
         key = f"site:{fabric.site_id}" if fabric.site else f"fabric:{fabric.pk}"

@@ -21,11 +21,14 @@ class GuideSubnetSerializer(serializers.Serializer):
     pkey_hex = serializers.CharField()
     pkey_index = serializers.IntegerField(allow_null=True, help_text="NCCL_IB_PKEY on these hosts, as verified")
     pkey_index_note = serializers.CharField(help_text="why pkey_index is null (empty when known)")
+    sl = serializers.IntegerField(
+        help_text="NCCL_IB_SL and UCX_IB_SL on these hosts: the priority class's SL in this fabric's QoS table"
+    )
 
 
 class UsageGuideSerializer(serializers.Serializer):
     """How to use a reservation (``scheduling.usage_guide``): hosts, SSH targets, NCCL/UCX variables;
-    for one spanning sites, the P_Key and its index per subnet (``subnets``)."""
+    for one spanning sites, the P_Key, its index and the SL per subnet (``subnets``)."""
 
     reservation_id = serializers.IntegerField()
     status = serializers.CharField()
@@ -41,9 +44,13 @@ class UsageGuideSerializer(serializers.Serializer):
         allow_null=True, help_text="NCCL_IB_PKEY: index of the P_Key in the ports' tables, as verified; null before"
     )
     pkey_index_note = serializers.CharField(help_text="why pkey_index is null (empty when known)")
-    sl = serializers.IntegerField(help_text="NCCL_IB_SL and UCX_IB_SL")
+    sl = serializers.IntegerField(
+        allow_null=True,
+        help_text="NCCL_IB_SL and UCX_IB_SL; null when the SL differs per site (see subnets[].sl, sl_per_site_note)",
+    )
     sl_note = serializers.CharField(
-        help_text="the priority class of the SL and the VL the fabric's QoS table maps it to"
+        help_text="the priority class of the SL and the VL the fabric's QoS table maps it to "
+        "(when the SL differs per site: sl_per_site_note)"
     )
     env = serializers.DictField(child=serializers.CharField(), help_text="the env file's variables, in order")
     sharp_switches = serializers.ListField(
@@ -76,4 +83,8 @@ class UsageGuideSerializer(serializers.Serializer):
     pkey_per_site_note = serializers.CharField(
         help_text="when the P_Key or its index differs between sites: NCCL_IB_PKEY differs per site, per host "
         "(empty otherwise)"
+    )
+    sl_per_site_note = serializers.CharField(
+        help_text="when the sites' QoS tables give the class different SLs: NCCL_IB_SL and UCX_IB_SL differ per "
+        "site, with each site's SL (empty otherwise; the env file then sets neither)"
     )

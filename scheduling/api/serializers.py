@@ -36,7 +36,13 @@ class PoolSerializer(serializers.ModelSerializer):
     gpus = serializers.SerializerMethodField()
     gpu_model = serializers.CharField(write_only=True, required=False, allow_blank=True)
     sus = serializers.ListField(child=serializers.IntegerField(min_value=0), write_only=True, required=False)
-    node_names = serializers.ListField(child=serializers.CharField(max_length=64), write_only=True, required=False)
+    node_names = serializers.ListField(
+        child=serializers.CharField(max_length=165),
+        write_only=True,
+        required=False,
+        help_text="manual pools: node names, or FABRIC/NODE for a node of another fabric (or one whose name "
+        "several fabrics use)",
+    )
     default_max_wait_minutes = serializers.IntegerField(
         min_value=0,
         max_value=MAX_WAIT_MINUTES,

@@ -178,7 +178,8 @@ def set_node_state(actor: Actor, principal: Principal, node: Node, state: str) -
 def select_nodes(
     fabric: Fabric, kind: str, *, gpu_model: str = "", sus: Iterable[int] = (), names: Iterable[str] = ()
 ) -> list[Node]:
-    """The fabric's nodes for a pool of ``kind``: by GPU model, by scalable unit or by name."""
+    """The fabric's nodes for a pool of ``kind``: by GPU model, by scalable unit or by name (a
+    manual pool's names may be ``FABRIC/NODE``, nodes of other fabrics: :func:`nodes_by_name`)."""
     queryset = Node.objects.filter(fabric=fabric)
     if kind == Pool.Kind.BY_MODEL:
         if not gpu_model:
@@ -191,12 +192,42 @@ def select_nodes(
         return list(queryset.filter(su__in=wanted))
     if kind == Pool.Kind.MANUAL:
         names = list(names)
-        found = list(queryset.filter(name__in=names)) if names else list(queryset)
-        missing = sorted(set(names) - {n.name for n in found})
-        if missing:
-            raise Invalid(f"unknown node(s): {', '.join(missing[:10])}", fields={"nodes": missing})
-        return found
+        return nodes_by_name(fabric, names) if names else list(queryset)
     raise Invalid(f"unknown pool kind {kind!r}", fields={"kind": [str(Pool.Kind.values)]})
+
+
+def nodes_by_name(fabric: Fabric, names: list[str]) -> list[Node]:
+    """The nodes ``names`` of a manual pool whose home is ``fabric``: ``FABRIC/NODE`` names a node
+    of that fabric, a bare name a node of the pool's candidate fabrics (its home fabric and those
+    named as ``FABRIC/``). Node names repeat across fabrics (designs name them alike): a bare name
+    on several candidates is refused with the qualified choices, never taken from one of them."""
+    parts = [name.rpartition("/") for name in names]
+    named = {f for f, _, _ in parts if f}
+    fabric_pk = dict(Fabric.objects.filter(name__in=named).values_list("name", "pk"))
+    if unknown := sorted(named - set(fabric_pk)):
+        raise Invalid(f"unknown fabric(s): {', '.join(unknown[:10])}", fields={"nodes": unknown})
+    candidates = {fabric.pk, *fabric_pk.values()}
+    rows = Node.objects.filter(fabric_id__in=candidates, name__in={n for _, _, n in parts}).select_related("fabric")
+    qualified = {f"{n.fabric.name}/{n.name}": n for n in rows}
+    bare: dict[str, list[str]] = {}
+    for key, node in sorted(qualified.items()):
+        bare.setdefault(node.name, []).append(key)
+    ambiguous = {name: bare[name] for f, _, name in parts if not f and len(bare.get(name, ())) > 1}
+    if ambiguous:
+        said = "; ".join(f"{name} ({' or '.join(choices)})" for name, choices in sorted(ambiguous.items()))
+        raise Invalid(
+            f"ambiguous node name(s), on several fabrics: {said}; name the fabric as FABRIC/NODE",
+            fields={"nodes": ambiguous},
+        )
+    keys = [f"{f}/{name}" if f else bare.get(name, [name])[0] for f, _, name in parts]
+    if missing := sorted({name for name, key in zip(names, keys, strict=True) if key not in qualified}):
+        elsewhere = (
+            Node.objects.filter(name__in=missing).exclude(fabric_id__in=candidates).values_list("fabric__name", "name")
+        )
+        other = [f"{f}/{n}" for f, n in sorted(elsewhere)[:10]]
+        hint = f" (on other fabrics: {', '.join(other)}; name them so)" if other else ""
+        raise Invalid(f"unknown node(s): {', '.join(missing[:10])}{hint}", fields={"nodes": missing})
+    return list({qualified[key].pk: qualified[key] for key in keys}.values())
 
 
 def create_pool(

@@ -317,12 +317,19 @@ def powered_off(node_id: int, *, at: dt.datetime | None = None) -> None:
     """A node is off or failed (whoever recorded it): its HCA ports went down, so its fabric
     reconciles (a waiting reservation's partition leaves the desired state until the node is on
     again, and the applied state no longer claims a P_Key the rebooted HCAs lack: the reservation
-    becomes ready only after a push verified on the booted node's ports); and reservations
-    waiting on it whose start is near have it booted now (see :func:`wake_due`)."""
+    becomes ready only after a push verified on the booted node's ports); the provisioning
+    reservations holding it forget their P_Key's verification on its fabric (their subnet row
+    there, whichever subnet of a spanning reservation it is), so that fabric verifies it again on
+    the booted ports; and reservations waiting on it whose start is near have it booted now (see
+    :func:`wake_due`)."""
     now = at or timezone.now()
     fabric_id = Node.objects.filter(pk=node_id).values_list("fabric_id", flat=True).first()
     if fabric_id is None:
         return
     with transaction.atomic():
+        holding = ReservationAllocation.objects.filter(node_id=node_id, end__gt=now).values("reservation_id")
+        ReservationSubnet.objects.filter(
+            fabric_id=fabric_id, reservation__in=holding, reservation__status=Reservation.Status.PROVISIONING
+        ).exclude(verified_at=None).update(verified_at=None)
         enqueue_reconcile(fabric_id)
         wake_due(now, node_ids=[node_id])

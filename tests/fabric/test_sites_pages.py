@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from console.fabric.models import Site, SiteLink
 from console.tenancy.models import AuditEntry
-from scheduling.models import GPU, Dataset, Reservation, ReservationAllocation
+from scheduling.models import GPU, Dataset, Reservation, ReservationAllocation, ReservationSubnet
 from tests.scheduling.conftest import make_fabric, make_pool
 
 pytestmark = pytest.mark.django_db
@@ -147,3 +147,59 @@ def test_the_live_picker_groups_fabrics_by_site(world, operator, member_a):
     # a tenant is offered the fabrics its reservations run on, not every fabric of a site
     tenant_page = _as(member_a).get(f"/fabrics/{world['lab_n'].pk}/live/").content.decode()
     assert 'data-testid="live-picker"' not in tenant_page
+
+
+def hold(reservation: Reservation, fabric, node_name: str) -> None:
+    """``reservation`` holds the node ``node_name`` of ``fabric`` (and has a subnet row there)."""
+    gpus = GPU.objects.filter(node__fabric=fabric, node__name=node_name)
+    ReservationAllocation.objects.bulk_create(
+        ReservationAllocation(
+            reservation=reservation, gpu=g, node_id=g.node_id, start=reservation.start, end=reservation.end
+        )
+        for g in gpus
+    )
+    ReservationSubnet.objects.get_or_create(reservation=reservation, fabric=fabric, defaults={"pkey": 0x100})
+
+
+def test_the_tenant_picker_offers_the_second_fabric_of_a_spanning_reservation(world, tenant_b, member_a, admin_b):
+    lab_n, lab_x = world["lab_n"], world["lab_x"]
+    # tenant A's reservation (home lab-n, node-001) spans to lab-x (node-002 there)
+    mine = Reservation.objects.get()
+    ReservationSubnet.objects.create(reservation=mine, fabric=lab_n, pkey=0x100)
+    hold(mine, lab_x, "node-002")
+    # tenant B holds node-004 of lab-x
+    theirs = Reservation.objects.create(
+        tenant=tenant_b,
+        pool=make_pool(lab_x),
+        fabric=lab_x,
+        start=mine.start,
+        end=mine.end,
+        gpus=8,
+        status="ready",
+        created_by=admin_b,
+    )
+    ReservationSubnet.objects.create(reservation=theirs, fabric=lab_x, pkey=0x101)
+    hold(theirs, lab_x, "node-004")
+    # then tenant A's live page offers lab-x beside lab-n, grouped by their sites
+    html = _as(member_a).get(f"/fabrics/{lab_n.pk}/live/").content.decode()
+    picker = html[html.index('data-testid="live-picker"') :].split("</nav>")[0]
+    assert picker.index("North") < picker.index("lab-n") < picker.index("No site") < picker.index("lab-x")
+    assert f'href="/fabrics/{lab_x.pk}/live/"' in picker
+    # and lab-x's page names neither tenant B's host nor its user
+    other = _as(member_a).get(f"/fabrics/{lab_x.pk}/live/").content.decode()
+    assert 'data-testid="live-picker"' in other
+    assert "node-004" not in other and "admin-b" not in other and "Tenant B" not in other
+
+
+def test_the_live_canvas_names_a_tenants_own_hosts_by_the_fabric_they_are_on(world, member_a):
+    lab_n, lab_x = world["lab_n"], world["lab_x"]
+    # tenant A's reservation (home lab-n: node-001) spans to lab-x (node-002 there); both designs
+    # name their nodes alike, and lab-n's node-002 is not tenant A's
+    mine = Reservation.objects.get()
+    ReservationSubnet.objects.create(reservation=mine, fabric=lab_n, pkey=0x100)
+    hold(mine, lab_x, "node-002")
+    home = _as(member_a).get(f"/fabrics/{lab_n.pk}/live/").content.decode()
+    second = _as(member_a).get(f"/fabrics/{lab_x.pk}/live/").content.decode()
+    # then each fabric's canvas names the tenant's hosts on that fabric, and no other
+    assert "node-001" in home and "node-002" not in home
+    assert "node-002" in second and "node-001" not in second

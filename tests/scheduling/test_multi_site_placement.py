@@ -375,3 +375,39 @@ def test_the_api_refuses_sharp_in_a_pool_on_several_fabrics(two_site_pool, tenan
     preview = api.post("/api/reservations/preview/", ask, format="json")
     assert preview.status_code == 400 and preview.json()["detail"].startswith(SHARP_REFUSED)
     assert not Reservation.objects.exists()
+
+
+def test_a_manual_pool_names_nodes_of_other_fabrics_as_fabric_slash_node(fabrics, operator, client_for):
+    fab_a, fab_b = fabrics
+    Node.objects.filter(fabric=fab_b, name="node-016").update(name="b-node-016")  # the one name B alone has
+    api = client_for(operator)
+
+    def create(name: str, *node_names: str):
+        body = {"fabric": fab_a.pk, "name": name, "kind": "manual", "node_names": list(node_names)}
+        return api.post("/api/pools/", body, format="json")
+
+    def held(response) -> set[tuple[str, str]]:
+        assert response.status_code == 201, response.content
+        return set(Node.objects.filter(pools=response.json()["id"]).values_list("fabric__name", "name"))
+
+    # node-001 is a name of both fabrics: FABRIC/NODE says which; a bare name one candidate fabric
+    # (the home fabric, or one named) holds is that fabric's node
+    assert held(create("spread", "fab-a/node-001", "fab-b/node-001", "fab-b/node-003", "node-016", "b-node-016")) == {
+        ("fab-a", "node-001"),
+        ("fab-b", "node-001"),
+        ("fab-b", "node-003"),
+        ("fab-a", "node-016"),
+        ("fab-b", "b-node-016"),
+    }
+    # a bare name several candidate fabrics hold is refused, naming the qualified choices
+    refused = create("vague", "fab-b/node-003", "node-001")
+    assert refused.status_code == 400
+    assert "node-001 (fab-a/node-001 or fab-b/node-001)" in refused.json()["detail"]
+    assert refused.json()["fields"]["nodes"] == {"node-001": ["fab-a/node-001", "fab-b/node-001"]}
+    # with no other fabric named, bare names are the home fabric's as before
+    assert held(create("home", "node-001", "node-004")) == {("fab-a", "node-001"), ("fab-a", "node-004")}
+    # an unknown fabric or node is refused; a bare name only a fabric not named holds, with the name to use
+    assert "unknown fabric(s): fab-z" in create("z", "fab-z/node-001").json()["detail"]
+    assert "unknown node(s): fab-b/node-099" in create("z", "fab-b/node-099").json()["detail"]
+    hint = create("hint", "node-001", "b-node-016").json()["detail"]
+    assert hint == "unknown node(s): b-node-016 (on other fabrics: fab-b/b-node-016; name them so)"

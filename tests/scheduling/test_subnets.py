@@ -37,6 +37,7 @@ from tests.scheduling.conftest import (
     give_quota,
     make_fabric,
     make_pool,
+    report_power,
     request_for,
     tenant_principal,
 )
@@ -209,6 +210,34 @@ def test_ready_only_once_every_fabric_verified_its_pkey(world, tenant_a):
     assert made.status == S.READY and made.ready_at is not None
 
 
+def test_a_node_powered_off_while_provisioning_makes_its_fabric_verify_the_pkey_again(
+    world, tenant_a, monkeypatch, django_capture_on_commit_callbacks
+):
+    a, b, span, _ = world
+    monkeypatch.setattr(enqueue, "publish_reconcile", lambda fabric_id: None)
+    made = reserve(tenant_a, span, gpus=80, span_sites=True)
+    # given B verified the P_Key on its ports, A not yet
+    hooks.notify_verified(b.pk, present_pkeys={made.pkey}, change_id=1)
+    verified = dict(ReservationSubnet.objects.filter(reservation=made).values_list("fabric_id", "verified_at"))
+    assert verified[a.pk] is None and verified[b.pk] is not None
+    # when one of its nodes on B is powered off (its HCAs lose the P_Key) and back on
+    node_id = min(nodes_on(made, b))
+    with django_capture_on_commit_callbacks(execute=True):
+        report_power(node_id, Node.Power.OFF)
+    # then B's verification is forgotten, A's row untouched
+    verified = dict(ReservationSubnet.objects.filter(reservation=made).values_list("fabric_id", "verified_at"))
+    assert verified == {a.pk: None, b.pk: None}
+    with django_capture_on_commit_callbacks(execute=True):
+        report_power(node_id, Node.Power.ON)
+    # and A's verification alone does not make it ready: B must verify it on the booted ports
+    hooks.notify_verified(a.pk, present_pkeys={made.pkey}, change_id=2)
+    made.refresh_from_db()
+    assert made.status == S.PROVISIONING
+    hooks.notify_verified(b.pk, present_pkeys={made.pkey}, change_id=3)
+    made.refresh_from_db()
+    assert made.status == S.READY
+
+
 def test_release_frees_the_key_per_fabric_and_releases_once_every_fabric_verified_it_gone(
     world, tenant_a, monkeypatch, django_capture_on_commit_callbacks
 ):
@@ -322,3 +351,38 @@ def test_the_api_lists_the_subnets_of_a_reservation_its_own_fabric_first(world, 
     listed = {r["id"]: r["subnets"] for r in api.get("/api/reservations/").json()["results"]}
     assert listed[made.pk] == expected
     assert listed[alone.json()["id"]] == [{"fabric": "site-b", "site": None, "pkey": "0x0100", "live": True}]
+
+
+def test_the_guide_gives_the_sl_per_subnet_and_no_single_sl_when_the_sites_differ(
+    world, tenant_a, admin_a, client, client_for
+):
+    a, b, span, _ = world
+    # when the sites' QoS tables agree (training on SL 1 at both): one NCCL_IB_SL, and each subnet's SL
+    agreeing = reserve(tenant_a, span, gpus=80, span_sites=True)
+    guide = usage_guide(agreeing, "alice")
+    assert [s.sl for s in guide.subnets] == [1, 1] and guide.sl == 1 and not guide.sl_per_site_note
+    assert guide.env["NCCL_IB_SL"] == guide.env["UCX_IB_SL"] == "1"
+    lifecycle.release(SYSTEM, tenant_principal(tenant_a), agreeing)
+    # when B's QoS table puts the training class on SL 3
+    table = DEFAULT_TABLE.to_json()
+    table["classes"]["training"]["sl"] = 3
+    set_qos_table(SYSTEM, OPERATOR, b, table)
+    made = reserve(tenant_a, span, gpus=80, span_sites=True)
+    guide = usage_guide(made, "alice")
+    # then each subnet carries its own SL, and no single SL is given
+    assert {(s.fabric, s.sl) for s in guide.subnets} == {("site-a", 1), ("site-b", 3)}
+    assert guide.sl is None and guide.sl_per_site_note.startswith("NCCL_IB_SL and UCX_IB_SL differ per site")
+    b_hosts = next(s.hosts for s in guide.subnets if s.fabric == "site-b")
+    assert f"site-b ({', '.join(b_hosts)}): SL 3" in guide.sl_per_site_note
+    text = env_file(guide)
+    assert "NCCL_IB_SL=" not in text and "UCX_IB_SL=" not in text
+    assert "# NCCL_IB_SL, UCX_IB_SL omitted: NCCL_IB_SL and UCX_IB_SL differ per site" in text
+    assert "IBC_SLS=site-a:1,site-b:3" in text or "IBC_SLS=site-b:3,site-a:1" in text
+    # the page and the API say the same
+    logged_in(client, admin_a)
+    page = client.get(reverse("web:reservation-use", args=[made.pk])).content.decode()
+    assert 'data-testid="use-sl-per-site"' in page and 'data-testid="use-sl"' not in page
+    assert page.count('data-testid="use-subnet-sl"') == 2
+    body = client_for(admin_a).get(f"/api/reservations/{made.pk}/usage-guide/").json()
+    assert body["sl"] is None and sorted(s["sl"] for s in body["subnets"]) == [1, 3]
+    assert body["sl_per_site_note"] == guide.sl_per_site_note and "NCCL_IB_SL" not in body["env"]

@@ -10,7 +10,7 @@
     schedule import-inventory --fabric FABRIC
     schedule sharp-am --fabric FABRIC      (the SHARP AM input of the fabric's allocated trees)
     schedule pool-create --fabric FABRIC --name NAME [--kind manual|by_model|by_su]
-                         [--gpu-model M] [--su N …] [--node NAME …]
+                         [--gpu-model M] [--su N …] [--node NAME|FABRIC/NODE …]
     schedule quota --tenant SLUG --pool POOL --guaranteed N [--borrow N]
     schedule reserve --tenant SLUG --pool POOL (--gpus N | --nodes N) [--start ISO]
                      (--end ISO | --hours H) [--same-leaf] [--max-hops N] [--rail-aligned]
