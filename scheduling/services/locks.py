@@ -26,7 +26,7 @@ lock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.db import transaction
@@ -71,7 +71,13 @@ def reservations_for_update(queryset: QuerySet[Reservation], *, skip_locked: boo
     return queryset.order_by("pk").select_for_update(skip_locked=skip_locked)
 
 
-def reservation_lock(*, pool_ids: Iterable[int] = (), node_ids: Any = (), restart: bool = False) -> list[int]:
+def reservation_lock(
+    *,
+    pool_ids: Iterable[int] = (),
+    node_ids: Any = (),
+    restart: bool = False,
+    reread: Callable[[], Iterable[int]] | None = None,
+) -> list[int]:
     """Take the reservation lock of ``pool_ids`` and of every pool holding one of ``node_ids``
     (ids or a subquery such as a reservation's allocations' ``values("node_id")``), in primary-key
     order, in one statement; returns the pools locked. Call it once per transaction with
@@ -87,7 +93,10 @@ def reservation_lock(*, pool_ids: Iterable[int] = (), node_ids: Any = (), restar
 
     ``restart``: for callers that redo their whole transaction anyway (reserve): no savepoint
     (two round trips fewer); when the set grew or a row is missing, :class:`WiderLock` names the
-    pools to lock from the start (the caller creates missing rows with :func:`pool_lock_rows`)."""
+    pools to lock from the start (the caller creates missing rows with :func:`pool_lock_rows`).
+
+    ``reread``: the re-read of the pools of ``node_ids`` as the caller makes it once the locks are
+    held (reserve reads its pool row in the same statement, :func:`.pool_rows.pool_row`)."""
     wanted = set(pool_ids)
     nodes_given = not isinstance(node_ids, tuple | list | set | frozenset) or bool(node_ids)
     for _ in range(MAX_RELOCKS):
@@ -97,7 +106,10 @@ def reservation_lock(*, pool_ids: Iterable[int] = (), node_ids: Any = (), restar
             condition |= Q(pool_id__in=_pools_of(node_ids))
         rows = BookingGeneration.objects.filter(condition).order_by("pool_id").select_for_update()
         locked = list(rows.values_list("pool_id", flat=True))
-        needed = wanted | (set(_pools_of(node_ids)) if nodes_given else set())
+        if nodes_given:
+            needed = wanted | set(reread() if reread is not None else _pools_of(node_ids))
+        else:
+            needed = set(wanted)
         if needed <= set(locked):
             if savepoint is not None:
                 transaction.savepoint_commit(savepoint)
@@ -153,13 +165,19 @@ def pool_lock_rows(pool_ids: Iterable[int]) -> None:
 
 
 def pool_and_overlapping_lock(
-    pool_id: int, *, also: Iterable[int] = (), restart: bool = False, fabric_wide: bool = False
+    pool_id: int,
+    *,
+    also: Iterable[int] = (),
+    restart: bool = False,
+    fabric_wide: bool = False,
+    reread: Callable[[], Iterable[int]] | None = None,
 ) -> list[int]:
     """The reservation lock of a pool and of every pool sharing a node with it (a booking on the
     pool's nodes is a booking of theirs too): what reserve and the queue pass take (``also``:
     further pools, e.g. those of reservations it will preempt, :class:`WiderLock`). With
     ``fabric_wide`` (a SHARP placement: the fabric's pools share its switches' aggregation trees)
-    every pool of the pool's fabric."""
+    every pool of the pool's fabric. ``reread``: the pools of the pool's nodes read again under the
+    lock, as :func:`reservation_lock` takes it."""
     pools = [pool_id, *also]
     if fabric_wide:
         fabric = Pool.objects.filter(pk=pool_id).values("fabric_id")
@@ -168,6 +186,7 @@ def pool_and_overlapping_lock(
         pool_ids=pools,
         node_ids=Pool.nodes.through.objects.filter(pool_id=pool_id).values("node_id"),
         restart=restart,
+        reread=reread,
     )
 
 

@@ -88,6 +88,9 @@ class Snapshot:
     #: (tenant id, its holding windows in the pool as (start, end) epoch seconds and GPUs),
     #: read with the rest when the lend named a tenant (its quota usage, :func:`.quotas.usage`).
     held: tuple[int, list[tuple[float, float, int]]] | None = None
+    #: What a grant reads of the pool's fabric (:func:`.pool_reads.facts_columns`), read with the
+    #: rest when the lend asked (None: not read).
+    fabric: tuple[Any, ...] | None = None
 
 
 # ---------------------------------------------------------------- loading
@@ -99,12 +102,17 @@ def _index_of(named: NamedTopology) -> dict[int, int]:
 
 def _guards(reads: PoolReads, pool: Pool, named: NamedTopology) -> list[GangGuard]:
     """The pool's gang guards: the quotas' shaped guarantees, and SHARP trees where switches serve
-    them (one more query, on fabrics with SHARP-capable switches only)."""
+    them (on fabrics with SHARP-capable switches only; their holders read with the rest)."""
     guards: list[GangGuard] = [ShapedGuarantees(reads.shaped)]
-    sharp = sharp_guard(pool, named)
+    sharp = sharp_guard(pool, named, reads.sharp)
     if sharp is not None:
         guards.append(sharp)
     return guards
+
+
+def _sharp_fabric(pool: Pool, named: NamedTopology) -> int | None:
+    """The fabric whose SHARP holders a read of the pool reads (None: no SHARP-capable switch)."""
+    return pool.fabric_id if named.sharp_trees else None
 
 
 def _node_states(reads: PoolReads, index_of: dict[int, int]) -> dict[int, NodeState]:
@@ -174,17 +182,17 @@ def _book_rows(state: PoolState, index_of: dict[int, int], rows: list[Allocation
         state.book(f"r{res_id}", owner, tuple(sorted(masks[res_id].items())), start, end)
 
 
-def snapshot(pool: Pool, now: dt.datetime, tenant_id: int | None = None) -> Snapshot:
+def snapshot(pool: Pool, now: dt.datetime, tenant_id: int | None = None, facts: bool = False) -> Snapshot:
     """A fresh, private engine of the pool: node states, failed GPUs, the shaped guarantees of
     the pool's quotas and every allocation ending after now (owner: tenant, borrowed, priority)."""
     named = pool_topology(pool)
-    reads = read_pool(pool.pk, None, now, tenant_id)
+    reads = read_pool(pool.pk, None, now, tenant_id, _sharp_fabric(pool, named), pool.fabric_id if facts else None)
     index_of = _index_of(named)
     engine = PlacementEngine(named.topology, now=now.timestamp(), guards=_guards(reads, pool, named))
     for index, node_state in _node_states(reads, index_of).items():
         engine.set_node_state(index, node_state)
     _book(engine.state, named, pool, now)
-    return Snapshot(named, engine, now, _power(reads, index_of), _held(reads, tenant_id))
+    return Snapshot(named, engine, now, _power(reads, index_of), _held(reads, tenant_id), reads.facts)
 
 
 def _held(reads: PoolReads, tenant_id: int | None) -> tuple[int, list[tuple[float, float, int]]] | None:
@@ -365,10 +373,11 @@ def forget(pool_id: int | None = None) -> None:
 
 
 @contextlib.contextmanager
-def lend(pool: Pool, now: dt.datetime, tenant_id: int | None = None) -> Iterator[Snapshot]:
+def lend(pool: Pool, now: dt.datetime, tenant_id: int | None = None, facts: bool = False) -> Iterator[Snapshot]:
     """The pool's snapshot at ``now``, current as of this call (see the module docstring). The
     engine is the borrower's until the ``with`` block ends; bookings it adds are undone then.
-    ``tenant_id``: read that tenant's holdings in the pool with the rest (``Snapshot.held``)."""
+    ``tenant_id``: read that tenant's holdings in the pool with the rest (``Snapshot.held``);
+    ``facts``: what a grant reads of the pool's fabric (``Snapshot.fabric``; under the lock)."""
     named = pool_topology(pool)
     with _cache_lock:
         entry = _cache.get(pool.pk)
@@ -376,11 +385,11 @@ def lend(pool: Pool, now: dt.datetime, tenant_id: int | None = None) -> Iterator
             entry = _cache[pool.pk] = _entry(named, now)
     if pool.pk in _touched_pools() or not entry.lock.acquire(blocking=False):
         stats["private"] += 1
-        yield snapshot(pool, now, tenant_id)
+        yield snapshot(pool, now, tenant_id, facts)
         return
     try:
         try:
-            reads = _refresh(entry, pool, now, tenant_id)
+            reads = _refresh(entry, pool, now, tenant_id, facts)
         except BaseException:
             entry.generation = -1
             raise
@@ -388,7 +397,7 @@ def lend(pool: Pool, now: dt.datetime, tenant_id: int | None = None) -> Iterator
         before = set(entry.state.bookings)
         ok = False
         try:
-            yield Snapshot(named, engine, now, _power(reads, entry.index_of), _held(reads, tenant_id))
+            yield Snapshot(named, engine, now, _power(reads, entry.index_of), _held(reads, tenant_id), reads.facts)
             ok = True
         except Exception:
             ok = True  # an ordinary error: the engine's mutations are all-or-nothing
@@ -405,7 +414,9 @@ def lend(pool: Pool, now: dt.datetime, tenant_id: int | None = None) -> Iterator
         entry.lock.release()
 
 
-def _refresh(entry: _Cached, pool: Pool, now: dt.datetime, tenant_id: int | None = None) -> PoolReads:
+def _refresh(
+    entry: _Cached, pool: Pool, now: dt.datetime, tenant_id: int | None = None, facts: bool = False
+) -> PoolReads:
     """Bring the entry up to ``now``: one read of the pool (:func:`.pool_reads.read_pool`), the
     changed reservations re-booked from it, a full load when that cannot be trusted. The generation
     is read with the changes, in one snapshot of the database: changes committed after it are
@@ -417,7 +428,8 @@ def _refresh(entry: _Cached, pool: Pool, now: dt.datetime, tenant_id: int | None
         or time.monotonic() - entry.loaded > MAX_AGE
         or entry.stale_events > MAX_STALE_EVENTS
     )
-    reads = read_pool(pool.pk, None if full else entry.generation, now, tenant_id)
+    sharp, fabric = _sharp_fabric(pool, entry.named), pool.fabric_id if facts else None
+    reads = read_pool(pool.pk, None if full else entry.generation, now, tenant_id, sharp, fabric)
     generation = reads.generation
     full = full or generation < entry.generation
     if not full and generation > entry.generation:
