@@ -72,13 +72,42 @@ def record(
 ) -> AuditEntry:
     """Write one audit row. Must run inside the transaction that performs the mutation, so the
     row and the change commit or roll back together."""
+    row = entry(
+        actor,
+        action,
+        instance,
+        object_type=object_type,
+        object_id=object_id,
+        object_repr=object_repr,
+        before=before,
+        after=after,
+        tenant_id=tenant_id,
+    )
+    row.save(force_insert=True)
+    return row
+
+
+def entry(
+    actor: Actor,
+    action: str,
+    instance: models.Model | None = None,
+    *,
+    object_type: str | None = None,
+    object_id: str | int | None = None,
+    object_repr: str | None = None,
+    before: dict[str, Any] | None = None,
+    after: dict[str, Any] | None = None,
+    tenant_id: int | None = None,
+) -> AuditEntry:
+    """The audit row :func:`record` writes, not saved: for a caller that inserts it in the same
+    statement as the mutation (inside the transaction, like :func:`record`)."""
     if not transaction.get_connection().in_atomic_block:
         raise AuditOutsideTransaction(f"audit of {action!r} outside a transaction")
     if instance is not None:
         object_type = object_type or instance._meta.label_lower
         object_id = instance.pk if object_id is None else object_id
         object_repr = object_repr or str(instance)[:200]
-    return AuditEntry.objects.create(
+    return AuditEntry(
         actor_kind=actor.kind,
         actor_label=actor.label[:200],
         actor_user_id=actor.user_id,

@@ -26,7 +26,7 @@ from scheduling.placement.powerfit import NodePower
 from scheduling.services import power
 from scheduling.services.pool_reads import facts_columns
 from scheduling.services.quotas import sl_for
-from scheduling.services.snapshots import write_allocations
+from scheduling.services.snapshots import insert_of, write_allocations
 from scheduling.services.topology import NamedTopology
 
 
@@ -62,6 +62,7 @@ def grant(
     window: tuple[dt.datetime, dt.datetime] | None = None,
     node_power: dict[int, NodePower] | None = None,
     fabric: Sequence[Any] | None = None,
+    new_id: int | None = None,
 ) -> Reservation:
     """Record ``placement`` for ``reservation`` (placed, or provisioning when it starts now):
     a free P_Key on each fabric its nodes are on (the same value on all where the ranges allow:
@@ -72,7 +73,9 @@ def grant(
     ``node_power``: the pool's nodes that are not on (engine index), when the caller read them
     under the reservation lock (:attr:`.snapshots.Snapshot.power`); ``fabric``: what the grant
     reads of the pool's fabric when the caller read it under that lock
-    (:attr:`.snapshots.Snapshot.fabric`), read here otherwise (and for other fabrics)."""
+    (:attr:`.snapshots.Snapshot.fabric`), read here otherwise (and for other fabrics);
+    ``new_id``: the id of a new reservation (:attr:`.snapshots.Snapshot.reservation_id`): its
+    row and its audit row are then inserted in the allocations' statement."""
     pool = reservation.pool
     before = audit.snapshot(reservation) if reservation.pk else None
     fabrics = placement_fabrics(named, placement, pool.fabric_id)
@@ -96,11 +99,20 @@ def grant(
     waits_for, wake = power.grant_note(named, placement, now, power=node_power)  # nodes not on yet: booted
     if waits_for is not None:
         reservation.placement["power"] = waits_for
-    reservation.save()
+    inserts: list[tuple[str, list[Any]]] = []
+    if new_id is not None and reservation.pk is None:  # one statement with the allocations
+        reservation.pk = new_id
+        inserts.append(insert_of(reservation))  # first: sets created_at and updated_at
+    else:
+        reservation.save()
     power.wake_at_grant(wake, reservation.pk)
     # The subnet rows go in with the allocations (one statement on PostgreSQL): a concurrent
     # grant that picked the same live P_Key of a fabric fails there (subnet_pkey_live_unique)
     # and the reserve path retries with the keys read anew.
+    if inserts:
+        after = audit.snapshot(reservation)
+        inserts.append(insert_of(audit.entry(actor, action, reservation, before=before, after=after)))
+        reservation._state.adding, reservation._state.db = False, connection.alias  # saved below
     write_allocations(
         reservation.pk,
         (
@@ -111,8 +123,10 @@ def grant(
         start,
         end,
         subnets=[(f, pkeys[f], sls[f]) for f in fabrics],
+        inserts=inserts,
     )
-    audit.record(actor, action, reservation, before=before, after=audit.snapshot(reservation))
+    if not inserts:
+        audit.record(actor, action, reservation, before=before, after=audit.snapshot(reservation))
     for fabric_id in fabrics:
         enqueue_reconcile(fabric_id)
     return reservation

@@ -60,9 +60,11 @@ class PoolReads:
     #: The holding reservations of the fabric asked for that hold SHARP trees: (id, pool id, the
     #: switches of its trees, start, end in epoch seconds); None when no fabric was asked.
     sharp: list[SharpRow] | None = None
-    #: What a grant reads of the fabric asked for (:data:`FACTS`), as one row; None when no fabric
+    #: What a grant reads of the fabric asked for (:func:`facts_columns`), as one row; None when no fabric
     #: was asked (or on the one-per-read path: the grant reads it then).
     facts: tuple[Any, ...] | None = None
+    #: With ``facts``: a reservation id taken from its sequence (the grant's new row).
+    reservation_id: int | None = None
 
 
 def read_pool(
@@ -76,7 +78,8 @@ def read_pool(
     """The pool's re-read state; ``since=None`` skips the changes (a full load follows);
     ``tenant_id``: the tenant's holdings too; ``sharp_fabric``: that fabric's SHARP holders too
     (:func:`.sharp.sharp_guard`); ``facts_fabric``: what a grant reads of that fabric too
-    (:data:`FACTS`, its QoS row FOR SHARE: reserve asks, under the reservation lock)."""
+    (:func:`facts_columns`, its QoS row FOR SHARE: reserve asks, under the reservation lock) and
+    a reservation id from its sequence (the row reserve may insert)."""
     if connection.vendor == "postgresql":
         return _read_in_one(pool_id, since, now, tenant_id, sharp_fabric, facts_fabric)
     return read_row_by_row(pool_id, since, now, tenant_id, sharp_fabric, facts_fabric)
@@ -137,7 +140,8 @@ def _statement() -> str:
         f" (SELECT json_agg(json_build_array(id, pool_id, placement -> 'sharp', extract(epoch FROM start),"
         f' extract(epoch FROM "end"))) FROM {res}'
         f" WHERE fabric_id = %(sharp)s AND status = ANY(%(holding)s) AND placement ? 'sharp'),"
-        f" (SELECT json_build_array({facts_columns()}) FROM {_table(Fabric)} f WHERE f.id = %(facts)s)"
+        f" (SELECT json_build_array({facts_columns()}) FROM {_table(Fabric)} f WHERE f.id = %(facts)s),"
+        f" (SELECT nextval(pg_get_serial_sequence('{res}', 'id')) WHERE %(facts)s > 0)"
     )
 
 
@@ -162,7 +166,7 @@ def _read_in_one(
     }
     with connection.cursor() as cursor:
         cursor.execute(_statement(), params)
-        generation, changes, rows, nodes, failed, shaped, held, sharp, facts = cursor.fetchone()
+        generation, changes, rows, nodes, failed, shaped, held, sharp, facts, next_id = cursor.fetchone()
     states, power = {}, {}
     for pk, node_state, power_state, power_since in nodes or ():
         if node_state != Node.State.AVAILABLE:
@@ -182,6 +186,7 @@ def _read_in_one(
         if sharp_fabric is None
         else [(int(r), int(p), list(t), float(s), float(e)) for r, p, t, s, e in sharp or ()],
         facts=None if facts is None else tuple(facts),
+        reservation_id=next_id,
     )
 
 

@@ -273,6 +273,7 @@ def _reserve_once(
             window=(decision.start, decision.end),
             node_power=snap.power,
             fabric=snap.fabric,
+            new_id=snap.reservation_id,
         )
         if note is not None and note.span is not None:  # the ring all-reduce cost, with the placement
             reservation.placement["span"] = note.span

@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection
-from django.db.models import F, Max, Min, Sum, Value
+from django.db.models import F, Max, Min, Model, Sum, Value
+from django.db.models.sql import InsertQuery
 
 from scheduling.models import (
     BookingChange,
@@ -91,6 +92,9 @@ class Snapshot:
     #: What a grant reads of the pool's fabric (:func:`.pool_reads.facts_columns`), read with the
     #: rest when the lend asked (None: not read).
     fabric: tuple[Any, ...] | None = None
+    #: A reservation id taken from its sequence with ``fabric`` (the grant's new row, inserted
+    #: with its allocations); None: not taken.
+    reservation_id: int | None = None
 
 
 # ---------------------------------------------------------------- loading
@@ -192,7 +196,9 @@ def snapshot(pool: Pool, now: dt.datetime, tenant_id: int | None = None, facts: 
     for index, node_state in _node_states(reads, index_of).items():
         engine.set_node_state(index, node_state)
     _book(engine.state, named, pool, now)
-    return Snapshot(named, engine, now, _power(reads, index_of), _held(reads, tenant_id), reads.facts)
+    return Snapshot(
+        named, engine, now, _power(reads, index_of), _held(reads, tenant_id), reads.facts, reads.reservation_id
+    )
 
 
 def _held(reads: PoolReads, tenant_id: int | None) -> tuple[int, list[tuple[float, float, int]]] | None:
@@ -224,23 +230,28 @@ def write_allocations(
     end: dt.datetime,
     *,
     subnets: Sequence[tuple[int, int, int]] = (),
+    inserts: Sequence[tuple[str, list[Any]]] = (),
 ) -> None:
     """Insert a reservation's allocations, one per (node pk, GPU pk) over ``[start, end)``, and
     its subnet rows, one per (fabric pk, P_Key, SL) (:class:`~scheduling.models.ReservationSubnet`,
     live), and :func:`touch` them: on PostgreSQL in one statement (``INSERT … SELECT FROM unnest``
     CTEs ahead of the touch's), without a model instance per row; elsewhere ``bulk_create`` then
-    touch. A live P_Key a concurrent grant took on one of the fabrics fails the statement."""
+    touch. A live P_Key a concurrent grant took on one of the fabrics fails the statement.
+    ``inserts``: further rows' INSERT statements (:func:`insert_of`: the new reservation's row and
+    its audit row), run first, in the same statement on PostgreSQL."""
     if connection.vendor != "postgresql":
-        write_row_by_row(reservation_id, cells, start, end, subnets=subnets)
+        write_row_by_row(reservation_id, cells, start, end, subnets=subnets, inserts=inserts)
         return
     cells = list(cells)
     nodes = sorted({node for node, _ in cells})
     table = connection.ops.quote_name(ReservationAllocation._meta.db_table)
-    insert = (
+    insert = "".join(f"row{i} AS ({sql})," for i, (sql, _) in enumerate(inserts))
+    insert += (
         f'inserted AS (INSERT INTO {table} (reservation_id, node_id, gpu_id, start, "end")'  # noqa: S608 - ours
         f" SELECT %s, n, g, %s, %s FROM unnest(%s::bigint[], %s::bigint[]) AS cell(n, g)),"
     )
-    params: list[Any] = [reservation_id, start, end, [n for n, _ in cells], [g for _, g in cells]]
+    params: list[Any] = [p for _, row in inserts for p in row]
+    params += [reservation_id, start, end, [n for n, _ in cells], [g for _, g in cells]]
     if subnets:
         rows = connection.ops.quote_name(ReservationSubnet._meta.db_table)
         insert += (
@@ -251,6 +262,16 @@ def write_allocations(
     _touched(_touch_in_one(nodes, [reservation_id], (insert, params)))
 
 
+def insert_of(row: Model) -> tuple[str, list[Any]]:
+    """The INSERT statement of a new model row (its primary key given: no RETURNING), compiled as
+    ``save`` would (``auto_now`` fields set on ``row``), for :func:`write_allocations`."""
+    fields = [f for f in row._meta.concrete_fields if not (f.primary_key and row.pk is None)]
+    query = InsertQuery(type(row))
+    query.insert_values(fields, [row])
+    ((sql, params),) = query.get_compiler(connection=connection).as_sql()
+    return sql, list(params)
+
+
 def write_row_by_row(
     reservation_id: int,
     cells: Iterable[tuple[int, int]],
@@ -258,9 +279,13 @@ def write_row_by_row(
     end: dt.datetime,
     *,
     subnets: Sequence[tuple[int, int, int]] = (),
+    inserts: Sequence[tuple[str, list[Any]]] = (),
 ) -> None:
     """:func:`write_allocations` as ``bulk_create`` then :func:`touch` (SQLite; the benchmark's
-    in-run baseline)."""
+    in-run baseline); ``inserts`` one statement each, first."""
+    with connection.cursor() as cursor:
+        for sql, params in inserts:
+            cursor.execute(sql, params)
     rows = [
         ReservationAllocation(reservation_id=reservation_id, node_id=n, gpu_id=g, start=start, end=end)
         for n, g in cells
@@ -397,7 +422,15 @@ def lend(pool: Pool, now: dt.datetime, tenant_id: int | None = None, facts: bool
         before = set(entry.state.bookings)
         ok = False
         try:
-            yield Snapshot(named, engine, now, _power(reads, entry.index_of), _held(reads, tenant_id), reads.facts)
+            yield Snapshot(
+                named,
+                engine,
+                now,
+                _power(reads, entry.index_of),
+                _held(reads, tenant_id),
+                reads.facts,
+                reads.reservation_id,
+            )
             ok = True
         except Exception:
             ok = True  # an ordinary error: the engine's mutations are all-or-nothing

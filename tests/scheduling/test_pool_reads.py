@@ -19,7 +19,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from console.fabric.models import FabricPartition, FabricQos
-from console.tenancy.models import Tenant
+from console.tenancy import audit
+from console.tenancy.models import AuditEntry, Tenant
 from scheduling.models import (
     GPU,
     BookingChange,
@@ -144,7 +145,7 @@ def test_a_reserve_decides_on_the_power_and_usage_read_with_its_snapshot(world):
         assert peak_within(snap.held[1], now.timestamp(), end.timestamp()) == usage(alpha.pk, pool.pk, now, end) == 24
 
 
-def test_a_reserve_takes_ten_statements(world):
+def test_a_reserve_takes_eight_statements(world):
     pool, alpha, _ = world
     principal = tenant_principal(alpha)
     reserve(SYSTEM, principal, request_for(pool, gpus=8))  # warms the cached topology and snapshot
@@ -153,14 +154,20 @@ def test_a_reserve_takes_ten_statements(world):
     assert made.status in Reservation.HOLDING
     # the tenant with the pool, BEGIN, quota lock, reservation lock, the lock's re-read of the
     # pools of the pool's nodes with the pool again (under the lock), the snapshot's refresh (with
-    # power, usage, the fabric's SHARP trees held: its switches are SHARP-capable, and its P_Keys
-    # and SLs), the reservation, its allocations and subnets with the touch, audit, COMMIT
+    # power, usage, the fabric's SHARP trees held: its switches are SHARP-capable, its P_Keys and
+    # SLs, the new reservation's id), the reservation with its allocations, subnets, audit row and
+    # the touch, COMMIT
     sqls = [q["sql"] for q in captured.captured_queries]
     assert sum("placement" in sql and "sharp" in sql for sql in sqls) == 1, sqls
     assert sum("FOR SHARE" in sql for sql in sqls) == 1, sqls  # the P_Keys, SLs and QoS table: read once
-    assert len(captured.captured_queries) == 10, [q["sql"][:60] for q in captured.captured_queries]
+    assert len(captured.captured_queries) == 8, [q["sql"][:60] for q in captured.captured_queries]
     subnets = ReservationSubnet.objects.filter(reservation=made).values_list("fabric_id", "pkey", "sl", "pkey_live")
     assert list(subnets) == [(pool.fabric_id, made.pkey, made.sl, True)]
+    row = Reservation.objects.get(pk=made.pk)
+    assert audit.snapshot(row) == audit.snapshot(made)  # the row as the caller holds it
+    logged = AuditEntry.objects.get(action="reservation.create", object_id=str(made.pk))
+    assert logged.after == audit.snapshot(row) and logged.before is None and logged.object_repr == str(made)
+    assert ReservationAllocation.objects.filter(reservation=made).count() == 16
 
 
 def test_the_pool_row_reads_what_the_orm_reads(world):
@@ -213,3 +220,23 @@ def test_both_writers_insert_the_rows_bump_the_generation_and_refuse_an_overlap(
         write(second.pk, cells[:1], start + dt.timedelta(hours=1), end + dt.timedelta(hours=1))
     assert not ReservationAllocation.objects.filter(reservation=second).exists()
     assert BookingGeneration.objects.get(pool=pool).generation == before + 1
+
+    # A new reservation's row and its audit row go in with its allocations (and fail with them)
+    def new_row(cells: list[tuple[int, int]]) -> Reservation:
+        with transaction.atomic():  # the id from its sequence, as reserve's snapshot takes it
+            pk = pool_reads.read_pool(pool.pk, 0, timezone.now(), None, None, pool.fabric_id).reservation_id
+            made = Reservation(pk=pk, tenant=alpha, pool=pool, fabric_id=pool.fabric_id, start=start, end=end, gpus=16)
+            inserts = [snapshots.insert_of(made)]
+            entry = audit.entry(SYSTEM, "reservation.create", made, after=audit.snapshot(made))
+            write(made.pk, iter(cells), start, end, inserts=[*inserts, snapshots.insert_of(entry)])
+        return made
+
+    third = new_row(_free_cells(pool, 4)[16:])
+    row = Reservation.objects.get(pk=third.pk)
+    assert audit.snapshot(row) == audit.snapshot(third)  # created_at and updated_at as written
+    logged = AuditEntry.objects.get(action="reservation.create", object_id=str(third.pk))
+    assert logged.after == audit.snapshot(row) and logged.tenant_id == alpha.pk
+    assert ReservationAllocation.objects.filter(reservation=third).count() == 16
+    with pytest.raises(IntegrityError):
+        new_row(_free_cells(pool, 4)[16:])  # the same GPUs in the same window
+    assert Reservation.objects.count() == 3 and AuditEntry.objects.filter(action="reservation.create").count() == 1
