@@ -69,45 +69,18 @@ def record(
     before: dict[str, Any] | None = None,
     after: dict[str, Any] | None = None,
     tenant_id: int | None = None,
+    save: bool = True,
 ) -> AuditEntry:
     """Write one audit row. Must run inside the transaction that performs the mutation, so the
-    row and the change commit or roll back together."""
-    row = entry(
-        actor,
-        action,
-        instance,
-        object_type=object_type,
-        object_id=object_id,
-        object_repr=object_repr,
-        before=before,
-        after=after,
-        tenant_id=tenant_id,
-    )
-    row.save(force_insert=True)
-    return row
-
-
-def entry(
-    actor: Actor,
-    action: str,
-    instance: models.Model | None = None,
-    *,
-    object_type: str | None = None,
-    object_id: str | int | None = None,
-    object_repr: str | None = None,
-    before: dict[str, Any] | None = None,
-    after: dict[str, Any] | None = None,
-    tenant_id: int | None = None,
-) -> AuditEntry:
-    """The audit row :func:`record` writes, not saved: for a caller that inserts it in the same
-    statement as the mutation (inside the transaction, like :func:`record`)."""
+    row and the change commit or roll back together. ``save=False``: the row is returned unsaved,
+    for a caller that inserts it in the same statement as the mutation."""
     if not transaction.get_connection().in_atomic_block:
         raise AuditOutsideTransaction(f"audit of {action!r} outside a transaction")
     if instance is not None:
         object_type = object_type or instance._meta.label_lower
         object_id = instance.pk if object_id is None else object_id
         object_repr = object_repr or str(instance)[:200]
-    return AuditEntry(
+    row = AuditEntry(
         actor_kind=actor.kind,
         actor_label=actor.label[:200],
         actor_user_id=actor.user_id,
@@ -121,3 +94,6 @@ def entry(
         before=_json_safe(before) if before is not None else None,
         after=_json_safe(after) if after is not None else None,
     )
+    if save:
+        row.save(force_insert=True)
+    return row

@@ -26,7 +26,8 @@ from scheduling.placement.powerfit import NodePower
 from scheduling.services import power
 from scheduling.services.pool_reads import facts_columns
 from scheduling.services.quotas import sl_for
-from scheduling.services.snapshots import insert_of, write_allocations
+from scheduling.services.raw import insert_of
+from scheduling.services.snapshots import write_allocations
 from scheduling.services.topology import NamedTopology
 
 
@@ -111,7 +112,7 @@ def grant(
     # and the reserve path retries with the keys read anew.
     if inserts:
         after = audit.snapshot(reservation)
-        inserts.append(insert_of(audit.entry(actor, action, reservation, before=before, after=after)))
+        inserts.append(insert_of(audit.record(actor, action, reservation, before=before, after=after, save=False)))
         reservation._state.adding, reservation._state.db = False, connection.alias  # saved below
     write_allocations(
         reservation.pk,

@@ -190,17 +190,11 @@ def _read_in_one(
     )
 
 
-def read_row_by_row(
-    pool_id: int,
-    since: int | None,
-    now: dt.datetime,
-    tenant_id: int | None = None,
-    sharp_fabric: int | None = None,
-    facts_fabric: int | None = None,
-) -> PoolReads:
+def read_row_by_row(pool_id: int, since: int | None, now: dt.datetime, *asked: int | None) -> PoolReads:
     """:func:`read_pool` as one ORM query per read (SQLite; the benchmark's in-run baseline).
-    ``facts_fabric`` is not read here: the grant reads its facts on its own then (``facts``
-    stays None)."""
+    ``asked``: :func:`read_pool`'s ``tenant_id``, ``sharp_fabric`` and ``facts_fabric``, in that
+    order; the fabric's facts are not read here (the grant reads them on its own then)."""
+    tenant_id, sharp_fabric = (*asked, None, None)[:2]
     generation = BookingGeneration.objects.filter(pool_id=pool_id).values_list("generation", flat=True).first() or 0
     changes: list[tuple[int, int]] = []
     rows: list[AllocationRow] = []

@@ -38,8 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection
-from django.db.models import F, Max, Min, Model, Sum, Value
-from django.db.models.sql import InsertQuery
+from django.db.models import F, Max, Min, Sum, Value
 
 from scheduling.models import (
     BookingChange,
@@ -53,6 +52,7 @@ from scheduling.placement import GangGuard, NodeState, Owner, PlacementEngine, S
 from scheduling.placement.powerfit import NodePower
 from scheduling.placement.state import BookingConflict, PoolState
 from scheduling.services.pool_reads import AllocationRow, PoolReads, read_pool
+from scheduling.services.raw import int_array
 from scheduling.services.sharp import sharp_guard
 from scheduling.services.topology import NamedTopology, pool_topology
 
@@ -237,7 +237,7 @@ def write_allocations(
     live), and :func:`touch` them: on PostgreSQL in one statement (``INSERT … SELECT FROM unnest``
     CTEs ahead of the touch's), without a model instance per row; elsewhere ``bulk_create`` then
     touch. A live P_Key a concurrent grant took on one of the fabrics fails the statement.
-    ``inserts``: further rows' INSERT statements (:func:`insert_of`: the new reservation's row and
+    ``inserts``: further rows' INSERT statements (:func:`.raw.insert_of`: the new reservation's row and
     its audit row), run first, in the same statement on PostgreSQL."""
     if connection.vendor != "postgresql":
         write_row_by_row(reservation_id, cells, start, end, subnets=subnets, inserts=inserts)
@@ -251,7 +251,7 @@ def write_allocations(
         f" SELECT %s, n, g, %s, %s FROM unnest(%s::bigint[], %s::bigint[]) AS cell(n, g)),"
     )
     params: list[Any] = [p for _, row in inserts for p in row]
-    params += [reservation_id, start, end, [n for n, _ in cells], [g for _, g in cells]]
+    params += [reservation_id, start, end, int_array(n for n, _ in cells), int_array(g for _, g in cells)]
     if subnets:
         rows = connection.ops.quote_name(ReservationSubnet._meta.db_table)
         insert += (
@@ -260,16 +260,6 @@ def write_allocations(
         )
         params += [reservation_id, [f for f, _, _ in subnets], [k for _, k, _ in subnets], [sl for *_, sl in subnets]]
     _touched(_touch_in_one(nodes, [reservation_id], (insert, params)))
-
-
-def insert_of(row: Model) -> tuple[str, list[Any]]:
-    """The INSERT statement of a new model row (its primary key given: no RETURNING), compiled as
-    ``save`` would (``auto_now`` fields set on ``row``), for :func:`write_allocations`."""
-    fields = [f for f in row._meta.concrete_fields if not (f.primary_key and row.pk is None)]
-    query = InsertQuery(type(row))
-    query.insert_values(fields, [row])
-    ((sql, params),) = query.get_compiler(connection=connection).as_sql()
-    return sql, list(params)
 
 
 def write_row_by_row(
@@ -319,7 +309,7 @@ def _touch_in_one(
     sql = (
         f"WITH {before[0]} bumped AS ("  # noqa: S608 - the table names are ours
         f" INSERT INTO {generations} (pool_id, generation)"
-        f" SELECT DISTINCT pool_id, 1 FROM {members} WHERE node_id = ANY(%s) ORDER BY pool_id"
+        f" SELECT DISTINCT pool_id, 1 FROM {members} WHERE node_id = ANY(%s::bigint[]) ORDER BY pool_id"
         f" ON CONFLICT (pool_id) DO UPDATE SET generation = {generations}.generation + 1"
         f" RETURNING pool_id, generation),"
         f" written AS (INSERT INTO {changes} (pool_id, generation, reservation_id)"
@@ -327,7 +317,7 @@ def _touch_in_one(
         f" SELECT pool_id, generation FROM bumped ORDER BY pool_id"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*before[1], nodes, reservations])
+        cursor.execute(sql, [*before[1], int_array(nodes), int_array(reservations)])
         return [(int(p), int(g)) for p, g in cursor.fetchall()]
 
 

@@ -32,7 +32,7 @@ from scheduling.models import (
     ReservationSubnet,
     ServiceLevels,
 )
-from scheduling.services import grant, lifecycle, pool_reads, pool_rows, power, snapshots
+from scheduling.services import grant, lifecycle, pool_reads, pool_rows, power, raw, snapshots
 from scheduling.services.quotas import peak_within, usage
 from scheduling.services.reservations import reserve
 from tests.needs import needs
@@ -226,9 +226,9 @@ def test_both_writers_insert_the_rows_bump_the_generation_and_refuse_an_overlap(
         with transaction.atomic():  # the id from its sequence, as reserve's snapshot takes it
             pk = pool_reads.read_pool(pool.pk, 0, timezone.now(), None, None, pool.fabric_id).reservation_id
             made = Reservation(pk=pk, tenant=alpha, pool=pool, fabric_id=pool.fabric_id, start=start, end=end, gpus=16)
-            inserts = [snapshots.insert_of(made)]
-            entry = audit.entry(SYSTEM, "reservation.create", made, after=audit.snapshot(made))
-            write(made.pk, iter(cells), start, end, inserts=[*inserts, snapshots.insert_of(entry)])
+            inserts = [raw.insert_of(made)]
+            entry = audit.record(SYSTEM, "reservation.create", made, after=audit.snapshot(made), save=False)
+            write(made.pk, iter(cells), start, end, inserts=[*inserts, raw.insert_of(entry)])
         return made
 
     third = new_row(_free_cells(pool, 4)[16:])
