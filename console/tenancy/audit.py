@@ -69,16 +69,18 @@ def record(
     before: dict[str, Any] | None = None,
     after: dict[str, Any] | None = None,
     tenant_id: int | None = None,
+    save: bool = True,
 ) -> AuditEntry:
     """Write one audit row. Must run inside the transaction that performs the mutation, so the
-    row and the change commit or roll back together."""
+    row and the change commit or roll back together. ``save=False``: the row is returned unsaved,
+    for a caller that inserts it in the same statement as the mutation."""
     if not transaction.get_connection().in_atomic_block:
         raise AuditOutsideTransaction(f"audit of {action!r} outside a transaction")
     if instance is not None:
         object_type = object_type or instance._meta.label_lower
         object_id = instance.pk if object_id is None else object_id
         object_repr = object_repr or str(instance)[:200]
-    return AuditEntry.objects.create(
+    row = AuditEntry(
         actor_kind=actor.kind,
         actor_label=actor.label[:200],
         actor_user_id=actor.user_id,
@@ -92,3 +94,6 @@ def record(
         before=_json_safe(before) if before is not None else None,
         after=_json_safe(after) if after is not None else None,
     )
+    if save:
+        row.save(force_insert=True)
+    return row

@@ -22,7 +22,7 @@ from scheduling.placement import Owner, Placement, Rejection, Request, reclaim_p
 from scheduling.placement.queue import packed_limit
 from scheduling.placement.registry import ConstraintError, build_constraints
 from scheduling.placement.types import Constraint
-from scheduling.services import power
+from scheduling.services import pool_rows, power
 from scheduling.services.quotas import peak_within, usage
 from scheduling.services.snapshots import Snapshot, priority_rank
 from scheduling.services.topology import annotated_pools
@@ -161,6 +161,21 @@ def tenant_of(principal: Principal, request: ReservationRequest) -> Tenant:
     if tenant is None:
         raise Invalid("unknown tenant", fields={"tenant": ["unknown"]})
     return tenant
+
+
+def tenant_and_pool(principal: Principal, request: ReservationRequest) -> tuple[Tenant, Pool]:
+    """:func:`tenant_of` and :func:`pool_of` in one statement (:func:`.pool_rows.pool_row`), with
+    the same errors in the same order (a missing tenant before a missing pool)."""
+    if principal.role is None:
+        raise Forbidden("you have no role in this console")
+    tenant_id = principal.tenant_id if not principal.sees_all_tenants else request.tenant_id
+    read = pool_rows.pool_row(request.pool_id, tenant_id=tenant_id) if tenant_id is not None else None
+    tenant = read.tenant if read is not None else None
+    if tenant is None or read is None or read.pool is None:  # the errors as the reads one by one give them
+        tenant = tenant_of(principal, request)
+        if read is None or read.pool is None:
+            raise NotFound("no such pool")
+    return tenant, read.pool
 
 
 def pool_of(pool_id: int) -> Pool:

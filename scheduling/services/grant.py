@@ -24,7 +24,9 @@ from scheduling.models import Reservation, ReservationSubnet, ServiceLevels
 from scheduling.placement import Placement
 from scheduling.placement.powerfit import NodePower
 from scheduling.services import power
+from scheduling.services.pool_reads import facts_columns
 from scheduling.services.quotas import sl_for
+from scheduling.services.raw import insert_of
 from scheduling.services.snapshots import write_allocations
 from scheduling.services.topology import NamedTopology
 
@@ -60,6 +62,8 @@ def grant(
     action: str,
     window: tuple[dt.datetime, dt.datetime] | None = None,
     node_power: dict[int, NodePower] | None = None,
+    fabric: Sequence[Any] | None = None,
+    new_id: int | None = None,
 ) -> Reservation:
     """Record ``placement`` for ``reservation`` (placed, or provisioning when it starts now):
     a free P_Key on each fabric its nodes are on (the same value on all where the ranges allow:
@@ -68,11 +72,16 @@ def grant(
     followed by a reconcile of each fabric after commit. ``reservation.fabric`` becomes the
     fabric holding most of its nodes (its ``pkey`` and ``sl`` are that fabric's).
     ``node_power``: the pool's nodes that are not on (engine index), when the caller read them
-    under the reservation lock (:attr:`.snapshots.Snapshot.power`)."""
+    under the reservation lock (:attr:`.snapshots.Snapshot.power`); ``fabric``: what the grant
+    reads of the pool's fabric when the caller read it under that lock
+    (:attr:`.snapshots.Snapshot.fabric`), read here otherwise (and for other fabrics);
+    ``new_id``: the id of a new reservation (:attr:`.snapshots.Snapshot.reservation_id`): its
+    row and its audit row are then inserted in the allocations' statement."""
     pool = reservation.pool
     before = audit.snapshot(reservation) if reservation.pk else None
     fabrics = placement_fabrics(named, placement, pool.fabric_id)
-    facts = _fabric_facts(fabrics)
+    read = {} if fabric is None else {fabric[0]: fabric_facts_of(fabric)}
+    facts = read if set(fabrics) <= set(read) else _fabric_facts(fabrics)
     pkeys = allocate_pkeys([facts[f].keys for f in fabrics])
     sls = {f: sl_for(facts[f].qos_table, facts[f].levels, reservation.priority_class) for f in fabrics}
     start, end = window or (
@@ -91,11 +100,20 @@ def grant(
     waits_for, wake = power.grant_note(named, placement, now, power=node_power)  # nodes not on yet: booted
     if waits_for is not None:
         reservation.placement["power"] = waits_for
-    reservation.save()
+    inserts: list[tuple[str, list[Any]]] = []
+    if new_id is not None and reservation.pk is None:  # one statement with the allocations
+        reservation.pk = new_id
+        inserts.append(insert_of(reservation))  # first: sets created_at and updated_at
+    else:
+        reservation.save()
     power.wake_at_grant(wake, reservation.pk)
     # The subnet rows go in with the allocations (one statement on PostgreSQL): a concurrent
     # grant that picked the same live P_Key of a fabric fails there (subnet_pkey_live_unique)
     # and the reserve path retries with the keys read anew.
+    if inserts:
+        after = audit.snapshot(reservation)
+        inserts.append(insert_of(audit.record(actor, action, reservation, before=before, after=after, save=False)))
+        reservation._state.adding, reservation._state.db = False, connection.alias  # saved below
     write_allocations(
         reservation.pk,
         (
@@ -106,8 +124,10 @@ def grant(
         start,
         end,
         subnets=[(f, pkeys[f], sls[f]) for f in fabrics],
+        inserts=inserts,
     )
-    audit.record(actor, action, reservation, before=before, after=audit.snapshot(reservation))
+    if not inserts:
+        audit.record(actor, action, reservation, before=before, after=audit.snapshot(reservation))
     for fabric_id in fabrics:
         enqueue_reconcile(fabric_id)
     return reservation
@@ -120,31 +140,21 @@ def _fabric_facts(fabric_ids: Sequence[int]) -> dict[int, FabricFacts]:
     if connection.vendor != "postgresql":
         return fabric_facts_row_by_row(fabric_ids)
     fabrics = connection.ops.quote_name(Fabric._meta.db_table)
-    subnets = connection.ops.quote_name(ReservationSubnet._meta.db_table)
-    partitions = connection.ops.quote_name(FabricPartition._meta.db_table)
-    levels = connection.ops.quote_name(ServiceLevels._meta.db_table)
-    qos = connection.ops.quote_name(FabricQos._meta.db_table)
-    sql = (
-        f"SELECT f.id, f.name, f.pkey_min, f.pkey_max,"  # noqa: S608 - the table names are ours
-        f" (SELECT array_agg(pkey) FROM {subnets} WHERE fabric_id = f.id AND pkey_live),"
-        f" (SELECT array_agg(pkey) FROM {partitions} WHERE fabric_id = f.id AND source <> %(source)s),"
-        f" (SELECT json_build_array(training, inference, best_effort) FROM {levels} WHERE fabric_id = f.id),"
-        # FOR SHARE: a QoS table change (console.fabric.changes.qos.set_qos_table) waits for this
-        # grant to commit before it checks the SLs in use, and this grant waits for it (rows in
-        # fabric order: two grants spanning the same fabrics take them in the same order)
-        f' (SELECT "table" FROM {qos} WHERE fabric_id = f.id FOR SHARE)'
-        f" FROM {fabrics} f WHERE f.id = ANY(%(f)s) ORDER BY f.id"
-    )
-    out = {}
+    # The QoS rows FOR SHARE in fabric order: two grants spanning the same fabrics take them in
+    # the same order.
+    sql = f"SELECT {facts_columns()} FROM {fabrics} f WHERE f.id = ANY(%(f)s) ORDER BY f.id"  # noqa: S608 - ours
     with connection.cursor() as cursor:
         cursor.execute(sql, {"f": list(fabric_ids), "source": str(FabricPartition.Source.RESERVATION)})
-        for pk, name, low, high, held, others, sls, table in cursor.fetchall():
-            if isinstance(table, str):  # Django has psycopg return jsonb as text (JSONField decodes it)
-                table = json.loads(table)
-            out[pk] = FabricFacts(
-                KeySpace(pk, name, low, high, frozenset((*(held or ()), *(others or ())))), sls, table
-            )
-    return out
+        return {row[0]: fabric_facts_of(row) for row in cursor.fetchall()}
+
+
+def fabric_facts_of(row: Sequence[Any]) -> FabricFacts:
+    """:class:`FabricFacts` of one row of :func:`.pool_reads.facts_columns` (as a tuple, or as
+    the JSON array :func:`.pool_reads.read_pool` reads it in)."""
+    pk, name, low, high, held, others, sls, table = row
+    if isinstance(table, str):  # Django has psycopg return jsonb as text (JSONField decodes it)
+        table = json.loads(table)
+    return FabricFacts(KeySpace(pk, name, low, high, frozenset((*(held or ()), *(others or ())))), sls, table)
 
 
 def fabric_facts_row_by_row(fabric_ids: Sequence[int]) -> dict[int, FabricFacts]:

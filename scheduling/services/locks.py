@@ -26,10 +26,12 @@ lock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q, QuerySet
 
 from console.tenancy.errors import Conflict
@@ -45,8 +47,16 @@ def quota_for_update(*, tenant_id: int, pool_id: int) -> Quota | None:
     The row alone: through the model's default ordering (fabric, pool, tenant names) a plain
     ``first()`` joined and locked the pool's, fabric's and tenant's rows too, which serialised
     every reserve of a fabric and made them wait on the fabric's changes."""
+    if connection.vendor == "postgresql":  # cached text, no ORM compilation (the reserve path)
+        return next(iter(Quota.objects.raw(_quota_statement(), [tenant_id, pool_id])), None)
     rows = Quota.objects.filter(tenant_id=tenant_id, pool_id=pool_id).order_by("pk")
     return rows.select_for_update(of=("self",)).first()
+
+
+@functools.cache
+def _quota_statement() -> str:
+    table = connection.ops.quote_name(Quota._meta.db_table)
+    return f"SELECT * FROM {table} WHERE tenant_id = %s AND pool_id = %s ORDER BY id LIMIT 1 FOR UPDATE"  # noqa: S608
 
 
 def pool_quotas_for_update(pool_id: int) -> list[Quota]:
@@ -71,7 +81,13 @@ def reservations_for_update(queryset: QuerySet[Reservation], *, skip_locked: boo
     return queryset.order_by("pk").select_for_update(skip_locked=skip_locked)
 
 
-def reservation_lock(*, pool_ids: Iterable[int] = (), node_ids: Any = (), restart: bool = False) -> list[int]:
+def reservation_lock(
+    *,
+    pool_ids: Iterable[int] = (),
+    node_ids: Any = (),
+    restart: bool = False,
+    reread: Callable[[], Iterable[int]] | None = None,
+) -> list[int]:
     """Take the reservation lock of ``pool_ids`` and of every pool holding one of ``node_ids``
     (ids or a subquery such as a reservation's allocations' ``values("node_id")``), in primary-key
     order, in one statement; returns the pools locked. Call it once per transaction with
@@ -87,17 +103,19 @@ def reservation_lock(*, pool_ids: Iterable[int] = (), node_ids: Any = (), restar
 
     ``restart``: for callers that redo their whole transaction anyway (reserve): no savepoint
     (two round trips fewer); when the set grew or a row is missing, :class:`WiderLock` names the
-    pools to lock from the start (the caller creates missing rows with :func:`pool_lock_rows`)."""
+    pools to lock from the start (the caller creates missing rows with :func:`pool_lock_rows`).
+
+    ``reread``: the re-read of the pools of ``node_ids`` as the caller makes it once the locks are
+    held (reserve reads its pool row in the same statement, :func:`.pool_rows.pool_row`)."""
     wanted = set(pool_ids)
     nodes_given = not isinstance(node_ids, tuple | list | set | frozenset) or bool(node_ids)
     for _ in range(MAX_RELOCKS):
         savepoint = None if restart else transaction.savepoint()
-        condition = Q(pool_id__in=sorted(wanted))
+        locked = _lock_rows(sorted(wanted), node_ids if nodes_given else None)
         if nodes_given:
-            condition |= Q(pool_id__in=_pools_of(node_ids))
-        rows = BookingGeneration.objects.filter(condition).order_by("pool_id").select_for_update()
-        locked = list(rows.values_list("pool_id", flat=True))
-        needed = wanted | (set(_pools_of(node_ids)) if nodes_given else set())
+            needed = wanted | set(reread() if reread is not None else _pools_of(node_ids))
+        else:
+            needed = set(wanted)
         if needed <= set(locked):
             if savepoint is not None:
                 transaction.savepoint_commit(savepoint)
@@ -110,7 +128,41 @@ def reservation_lock(*, pool_ids: Iterable[int] = (), node_ids: Any = (), restar
     raise Conflict("the pools to lock kept changing; try again")
 
 
+@dataclass(frozen=True, slots=True)
+class MembersOf:
+    """The nodes of a pool, as ``node_ids`` of :func:`reservation_lock` (the lock's statement is
+    then text cached once per process on PostgreSQL: reserve and the queue pass take it)."""
+
+    pool_id: int
+
+
+def _lock_rows(pool_ids: list[int], node_ids: Any) -> list[int]:
+    """Lock the rows of ``pool_ids`` and of the pools of ``node_ids`` (None: none), in pool order."""
+    if isinstance(node_ids, MembersOf) and connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(_members_lock_statement(), [pool_ids, node_ids.pool_id])
+            return [row[0] for row in cursor.fetchall()]
+    condition = Q(pool_id__in=pool_ids)
+    if node_ids is not None:
+        condition |= Q(pool_id__in=_pools_of(node_ids))
+    rows = BookingGeneration.objects.filter(condition).order_by("pool_id").select_for_update()
+    return list(rows.values_list("pool_id", flat=True))
+
+
+@functools.cache
+def _members_lock_statement() -> str:
+    rows = connection.ops.quote_name(BookingGeneration._meta.db_table)
+    members = connection.ops.quote_name(Pool.nodes.through._meta.db_table)
+    return (
+        f"SELECT pool_id FROM {rows} WHERE pool_id = ANY(%s::bigint[]) OR pool_id IN"  # noqa: S608 - ours
+        f" (SELECT o.pool_id FROM {members} o WHERE o.node_id IN (SELECT m.node_id FROM {members} m WHERE m.pool_id = %s))"
+        f" ORDER BY pool_id FOR UPDATE"
+    )
+
+
 def _pools_of(node_ids: Any) -> QuerySet[Any]:
+    if isinstance(node_ids, MembersOf):
+        node_ids = Pool.nodes.through.objects.filter(pool_id=node_ids.pool_id).values("node_id")
     return Pool.nodes.through.objects.filter(node_id__in=node_ids).values_list("pool_id", flat=True).distinct()
 
 
@@ -153,21 +205,28 @@ def pool_lock_rows(pool_ids: Iterable[int]) -> None:
 
 
 def pool_and_overlapping_lock(
-    pool_id: int, *, also: Iterable[int] = (), restart: bool = False, fabric_wide: bool = False
+    pool_id: int,
+    *,
+    also: Iterable[int] = (),
+    restart: bool = False,
+    fabric_wide: bool = False,
+    reread: Callable[[], Iterable[int]] | None = None,
 ) -> list[int]:
     """The reservation lock of a pool and of every pool sharing a node with it (a booking on the
     pool's nodes is a booking of theirs too): what reserve and the queue pass take (``also``:
     further pools, e.g. those of reservations it will preempt, :class:`WiderLock`). With
     ``fabric_wide`` (a SHARP placement: the fabric's pools share its switches' aggregation trees)
-    every pool of the pool's fabric."""
+    every pool of the pool's fabric. ``reread``: the pools of the pool's nodes read again under the
+    lock, as :func:`reservation_lock` takes it."""
     pools = [pool_id, *also]
     if fabric_wide:
         fabric = Pool.objects.filter(pk=pool_id).values("fabric_id")
         pools += list(Pool.objects.filter(fabric_id__in=fabric).values_list("pk", flat=True))
     return reservation_lock(
         pool_ids=pools,
-        node_ids=Pool.nodes.through.objects.filter(pool_id=pool_id).values("node_id"),
+        node_ids=MembersOf(pool_id),
         restart=restart,
+        reread=reread,
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import Model
 
+from console.fabric.models import Fabric, FabricPartition, FabricQos
 from scheduling.models import (
     GPU,
     BookingChange,
@@ -27,11 +28,15 @@ from scheduling.models import (
     Quota,
     Reservation,
     ReservationAllocation,
+    ReservationSubnet,
+    ServiceLevels,
 )
 
 #: One allocation row: reservation, node pk, GPU index, start and end (epoch seconds), and the
 #: reservation's tenant, borrowed flag and priority class.
 AllocationRow = tuple[int, int, int, float, float, int, bool, str]
+#: A reservation holding SHARP trees: id, pool, the switches of its trees, start and end (epoch).
+SharpRow = tuple[int, int, list[str], float, float]
 
 
 @dataclass
@@ -52,14 +57,49 @@ class PoolReads:
     #: The asked tenant's holding reservations in the pool ending after ``now``: (start, end) in
     #: epoch seconds and GPUs (its quota usage); None when no tenant was asked.
     held: list[tuple[float, float, int]] | None = None
+    #: The holding reservations of the fabric asked for that hold SHARP trees: (id, pool id, the
+    #: switches of its trees, start, end in epoch seconds); None when no fabric was asked.
+    sharp: list[SharpRow] | None = None
+    #: What a grant reads of the fabric asked for (:func:`facts_columns`), as one row; None when no fabric
+    #: was asked (or on the one-per-read path: the grant reads it then).
+    facts: tuple[Any, ...] | None = None
+    #: With ``facts``: a reservation id taken from its sequence (the grant's new row).
+    reservation_id: int | None = None
 
 
-def read_pool(pool_id: int, since: int | None, now: dt.datetime, tenant_id: int | None = None) -> PoolReads:
+def read_pool(
+    pool_id: int,
+    since: int | None,
+    now: dt.datetime,
+    tenant_id: int | None = None,
+    sharp_fabric: int | None = None,
+    facts_fabric: int | None = None,
+) -> PoolReads:
     """The pool's re-read state; ``since=None`` skips the changes (a full load follows);
-    ``tenant_id``: the tenant's holdings too."""
+    ``tenant_id``: the tenant's holdings too; ``sharp_fabric``: that fabric's SHARP holders too
+    (:func:`.sharp.sharp_guard`); ``facts_fabric``: what a grant reads of that fabric too
+    (:func:`facts_columns`, its QoS row FOR SHARE: reserve asks, under the reservation lock) and
+    a reservation id from its sequence (the row reserve may insert)."""
     if connection.vendor == "postgresql":
-        return _read_in_one(pool_id, since, now, tenant_id)
-    return read_row_by_row(pool_id, since, now, tenant_id)
+        return _read_in_one(pool_id, since, now, tenant_id, sharp_fabric, facts_fabric)
+    return read_row_by_row(pool_id, since, now, tenant_id, sharp_fabric, facts_fabric)
+
+
+def facts_columns() -> str:
+    """What a grant reads of fabric ``f`` (:func:`.grant._fabric_facts`): id, name, P_Key range,
+    the live P_Keys of every reservation's subnets on it, the P_Keys of its partitions of other
+    sources (``%(source)s``: the reservations'), its SLs per class and its QoS table, FOR SHARE (a
+    QoS table change, ``console.fabric.changes.qos.set_qos_table``, waits for the grant to commit
+    before it checks the SLs in use, and the grant waits for it)."""
+    subnets, partitions = _table(ReservationSubnet), _table(FabricPartition)
+    levels, qos = _table(ServiceLevels), _table(FabricQos)
+    return (
+        f"f.id, f.name, f.pkey_min, f.pkey_max,"  # noqa: S608 - the table names are ours
+        f" (SELECT array_agg(pkey) FROM {subnets} WHERE fabric_id = f.id AND pkey_live),"
+        f" (SELECT array_agg(pkey) FROM {partitions} WHERE fabric_id = f.id AND source <> %(source)s),"
+        f" (SELECT json_build_array(training, inference, best_effort) FROM {levels} WHERE fabric_id = f.id),"
+        f' (SELECT "table" FROM {qos} WHERE fabric_id = f.id FOR SHARE)'
+    )
 
 
 def _table(model: type[Model]) -> str:
@@ -96,22 +136,37 @@ def _statement() -> str:
         f" (SELECT json_agg(json_build_array(tenant_id, guaranteed_leaf_groups)) FROM {quota}"
         f" WHERE pool_id = %(pool)s AND guaranteed_leaf_groups > 0),"
         f' (SELECT json_agg(json_build_array(extract(epoch FROM start), extract(epoch FROM "end"), gpus)) FROM {res}'
-        f' WHERE tenant_id = %(tenant)s AND pool_id = %(pool)s AND status = ANY(%(holding)s) AND "end" > %(now)s)'
+        f' WHERE tenant_id = %(tenant)s AND pool_id = %(pool)s AND status = ANY(%(holding)s) AND "end" > %(now)s),'
+        f" (SELECT json_agg(json_build_array(id, pool_id, placement -> 'sharp', extract(epoch FROM start),"
+        f' extract(epoch FROM "end"))) FROM {res}'
+        f" WHERE fabric_id = %(sharp)s AND status = ANY(%(holding)s) AND placement ? 'sharp'),"
+        f" (SELECT json_build_array({facts_columns()}) FROM {_table(Fabric)} f WHERE f.id = %(facts)s),"
+        f" (SELECT nextval(pg_get_serial_sequence('{res}', 'id')) WHERE %(facts)s > 0)"
     )
 
 
-def _read_in_one(pool_id: int, since: int | None, now: dt.datetime, tenant_id: int | None) -> PoolReads:
+def _read_in_one(
+    pool_id: int,
+    since: int | None,
+    now: dt.datetime,
+    tenant_id: int | None,
+    sharp_fabric: int | None,
+    facts_fabric: int | None,
+) -> PoolReads:
     skip = 2**62  # no change row is that new: the changes are not wanted
     params: dict[str, Any] = {
         "pool": pool_id,
         "since": skip if since is None else since,
         "now": now,
         "tenant": -1 if tenant_id is None else tenant_id,  # no tenant has that id
+        "sharp": -1 if sharp_fabric is None else sharp_fabric,  # nor a fabric
+        "facts": -1 if facts_fabric is None else facts_fabric,
+        "source": str(FabricPartition.Source.RESERVATION),
         "holding": [str(status) for status in Reservation.HOLDING],  # values, not enum names
     }
     with connection.cursor() as cursor:
         cursor.execute(_statement(), params)
-        generation, changes, rows, nodes, failed, shaped, held = cursor.fetchone()
+        generation, changes, rows, nodes, failed, shaped, held, sharp, facts, next_id = cursor.fetchone()
     states, power = {}, {}
     for pk, node_state, power_state, power_since in nodes or ():
         if node_state != Node.State.AVAILABLE:
@@ -127,11 +182,19 @@ def _read_in_one(pool_id: int, since: int | None, now: dt.datetime, tenant_id: i
         failed=set(failed or ()),
         shaped={str(t): groups for t, groups in shaped or ()},
         held=None if tenant_id is None else [(float(s), float(e), int(g)) for s, e, g in held or ()],
+        sharp=None
+        if sharp_fabric is None
+        else [(int(r), int(p), list(t), float(s), float(e)) for r, p, t, s, e in sharp or ()],
+        facts=None if facts is None else tuple(facts),
+        reservation_id=next_id,
     )
 
 
-def read_row_by_row(pool_id: int, since: int | None, now: dt.datetime, tenant_id: int | None = None) -> PoolReads:
-    """:func:`read_pool` as one ORM query per read (SQLite; the benchmark's in-run baseline)."""
+def read_row_by_row(pool_id: int, since: int | None, now: dt.datetime, *asked: int | None) -> PoolReads:
+    """:func:`read_pool` as one ORM query per read (SQLite; the benchmark's in-run baseline).
+    ``asked``: :func:`read_pool`'s ``tenant_id``, ``sharp_fabric`` and ``facts_fabric``, in that
+    order; the fabric's facts are not read here (the grant reads them on its own then)."""
+    tenant_id, sharp_fabric = (*asked, None, None)[:2]
     generation = BookingGeneration.objects.filter(pool_id=pool_id).values_list("generation", flat=True).first() or 0
     changes: list[tuple[int, int]] = []
     rows: list[AllocationRow] = []
@@ -171,6 +234,13 @@ def read_row_by_row(pool_id: int, since: int | None, now: dt.datetime, tenant_id
     if tenant_id is not None:
         holding = Reservation.objects.live().filter(tenant_id=tenant_id, pool_id=pool_id, end__gt=now).order_by()
         held = [(s.timestamp(), e.timestamp(), g) for s, e, g in holding.values_list("start", "end", "gpus")]
+    sharp = None
+    if sharp_fabric is not None:
+        holders = Reservation.objects.live().filter(fabric_id=sharp_fabric, placement__has_key="sharp").order_by()
+        sharp = [
+            (pk, pool, list(placement["sharp"]), s.timestamp(), e.timestamp())
+            for pk, pool, placement, s, e in holders.values_list("pk", "pool_id", "placement", "start", "end")
+        ]
     return PoolReads(
         generation=generation,
         changes=changes,
@@ -180,4 +250,5 @@ def read_row_by_row(pool_id: int, since: int | None, now: dt.datetime, tenant_id
         failed=set(failed.values_list("node_id", flat=True)),
         shaped={str(t): g for t, g in shaped.values_list("tenant_id", "guaranteed_leaf_groups") if g},
         held=held,
+        sharp=sharp,
     )

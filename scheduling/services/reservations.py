@@ -26,11 +26,11 @@ from django.utils import timezone
 
 from console.tenancy import audit
 from console.tenancy.context import Actor
-from console.tenancy.errors import Conflict, Forbidden
+from console.tenancy.errors import Conflict, Forbidden, NotFound
 from console.tenancy.models import Principal, Tenant
 from scheduling.models import Pool, Quota, Reservation
 from scheduling.placement import Placement
-from scheduling.services import offers, snapshots
+from scheduling.services import offers, pool_rows, snapshots
 from scheduling.services.decision import (
     MAX_SIZE,
     MAX_WINDOW,
@@ -42,6 +42,7 @@ from scheduling.services.decision import (
     engine_request,
     explanation,
     pool_of,
+    tenant_and_pool,
     tenant_of,
     window_of,
 )
@@ -110,8 +111,7 @@ def preview(principal: Principal, request: ReservationRequest) -> dict[str, Any]
 
     Runs exactly the code ``reserve`` runs, without locks and without writing anything.
     """
-    tenant = tenant_of(principal, request)
-    pool = pool_of(request.pool_id)
+    tenant, pool = tenant_and_pool(principal, request)
     near = resolve_near(tenant, request.near)
     quota = Quota.objects.filter(tenant=tenant, pool=pool).first()
     with lend(pool, timezone.now(), tenant.pk) as snap:
@@ -159,8 +159,7 @@ def reserve(
     """
     if not principal.can_write:
         raise Forbidden("read-only access: reserving changes data")
-    tenant = tenant_of(principal, request)
-    pool = pool_of(request.pool_id)
+    tenant, pool = tenant_and_pool(principal, request)
     window_of(request, timezone.now())  # a 400 before any lock is taken
     near = resolve_near(tenant, request.near)
     wider: frozenset[int] = frozenset()
@@ -178,6 +177,16 @@ def reserve(
                 raise
             log.info("reservation retry after %s", exc)
     raise Conflict("the capacity was taken by concurrent requests; try again")
+
+
+def _reread(pool_id: int, into: list[Pool]) -> frozenset[int]:
+    """The pool's row and the pools of its nodes, read under the reservation lock in one statement
+    (:func:`.pool_rows.pool_row`); the pool is appended to ``into``."""
+    read = pool_rows.pool_row(pool_id, pools_of_nodes=True)
+    if read.pool is None:
+        raise NotFound("no such pool")
+    into.append(read.pool)
+    return read.pools_of_nodes or frozenset()
 
 
 def _retryable(exc: OperationalError) -> bool:
@@ -201,13 +210,17 @@ def _reserve_once(
         quota = quota_for_update(tenant_id=tenant.pk, pool_id=pool.pk)
         # A SHARP placement takes aggregation trees the fabric's pools share: lock them all.
         sharp = bool(request.constraints.get("sharp"))
-        locked = pool_and_overlapping_lock(pool.pk, also=wider, restart=True, fabric_wide=sharp)
-        # The pool as it is under the lock: its membership (version, the topology's key) may have
-        # changed while this waited (set_pool_nodes holds the lock while it changes them).
-        pool = pool_of(pool.pk)
+        # The pool as it is under the lock, read with the lock's re-read of the pools of its nodes:
+        # its membership (version, the topology's key) may have changed while this waited
+        # (set_pool_nodes holds the lock while it changes them).
+        under_lock: list[Pool] = []
+        locked = pool_and_overlapping_lock(
+            pool.pk, also=wider, restart=True, fabric_wide=sharp, reread=lambda: _reread(pool.pk, under_lock)
+        )
+        pool = under_lock[-1]
         # The clock is read after the locks: waiting for them may take a while; the cached
         # snapshot is brought up to date under them.
-        snap = stack.enter_context(lend(pool, timezone.now(), tenant.pk))
+        snap = stack.enter_context(lend(pool, timezone.now(), tenant.pk, facts=True))
         decision, note = decide_at_sites(snap, request, tenant, pool, quota, near)
         reservation = Reservation(
             tenant=tenant,
@@ -259,6 +272,8 @@ def _reserve_once(
             action="reservation.create",
             window=(decision.start, decision.end),
             node_power=snap.power,
+            fabric=snap.fabric,
+            new_id=snap.reservation_id,
         )
         if note is not None and note.span is not None:  # the ring all-reduce cost, with the placement
             reservation.placement["span"] = note.span

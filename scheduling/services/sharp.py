@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
+from collections.abc import Sequence
 
 from console.fabric.models import Fabric
 from console.fabric.sharp_am import device_configuration, port_groups
@@ -24,18 +25,27 @@ from scheduling.placement.sharp import SharpLedger, SharpTrees
 from scheduling.services.topology import NamedTopology, pool_topology
 
 
-def sharp_guard(pool: Pool, named: NamedTopology) -> SharpTrees | None:
-    """The pool's SHARP guard, or ``None`` on a fabric without SHARP-capable switches."""
+def sharp_guard(
+    pool: Pool, named: NamedTopology, held: Sequence[tuple[int, int, list[str], float, float]] | None = None
+) -> SharpTrees | None:
+    """The pool's SHARP guard, or ``None`` on a fabric without SHARP-capable switches. ``held``:
+    the fabric's holding reservations with SHARP trees (id, pool, switches, start, end in epoch
+    seconds) as the caller read them (:func:`.pool_reads.read_pool`); read here otherwise."""
     if not named.sharp_trees:
         return None
     ledger = SharpLedger(named.sharp_trees)
     keys = named.switch_keys()
-    rows = Reservation.objects.filter(
-        fabric_id=pool.fabric_id, status__in=Reservation.HOLDING, placement__has_key="sharp"
-    )
-    for pk, pool_id, placement, start, end in rows.values_list("pk", "pool_id", "placement", "start", "end"):
-        window = None if pool_id == pool.pk else (start.timestamp(), end.timestamp())
-        ledger.hold(f"r{pk}", (keys[name] for name in placement["sharp"] if name in keys), window)
+    if held is None:
+        rows = Reservation.objects.filter(
+            fabric_id=pool.fabric_id, status__in=Reservation.HOLDING, placement__has_key="sharp"
+        )
+        held = [
+            (pk, pool_id, placement["sharp"], start.timestamp(), end.timestamp())
+            for pk, pool_id, placement, start, end in rows.values_list("pk", "pool_id", "placement", "start", "end")
+        ]
+    for pk, pool_id, switches, start_at, end_at in held:
+        window = None if pool_id == pool.pk else (start_at, end_at)
+        ledger.hold(f"r{pk}", (keys[name] for name in switches if name in keys), window)
     return SharpTrees(ledger, {key: name for name, key in keys.items()})
 
 

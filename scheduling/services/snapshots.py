@@ -52,6 +52,7 @@ from scheduling.placement import GangGuard, NodeState, Owner, PlacementEngine, S
 from scheduling.placement.powerfit import NodePower
 from scheduling.placement.state import BookingConflict, PoolState
 from scheduling.services.pool_reads import AllocationRow, PoolReads, read_pool
+from scheduling.services.raw import int_array
 from scheduling.services.sharp import sharp_guard
 from scheduling.services.topology import NamedTopology, pool_topology
 
@@ -88,6 +89,12 @@ class Snapshot:
     #: (tenant id, its holding windows in the pool as (start, end) epoch seconds and GPUs),
     #: read with the rest when the lend named a tenant (its quota usage, :func:`.quotas.usage`).
     held: tuple[int, list[tuple[float, float, int]]] | None = None
+    #: What a grant reads of the pool's fabric (:func:`.pool_reads.facts_columns`), read with the
+    #: rest when the lend asked (None: not read).
+    fabric: tuple[Any, ...] | None = None
+    #: A reservation id taken from its sequence with ``fabric`` (the grant's new row, inserted
+    #: with its allocations); None: not taken.
+    reservation_id: int | None = None
 
 
 # ---------------------------------------------------------------- loading
@@ -99,12 +106,17 @@ def _index_of(named: NamedTopology) -> dict[int, int]:
 
 def _guards(reads: PoolReads, pool: Pool, named: NamedTopology) -> list[GangGuard]:
     """The pool's gang guards: the quotas' shaped guarantees, and SHARP trees where switches serve
-    them (one more query, on fabrics with SHARP-capable switches only)."""
+    them (on fabrics with SHARP-capable switches only; their holders read with the rest)."""
     guards: list[GangGuard] = [ShapedGuarantees(reads.shaped)]
-    sharp = sharp_guard(pool, named)
+    sharp = sharp_guard(pool, named, reads.sharp)
     if sharp is not None:
         guards.append(sharp)
     return guards
+
+
+def _sharp_fabric(pool: Pool, named: NamedTopology) -> int | None:
+    """The fabric whose SHARP holders a read of the pool reads (None: no SHARP-capable switch)."""
+    return pool.fabric_id if named.sharp_trees else None
 
 
 def _node_states(reads: PoolReads, index_of: dict[int, int]) -> dict[int, NodeState]:
@@ -174,17 +186,19 @@ def _book_rows(state: PoolState, index_of: dict[int, int], rows: list[Allocation
         state.book(f"r{res_id}", owner, tuple(sorted(masks[res_id].items())), start, end)
 
 
-def snapshot(pool: Pool, now: dt.datetime, tenant_id: int | None = None) -> Snapshot:
+def snapshot(pool: Pool, now: dt.datetime, tenant_id: int | None = None, facts: bool = False) -> Snapshot:
     """A fresh, private engine of the pool: node states, failed GPUs, the shaped guarantees of
     the pool's quotas and every allocation ending after now (owner: tenant, borrowed, priority)."""
     named = pool_topology(pool)
-    reads = read_pool(pool.pk, None, now, tenant_id)
+    reads = read_pool(pool.pk, None, now, tenant_id, _sharp_fabric(pool, named), pool.fabric_id if facts else None)
     index_of = _index_of(named)
     engine = PlacementEngine(named.topology, now=now.timestamp(), guards=_guards(reads, pool, named))
     for index, node_state in _node_states(reads, index_of).items():
         engine.set_node_state(index, node_state)
     _book(engine.state, named, pool, now)
-    return Snapshot(named, engine, now, _power(reads, index_of), _held(reads, tenant_id))
+    return Snapshot(
+        named, engine, now, _power(reads, index_of), _held(reads, tenant_id), reads.facts, reads.reservation_id
+    )
 
 
 def _held(reads: PoolReads, tenant_id: int | None) -> tuple[int, list[tuple[float, float, int]]] | None:
@@ -216,23 +230,28 @@ def write_allocations(
     end: dt.datetime,
     *,
     subnets: Sequence[tuple[int, int, int]] = (),
+    inserts: Sequence[tuple[str, list[Any]]] = (),
 ) -> None:
     """Insert a reservation's allocations, one per (node pk, GPU pk) over ``[start, end)``, and
     its subnet rows, one per (fabric pk, P_Key, SL) (:class:`~scheduling.models.ReservationSubnet`,
     live), and :func:`touch` them: on PostgreSQL in one statement (``INSERT … SELECT FROM unnest``
     CTEs ahead of the touch's), without a model instance per row; elsewhere ``bulk_create`` then
-    touch. A live P_Key a concurrent grant took on one of the fabrics fails the statement."""
+    touch. A live P_Key a concurrent grant took on one of the fabrics fails the statement.
+    ``inserts``: further rows' INSERT statements (:func:`.raw.insert_of`: the new reservation's row and
+    its audit row), run first, in the same statement on PostgreSQL."""
     if connection.vendor != "postgresql":
-        write_row_by_row(reservation_id, cells, start, end, subnets=subnets)
+        write_row_by_row(reservation_id, cells, start, end, subnets=subnets, inserts=inserts)
         return
     cells = list(cells)
     nodes = sorted({node for node, _ in cells})
     table = connection.ops.quote_name(ReservationAllocation._meta.db_table)
-    insert = (
+    insert = "".join(f"row{i} AS ({sql})," for i, (sql, _) in enumerate(inserts))
+    insert += (
         f'inserted AS (INSERT INTO {table} (reservation_id, node_id, gpu_id, start, "end")'  # noqa: S608 - ours
         f" SELECT %s, n, g, %s, %s FROM unnest(%s::bigint[], %s::bigint[]) AS cell(n, g)),"
     )
-    params: list[Any] = [reservation_id, start, end, [n for n, _ in cells], [g for _, g in cells]]
+    params: list[Any] = [p for _, row in inserts for p in row]
+    params += [reservation_id, start, end, int_array(n for n, _ in cells), int_array(g for _, g in cells)]
     if subnets:
         rows = connection.ops.quote_name(ReservationSubnet._meta.db_table)
         insert += (
@@ -250,9 +269,13 @@ def write_row_by_row(
     end: dt.datetime,
     *,
     subnets: Sequence[tuple[int, int, int]] = (),
+    inserts: Sequence[tuple[str, list[Any]]] = (),
 ) -> None:
     """:func:`write_allocations` as ``bulk_create`` then :func:`touch` (SQLite; the benchmark's
-    in-run baseline)."""
+    in-run baseline); ``inserts`` one statement each, first."""
+    with connection.cursor() as cursor:
+        for sql, params in inserts:
+            cursor.execute(sql, params)
     rows = [
         ReservationAllocation(reservation_id=reservation_id, node_id=n, gpu_id=g, start=start, end=end)
         for n, g in cells
@@ -286,7 +309,7 @@ def _touch_in_one(
     sql = (
         f"WITH {before[0]} bumped AS ("  # noqa: S608 - the table names are ours
         f" INSERT INTO {generations} (pool_id, generation)"
-        f" SELECT DISTINCT pool_id, 1 FROM {members} WHERE node_id = ANY(%s) ORDER BY pool_id"
+        f" SELECT DISTINCT pool_id, 1 FROM {members} WHERE node_id = ANY(%s::bigint[]) ORDER BY pool_id"
         f" ON CONFLICT (pool_id) DO UPDATE SET generation = {generations}.generation + 1"
         f" RETURNING pool_id, generation),"
         f" written AS (INSERT INTO {changes} (pool_id, generation, reservation_id)"
@@ -294,7 +317,7 @@ def _touch_in_one(
         f" SELECT pool_id, generation FROM bumped ORDER BY pool_id"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*before[1], nodes, reservations])
+        cursor.execute(sql, [*before[1], int_array(nodes), int_array(reservations)])
         return [(int(p), int(g)) for p, g in cursor.fetchall()]
 
 
@@ -365,10 +388,11 @@ def forget(pool_id: int | None = None) -> None:
 
 
 @contextlib.contextmanager
-def lend(pool: Pool, now: dt.datetime, tenant_id: int | None = None) -> Iterator[Snapshot]:
+def lend(pool: Pool, now: dt.datetime, tenant_id: int | None = None, facts: bool = False) -> Iterator[Snapshot]:
     """The pool's snapshot at ``now``, current as of this call (see the module docstring). The
     engine is the borrower's until the ``with`` block ends; bookings it adds are undone then.
-    ``tenant_id``: read that tenant's holdings in the pool with the rest (``Snapshot.held``)."""
+    ``tenant_id``: read that tenant's holdings in the pool with the rest (``Snapshot.held``);
+    ``facts``: what a grant reads of the pool's fabric (``Snapshot.fabric``; under the lock)."""
     named = pool_topology(pool)
     with _cache_lock:
         entry = _cache.get(pool.pk)
@@ -376,11 +400,11 @@ def lend(pool: Pool, now: dt.datetime, tenant_id: int | None = None) -> Iterator
             entry = _cache[pool.pk] = _entry(named, now)
     if pool.pk in _touched_pools() or not entry.lock.acquire(blocking=False):
         stats["private"] += 1
-        yield snapshot(pool, now, tenant_id)
+        yield snapshot(pool, now, tenant_id, facts)
         return
     try:
         try:
-            reads = _refresh(entry, pool, now, tenant_id)
+            reads = _refresh(entry, pool, now, tenant_id, facts)
         except BaseException:
             entry.generation = -1
             raise
@@ -388,7 +412,15 @@ def lend(pool: Pool, now: dt.datetime, tenant_id: int | None = None) -> Iterator
         before = set(entry.state.bookings)
         ok = False
         try:
-            yield Snapshot(named, engine, now, _power(reads, entry.index_of), _held(reads, tenant_id))
+            yield Snapshot(
+                named,
+                engine,
+                now,
+                _power(reads, entry.index_of),
+                _held(reads, tenant_id),
+                reads.facts,
+                reads.reservation_id,
+            )
             ok = True
         except Exception:
             ok = True  # an ordinary error: the engine's mutations are all-or-nothing
@@ -405,7 +437,9 @@ def lend(pool: Pool, now: dt.datetime, tenant_id: int | None = None) -> Iterator
         entry.lock.release()
 
 
-def _refresh(entry: _Cached, pool: Pool, now: dt.datetime, tenant_id: int | None = None) -> PoolReads:
+def _refresh(
+    entry: _Cached, pool: Pool, now: dt.datetime, tenant_id: int | None = None, facts: bool = False
+) -> PoolReads:
     """Bring the entry up to ``now``: one read of the pool (:func:`.pool_reads.read_pool`), the
     changed reservations re-booked from it, a full load when that cannot be trusted. The generation
     is read with the changes, in one snapshot of the database: changes committed after it are
@@ -417,7 +451,8 @@ def _refresh(entry: _Cached, pool: Pool, now: dt.datetime, tenant_id: int | None
         or time.monotonic() - entry.loaded > MAX_AGE
         or entry.stale_events > MAX_STALE_EVENTS
     )
-    reads = read_pool(pool.pk, None if full else entry.generation, now, tenant_id)
+    sharp, fabric = _sharp_fabric(pool, entry.named), pool.fabric_id if facts else None
+    reads = read_pool(pool.pk, None if full else entry.generation, now, tenant_id, sharp, fabric)
     generation = reads.generation
     full = full or generation < entry.generation
     if not full and generation > entry.generation:

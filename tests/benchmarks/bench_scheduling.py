@@ -41,7 +41,7 @@ import os
 import random
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -224,38 +224,46 @@ def _row_by_row():
     """Reserve with one statement per read and write, as before the merges: the snapshot
     refresh's reads (generation, changes, booked rows, node states and power, failed GPUs,
     guarantees, the tenant's holdings), the fabric's P_Keys and SLs, the allocation rows and
-    the touch."""
+    the touch, the tenant and the pool, the pool under the lock and the pools of its nodes."""
     import contextlib
 
-    from scheduling.services import grant, pool_reads, snapshots
+    from scheduling.services import grant, pool_reads, pool_rows, snapshots
 
     @contextlib.contextmanager
     def patched():
-        saved = snapshots.read_pool, grant._fabric_facts, grant.write_allocations
+        saved = snapshots.read_pool, grant._fabric_facts, grant.write_allocations, pool_rows.pool_row
         snapshots.read_pool = pool_reads.read_row_by_row
         grant._fabric_facts = grant.fabric_facts_row_by_row
         grant.write_allocations = snapshots.write_row_by_row
+        pool_rows.pool_row = pool_rows.pool_row_by_row
         try:
             yield
         finally:
-            snapshots.read_pool, grant._fabric_facts, grant.write_allocations = saved
+            snapshots.read_pool, grant._fabric_facts, grant.write_allocations, pool_rows.pool_row = saved
 
     return patched()
 
 
 def _node_row_lock(
-    pool_id: int, *, also: Iterable[int] = (), restart: bool = False, fabric_wide: bool = False
+    pool_id: int,
+    *,
+    also: Iterable[int] = (),
+    restart: bool = False,
+    fabric_wide: bool = False,
+    reread: Callable[[], Iterable[int]] | None = None,
 ) -> list[int]:
     """The lock reserve took before the reservation lock: every node row of the pool (the pools
     it answers for: reserve checks a preemption's pools against them; the benchmark has none).
     ``restart`` and ``fabric_wide`` (SHARP requests; the benchmark has none) are the reservation
-    lock's, accepted and ignored."""
+    lock's, accepted and ignored; ``reread`` (reserve's read of its pool row) is called."""
     from scheduling.models import Node
 
     in_pool = Node.objects.filter(pools=pool_id).values("pk")
     list(
         Node.objects.filter(pk__in=in_pool).order_by("pk").select_for_update(of=("self",)).values_list("pk", flat=True)
     )
+    if reread is not None:  # reserve reads its pool row with it
+        reread()
     return [pool_id, *also]
 
 

@@ -3,7 +3,9 @@
 ``pool_reads.read_pool`` (one statement on PostgreSQL) is compared with ``read_row_by_row`` (the
 ORM, one query per read: the SQLite path) and with figures computed here from the rows the test
 wrote; ``snapshots.write_allocations`` (allocation rows and touch in one statement) with
-``write_row_by_row``. A reserve's snapshot carries the power states and the tenant's holdings it
+``write_row_by_row``; ``pool_rows.pool_row`` (the pool with the tenant, or with the pools of
+its nodes) with ``pool_row_by_row``; the SHARP holders and what a grant reads of the fabric, read
+with the rest, with their reads one by one. A reserve's snapshot carries the power states and the tenant's holdings it
 read, and they equal what ``power.not_on`` and ``quotas.usage`` read on their own.
 """
 
@@ -16,13 +18,25 @@ from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from console.tenancy.models import Tenant
-from scheduling.models import GPU, BookingChange, BookingGeneration, Node, Quota, Reservation, ReservationAllocation
-from scheduling.services import lifecycle, pool_reads, power, snapshots
+from console.fabric.models import FabricPartition, FabricQos
+from console.tenancy import audit
+from console.tenancy.models import AuditEntry, Tenant
+from scheduling.models import (
+    GPU,
+    BookingChange,
+    BookingGeneration,
+    Node,
+    Quota,
+    Reservation,
+    ReservationAllocation,
+    ReservationSubnet,
+    ServiceLevels,
+)
+from scheduling.services import grant, lifecycle, pool_reads, pool_rows, power, raw, snapshots
 from scheduling.services.quotas import peak_within, usage
 from scheduling.services.reservations import reserve
 from tests.needs import needs
-from tests.scheduling.conftest import SYSTEM, give_quota, request_for, tenant_principal
+from tests.scheduling.conftest import SYSTEM, give_quota, make_pool, request_for, tenant_principal
 
 pytestmark = [pytest.mark.django_db(transaction=True), needs("postgresql")]
 
@@ -51,6 +65,11 @@ def normal(reads: pool_reads.PoolReads) -> tuple:
     )
 
 
+def same(facts: grant.FabricFacts) -> tuple:
+    """A grant's facts of a fabric, the SLs as a list (the one statement reads them as JSON)."""
+    return facts.keys, None if facts.levels is None else list(facts.levels), facts.qos_table
+
+
 def test_one_statement_reads_what_the_queries_one_by_one_read(world):
     pool, alpha, beta = world
     made = [reserve(SYSTEM, tenant_principal(alpha), request_for(pool, gpus=16)) for _ in range(2)]
@@ -68,10 +87,34 @@ def test_one_statement_reads_what_the_queries_one_by_one_read(world):
     generation = BookingGeneration.objects.get(pool=pool).generation
     assert generation >= 4  # three grants and a release
 
+    # a SHARP holder on the fabric (one of this pool's, one of another pool's is the same row
+    # shape), a partition of another source, SLs and a QoS table: what the grant reads
+    Reservation.objects.filter(pk=made[0].pk).update(placement={**made[0].placement, "sharp": ["leaf-a", "leaf-b"]})
+    FabricPartition.objects.create(fabric_id=pool.fabric_id, name="storage", pkey=0x0123)
+    ServiceLevels.objects.update_or_create(fabric_id=pool.fabric_id, defaults={"training": 3, "inference": 4})
+    FabricQos.objects.update_or_create(fabric_id=pool.fabric_id, defaults={"table": {"vl_arb_high": [[0, 64]]}})
+
     for since in (None, 0, generation - 1, generation):
         for tenant_id in (None, alpha.pk):
-            merged = pool_reads.read_pool(pool.pk, since, now, tenant_id)
-            assert normal(merged) == normal(pool_reads.read_row_by_row(pool.pk, since, now, tenant_id))
+            for sharp in (None, pool.fabric_id):
+                merged = pool_reads.read_pool(pool.pk, since, now, tenant_id, sharp)
+                assert normal(merged) == normal(pool_reads.read_row_by_row(pool.pk, since, now, tenant_id, sharp))
+                assert sorted(merged.sharp or []) == sorted(
+                    pool_reads.read_row_by_row(pool.pk, since, now, tenant_id, sharp).sharp or []
+                )
+    holders = pool_reads.read_pool(pool.pk, 0, now, None, pool.fabric_id).sharp
+    assert holders == [(made[0].pk, pool.pk, ["leaf-a", "leaf-b"], made[0].start.timestamp(), made[0].end.timestamp())]
+
+    # What a grant reads of the fabric, read with the rest when asked, equals its own reads one by one
+    with transaction.atomic():
+        facts = pool_reads.read_pool(pool.pk, 0, now, alpha.pk, None, pool.fabric_id).facts
+    assert facts is not None
+    one_by_one = grant.fabric_facts_row_by_row([pool.fabric_id])[pool.fabric_id]
+    in_one = grant._fabric_facts([pool.fabric_id])[pool.fabric_id]
+    assert same(grant.fabric_facts_of(facts)) == same(one_by_one) == same(in_one)
+    assert {0x0123, *(r.pkey for r in made[::2])} <= one_by_one.keys.taken
+    assert same(one_by_one)[1:] == ([3, 4, 0], {"vl_arb_high": [[0, 64]]})
+    assert pool_reads.read_pool(pool.pk, 0, now).facts is None  # not asked: not read
 
     merged = pool_reads.read_pool(pool.pk, 0, now, alpha.pk)
     assert merged.generation == generation
@@ -102,20 +145,50 @@ def test_a_reserve_decides_on_the_power_and_usage_read_with_its_snapshot(world):
         assert peak_within(snap.held[1], now.timestamp(), end.timestamp()) == usage(alpha.pk, pool.pk, now, end) == 24
 
 
-def test_a_reserve_takes_fourteen_statements(world):
+def test_a_reserve_takes_eight_statements(world):
     pool, alpha, _ = world
     principal = tenant_principal(alpha)
     reserve(SYSTEM, principal, request_for(pool, gpus=8))  # warms the cached topology and snapshot
     with CaptureQueriesContext(connection) as captured:
         made = reserve(SYSTEM, principal, request_for(pool, gpus=16))
     assert made.status in Reservation.HOLDING
-    # tenant, pool, BEGIN, quota lock, reservation lock, the lock's re-read of the pools of the
-    # pool's nodes, the pool again (under the lock), the snapshot's refresh (with power and
-    # usage), the fabric's SHARP trees held (its switches are SHARP-capable), P_Keys and SLs,
-    # the reservation, its allocations with the touch, audit, COMMIT
+    # the tenant with the pool, BEGIN, quota lock, reservation lock, the lock's re-read of the
+    # pools of the pool's nodes with the pool again (under the lock), the snapshot's refresh (with
+    # power, usage, the fabric's SHARP trees held: its switches are SHARP-capable, its P_Keys and
+    # SLs, the new reservation's id), the reservation with its allocations, subnets, audit row and
+    # the touch, COMMIT
     sqls = [q["sql"] for q in captured.captured_queries]
     assert sum("placement" in sql and "sharp" in sql for sql in sqls) == 1, sqls
-    assert len(captured.captured_queries) == 14, [q["sql"][:60] for q in captured.captured_queries]
+    assert sum("FOR SHARE" in sql for sql in sqls) == 1, sqls  # the P_Keys, SLs and QoS table: read once
+    assert len(captured.captured_queries) == 8, [q["sql"][:60] for q in captured.captured_queries]
+    subnets = ReservationSubnet.objects.filter(reservation=made).values_list("fabric_id", "pkey", "sl", "pkey_live")
+    assert list(subnets) == [(pool.fabric_id, made.pkey, made.sl, True)]
+    row = Reservation.objects.get(pk=made.pk)
+    assert audit.snapshot(row) == audit.snapshot(made)  # the row as the caller holds it
+    logged = AuditEntry.objects.get(action="reservation.create", object_id=str(made.pk))
+    assert logged.after == audit.snapshot(row) and logged.before is None and logged.object_repr == str(made)
+    assert ReservationAllocation.objects.filter(reservation=made).count() == 16
+
+
+def test_the_pool_row_reads_what_the_orm_reads(world):
+    pool, alpha, _ = world
+    other = make_pool(pool.fabric, "half", nodes=list(Node.objects.filter(pools=pool).order_by("pk")[:2]))
+    for tenant_id, pools in ((alpha.pk, False), (None, True), (-1, False)):
+        merged = pool_rows.pool_row(pool.pk, tenant_id=tenant_id, pools_of_nodes=pools)
+        orm = pool_rows.pool_row_by_row(pool.pk, tenant_id=tenant_id, pools_of_nodes=pools)
+        assert merged.pool is not None and orm.pool is not None
+        fields = [f.attname for f in type(pool)._meta.concrete_fields]
+        assert [getattr(merged.pool, f) for f in fields] == [getattr(orm.pool, f) for f in fields]
+        fabric_fields = [f.attname for f in type(pool.fabric)._meta.concrete_fields]
+        assert [getattr(merged.pool.fabric, f) for f in fabric_fields] == [
+            getattr(orm.pool.fabric, f) for f in fabric_fields
+        ]
+        for name in ("revised", "foreign", "home_site"):
+            assert getattr(merged.pool, name) == getattr(orm.pool, name), name
+        assert merged.tenant == orm.tenant and (merged.tenant is not None) == (tenant_id == alpha.pk)
+        assert merged.pools_of_nodes == orm.pools_of_nodes
+    assert pool_rows.pool_row(pool.pk, pools_of_nodes=True).pools_of_nodes == {pool.pk, other.pk}
+    assert pool_rows.pool_row(-1, tenant_id=alpha.pk).pool is None
 
 
 def _free_cells(pool, count: int) -> list[tuple[int, int]]:
@@ -147,3 +220,23 @@ def test_both_writers_insert_the_rows_bump_the_generation_and_refuse_an_overlap(
         write(second.pk, cells[:1], start + dt.timedelta(hours=1), end + dt.timedelta(hours=1))
     assert not ReservationAllocation.objects.filter(reservation=second).exists()
     assert BookingGeneration.objects.get(pool=pool).generation == before + 1
+
+    # A new reservation's row and its audit row go in with its allocations (and fail with them)
+    def new_row(cells: list[tuple[int, int]]) -> Reservation:
+        with transaction.atomic():  # the id from its sequence, as reserve's snapshot takes it
+            pk = pool_reads.read_pool(pool.pk, 0, timezone.now(), None, None, pool.fabric_id).reservation_id
+            made = Reservation(pk=pk, tenant=alpha, pool=pool, fabric_id=pool.fabric_id, start=start, end=end, gpus=16)
+            inserts = [raw.insert_of(made)]
+            entry = audit.record(SYSTEM, "reservation.create", made, after=audit.snapshot(made), save=False)
+            write(made.pk, iter(cells), start, end, inserts=[*inserts, raw.insert_of(entry)])
+        return made
+
+    third = new_row(_free_cells(pool, 4)[16:])
+    row = Reservation.objects.get(pk=third.pk)
+    assert audit.snapshot(row) == audit.snapshot(third)  # created_at and updated_at as written
+    logged = AuditEntry.objects.get(action="reservation.create", object_id=str(third.pk))
+    assert logged.after == audit.snapshot(row) and logged.tenant_id == alpha.pk
+    assert ReservationAllocation.objects.filter(reservation=third).count() == 16
+    with pytest.raises(IntegrityError):
+        new_row(_free_cells(pool, 4)[16:])  # the same GPUs in the same window
+    assert Reservation.objects.count() == 3 and AuditEntry.objects.filter(action="reservation.create").count() == 1
