@@ -287,5 +287,8 @@ class _Search:
 
 
 def search(principal: Principal, raw: str, *, limit: int = LIMIT) -> list[dict[str, Any]]:
-    """Typed results for ``raw`` that ``principal`` may see (at most ``limit``)."""
+    """Typed results for ``raw`` that ``principal`` may see (at most ``limit``); none for a query
+    holding NUL, which no name holds (and PostgreSQL text cannot be compared with)."""
+    if "\x00" in raw:
+        return []
     return [hit.as_dict() for hit in _Search(principal, parse(raw), limit).run()]

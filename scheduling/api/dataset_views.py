@@ -11,7 +11,7 @@ from rest_framework import serializers
 from rest_framework.serializers import BaseSerializer
 
 from console.fabric.models import Site
-from console.tenancy.api.base import TenantField, TenantScopedModelViewSet
+from console.tenancy.api.base import SlugField, TenantField, TenantScopedModelViewSet
 from scheduling.models import Dataset
 from scheduling.services import datasets
 
@@ -20,7 +20,7 @@ class DatasetSerializer(serializers.ModelSerializer):
     """A tenant's dataset at a site (``site``: the site's slug)."""
 
     tenant = TenantField(help_text="operators: the owning tenant (required); tenants: ignored, always their own")
-    site = serializers.SlugRelatedField(slug_field="slug", queryset=Site.objects.all())
+    site = SlugField(slug_field="slug", queryset=Site.objects.all())
     size_tb = serializers.FloatField(min_value=0, required=False, default=0, help_text="terabytes (informational)")
 
     class Meta:

@@ -101,6 +101,7 @@ def test_a_link_named_in_either_order_is_stored_once_with_a_before_b(north, sout
         ({"bandwidth_gbps": -5}, "bandwidth_gbps"),
         ({"latency_us": -1}, "latency_us"),
         ({"kind": "carrier-pigeon"}, "kind"),
+        ({"a": "no\x00rth"}, "a"),  # the database cannot hold NUL: a 400 of the field, not a 500
     ],
 )
 def test_a_bad_link_is_refused_naming_the_field(north, south, operator, client_for, change, field):

@@ -133,6 +133,13 @@ def test_the_api_and_the_page(found, client_for, session_client_for, operator, m
     assert found["node"].name not in page_b and "Nothing found" in page_b
 
 
+def test_a_nul_character_is_a_bad_query_not_a_server_error(found, client_for, session_client_for, operator):
+    # PostgreSQL text cannot hold NUL (schemathesis found the 500)
+    answer = client_for(operator).get("/api/search/", {"q": "lla\x00ma"})
+    assert answer.status_code == 400 and "q" in answer.json()["fields"], answer.content
+    assert session_client_for(operator).get("/search/", {"q": "lla\x00ma"}).status_code in (200, 400)
+
+
 def test_an_anonymous_user_is_sent_to_log_in(client):
     assert client.get("/search/", {"q": "x"}).status_code == 302
     assert client.get("/api/search/", {"q": "x"}).status_code in (401, 403)

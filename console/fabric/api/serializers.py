@@ -12,6 +12,7 @@ from console.fabric.models import (
     PortAdminState,
     Site,
 )
+from console.tenancy.api.base import SlugField
 
 TERMINAL_STEP = {"ok", "failed", "skipped"}
 
@@ -22,7 +23,7 @@ class FabricSerializer(serializers.ModelSerializer):
     # Explicit bounds: the schema must not depend on the database backend's integer ranges.
     pkey_min = serializers.IntegerField(min_value=1, max_value=0x7FFE, required=False)
     pkey_max = serializers.IntegerField(min_value=1, max_value=0x7FFE, required=False)
-    site = serializers.SlugRelatedField(
+    site = SlugField(
         slug_field="slug",
         queryset=Site.objects.all(),
         allow_null=True,

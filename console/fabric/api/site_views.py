@@ -17,7 +17,7 @@ from rest_framework.serializers import BaseSerializer
 from console.fabric import site_admin
 from console.fabric.models import Site, SiteLink
 from console.fabric.sites import reachability
-from console.tenancy.api.base import GlobalResourceMixin
+from console.tenancy.api.base import GlobalResourceMixin, SlugField
 from console.tenancy.permissions import principal_of
 
 
@@ -66,8 +66,8 @@ class SiteLinkSerializer(serializers.ModelSerializer):
     """How two sites are joined. ``a`` and ``b`` are site slugs in any order: the link is stored
     (and shown) with ``a`` the site of the lower id."""
 
-    a = serializers.SlugRelatedField(slug_field="slug", queryset=Site.objects.all())
-    b = serializers.SlugRelatedField(slug_field="slug", queryset=Site.objects.all())
+    a = SlugField(slug_field="slug", queryset=Site.objects.all())
+    b = SlugField(slug_field="slug", queryset=Site.objects.all())
     latency_us = serializers.FloatField(min_value=0, help_text="one-way latency, microseconds")
     bandwidth_gbps = serializers.FloatField(help_text="usable bandwidth, Gb/s (more than 0)")
 

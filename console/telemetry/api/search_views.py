@@ -25,6 +25,11 @@ _HIT = inline_serializer(
 )
 
 
+class _Query(serializers.Serializer):
+    # DRF's CharField refuses NUL characters (400), which the database could not compare
+    q = serializers.CharField(allow_blank=True, required=False, default="", trim_whitespace=False)
+
+
 class SearchView(PrincipalMixin, APIView):
     """Switch and node names, node and port GUIDs (any spelling), LIDs (``lid:12`` or a bare
     number), P_Keys (``0x8a11`` = ``0x0a11``), cables (``leaf[12]``), reservation names and ids,
@@ -36,5 +41,7 @@ class SearchView(PrincipalMixin, APIView):
         responses=inline_serializer("SearchResults", {"q": serializers.CharField(), "results": _HIT}),
     )
     def get(self, request: Request) -> Response:
-        q = str(request.query_params.get("q", ""))
+        query = _Query(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        q = str(query.validated_data["q"])
         return Response({"q": q, "results": search(self.principal, q)})

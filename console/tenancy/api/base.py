@@ -153,3 +153,13 @@ class TenantField(serializers.PrimaryKeyRelatedField):
         kwargs.setdefault("queryset", Tenant.objects.all())
         kwargs.setdefault("required", False)
         super().__init__(**kwargs)
+
+
+class SlugField(serializers.SlugRelatedField):
+    """A related object named by its slug. A slug holding a NUL character names nothing (the
+    database refuses NUL in text, so it is answered here as a 400, never sent to the query)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, str) and "\x00" in data:
+            self.fail("does_not_exist", slug_name=self.slug_field, value=data.replace("\x00", "\\x00"))
+        return super().to_internal_value(data)
