@@ -62,8 +62,10 @@ def announce(*, node_id: int, state: str, **_: Any) -> None:
     fabric_id, name, current, since = node
     message = {"type": "node.power", "fabric": fabric_id, "node": name, **_body(node_id, current, since)}
     publish(fabric_group(fabric_id), message)
+    # the node's holders, whichever fabric their reservation is homed on (a spanning one's nodes
+    # are on several)
     tenants = ReservationAllocation.objects.filter(
-        node_id=node_id, reservation__fabric_id=fabric_id, reservation__status__in=Reservation.HOLDING
+        node_id=node_id, reservation__status__in=Reservation.HOLDING
     ).values_list("reservation__tenant_id", flat=True)
     for tenant_id in sorted(set(tenants)):
         publish(tenant_group(tenant_id), message)

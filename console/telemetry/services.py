@@ -14,7 +14,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Avg, Count, IntegerField, Max, Sum
+from django.db.models import Avg, Count, IntegerField, Max, Q, Sum
 from django.db.models.functions import Cast, TruncMinute
 from django.utils import timezone
 
@@ -28,7 +28,7 @@ from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Forbidden
 from console.tenancy.models import Principal
-from scheduling.models import Reservation, ReservationAllocation
+from scheduling.models import Reservation, ReservationAllocation, ReservationSubnet
 from scheduling.services import notices
 
 FAILED_PUSH = (ChangeRequest.Status.FAILED, ChangeRequest.Status.ROLLED_BACK)
@@ -47,16 +47,23 @@ class ReservationNodes:
 
 
 def ready_reservations(fabric_id: int) -> list[ReservationNodes]:
-    """Ready reservations of a fabric with their nodes (allocation order = ring order)."""
+    """Ready reservations holding nodes of a fabric, with those nodes (allocation order = ring
+    order) and the SL they use on it: a spanning reservation is on each fabric it touches, with
+    that fabric's nodes and SL."""
 
-    rows = Reservation.objects.filter(fabric_id=fabric_id, status=Reservation.Status.READY)
-    meta = {
-        pk: (tid, name or f"res-{pk}", tenant, sl)
-        for pk, tid, name, tenant, sl in rows.values_list("pk", "tenant_id", "name", "tenant__name", "sl")
-    }
+    touching = Q(fabric_id=fabric_id) | Q(subnets__fabric_id=fabric_id)
+    rows = Reservation.objects.filter(touching, status=Reservation.Status.READY).distinct()
+    columns = ("pk", "tenant_id", "name", "tenant__name", "sl", "fabric_id")
+    meta = {pk: (tid, name or f"res-{pk}", tenant, sl) for pk, tid, name, tenant, sl, _ in rows.values_list(*columns)}
+    home = {row[0] for row in rows.values_list(*columns) if row[5] == fabric_id}
+    subnet_sl = dict(
+        ReservationSubnet.objects.filter(reservation_id__in=list(meta), fabric_id=fabric_id).values_list(
+            "reservation_id", "sl"
+        )
+    )
     nodes: dict[int, list[str]] = defaultdict(list)
     pairs = (
-        ReservationAllocation.objects.filter(reservation_id__in=list(meta))
+        ReservationAllocation.objects.filter(reservation_id__in=list(meta), node__fabric_id=fabric_id)
         .order_by("reservation_id", "node__name")
         .values_list("reservation_id", "node__name")
         .distinct()
@@ -65,8 +72,9 @@ def ready_reservations(fabric_id: int) -> list[ReservationNodes]:
         if name not in nodes[res_id]:
             nodes[res_id].append(name)
     return [
-        ReservationNodes(pk, meta[pk][0], tuple(nodes[pk]), meta[pk][1], meta[pk][2], meta[pk][3])
+        ReservationNodes(pk, meta[pk][0], tuple(nodes[pk]), meta[pk][1], meta[pk][2], subnet_sl.get(pk, meta[pk][3]))
         for pk in sorted(meta)
+        if nodes[pk] or pk in home
     ]
 
 

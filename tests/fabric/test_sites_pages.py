@@ -8,6 +8,7 @@ no site:    fabric lab-x (4 DGX H100, 32 GPUs)
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import pytest
 from django.test import Client
@@ -203,3 +204,35 @@ def test_the_live_canvas_names_a_tenants_own_hosts_by_the_fabric_they_are_on(wor
     # then each fabric's canvas names the tenant's hosts on that fabric, and no other
     assert "node-001" in home and "node-002" not in home
     assert "node-002" in second and "node-001" not in second
+
+
+def test_a_spanning_reservation_is_on_the_live_streams_of_each_fabric_it_touches(
+    world, tenant_a, django_capture_on_commit_callbacks
+):
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from console.broadcast import tenant_group
+    from console.telemetry.power import announce
+    from console.telemetry.services import ready_reservations
+    from scheduling.models import Node
+
+    lab_n, lab_x = world["lab_n"], world["lab_x"]
+    mine = Reservation.objects.get()
+    ReservationSubnet.objects.create(reservation=mine, fabric=lab_n, pkey=0x100, sl=1)
+    hold(mine, lab_x, "node-002")
+    ReservationSubnet.objects.filter(reservation=mine, fabric=lab_x).update(sl=3)
+    # the link model of each fabric sees the reservation with that fabric's nodes and SL
+    [(home_nodes, home_sl)] = [(r.nodes, r.sl) for r in ready_reservations(lab_n.pk) if r.id == mine.pk]
+    [(far_nodes, far_sl)] = [(r.nodes, r.sl) for r in ready_reservations(lab_x.pk) if r.id == mine.pk]
+    assert home_nodes == ("node-001",) and home_sl == 1
+    assert far_nodes == ("node-002",) and far_sl == 3
+    # and a power change of its node on the second fabric reaches the tenant's stream
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(tenant_group(tenant_a.pk), channel)
+    far_node = Node.objects.get(fabric=lab_x, name="node-002")
+    with django_capture_on_commit_callbacks(execute=True):
+        announce(node_id=far_node.pk, state="off")
+    sent = json.loads(async_to_sync(layer.receive)(channel)["text"])
+    assert (sent["type"], sent["node"], sent["fabric"]) == ("node.power", "node-002", lab_x.pk)
