@@ -14,8 +14,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Avg, Count, IntegerField, Max, Q, Sum
-from django.db.models.functions import Cast, TruncMinute
+from django.db.models import Avg, Count, IntegerField, Max, OuterRef, Q, Subquery, Sum
+from django.db.models.functions import Cast, Coalesce, TruncMinute
 from django.utils import timezone
 
 from console.broadcast import fabric_group, publish, tenant_group
@@ -52,15 +52,20 @@ def ready_reservations(fabric_id: int) -> list[ReservationNodes]:
     that fabric's nodes and SL."""
 
     touching = Q(fabric_id=fabric_id) | Q(subnets__fabric_id=fabric_id)
-    rows = Reservation.objects.filter(touching, status=Reservation.Status.READY).distinct()
-    columns = ("pk", "tenant_id", "name", "tenant__name", "sl", "fabric_id")
-    meta = {pk: (tid, name or f"res-{pk}", tenant, sl) for pk, tid, name, tenant, sl, _ in rows.values_list(*columns)}
-    home = {row[0] for row in rows.values_list(*columns) if row[5] == fabric_id}
-    subnet_sl = dict(
-        ReservationSubnet.objects.filter(reservation_id__in=list(meta), fabric_id=fabric_id).values_list(
-            "reservation_id", "sl"
-        )
+    here = ReservationSubnet.objects.filter(reservation=OuterRef("pk"), fabric_id=fabric_id).values("sl")[:1]
+    rows = (
+        Reservation.objects.filter(touching, status=Reservation.Status.READY)
+        .order_by()
+        .distinct()
+        .annotate(sl_here=Coalesce(Subquery(here), "sl"))  # its SL on this fabric (its subnet row's)
+        .values_list("pk", "tenant_id", "name", "tenant__name", "sl_here", "fabric_id")
     )
+    meta: dict[int, tuple[int, str, str, int]] = {}
+    home: set[int] = set()  # homed here: listed even without nodes here
+    for pk, tid, name, tenant, sl, home_fabric in rows:
+        meta[pk] = (tid, name or f"res-{pk}", tenant, sl)
+        if home_fabric == fabric_id:
+            home.add(pk)
     nodes: dict[int, list[str]] = defaultdict(list)
     pairs = (
         ReservationAllocation.objects.filter(reservation_id__in=list(meta), node__fabric_id=fabric_id)
@@ -72,7 +77,7 @@ def ready_reservations(fabric_id: int) -> list[ReservationNodes]:
         if name not in nodes[res_id]:
             nodes[res_id].append(name)
     return [
-        ReservationNodes(pk, meta[pk][0], tuple(nodes[pk]), meta[pk][1], meta[pk][2], subnet_sl.get(pk, meta[pk][3]))
+        ReservationNodes(pk, meta[pk][0], tuple(nodes[pk]), meta[pk][1], meta[pk][2], meta[pk][3])
         for pk in sorted(meta)
         if nodes[pk] or pk in home
     ]
