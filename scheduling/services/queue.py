@@ -12,9 +12,13 @@ others their ``estimated_start`` (the head: its earliest window; the others: fro
 free-from profile around the requests ahead of them, as ``schedule replay``) and
 ``queue_position``. A placed request goes through :func:`.grant.grant` like a direct reservation.
 
-Locks: every quota row of the pool (primary-key order), then the pool's reservation lock, then the
-queued rows: the reserve path's order (quota, reservation lock), so two passes, or a pass and a reservation,
-serialise instead of deadlocking, and each queued request is placed once.
+Locks: every quota row of the pool (primary-key order), then the pool's reservation lock: the
+reserve path's order (quota, reservation lock), so two passes, or a pass and a reservation,
+serialise instead of deadlocking, and each queued request is placed once. The queued rows
+themselves are not locked: every writer of a queued row holds the pool's reservation lock first
+(submit through the reserve path, the pass, cancel and release through
+:func:`.lifecycle.lock_booked`), so under that lock they stay as read; locking 500 rows
+``FOR UPDATE`` wrote each of them on every pass.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F, FloatField, Func, QuerySet, TextField
+from django.db.models import BooleanField, ExpressionWrapper, F, FloatField, Func, Q, QuerySet, TextField
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
@@ -41,7 +45,7 @@ from scheduling.placement.queue import queue_pass as run_pass
 from scheduling.placement.sites import OnSites, SiteRule
 from scheduling.services import notices
 from scheduling.services.grant import grant
-from scheduling.services.locks import pool_and_overlapping_lock, pool_quotas_for_update, reservations_for_update
+from scheduling.services.locks import pool_and_overlapping_lock, pool_quotas_for_update
 from scheduling.services.publish import enqueue_queue_pass
 from scheduling.services.quotas import peak_usage
 from scheduling.services.reservations import (
@@ -134,19 +138,21 @@ def _pass(pool_id: int, now: dt.datetime | None, sharp: bool) -> dict[str, int]:
         pool_quotas_for_update(pool_id)
         pool_and_overlapping_lock(pool_id, fabric_wide=sharp)
         pool = Pool.objects.select_related("fabric").get(pk=pool_id)  # its members as they are under the lock
-        if not sharp and queued_in(pool).filter(constraint_params__sharp=True).exists():
+        rows = queued_rows(pool)
+        if not sharp and any(r.sharp for r in rows):
             raise _SharpQueued  # rolls back: its locks are given back before the fabric's are taken
         # The clock is read after the locks: waiting for them may take a while.
         with lend(pool, now or timezone.now()) as snap:
-            return _pass_locked(pool, snap, place=True)
+            return _pass_locked(pool, snap, place=True, rows=rows)
 
 
 @dataclass(slots=True)
 class QueuedRow:
     """The columns of a queued request the pass reads (no model instance, no JSON decoded: its
-    constraint parameters as text, its explanation's patience note and site rule alone). Each field
-    names the column read, in order; :func:`queued_rows` computes ``params``, ``submitted``,
-    ``patience`` and ``site_rule``."""
+    constraint parameters as text, its explanation's patience note and site rule alone; times as
+    epoch seconds, durations as seconds: no datetime parsed per row). Each field names the column
+    read, in order; :func:`queued_rows` computes ``params``, ``submitted``, ``patience``,
+    ``site_rule`` and ``sharp``, and the epochs."""
 
     pk: int
     tenant_id: int
@@ -158,18 +164,20 @@ class QueuedRow:
     max_switch_hops: int | None
     rail_aligned: bool
     params: str
-    start: dt.datetime
-    end: dt.datetime
-    max_wait: dt.timedelta | None
-    submitted: dt.datetime
+    start: float
+    end: float
+    max_wait: float | None
+    submitted: float
     gpus: int
-    estimated_start: dt.datetime | None
+    estimated_start: float | None
     queue_position: int | None
     patience: str | None
     fabric_id: int
     span_sites: bool
     #: The rule of its site choice at submission (``explanation.site.rule``; ``None``: a pool at one site).
     site_rule: str | None
+    #: Whether it asks for SHARP (its pass must hold the fabric's pools' locks).
+    sharp: bool
 
     @property
     def whole_pool(self) -> bool:
@@ -181,21 +189,45 @@ class QueuedRow:
         return self.span_sites and self.site_rule in {None, SiteRule.NONE}
 
 
+#: The columns of :class:`QueuedRow` that are times (epoch seconds) or durations (seconds).
+_SECONDS = ("start", "end", "max_wait", "submitted", "estimated_start")
+
+
 def queued_rows(pool: Pool) -> list[QueuedRow]:
-    """The pool's queued requests, locked (primary-key order), as :class:`QueuedRow`."""
-    computed = {
+    """The pool's queued requests (primary-key order) as :class:`QueuedRow`."""
+    submitted = Coalesce("queued_at", "created_at")
+    computed: dict[str, Any] = {
         "params": Cast("constraint_params", TextField()),
-        "submitted": Coalesce("queued_at", "created_at"),
+        "submitted": submitted,
         "patience": KeyTextTransform("patience", "explanation"),
         "site_rule": KeyTextTransform("rule", KeyTransform("site", "explanation")),
+        "sharp": ExpressionWrapper(Q(constraint_params__sharp=True), output_field=BooleanField()),
     }
+    postgres = connection.vendor == "postgresql"
+    if postgres:  # seconds from the database: no datetime per row
+        computed.update({name: _epoch(computed.get(name, F(name))) for name in _SECONDS})
     columns = [computed.get(f.name, f.name) for f in dataclasses.fields(QueuedRow)]
-    rows = reservations_for_update(queued_in(pool)).values_list(*columns)
-    return [QueuedRow(*row) for row in rows]
+    rows = queued_in(pool).order_by("pk").values_list(*columns)
+    if postgres:
+        return [QueuedRow(*row) for row in rows]
+    at = [i for i, f in enumerate(dataclasses.fields(QueuedRow)) if f.name in _SECONDS]
+    return [QueuedRow(*_in_seconds(row, at)) for row in rows]
 
 
-def _pass_locked(pool: Pool, snap: Snapshot, *, place: bool) -> dict[str, int]:
-    rows = queued_rows(pool)
+def _in_seconds(row: tuple[Any, ...], at: list[int]) -> list[Any]:
+    """The row with its times (datetimes) as epoch seconds and its durations as seconds."""
+    values = list(row)
+    for i in at:
+        value = values[i]
+        if isinstance(value, dt.timedelta):
+            values[i] = value.total_seconds()
+        elif value is not None:
+            values[i] = value.timestamp()
+    return values
+
+
+def _pass_locked(pool: Pool, snap: Snapshot, *, place: bool, rows: list[QueuedRow] | None = None) -> dict[str, int]:
+    rows = queued_rows(pool) if rows is None else rows
     if not rows:
         return {"placed": 0, "queued": 0}
     by_key = {f"q{r.pk}": r for r in rows}
@@ -208,23 +240,25 @@ def _pass_locked(pool: Pool, snap: Snapshot, *, place: bool) -> dict[str, int]:
     actor = Actor.system("task:scheduling.queue_pass")
     placed = 0
     position = 0
-    moved: dict[int, tuple[dt.datetime | None, int, str]] = {}
+    moved: dict[int, tuple[float | None, int, str]] = {}
     behind = False  # a submit's pass found an earlier request placeable now: a real pass follows
     for decision in decisions:
         row = by_key[decision.job.key]
-        estimated_start: dt.datetime | None
+        estimated_start: float | None
         if decision.placed_now and decision.placement is not None:
             if place:
                 _place(actor, row.pk, snap, decision.placement, decision, gate.owners[decision.job.key])
                 placed += 1
                 continue
             behind = True
-            estimated_start = snap.now
+            estimated_start = snap.now.timestamp()
         else:
-            estimated_start = _when(decision.estimated_start)
+            estimated_start = decision.estimated_start
         position += 1
-        # Only the rows whose estimate, position or note moved (a pass usually moves few of them).
-        if (estimated_start, position, decision.note) != (row.estimated_start, row.queue_position, row.patience):
+        # Only the rows whose estimate (to the microsecond stored), position or note moved (a
+        # pass usually moves few of them).
+        now = (_micros(estimated_start), position, decision.note)
+        if now != (_micros(row.estimated_start), row.queue_position, row.patience):
             moved[row.pk] = (estimated_start, position, decision.note)
     _write_moved(moved)
     if behind:
@@ -232,14 +266,19 @@ def _pass_locked(pool: Pool, snap: Snapshot, *, place: bool) -> dict[str, int]:
     return {"placed": placed, "queued": position}
 
 
-def _write_moved(moved: dict[int, tuple[dt.datetime | None, int, str]]) -> None:
+def _micros(epoch: float | None) -> int | None:
+    """An epoch to the microsecond, as the database keeps it (``datetime.fromtimestamp`` rounds so)."""
+    return None if epoch is None else round(epoch * 1_000_000)
+
+
+def _write_moved(moved: dict[int, tuple[float | None, int, str]]) -> None:
     """Write the new estimates, positions and patience notes (the rest of each explanation kept)."""
     if not moved:
         return
     updated = []
     for pk, before in Reservation.objects.filter(pk__in=list(moved)).values_list("pk", "explanation"):
         estimated_start, position, note = moved[pk]
-        row = Reservation(pk=pk, estimated_start=estimated_start, queue_position=position)
+        row = Reservation(pk=pk, estimated_start=_when(estimated_start), queue_position=position)
         row.explanation = {**before, "patience": note}
         updated.append(row)
     Reservation.objects.bulk_update(updated, ["estimated_start", "queue_position", "explanation"], batch_size=500)
@@ -274,7 +313,11 @@ def _place(actor: Actor, pk: int, snap: Snapshot, placement: Placement, decision
 
 
 def _when(epoch: float | None) -> dt.datetime | None:
-    return None if epoch is None else dt.datetime.fromtimestamp(epoch, dt.UTC)
+    return None if epoch is None else _at(epoch)
+
+
+def _at(epoch: float) -> dt.datetime:
+    return dt.datetime.fromtimestamp(epoch, dt.UTC)
 
 
 def queued_in(pool: Pool) -> QuerySet[Reservation]:
@@ -331,12 +374,11 @@ def _build_job(row: QueuedRow, pool: Pool, site: int | None) -> QueuedJob:
         priority_class=row.priority_class,
         constraints=values,
     )
-    duration = row.end - row.start
-    wanted = engine_request(request, row.start, row.end)
+    wanted = engine_request(request, _at(row.start), _at(row.end))
     if site is not None:
         wanted = dataclasses.replace(wanted, constraints=(*wanted.constraints, OnSites(frozenset({site}))))
-    max_wait = row.max_wait.total_seconds() if row.max_wait is not None else 0.0
-    return QueuedJob(f"q{row.pk}", wanted, duration.total_seconds(), row.submitted.timestamp(), max_wait, row.gpus)
+    max_wait = row.max_wait if row.max_wait is not None else 0.0
+    return QueuedJob(f"q{row.pk}", wanted, row.end - row.start, row.submitted, max_wait, row.gpus)
 
 
 def holding_windows(pool: Pool, now: dt.datetime) -> dict[int, list[tuple[float, float, int]]]:
@@ -353,8 +395,10 @@ def holding_windows(pool: Pool, now: dt.datetime) -> dict[int, list[tuple[float,
     return windows
 
 
-def _epoch(field: str) -> Func:
-    return Func(F(field), template="EXTRACT(EPOCH FROM %(expressions)s)::float8", output_field=FloatField())
+def _epoch(expression: str | Any) -> Func:
+    """Epoch seconds of a time (seconds of a duration), as the database computes them."""
+    source = F(expression) if isinstance(expression, str) else expression
+    return Func(source, template="EXTRACT(EPOCH FROM %(expressions)s)::float8", output_field=FloatField())
 
 
 class QuotaGate:

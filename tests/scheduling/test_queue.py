@@ -10,11 +10,13 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from console.tenancy.models import AuditEntry
 from scheduling.models import Node, Reservation, ReservationAllocation
-from scheduling.services import queue
+from scheduling.services import lifecycle, queue
 from scheduling.tasks import queue_pass_task
 from tests.scheduling.conftest import give_quota
 
@@ -262,3 +264,32 @@ def test_a_queued_request_for_one_leaf_group_is_not_placed_across_two(pool, two_
     assert placed.status != S.QUEUED, placed.reason
     nodes = set(ReservationAllocation.objects.filter(reservation=placed).values_list("node_id", flat=True))
     assert {leaf_of[n] for n in nodes} == {leaf} and len(nodes) == 2
+
+
+def test_a_pass_that_moves_nothing_writes_nothing(pool, two_tenants):
+    """The pass compares each estimate with the stored one to the microsecond: a steady pass
+    updates no row, and one that moves estimates writes them as the database reads them back."""
+    a, b = two_tenants
+    full = post(a, pool, gpus=96, duration_minutes=120).json()
+    ids = [post(b, pool, gpus=64, start="asap", duration_minutes=m).json()["id"] for m in (60, 45, 30)]
+    assert queue.queue_pass(pool.pk) == {"placed": 0, "queued": 3}
+    with CaptureQueriesContext(connection) as steady:
+        assert queue.queue_pass(pool.pk) == {"placed": 0, "queued": 3}
+    assert not _reservation_updates(steady)
+    # the blocker's window ends 17 min 0.123457 s earlier: the head's estimate moves, to the microsecond
+    blocker = Reservation.objects.get(pk=full["id"])
+    earlier = blocker.end - dt.timedelta(minutes=17, microseconds=123457)
+    with transaction.atomic():
+        lifecycle.truncate_allocations(blocker, earlier)
+        blocker.save()
+    with CaptureQueriesContext(connection) as moving:
+        assert queue.queue_pass(pool.pk) == {"placed": 0, "queued": 3}
+    assert _reservation_updates(moving)
+    assert Reservation.objects.get(pk=ids[0]).estimated_start == earlier
+    with CaptureQueriesContext(connection) as again:
+        queue.queue_pass(pool.pk)
+    assert not _reservation_updates(again)
+
+
+def _reservation_updates(captured: CaptureQueriesContext) -> list[str]:
+    return [q["sql"] for q in captured.captured_queries if q["sql"].startswith('UPDATE "scheduling_reservation"')]
