@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +49,7 @@ from scheduling.services.grant import grant
 from scheduling.services.locks import pool_and_overlapping_lock, pool_quotas_for_update
 from scheduling.services.publish import enqueue_queue_pass
 from scheduling.services.quotas import peak_usage
+from scheduling.services.raw import int_array
 from scheduling.services.reservations import (
     Decision,
     ReservationRequest,
@@ -235,7 +237,7 @@ def _pass_locked(pool: Pool, snap: Snapshot, *, place: bool, rows: list[QueuedRo
     # Each waits for the site its choice named (its fabric's), unless it was given the whole pool.
     jobs = [queued_job(r, pool, None if r.whole_pool else site_of.get(r.fabric_id)) for r in rows]
     quotas = {q.tenant_id: q for q in Quota.objects.filter(pool=pool)}
-    gate = QuotaGate(quotas, by_key, holding_windows(pool, snap.now))
+    gate = QuotaGate(quotas, by_key, holding_windows(pool, snap.now, {r.tenant_id for r in rows}))
     decisions = run_pass(snap.engine, jobs, reservations=FORECAST_DEPTH, gate=gate, estimate=True)
     actor = Actor.system("task:scheduling.queue_pass")
     placed = 0
@@ -272,16 +274,43 @@ def _micros(epoch: float | None) -> int | None:
 
 
 def _write_moved(moved: dict[int, tuple[float | None, int, str]]) -> None:
-    """Write the new estimates, positions and patience notes (the rest of each explanation kept)."""
+    """Write the new estimates, positions and patience notes (the rest of each explanation kept):
+    on PostgreSQL one ``UPDATE … FROM unnest`` setting the note with ``jsonb_set`` (no explanation
+    read back, no statement per row: a pass after a release may move hundreds of estimates);
+    elsewhere ``bulk_update``."""
     if not moved:
         return
+    pks = sorted(moved)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _moved_statement(),
+                [
+                    int_array(pks),
+                    [_when(moved[pk][0]) for pk in pks],
+                    int_array(moved[pk][1] for pk in pks),
+                    [moved[pk][2] for pk in pks],
+                ],
+            )
+        return
     updated = []
-    for pk, before in Reservation.objects.filter(pk__in=list(moved)).values_list("pk", "explanation"):
+    for pk, before in Reservation.objects.filter(pk__in=pks).values_list("pk", "explanation"):
         estimated_start, position, note = moved[pk]
         row = Reservation(pk=pk, estimated_start=_when(estimated_start), queue_position=position)
         row.explanation = {**before, "patience": note}
         updated.append(row)
     Reservation.objects.bulk_update(updated, ["estimated_start", "queue_position", "explanation"], batch_size=500)
+
+
+@functools.cache
+def _moved_statement() -> str:
+    table = connection.ops.quote_name(Reservation._meta.db_table)
+    return (
+        f"UPDATE {table} r SET estimated_start = m.estimated_start, queue_position = m.position,"  # noqa: S608 - ours
+        " explanation = jsonb_set(COALESCE(r.explanation, '{}'::jsonb), '{patience}', to_jsonb(m.note))"
+        " FROM unnest(%s::bigint[], %s::timestamptz[], %s::int[], %s::text[])"
+        " AS m(id, estimated_start, position, note) WHERE r.id = m.id"
+    )
 
 
 def _place(actor: Actor, pk: int, snap: Snapshot, placement: Placement, decision: QueueDecision, owner: Owner) -> None:
@@ -381,10 +410,11 @@ def _build_job(row: QueuedRow, pool: Pool, site: int | None) -> QueuedJob:
     return QueuedJob(f"q{row.pk}", wanted, row.end - row.start, row.submitted, max_wait, row.gpus)
 
 
-def holding_windows(pool: Pool, now: dt.datetime) -> dict[int, list[tuple[float, float, int]]]:
-    """Per tenant, the windows of its reservations holding GPUs of the pool from ``now`` on."""
+def holding_windows(pool: Pool, now: dt.datetime, tenants: set[int]) -> dict[int, list[tuple[float, float, int]]]:
+    """Per tenant of ``tenants`` (those with queued requests: no other quota is checked), the
+    windows of its reservations holding GPUs of the pool from ``now`` on."""
     windows: dict[int, list[tuple[float, float, int]]] = {}
-    live = Reservation.objects.live().filter(pool=pool, end__gt=now).order_by()
+    live = Reservation.objects.live().filter(pool=pool, end__gt=now, tenant_id__in=sorted(tenants)).order_by()
     if connection.vendor == "postgresql":  # epoch seconds from the database: no datetime per row
         epochs = live.annotate(s=_epoch("start"), e=_epoch("end")).values_list("tenant_id", "s", "e", "gpus")
         for tenant_id, start, end, gpus in epochs:

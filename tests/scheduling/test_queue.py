@@ -277,6 +277,8 @@ def test_a_pass_that_moves_nothing_writes_nothing(pool, two_tenants):
         assert queue.queue_pass(pool.pk) == {"placed": 0, "queued": 3}
     assert not _reservation_updates(steady)
     # the blocker's window ends 17 min 0.123457 s earlier: the head's estimate moves, to the microsecond
+    before = Reservation.objects.get(pk=ids[0]).explanation
+    assert before["queue"] and before["patience"]
     blocker = Reservation.objects.get(pk=full["id"])
     earlier = blocker.end - dt.timedelta(minutes=17, microseconds=123457)
     with transaction.atomic():
@@ -285,7 +287,9 @@ def test_a_pass_that_moves_nothing_writes_nothing(pool, two_tenants):
     with CaptureQueriesContext(connection) as moving:
         assert queue.queue_pass(pool.pk) == {"placed": 0, "queued": 3}
     assert _reservation_updates(moving)
-    assert Reservation.objects.get(pk=ids[0]).estimated_start == earlier
+    head = Reservation.objects.get(pk=ids[0])
+    assert head.estimated_start == earlier and head.queue_position == 1
+    assert head.explanation == before  # the note set in place, the rest of the explanation kept
     with CaptureQueriesContext(connection) as again:
         queue.queue_pass(pool.pk)
     assert not _reservation_updates(again)
