@@ -20,6 +20,7 @@ from django.db import connection
 from django.db.models import Model
 
 from console.fabric.models import Fabric, Site
+from console.tenancy.errors import NotFound
 from console.tenancy.models import Tenant
 from designer.models import DesignRevision
 from scheduling.models import Node, Pool
@@ -60,6 +61,16 @@ def pool_row(pool_id: int, *, tenant_id: int | None = None, pools_of_nodes: bool
         tenant = _instance(Tenant, values) if values[0] is not None else None
     pools = frozenset(values[-1] or ()) if pools_of_nodes else None
     return PoolRow(pool, tenant, pools)
+
+
+def reread_under_lock(pool_id: int, into: list[Pool]) -> frozenset[int]:
+    """The pool's row and the pools of its nodes, read under the reservation lock in one statement
+    (the ``reread`` of :func:`.locks.reservation_lock`); the pool is appended to ``into``."""
+    read = pool_row(pool_id, pools_of_nodes=True)
+    if read.pool is None:
+        raise NotFound("no such pool")
+    into.append(read.pool)
+    return read.pools_of_nodes or frozenset()
 
 
 def _instance(model: type[M], values: list[Any]) -> M:

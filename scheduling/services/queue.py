@@ -47,6 +47,7 @@ from scheduling.placement.sites import OnSites, SiteRule
 from scheduling.services import notices
 from scheduling.services.grant import grant
 from scheduling.services.locks import pool_and_overlapping_lock, pool_quotas_for_update
+from scheduling.services.pool_rows import reread_under_lock
 from scheduling.services.publish import enqueue_queue_pass
 from scheduling.services.quotas import peak_usage
 from scheduling.services.raw import int_array
@@ -138,8 +139,10 @@ def queue_pass(pool_id: int, *, now: dt.datetime | None = None) -> dict[str, int
 def _pass(pool_id: int, now: dt.datetime | None, sharp: bool) -> dict[str, int]:
     with transaction.atomic():
         pool_quotas_for_update(pool_id)
-        pool_and_overlapping_lock(pool_id, fabric_wide=sharp)
-        pool = Pool.objects.select_related("fabric").get(pk=pool_id)  # its members as they are under the lock
+        # The pool as it is under the lock (its members), read with the lock's re-read in one statement.
+        under_lock: list[Pool] = []
+        pool_and_overlapping_lock(pool_id, fabric_wide=sharp, reread=lambda: reread_under_lock(pool_id, under_lock))
+        pool = under_lock[-1]
         rows = queued_rows(pool)
         if not sharp and any(r.sharp for r in rows):
             raise _SharpQueued  # rolls back: its locks are given back before the fabric's are taken
@@ -203,15 +206,18 @@ def queued_rows(pool: Pool) -> list[QueuedRow]:
         "submitted": submitted,
         "patience": KeyTextTransform("patience", "explanation"),
         "site_rule": KeyTextTransform("rule", KeyTransform("site", "explanation")),
-        "sharp": ExpressionWrapper(Q(constraint_params__sharp=True), output_field=BooleanField()),
+        "sharp": Coalesce(ExpressionWrapper(Q(constraint_params__sharp=True), output_field=BooleanField()), False),
     }
     postgres = connection.vendor == "postgresql"
     if postgres:  # seconds from the database: no datetime per row
         computed.update({name: _epoch(computed.get(name, F(name))) for name in _SECONDS})
     columns = [computed.get(f.name, f.name) for f in dataclasses.fields(QueuedRow)]
     rows = queued_in(pool).order_by("pk").values_list(*columns)
-    if postgres:
-        return [QueuedRow(*row) for row in rows]
+    if postgres:  # no column needs a converter: the cursor's rows as they come (a third of the time)
+        sql, params = rows.query.sql_with_params()
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return [QueuedRow(*row) for row in cursor.fetchall()]
     at = [i for i, f in enumerate(dataclasses.fields(QueuedRow)) if f.name in _SECONDS]
     return [QueuedRow(*_in_seconds(row, at)) for row in rows]
 

@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from console.tenancy import audit
 from console.tenancy.context import Actor
-from console.tenancy.errors import Conflict, Forbidden, NotFound
+from console.tenancy.errors import Conflict, Forbidden
 from console.tenancy.models import Principal, Tenant
 from scheduling.models import Pool, Quota, Reservation
 from scheduling.placement import Placement
@@ -179,16 +179,6 @@ def reserve(
     raise Conflict("the capacity was taken by concurrent requests; try again")
 
 
-def _reread(pool_id: int, into: list[Pool]) -> frozenset[int]:
-    """The pool's row and the pools of its nodes, read under the reservation lock in one statement
-    (:func:`.pool_rows.pool_row`); the pool is appended to ``into``."""
-    read = pool_rows.pool_row(pool_id, pools_of_nodes=True)
-    if read.pool is None:
-        raise NotFound("no such pool")
-    into.append(read.pool)
-    return read.pools_of_nodes or frozenset()
-
-
 def _retryable(exc: OperationalError) -> bool:
     sqlstate = getattr(exc.__cause__, "sqlstate", None)
     return sqlstate in RETRYABLE_SQLSTATES or "database is locked" in str(exc)
@@ -215,7 +205,11 @@ def _reserve_once(
         # (set_pool_nodes holds the lock while it changes them).
         under_lock: list[Pool] = []
         locked = pool_and_overlapping_lock(
-            pool.pk, also=wider, restart=True, fabric_wide=sharp, reread=lambda: _reread(pool.pk, under_lock)
+            pool.pk,
+            also=wider,
+            restart=True,
+            fabric_wide=sharp,
+            reread=lambda: pool_rows.reread_under_lock(pool.pk, under_lock),
         )
         pool = under_lock[-1]
         # The clock is read after the locks: waiting for them may take a while; the cached
