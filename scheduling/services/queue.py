@@ -73,6 +73,8 @@ FORECAST_DEPTH = 1
 #: Queued jobs kept built (:func:`queued_job`), per process.
 MAX_JOBS_CACHED = 20_000
 _jobs: dict[tuple[Any, ...], QueuedJob] = {}
+#: A queued request asking for SHARP (its pass must hold the locks of the fabric's pools).
+SHARP = Q(constraint_params__sharp=True)
 #: Rejection codes a queue cannot cure: no quota at all, or a gang the pool cannot ever hold.
 NEVER = {"no_quota", "too_large", "no_eligible_nodes", "invalid"}
 
@@ -129,7 +131,7 @@ def queue_pass(pool_id: int, *, now: dt.datetime | None = None) -> dict[str, int
     if pool is None:
         return {"placed": 0, "queued": 0}
     # A queued SHARP request takes aggregation trees the fabric's pools share: lock them all.
-    sharp = queued_in(pool).filter(constraint_params__sharp=True).exists()
+    sharp = queued_in(pool).filter(SHARP).exists()
     try:
         return _pass(pool_id, now, sharp)
     except _SharpQueued:  # read before the lock, queued meanwhile: again, fabric-wide
@@ -200,13 +202,12 @@ _SECONDS = ("start", "end", "max_wait", "submitted", "estimated_start")
 
 def queued_rows(pool: Pool) -> list[QueuedRow]:
     """The pool's queued requests (primary-key order) as :class:`QueuedRow`."""
-    submitted = Coalesce("queued_at", "created_at")
     computed: dict[str, Any] = {
         "params": Cast("constraint_params", TextField()),
-        "submitted": submitted,
+        "submitted": Coalesce("queued_at", "created_at"),
         "patience": KeyTextTransform("patience", "explanation"),
         "site_rule": KeyTextTransform("rule", KeyTransform("site", "explanation")),
-        "sharp": Coalesce(ExpressionWrapper(Q(constraint_params__sharp=True), output_field=BooleanField()), False),
+        "sharp": Coalesce(ExpressionWrapper(SHARP, output_field=BooleanField()), False),
     }
     postgres = connection.vendor == "postgresql"
     if postgres:  # seconds from the database: no datetime per row
@@ -320,7 +321,8 @@ def _moved_statement() -> str:
 
 
 def _place(actor: Actor, pk: int, snap: Snapshot, placement: Placement, decision: QueueDecision, owner: Owner) -> None:
-    row = Reservation.objects.get(pk=pk)  # locked by the pass; whole: grant saves and audits it
+    # Whole (grant saves and audits it); as read under the pool's reservation lock the pass holds.
+    row = Reservation.objects.get(pk=pk)
     waited = snap.now - (row.queued_at or snap.now)
     row.borrowed = owner.borrowed
     kept = {"site": row.explanation["site"]} if "site" in row.explanation else {}
