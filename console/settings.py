@@ -141,6 +141,11 @@ if DATABASE_URL:
             conn_health_checks=True,
         )
     }
+    # The hot paths' statements of cached text (scheduling.services.raw.prepared_cursor) are
+    # prepared after this many runs on a connection; Django's own cursors are never prepared.
+    # "off" for a transaction-pooling PgBouncer older than 1.21 (no prepared statements there).
+    _prepare = os.environ.get("CONSOLE_DB_PREPARE_THRESHOLD", "5").strip()
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = int(_prepare) if _prepare.isdigit() else None
 else:
     DATABASES = {
         "default": {

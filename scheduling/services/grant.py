@@ -26,7 +26,7 @@ from scheduling.placement.powerfit import NodePower
 from scheduling.services import power
 from scheduling.services.pool_reads import facts_columns
 from scheduling.services.quotas import sl_for
-from scheduling.services.raw import insert_of
+from scheduling.services.raw import insert_of, prepared_cursor
 from scheduling.services.snapshots import write_allocations
 from scheduling.services.topology import NamedTopology
 
@@ -143,7 +143,7 @@ def _fabric_facts(fabric_ids: Sequence[int]) -> dict[int, FabricFacts]:
     # The QoS rows FOR SHARE in fabric order: two grants spanning the same fabrics take them in
     # the same order.
     sql = f"SELECT {facts_columns()} FROM {fabrics} f WHERE f.id = ANY(%(f)s) ORDER BY f.id"  # noqa: S608 - ours
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, {"f": list(fabric_ids), "source": str(FabricPartition.Source.RESERVATION)})
         return {row[0]: fabric_facts_of(row) for row in cursor.fetchall()}
 

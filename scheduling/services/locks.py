@@ -36,6 +36,7 @@ from django.db.models import Q, QuerySet
 
 from console.tenancy.errors import Conflict
 from scheduling.models import BookingGeneration, Node, Pool, Quota, Reservation, ReservationAllocation
+from scheduling.services.raw import prepared_cursor
 
 #: Attempts to lock a set of pools that keeps growing under the lock (each attempt takes the union).
 MAX_RELOCKS = 8
@@ -139,7 +140,7 @@ class MembersOf:
 def _lock_rows(pool_ids: list[int], node_ids: Any) -> list[int]:
     """Lock the rows of ``pool_ids`` and of the pools of ``node_ids`` (None: none), in pool order."""
     if isinstance(node_ids, MembersOf) and connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
+        with prepared_cursor() as cursor:
             cursor.execute(_members_lock_statement(), [pool_ids, node_ids.pool_id])
             return [row[0] for row in cursor.fetchall()]
     condition = Q(pool_id__in=pool_ids)

@@ -31,6 +31,7 @@ from scheduling.models import (
     ReservationSubnet,
     ServiceLevels,
 )
+from scheduling.services.raw import prepared_cursor
 
 #: One allocation row: reservation, node pk, GPU index, start and end (epoch seconds), and the
 #: reservation's tenant, borrowed flag and priority class.
@@ -164,7 +165,7 @@ def _read_in_one(
         "source": str(FabricPartition.Source.RESERVATION),
         "holding": [str(status) for status in Reservation.HOLDING],  # values, not enum names
     }
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(_statement(), params)
         generation, changes, rows, nodes, failed, shaped, held, sharp, facts, next_id = cursor.fetchone()
     states, power = {}, {}

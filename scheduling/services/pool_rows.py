@@ -24,6 +24,7 @@ from console.tenancy.errors import NotFound
 from console.tenancy.models import Tenant
 from designer.models import DesignRevision
 from scheduling.models import Node, Pool
+from scheduling.services.raw import prepared_cursor
 from scheduling.services.topology import annotated_pools
 
 M = TypeVar("M", bound=Model)
@@ -45,7 +46,7 @@ def pool_row(pool_id: int, *, tenant_id: int | None = None, pools_of_nodes: bool
     """The pool, with the tenant ``tenant_id``'s row or the pools of its nodes."""
     if connection.vendor != "postgresql":
         return pool_row_by_row(pool_id, tenant_id=tenant_id, pools_of_nodes=pools_of_nodes)
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(_statement(tenant_id is not None, pools_of_nodes), {"pool": pool_id, "tenant": tenant_id})
         row = cursor.fetchone()
     if row is None:

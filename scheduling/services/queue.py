@@ -50,7 +50,7 @@ from scheduling.services.locks import pool_and_overlapping_lock, pool_quotas_for
 from scheduling.services.pool_rows import reread_under_lock
 from scheduling.services.publish import enqueue_queue_pass
 from scheduling.services.quotas import peak_usage
-from scheduling.services.raw import int_array
+from scheduling.services.raw import int_array, prepared_cursor
 from scheduling.services.reservations import (
     Decision,
     ReservationRequest,
@@ -289,7 +289,7 @@ def _write_moved(moved: dict[int, tuple[float | None, int, str]]) -> None:
         return
     pks = sorted(moved)
     if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
+        with prepared_cursor() as cursor:
             cursor.execute(
                 _moved_statement(),
                 [

@@ -52,7 +52,7 @@ from scheduling.placement import GangGuard, NodeState, Owner, PlacementEngine, S
 from scheduling.placement.powerfit import NodePower
 from scheduling.placement.state import BookingConflict, PoolState
 from scheduling.services.pool_reads import AllocationRow, PoolReads, read_pool
-from scheduling.services.raw import int_array
+from scheduling.services.raw import int_array, prepared_cursor
 from scheduling.services.sharp import sharp_guard
 from scheduling.services.topology import NamedTopology, pool_topology
 
@@ -316,7 +316,7 @@ def _touch_in_one(
         f" SELECT b.pool_id, b.generation, r FROM bumped b CROSS JOIN unnest(%s::bigint[]) AS r)"
         f" SELECT pool_id, generation FROM bumped ORDER BY pool_id"
     )
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, [*before[1], int_array(nodes), int_array(reservations)])
         return [(int(p), int(g)) for p, g in cursor.fetchall()]
 

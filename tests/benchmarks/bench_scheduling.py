@@ -15,7 +15,9 @@
    reservation lock (every node row of the pool, ``reserve_node_row_lock_*``), and by the same
    request with one statement per read and write (``reserve_row_by_row_*``: the snapshot
    refresh's reads, the fabric's P_Keys and SLs, the allocation rows and the touch each on their
-   own, as before they were merged), interleaved so all see the same host load;
+   own, as before they were merged), and by the same request with none of its statements
+   prepared (``reserve_unprepared_*``: psycopg's threshold off for it, as before
+   ``raw.prepared_cursor``), interleaved so all see the same host load;
    ``reserve_cpu_ms_p50`` is the process's CPU time (the host's other load barely changes it) and
    ``reserve_round_trips`` the statements of one reserve (BEGIN and COMMIT included). The load
    average is recorded. The bulk-loaded tables are analysed before anything is timed (autovacuum
@@ -131,7 +133,7 @@ def service_path(requests: int, seed: int, fresh: bool, queued: int) -> dict:
         principal = Principal(None, Role.TENANT_ADMIN, tenant.pk)
         request = ReservationRequest(pool_id=pool.pk, gpus=128, duration=dt.timedelta(hours=2))
         previews, reserves, decisions, groups, node_locked, reserve_cpu = [], [], [], [], [], []
-        row_by_row, row_by_row_cpu = [], []
+        row_by_row, row_by_row_cpu, unprepared = [], [], []
         pool_lock = reservations.pool_and_overlapping_lock
         reservations.preview(principal, request)  # warm the topology cache (and the snapshot's)
         if fresh:  # every lend a private full load: the path before the cache
@@ -172,6 +174,11 @@ def service_path(requests: int, seed: int, fresh: bool, queued: int) -> dict:
                 row_by_row.append((time.perf_counter() - t) * 1000)
                 row_by_row_cpu.append((time.process_time() - c) * 1000)
             lifecycle.release(actor, principal, made)
+            with _unprepared(connection):  # the same statements, parsed and planned every time
+                t = time.perf_counter()
+                made = reservations.reserve(actor, principal, request)
+                unprepared.append((time.perf_counter() - t) * 1000)
+            lifecycle.release(actor, principal, made)
         trips = _round_trips(lambda: reservations.reserve(actor, principal, request), lifecycle, actor, principal)
         with _row_by_row():
             trips_before = _round_trips(
@@ -199,6 +206,9 @@ def service_path(requests: int, seed: int, fresh: bool, queued: int) -> dict:
             "reserve_row_by_row_cpu_ms_p50": round(percentile(row_by_row_cpu, 50), 2),
             "reserve_row_by_row_round_trips": trips_before,
             "reserve_p50_ratio_vs_row_by_row": round(percentile(reserves, 50) / percentile(row_by_row, 50), 3),
+            "reserve_unprepared_ms_p50": round(percentile(unprepared, 50), 2),
+            "reserve_unprepared_ms_p99": round(percentile(unprepared, 99), 2),
+            "reserve_p50_ratio_vs_unprepared": round(percentile(reserves, 50) / percentile(unprepared, 50), 3),
             "reserve_node_row_lock_ms_p50": round(percentile(node_locked, 50), 2),
             "reserve_node_row_lock_ms_p99": round(percentile(node_locked, 99), 2),
             "reserve_p50_ratio_vs_node_row_lock": round(percentile(reserves, 50) / percentile(node_locked, 50), 3),
@@ -245,6 +255,24 @@ def _row_by_row():
             snapshots.read_pool, grant._fabric_facts, grant.write_allocations, pool_rows.pool_row = saved
 
     return patched()
+
+
+def _unprepared(connection):
+    """Reserve with no statement prepared: the connection's prepare threshold off meanwhile (the
+    statements it prepared stay on the server, unused)."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def off():
+        connection.ensure_connection()
+        saved = connection.connection.prepare_threshold
+        connection.connection.prepare_threshold = None
+        try:
+            yield
+        finally:
+            connection.connection.prepare_threshold = saved
+
+    return off()
 
 
 def _node_row_lock(

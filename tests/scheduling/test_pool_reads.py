@@ -32,7 +32,7 @@ from scheduling.models import (
     ReservationSubnet,
     ServiceLevels,
 )
-from scheduling.services import grant, lifecycle, pool_reads, pool_rows, power, raw, snapshots
+from scheduling.services import grant, lifecycle, locks, pool_reads, pool_rows, power, raw, snapshots
 from scheduling.services.quotas import peak_within, usage
 from scheduling.services.reservations import reserve
 from tests.needs import needs
@@ -240,3 +240,32 @@ def test_both_writers_insert_the_rows_bump_the_generation_and_refuse_an_overlap(
     with pytest.raises(IntegrityError):
         new_row(_free_cells(pool, 4)[16:])  # the same GPUs in the same window
     assert Reservation.objects.count() == 3 and AuditEntry.objects.filter(action="reservation.create").count() == 1
+
+
+def test_the_reserve_paths_statements_are_prepared_and_djangos_are_not(world):
+    """After a few reserves on one connection, PostgreSQL holds the reserve path's statements of
+    cached text as prepared statements (no parse and plan per run), each reserve still places and
+    writes what it should; the ORM's statements (the quota row's lock here) are not prepared."""
+    pool, alpha, _ = world
+    principal = tenant_principal(alpha)
+    threshold = connection.settings_dict["OPTIONS"]["prepare_threshold"]
+    assert isinstance(threshold, int)
+    for _ in range(threshold + 2):
+        made = reserve(SYSTEM, principal, request_for(pool, gpus=16))
+        assert made.status in Reservation.HOLDING
+        assert ReservationAllocation.objects.filter(reservation=made).count() == 16
+        lifecycle.release(SYSTEM, principal, made)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [row[0] for row in cursor.fetchall()]
+
+    def held(sql: str) -> bool:
+        head = sql.split("%")[0]  # up to the first parameter: psycopg sends $1 … in their place
+        return any(text.startswith(head) for text in prepared)
+
+    assert held(pool_rows._statement(True, False)), prepared  # the pool with the tenant
+    assert held(pool_rows._statement(False, True)), prepared  # with the pools of its nodes (under the lock)
+    assert held(locks._members_lock_statement()), prepared
+    assert held(pool_reads._statement()), prepared
+    assert any(text.startswith("WITH row0 AS (INSERT INTO") for text in prepared), prepared  # the grant's write
+    assert not any('"scheduling_quota"' in text and "FOR UPDATE" in text for text in prepared), prepared
