@@ -36,7 +36,7 @@ from django.db.models import Q, QuerySet
 
 from console.tenancy.errors import Conflict
 from scheduling.models import BookingGeneration, Node, Pool, Quota, Reservation, ReservationAllocation
-from scheduling.services.raw import prepared_cursor
+from scheduling.services.raw import columns, prepared_cursor, row_instance, table
 
 #: Attempts to lock a set of pools that keeps growing under the lock (each attempt takes the union).
 MAX_RELOCKS = 8
@@ -48,16 +48,21 @@ def quota_for_update(*, tenant_id: int, pool_id: int) -> Quota | None:
     The row alone: through the model's default ordering (fabric, pool, tenant names) a plain
     ``first()`` joined and locked the pool's, fabric's and tenant's rows too, which serialised
     every reserve of a fabric and made them wait on the fabric's changes."""
-    if connection.vendor == "postgresql":  # cached text, no ORM compilation (the reserve path)
-        return next(iter(Quota.objects.raw(_quota_statement(), [tenant_id, pool_id])), None)
+    if connection.vendor == "postgresql":  # cached text, prepared (the reserve path)
+        with prepared_cursor() as cursor:
+            cursor.execute(_quota_statement(), [tenant_id, pool_id])
+            row = cursor.fetchone()
+        return None if row is None else row_instance(Quota, list(row))
     rows = Quota.objects.filter(tenant_id=tenant_id, pool_id=pool_id).order_by("pk")
     return rows.select_for_update(of=("self",)).first()
 
 
 @functools.cache
 def _quota_statement() -> str:
-    table = connection.ops.quote_name(Quota._meta.db_table)
-    return f"SELECT * FROM {table} WHERE tenant_id = %s AND pool_id = %s ORDER BY id LIMIT 1 FOR UPDATE"  # noqa: S608
+    return (
+        f"SELECT {columns(Quota, 'q')} FROM {table(Quota)} q"  # noqa: S608 - ours
+        f" WHERE q.tenant_id = %s AND q.pool_id = %s ORDER BY q.id LIMIT 1 FOR UPDATE"
+    )
 
 
 def pool_quotas_for_update(pool_id: int) -> list[Quota]:

@@ -14,20 +14,16 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
 from django.db import connection
-from django.db.models import Model
 
 from console.fabric.models import Fabric, Site
 from console.tenancy.errors import NotFound
 from console.tenancy.models import Tenant
 from designer.models import DesignRevision
 from scheduling.models import Node, Pool
-from scheduling.services.raw import prepared_cursor
+from scheduling.services.raw import columns, prepared_cursor, row_instance, table
 from scheduling.services.topology import annotated_pools
-
-M = TypeVar("M", bound=Model)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,14 +48,14 @@ def pool_row(pool_id: int, *, tenant_id: int | None = None, pools_of_nodes: bool
     if row is None:
         return PoolRow(None)
     values = list(row)
-    pool = _instance(Pool, values)
-    fabric = _instance(Fabric, values)
+    pool = row_instance(Pool, values)
+    fabric = row_instance(Fabric, values)
     Pool.fabric.field.set_cached_value(pool, fabric)
     pool.revised, pool.foreign, pool.home_site = values[:3]  # type: ignore[attr-defined]
     del values[:3]
     tenant = None
     if tenant_id is not None:
-        tenant = _instance(Tenant, values) if values[0] is not None else None
+        tenant = row_instance(Tenant, values) if values[0] is not None else None
     pools = frozenset(values[-1] or ()) if pools_of_nodes else None
     return PoolRow(pool, tenant, pools)
 
@@ -74,28 +70,6 @@ def reread_under_lock(pool_id: int, into: list[Pool]) -> frozenset[int]:
     return read.pools_of_nodes or frozenset()
 
 
-def _instance(model: type[M], values: list[Any]) -> M:
-    """The model instance of the row's first columns (taken off ``values``), each value through
-    its field's converters as the ORM's select would (a JSON field's text decoded)."""
-    converters = _converters(model)
-    taken = values[: len(converters)]
-    del values[: len(converters)]
-    for i, (column, functions) in enumerate(converters):
-        for convert in functions:
-            taken[i] = convert(taken[i], column, connection)
-    return model.from_db(connection.alias, _fields(model), taken)
-
-
-@functools.cache
-def _converters(model: type[Model]) -> list[tuple[Any, list[Any]]]:
-    out = []
-    for field in model._meta.concrete_fields:
-        column = field.get_col(model._meta.db_table)
-        own = field.get_db_converters(connection)  # type: ignore[attr-defined]  # Field's, not in the stubs
-        out.append((column, connection.ops.get_db_converters(column) + own))
-    return out
-
-
 def pool_row_by_row(pool_id: int, *, tenant_id: int | None = None, pools_of_nodes: bool = False) -> PoolRow:
     """:func:`pool_row` as ORM queries, one per read (SQLite; the benchmark's in-run baseline)."""
     tenant = Tenant.objects.filter(pk=tenant_id).first() if tenant_id is not None else None
@@ -107,39 +81,27 @@ def pool_row_by_row(pool_id: int, *, tenant_id: int | None = None, pools_of_node
     return PoolRow(pool, tenant, pools)
 
 
-def _fields(model: type[Model]) -> list[str]:
-    return [f.attname for f in model._meta.concrete_fields]
-
-
-def _columns(model: type[Model], alias: str) -> str:
-    return ", ".join(f"{alias}.{connection.ops.quote_name(f.column)}" for f in model._meta.concrete_fields)
-
-
-def _table(model: type[Model]) -> str:
-    return connection.ops.quote_name(model._meta.db_table)
-
-
 @functools.cache
 def _statement(with_tenant: bool, with_pools: bool) -> str:
-    members = _table(Pool.nodes.through)
+    members = table(Pool.nodes.through)
     # The table and column names are ours: nothing here is input.
     sql = (
-        f"SELECT {_columns(Pool, 'p')}, {_columns(Fabric, 'f')}, r.created_at,"  # noqa: S608
-        f" EXISTS(SELECT 1 FROM {_table(Node)} n JOIN {members} m ON m.node_id = n.id"
+        f"SELECT {columns(Pool, 'p')}, {columns(Fabric, 'f')}, r.created_at,"  # noqa: S608
+        f" EXISTS(SELECT 1 FROM {table(Node)} n JOIN {members} m ON m.node_id = n.id"
         f" WHERE m.pool_id = p.id AND n.fabric_id <> p.fabric_id), s.slug"
     )
     if with_tenant:
-        sql += f", {_columns(Tenant, 't')}"
+        sql += f", {columns(Tenant, 't')}"
     if with_pools:
         sql += (
             f", ARRAY(SELECT DISTINCT o.pool_id FROM {members} o"  # noqa: S608
             f" WHERE o.node_id IN (SELECT m.node_id FROM {members} m WHERE m.pool_id = p.id))"
         )
     sql += (
-        f" FROM {_table(Pool)} p JOIN {_table(Fabric)} f ON f.id = p.fabric_id"
-        f" JOIN {_table(DesignRevision)} r ON r.id = f.revision_id"
-        f" LEFT JOIN {_table(Site)} s ON s.id = f.site_id"
+        f" FROM {table(Pool)} p JOIN {table(Fabric)} f ON f.id = p.fabric_id"
+        f" JOIN {table(DesignRevision)} r ON r.id = f.revision_id"
+        f" LEFT JOIN {table(Site)} s ON s.id = f.site_id"
     )
     if with_tenant:
-        sql += f" LEFT JOIN {_table(Tenant)} t ON t.id = %(tenant)s"
+        sql += f" LEFT JOIN {table(Tenant)} t ON t.id = %(tenant)s"
     return sql + " WHERE p.id = %(pool)s"

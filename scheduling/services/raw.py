@@ -1,17 +1,21 @@
-"""Raw SQL pieces of the reserve path: a cursor whose statements PostgreSQL keeps planned, a new
-row's INSERT compiled as ``save`` would (for :func:`.snapshots.write_allocations`), and integer
-arrays as one text parameter."""
+"""Raw SQL pieces of the reserve path: a cursor whose statements PostgreSQL keeps planned, a
+model's columns and its instance from a row read with them, a new row's INSERT compiled as
+``save`` would (for :func:`.snapshots.write_allocations`), and integer arrays as one text
+parameter."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import connection
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.db.models import Model
 from django.db.models.sql import InsertQuery
+
+M = TypeVar("M", bound=Model)
 
 
 def prepared_cursor() -> CursorWrapper:
@@ -43,6 +47,39 @@ class _Logged(CursorDebugWrapper):
     ) -> Iterator[None]:
         with super().debug_sql(sql, params, use_last_executed_query=False, many=many):
             yield
+
+
+def table(model: type[Model]) -> str:
+    """The model's table, quoted."""
+    return connection.ops.quote_name(model._meta.db_table)
+
+
+def columns(model: type[Model], alias: str) -> str:
+    """The model's concrete columns, in field order, of the table aliased ``alias``."""
+    return ", ".join(f"{alias}.{connection.ops.quote_name(f.column)}" for f in model._meta.concrete_fields)
+
+
+def row_instance(model: type[M], values: list[Any]) -> M:
+    """The model instance of the row's first values (read with :func:`columns`; taken off
+    ``values``), each value through its field's converters as the ORM's select would (a JSON
+    field's text decoded)."""
+    converters = _converters(model)
+    taken = values[: len(converters)]
+    del values[: len(converters)]
+    for i, (column, functions) in enumerate(converters):
+        for convert in functions:
+            taken[i] = convert(taken[i], column, connection)
+    return model.from_db(connection.alias, [f.attname for f in model._meta.concrete_fields], taken)
+
+
+@functools.cache
+def _converters(model: type[Model]) -> list[tuple[Any, list[Any]]]:
+    out = []
+    for field in model._meta.concrete_fields:
+        column = field.get_col(model._meta.db_table)
+        own = field.get_db_converters(connection)  # type: ignore[attr-defined]  # Field's, not in the stubs
+        out.append((column, connection.ops.get_db_converters(column) + own))
+    return out
 
 
 def insert_of(row: Model) -> tuple[str, list[Any]]:

@@ -245,7 +245,7 @@ def test_both_writers_insert_the_rows_bump_the_generation_and_refuse_an_overlap(
 def test_the_reserve_paths_statements_are_prepared_and_djangos_are_not(world):
     """After a few reserves on one connection, PostgreSQL holds the reserve path's statements of
     cached text as prepared statements (no parse and plan per run), each reserve still places and
-    writes what it should; the ORM's statements (the quota row's lock here) are not prepared."""
+    writes what it should; the ORM's statements are not prepared."""
     pool, alpha, _ = world
     principal = tenant_principal(alpha)
     threshold = connection.settings_dict["OPTIONS"]["prepare_threshold"]
@@ -268,4 +268,6 @@ def test_the_reserve_paths_statements_are_prepared_and_djangos_are_not(world):
     assert held(locks._members_lock_statement()), prepared
     assert held(pool_reads._statement()), prepared
     assert any(text.startswith("WITH row0 AS (INSERT INTO") for text in prepared), prepared  # the grant's write
-    assert not any('"scheduling_quota"' in text and "FOR UPDATE" in text for text in prepared), prepared
+    assert held(locks._quota_statement()), prepared
+    # the ORM's count of the allocations above ran as often, unprepared
+    assert not any(text.startswith("SELECT COUNT(*)") for text in prepared), prepared
