@@ -11,7 +11,7 @@ import pytest
 
 from console.fabric.diags import mad as mad_module
 from console.fabric.diags.mad import MadSession, MadTimeout, MadUnavailable
-from console.fabric.diags.runner import DiagEnv
+from console.fabric.diags.runner import DiagEnv, DiagError
 from console.fabric.lab.manager import Lab
 from console.fabric.opensm import pkey_tables
 from console.fabric.opensm.partitions import Member, Partition
@@ -280,3 +280,34 @@ def test_counters_read_only_what_the_mask_asks_for(lab):
         assert errors[0] is None and set(errors[2]) >= {"SymbolErrorCounter", "PortRcvErrors"}
         assert state[:3] == [None, None, None] and state[3] == "Active"
         assert every[0] is not None and every[2] and every[3] == "Active"
+
+
+def test_slots_of_helpers_killed_without_a_goodbye_are_reaped(lab):
+    """ibsim has ten client slots and keeps the slot of a client killed with SIGKILL: once they
+    are all taken every diag fails to attach, until the lab disconnects the dead ones."""
+    from console.fabric.lab.ibsim_console import attached
+
+    lids = lab.port_lids()
+    lid = next(iter(lids.values()))[0]
+    with MadSession(lab.diag_env()) as live:
+        assert live.ping()
+        killed = []
+        for _ in range(10):  # more than the slots left: OpenSM and the live helper hold two
+            session = MadSession(lab.diag_env(), start_timeout=5)
+            try:
+                session.start()
+            except MadUnavailable:
+                break  # no slot left
+            assert session.proc is not None
+            killed.append(session.proc.pid)
+            session.proc.kill()
+            session.proc.wait()
+        held = {pid for _, pid in attached(lab.workdir)}
+        assert set(killed) <= held and live.proc is not None and live.proc.pid in held
+        with pytest.raises(DiagError, match="connect failed"):
+            lab.diags(timeout=20).pkeys(lid)
+
+        assert sorted(lab.reap_dead_clients()) == sorted(killed)
+        assert {pid for _, pid in attached(lab.workdir)} == held - set(killed)
+        assert lab.diags(timeout=20).pkeys(lid).pkeys()  # attaches again
+        assert live.ping()  # the live helper kept its slot

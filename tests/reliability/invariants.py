@@ -11,11 +11,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
 from django.db.models import F
 
+from console.fabric.diags.runner import DiagError, DiagRunner
+from console.fabric.lab.ibsim_console import attached
 from console.fabric.lab.manager import Lab
 from console.fabric.models import ChangeRequest, Fabric
 from console.tenancy.models import AuditEntry
@@ -87,12 +90,33 @@ def wire_mismatches(fabric: Fabric, lab: Lab, lids: dict[int, int], guids_of_nod
     for node_id in sorted(touched):
         ports = guids_of_node[node_id] if node_id in expected else guids_of_node[node_id][:1]
         for guid in ports:
-            present = set(diags.pkeys(lids[guid]).pkeys()) - {DEFAULT_PKEY, 0}
+            present = _pkeys(lab, diags, lids[guid]) - {DEFAULT_PKEY, 0}
             report.ports_read += 1
             want = expected.get(node_id, set())
             report.missing += [f"node {node_id} port {guid:#x}: {p:#06x} missing" for p in sorted(want - present)]
             report.stray += [f"node {node_id} port {guid:#x}: {p:#06x} stray" for p in sorted(present - want)]
     return report
+
+
+#: ibsim's client slots (``IBSIM_MAX_CLIENTS``): OpenSM, the console's MAD helpers and every diag
+#: process running take one each.
+IBSIM_SLOTS = 10
+
+
+def _pkeys(lab: Lab, diags: DiagRunner, lid: int, wait_s: float = 30.0) -> set[int]:
+    """The port's P_Keys by ``smpquery``; when ibsim has no client slot free for it (a process
+    killed this round may still hold some, the console's pushes take others), the slots of dead
+    processes are freed and the read waits for a free one, up to ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return set(diags.pkeys(lid).pkeys())
+        except DiagError as exc:
+            if "connect failed" not in str(exc) or time.monotonic() > deadline:
+                raise
+        lab.reap_dead_clients()
+        while len(attached(lab.workdir)) >= IBSIM_SLOTS and time.monotonic() < deadline:
+            time.sleep(0.05)  # polls for a free slot; the read above is what is checked
 
 
 def audit_gaps(fabric: Fabric) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -76,3 +77,35 @@ def refused(reply: str) -> bool:
     """
     verdict = "\n".join(line for line in reply.lower().splitlines() if not line.startswith("ibwarn:"))
     return any(w in verdict for w in REFUSALS)
+
+
+#: A line of ibsim's ``Attached``: ``Client 3: pid 4242 connected at "host1" port 0x…``.
+ATTACHED = re.compile(r"^Client (\d+): pid (\d+) ", re.MULTILINE)
+
+
+def attached(workdir: Path) -> list[tuple[int, int]]:
+    """ibsim's clients: (client slot, process id) each."""
+    return [(int(slot), int(pid)) for slot, pid in ATTACHED.findall(send_command(workdir, "Attached"))]
+
+
+def reap_dead_clients(workdir: Path) -> list[int]:
+    """Disconnect the clients whose process is gone (or a zombie); returns their process ids.
+
+    ibsim has ten client slots (``IBSIM_MAX_CLIENTS``) and frees one when its client says goodbye
+    or when a write to it fails. A diag or MAD helper killed with SIGKILL says nothing, so its
+    slot stays taken until a packet happens to be addressed to it. Once all ten are taken, every
+    new diag fails with ``sim_init: connect failed``."""
+    gone = []
+    for slot, pid in attached(workdir):
+        if not _running(pid):
+            send_command(workdir, f"X {slot}")
+            gone.append(pid)
+    return gone
+
+
+def _running(pid: int) -> bool:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return fields[0] != "Z"

@@ -36,7 +36,7 @@ from typing import Any
 from console.fabric.diags import mad
 from console.fabric.diags.runner import DiagEnv, DiagError, DiagRunner
 from console.fabric.diags.topology import Topology, parse_topology
-from console.fabric.lab.ibsim_console import IBSIM_READY, read_log, refused, send_command
+from console.fabric.lab.ibsim_console import IBSIM_READY, read_log, reap_dead_clients, refused, send_command
 from console.fabric.lab.routing import log_mark, swept_since
 from console.fabric.lab.spec import LabError, LabLimits, LabSpec, find_umad2sim
 from console.fabric.lab.state import (
@@ -437,6 +437,13 @@ class Lab:
         if not alive(self._state.ibsim_pid, self._state.ibsim_start):
             raise LabError("ibsim is not running")
         return send_command(self.workdir, command, timeout=timeout)
+
+    def reap_dead_clients(self) -> list[int]:
+        """Free the ibsim client slots of processes killed without a goodbye (their pids):
+        :func:`.ibsim_console.reap_dead_clients`."""
+        if not alive(self._state.ibsim_pid, self._state.ibsim_start):
+            raise LabError("ibsim is not running")
+        return reap_dead_clients(self.workdir)
 
     def node_id(self, name: str) -> str:
         """ibsim node id for a node description (``leaf1``) or id (``S-0002c9...``)."""
