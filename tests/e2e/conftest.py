@@ -73,3 +73,23 @@ def worker(transactional_db):
     redis.Redis.from_url(settings.REDIS_URL).flushdb()
     with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30) as w:
         yield w
+
+
+@pytest.fixture(autouse=True)
+def _flush_outwaits_stray_requests(django_db_blocker):
+    """The teardown's flush (one TRUNCATE of every table, locked one by one) may meet a request the
+    browser started before the test ended, still reading in the live server's thread. If that
+    request locks tables in the opposite order, PostgreSQL aborts whichever waiter checks for a
+    deadlock first, which is the one waiting longest: the flush. Once that happened the next test
+    found the previous test's rows. With a longer wait before its check on the test's own
+    connection, the stray request is the one aborted, and its test is over anyway."""
+    from django.db import DatabaseError, connection
+
+    with django_db_blocker.unblock():
+        if connection.vendor == "postgresql":
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute("SET deadlock_timeout = '10s'")  # a superuser's setting (the test role)
+            except DatabaseError:
+                pass  # another role: the default wait
+    yield
