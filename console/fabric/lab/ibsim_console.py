@@ -88,16 +88,24 @@ def attached(workdir: Path) -> list[tuple[int, int]]:
     return [(int(slot), int(pid)) for slot, pid in ATTACHED.findall(send_command(workdir, "Attached"))]
 
 
-def reap_dead_clients(workdir: Path) -> list[int]:
+def reap_dead_clients(workdir: Path, settle_s: float = 0.5) -> list[int]:
     """Disconnect the clients whose process is gone (or a zombie); returns their process ids.
 
     ibsim has ten client slots (``IBSIM_MAX_CLIENTS``) and frees one when its client says goodbye
     or when a write to it fails. A diag or MAD helper killed with SIGKILL says nothing, so its
     slot stays taken until a packet happens to be addressed to it. Once all ten are taken, every
-    new diag fails with ``sim_init: connect failed``."""
+    new diag fails with ``sim_init: connect failed``.
+
+    A client that exited normally may still be listed while ibsim has its goodbye unread; freeing
+    its slot then would let that late goodbye disconnect whichever new client took the slot. So a
+    slot is freed only when the same dead process still holds it ``settle_s`` later."""
+    suspects = {(slot, pid) for slot, pid in attached(workdir) if not _running(pid)}
+    if not suspects:
+        return []
+    time.sleep(settle_s)  # ibsim reads the goodbyes already sent meanwhile
     gone = []
     for slot, pid in attached(workdir):
-        if not _running(pid):
+        if (slot, pid) in suspects and not _running(pid):
             send_command(workdir, f"X {slot}")
             gone.append(pid)
     return gone
