@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from django.conf import settings
+from django.db import OperationalError, connection
 
 from console.fabric.enqueue import APPLY_CHANGE, RECONCILE
 
@@ -100,7 +101,14 @@ def route(
     else None (Celery then uses the default queue, or the ``queue=`` the caller gave)."""
     if name not in _resolvers or settings.EMBEDDED:
         return None
-    queue = queue_for_fabric(fabric_of_task(name, args, kwargs))
+    try:
+        queue = queue_for_fabric(fabric_of_task(name, args, kwargs))
+    except OperationalError:
+        # A connection the database dropped (a restart, every backend terminated) is replaced
+        # once. The router also runs in a task's retry after such an error, where a second
+        # failure made Celery reject the message for good and left its change's lease held.
+        connection.close_if_unusable_or_obsolete()
+        queue = queue_for_fabric(fabric_of_task(name, args, kwargs))
     return {"queue": queue} if queue != default_queue() else None
 
 

@@ -194,3 +194,30 @@ def test_the_fallback_collector_sweeps_each_fabric_on_its_sites_queue(placed, pu
         ("telemetry.collect_fabric", "site.a"),
         ("telemetry.collect_fabric", "site.b"),
     ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_router_reconnects_once_when_the_database_dropped_its_connection(settings):
+    """A task's retry routes its message again; after the database terminated the worker's
+    connection that lookup failed, Celery rejected the message and its change stayed leased."""
+    from django.db import connection, connections
+
+    settings.EMBEDDED = False
+    design = Design.objects.create(name="routing-drop", topology="fat-tree")
+    revision = DesignRevision.objects.create(design=design, number=1, graph={}, summary={})
+    fabric = Fabric.objects.create(name="fd", revision=revision, site=Site.objects.create(name="D", slug="d"))
+    change = change_of(fabric)
+    routing.forget()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+    other = connections.create_connection("default")
+    try:
+        with other.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+    finally:
+        other.close()
+    assert routing.route("fabric.apply_change", (), {"change_id": change.pk}, {}) == {"queue": "site.d"}
+    with connection.cursor() as cursor:  # the connection was replaced, not just the answer
+        cursor.execute("SELECT pg_backend_pid()")
+        assert cursor.fetchone()[0] != pid
