@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from django.db.models import F
 
 from console.fabric.diags.runner import DiagError, DiagRunner
-from console.fabric.lab.ibsim_console import attached
+from console.fabric.lab.ibsim_console import IBSIM_MAX_CLIENTS, attached
 from console.fabric.lab.manager import Lab
 from console.fabric.models import ChangeRequest, Fabric
 from console.tenancy.models import AuditEntry
@@ -98,11 +98,6 @@ def wire_mismatches(fabric: Fabric, lab: Lab, lids: dict[int, int], guids_of_nod
     return report
 
 
-#: ibsim's client slots (``IBSIM_MAX_CLIENTS``): OpenSM, the console's MAD helpers and every diag
-#: process running take one each.
-IBSIM_SLOTS = 10
-
-
 def _pkeys(lab: Lab, diags: DiagRunner, lid: int, wait_s: float = 30.0) -> set[int]:
     """The port's P_Keys by ``smpquery``; when ibsim has no client slot free for it (a process
     killed this round may still hold some, the console's pushes take others), the slots of dead
@@ -115,7 +110,7 @@ def _pkeys(lab: Lab, diags: DiagRunner, lid: int, wait_s: float = 30.0) -> set[i
             if "connect failed" not in str(exc) or time.monotonic() > deadline:
                 raise
         lab.reap_dead_clients()
-        while len(attached(lab.workdir)) >= IBSIM_SLOTS and time.monotonic() < deadline:
+        while len(attached(lab.workdir)) >= IBSIM_MAX_CLIENTS and time.monotonic() < deadline:
             time.sleep(0.05)  # polls for a free slot; the read above is what is checked
 
 

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from console.fabric.lab.spec import LabError
+from console.fabric.lab.state import proc_start_time
 
 IBSIM_READY = "Network simulator ready"
 PROMPT = "sim> "
@@ -79,6 +80,8 @@ def refused(reply: str) -> bool:
     return any(w in verdict for w in REFUSALS)
 
 
+#: ibsim's client slots (``IBSIM_MAX_CLIENTS`` in its ``ibsim.h``): OpenSM, MAD helpers and diags take one each.
+IBSIM_MAX_CLIENTS = 10
 #: A line of ibsim's ``Attached``: ``Client 3: pid 4242 connected at "host1" port 0x…``.
 ATTACHED = re.compile(r"^Client (\d+): pid (\d+) ", re.MULTILINE)
 
@@ -99,21 +102,13 @@ def reap_dead_clients(workdir: Path, settle_s: float = 0.5) -> list[int]:
     A client that exited normally may still be listed while ibsim has its goodbye unread; freeing
     its slot then would let that late goodbye disconnect whichever new client took the slot. So a
     slot is freed only when the same dead process still holds it ``settle_s`` later."""
-    suspects = {(slot, pid) for slot, pid in attached(workdir) if not _running(pid)}
+    suspects = {(slot, pid) for slot, pid in attached(workdir) if proc_start_time(pid) is None}
     if not suspects:
         return []
     time.sleep(settle_s)  # ibsim reads the goodbyes already sent meanwhile
     gone = []
     for slot, pid in attached(workdir):
-        if (slot, pid) in suspects and not _running(pid):
+        if (slot, pid) in suspects and proc_start_time(pid) is None:
             send_command(workdir, f"X {slot}")
             gone.append(pid)
     return gone
-
-
-def _running(pid: int) -> bool:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    return fields[0] != "Z"
