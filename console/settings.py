@@ -430,16 +430,21 @@ SITE_UNREACHABLE_AFTER_S = float(os.environ.get("SITE_UNREACHABLE_AFTER_S", "90"
 FABRIC_COMPARE_MAX_AGE_S = float(os.environ.get("FABRIC_COMPARE_MAX_AGE_S", "10"))
 
 # === LOGIN AND API THROTTLING (issue 14: brute force) ==========================================
-# django-axes: a username, or a client address, with this many failed logins within the cool-off
-# is locked out until the cool-off has passed or an operator unlocks it (page "Locked logins";
-# both are audited: login.lockout, login.unlock). Failures during a lockout do not extend it.
+# django-axes: a username with this many failed logins from one client address within the
+# cool-off is locked out *for that address* until the cool-off has passed or an operator unlocks
+# it (page "Locked logins"; audited: login.lockout, login.unlock). An address is never locked (many
+# operators share a proxy or a jump host): one with CONSOLE_LOGIN_ADDRESS_LIMIT failed logins is
+# throttled instead, its wrong guesses answered 429 + Retry-After while a right password of an
+# account not locked there still signs in (console/tenancy/logins.py). Failures during a lockout
+# do not extend it.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = int(os.environ.get("CONSOLE_LOGIN_FAILURE_LIMIT", "10"))
 AXES_COOLOFF_TIME = float(os.environ.get("CONSOLE_LOGIN_COOLOFF_MINUTES", "15")) / 60  # hours
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either one locks, independently
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]  # the pair: another address is not locked
+CONSOLE_LOGIN_ADDRESS_LIMIT = int(os.environ.get("CONSOLE_LOGIN_ADDRESS_LIMIT", "30"))
 AXES_RESET_ON_SUCCESS = True
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_CALLABLE = "console.web.views.login_locked_out"

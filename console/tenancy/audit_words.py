@@ -38,6 +38,7 @@ WORDINGS: dict[str, Wording] = {
     "token.revoke": ("{actor} revoked API token {name}", "{actor} revoked API token {object}"),
     "token.prune": ("{actor} pruned expired API token {name}", "{actor} pruned an expired API token"),
     "login.lockout": ("Login {object} locked out after repeated failures",),
+    "login.throttle": ("Logins from {object} throttled after repeated failures",),
     "login.unlock": ("{actor} unlocked login {object}",),
     # notifications (a webhook's {object} reads "webhook <name>")
     "webhook.create": ("{actor} registered webhook {url} for tenant {tenant}", "{actor} registered {object}"),

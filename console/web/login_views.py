@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth import update_session_auth_hash
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.forms import PasswordChangeForm
+from django.contrib.auth.forms import AuthenticationForm, PasswordChangeForm
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
@@ -15,9 +16,33 @@ from django.views.decorators.http import require_POST
 from console.tenancy import actions
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
-from console.tenancy.logins import cool_off, locked_logins
+from console.tenancy.logins import address_throttled, cool_off, locked_logins, record_throttle
 from console.tenancy.models import Role
+from console.tenancy.throttling import client_address
 from console.web.context import AuthenticatedHttpRequest, principal_for, refuse_readers
+
+
+class LoginView(auth_views.LoginView):
+    """Django's login, with the address throttle: once an address has had
+    ``CONSOLE_LOGIN_ADDRESS_LIMIT`` failed logins in the cool-off, its wrong guesses are answered
+    429 with Retry-After. A right password of an account that is not locked from that address
+    still signs in: someone else's failures never lock a user out (django-axes locks a username
+    for one address, console/settings.py)."""
+
+    redirect_authenticated_user = True
+
+    def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
+        address = client_address(self.request)
+        if not address_throttled(address):
+            return super().form_invalid(form)
+        record_throttle(self.request, address)
+        period = cool_off()
+        minutes = max(1, round(period.total_seconds() / 60)) if period is not None else None
+        context = self.get_context_data(form=form, throttled=True, cooloff_minutes=minutes)
+        response = self.render_to_response(context, status=429)
+        if period is not None:
+            response["Retry-After"] = str(int(period.total_seconds()))
+        return response
 
 
 @login_required

@@ -1,4 +1,3 @@
-from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from console.web import (
@@ -26,7 +25,7 @@ app_name = "web"
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("login/", login_views.LoginView.as_view(), name="login"),
     path("logout/", session_views.LogoutView.as_view(), name="logout"),
     path("designer/", designer_views.designer_new, name="designer"),
     path("designer/canvas/", designer_views.designer_canvas, name="designer-canvas"),
