@@ -132,8 +132,9 @@ def seed_scheduling(actor: Actor) -> list[str]:
     if any(inventory.import_inventory(fabric, actor=actor).as_dict().values()):
         created.append(f"inventory of {fabric.name}")
     pool = Pool.objects.filter(fabric=fabric, name=DEMO_POOL).first()
+    management = management_node(fabric)
     if pool is None:
-        nodes = list(Node.objects.filter(fabric=fabric))
+        nodes = list(Node.objects.filter(fabric=fabric).exclude(name=management))
         pool = inventory.create_pool(
             actor,
             operator,
@@ -141,9 +142,10 @@ def seed_scheduling(actor: Actor) -> list[str]:
             name=DEMO_POOL,
             kind=Pool.Kind.BY_SU,
             nodes=nodes,
-            description="scalable unit 1: 32 DGX H100",
+            description=f"scalable unit 1: 31 DGX H100 ({management} runs the subnet manager and is the login node)",
         )
         created.append(f"pool {pool.name}")
+    created += seed_login_service(actor, fabric, management)
     created += [f"quota {slug}" for slug in seed_quotas(actor, pool, DEMO_QUOTAS)]
     tenants = {t.slug: t for t in Tenant.objects.filter(slug__in=[q[0] for q in DEMO_QUOTAS])}
     for slug, name, gpus, hours, priority in DEMO_RESERVATIONS:
@@ -161,6 +163,36 @@ def seed_scheduling(actor: Actor) -> list[str]:
         reservation = reservations.reserve(actor, operator, request)
         created.append(f"reservation {name} ({reservation.status})")
     return created + seed_usage_history(pool, tenants)
+
+
+def management_node(fabric: Any) -> str:
+    """The node of ``fabric`` its lab's subnet manager runs on (kept out of pools: its port is a
+    full member of the Default partition, so its holder would reach every host)."""
+    from console.fabric.lab.plan import sm_node
+    from designer.services import revision_graph
+
+    return sm_node(revision_graph(fabric.revision))
+
+
+#: The login node's service partition: every tenant's hosts reach it (limited members), not
+#: each other. Its P_Key is below the fabric's reservation range (0x0100 up).
+DEMO_LOGIN_PKEY = 0x0040
+
+
+def seed_login_service(actor: Actor, fabric: Any, node: str) -> list[str]:
+    """A service partition making ``node`` (the management node) reachable from the demo
+    tenants' reservations, when missing."""
+    from console.fabric import changes
+    from console.fabric.models import FabricPartition
+    from scheduling.models import HCA
+
+    if FabricPartition.objects.filter(fabric=fabric, name="login").exists():
+        return []
+    guids = list(HCA.objects.filter(node__fabric=fabric, node__name=node).values_list("port_guid", flat=True))
+    access = changes.service_access([slug for slug, *_ in DEMO_QUOTAS], "login and management node")
+    operator = Principal(None, Role.OPERATOR, None)
+    changes.set_partition(actor, operator, fabric, name="login", pkey=DEMO_LOGIN_PKEY, members=guids, service=access)
+    return [f"service partition login ({node})"]
 
 
 def seed_quotas(actor: Actor, pool: Any, rows: list[tuple[str, int, int]]) -> list[str]:

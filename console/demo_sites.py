@@ -133,6 +133,14 @@ def _second_fabric(actor: Actor, site: Any) -> tuple[Any, list[str]]:
     return fabric, created
 
 
+def _sm_nodes(*fabrics: Any) -> list[str]:
+    """The nodes the labs' subnet managers run on (no tenant may hold one: see console.demo)."""
+    from console.fabric.lab.plan import sm_node
+    from designer.services import revision_graph
+
+    return [sm_node(revision_graph(f.revision)) for f in fabrics]
+
+
 def _spanning_pool(actor: Actor, first: Any, second: Any) -> list[str]:
     from scheduling.models import Node, Pool
     from scheduling.services import inventory
@@ -147,8 +155,9 @@ def _spanning_pool(actor: Actor, first: Any, second: Any) -> list[str]:
             fabric=first,
             name=DEMO_SPANNING_POOL,
             kind=Pool.Kind.MANUAL,
-            nodes=list(Node.objects.filter(fabric__in=[first, second])),
-            description="both sites: Frankfurt's SU1 (32 DGX H100) and Amsterdam's 8 DGX H100",
+            nodes=list(Node.objects.filter(fabric__in=[first, second]).exclude(name__in=_sm_nodes(first, second))),
+            description="both sites: Frankfurt's SU1 (31 DGX H100) and Amsterdam's 7 DGX H100 "
+            "(each site's subnet manager runs on a node of its own)",
         )
         created.append(f"pool {pool.name} spanning two sites")
     return created

@@ -44,6 +44,8 @@ if not SECRET_KEY:
 
 # BMC passwords are encrypted at rest with this Fernet key; unset: derived from SECRET_KEY (console.power.crypto).
 CONSOLE_BMC_KEY = os.environ.get("CONSOLE_BMC_KEY", "")
+# Fernet key for the fabrics' management keys (m_key, sm_key, sa_key); unset: derived from SECRET_KEY.
+CONSOLE_FABRIC_KEY = os.environ.get("CONSOLE_FABRIC_KEY", "")
 
 # Off unless DEBUG=1 is set explicitly, in every mode (`make run` included): Django's debug pages
 # list every URL pattern and show tracebacks to whoever asks.
@@ -379,6 +381,16 @@ CELERY_BEAT_SCHEDULE = {
     "telemetry-collect": {"task": "telemetry.collect", "schedule": 5.0},
     "telemetry-prune": {"task": "telemetry.prune", "schedule": 60.0},
 }
+
+# The isolation audit (console/fabric/isolation.py): every fabric every this many seconds (and
+# after each push); 0 turns the schedule off. Drift diffs are cut at this many characters.
+ISOLATION_AUDIT_S = float(os.environ.get("CONSOLE_ISOLATION_AUDIT_S", "60"))
+ISOLATION_DRIFT_MAX_CHARS = 20000
+if ISOLATION_AUDIT_S > 0:
+    CELERY_BEAT_SCHEDULE["telemetry-isolation-audits"] = {
+        "task": "telemetry.isolation_audits",
+        "schedule": ISOLATION_AUDIT_S,
+    }
 
 # Live telemetry (console/telemetry): sweep interval of the collector, how often averaged samples
 # are stored, how long raw and minute samples are kept, error alarm thresholds (errors per sweep

@@ -28,7 +28,8 @@ import json
 from dataclasses import dataclass, field, replace
 
 from console.fabric.changes.desired import qos_table_of
-from console.fabric.models import ChangeRequest
+from console.fabric.changes.ownership import port_names
+from console.fabric.models import ChangeRequest, FabricPartition
 from console.fabric.services import vguid_range
 from scheduling.hostlist import compress
 from scheduling.models import HCA, Node, Reservation, ReservationAllocation, ReservationSubnet
@@ -60,6 +61,18 @@ class GuideSubnet:
     pkey_index: int | None
     pkey_index_note: str = ""
     sl: int = 0  # NCCL_IB_SL and UCX_IB_SL on these hosts: the class's SL in this fabric's QoS table
+
+
+@dataclass(frozen=True)
+class GuideService:
+    """A service partition the reservation's hosts are limited members of: the service's hosts
+    (storage, login) reach them and they reach the service hosts, on the service's P_Key."""
+
+    name: str
+    description: str
+    pkey_hex: str
+    hosts: list[str]
+    sentence: str
 
 
 @dataclass(frozen=True)
@@ -95,6 +108,8 @@ class UsageGuide:
     pkey_per_site_note: str = ""
     #: Why NCCL_IB_SL/UCX_IB_SL is not one value for every host (empty: it is).
     sl_per_site_note: str = ""
+    #: The service partitions (storage, login) the tenant's hosts reach.
+    services: list[GuideService] = field(default_factory=list)
 
 
 def hca_device(index: int) -> str:
@@ -177,6 +192,7 @@ def usage_guide(reservation: Reservation, username: str) -> UsageGuide:
         sharp_switches=list(reservation.placement.get("sharp", [])),
         sites=[str(s) for s in reservation.placement.get("sites", [])],
         sites_note=span_note(reservation),
+        services=services_of(reservation),
     )
     subnets = guide_subnets(reservation, order, names, hcas)
     if len(subnets) > 1:
@@ -195,6 +211,34 @@ def usage_guide(reservation: Reservation, username: str) -> UsageGuide:
             guide = replace(guide, sl=sls.pop())
     guide.env.update(environment(guide))
     return guide
+
+
+def services_of(reservation: Reservation) -> list[GuideService]:
+    """The service partitions of the fabrics the reservation is on that its tenant may reach."""
+    fabrics = set(ReservationSubnet.objects.filter(reservation=reservation).values_list("fabric_id", flat=True))
+    rows = FabricPartition.objects.filter(
+        fabric_id__in=fabrics or {reservation.fabric_id},
+        source=FabricPartition.Source.SERVICE,
+        allowed_tenants=reservation.tenant_id,
+    ).select_related("fabric")
+    out = []
+    for row in rows.order_by("pkey"):
+        guids = [port.lower() for port, _ in row.members if str(port).startswith("0x")]
+        by_guid = dict(HCA.objects.filter(port_guid__in=guids).values_list("port_guid", "node__name"))
+        design = port_names(row.fabric)
+        hosts = sorted({by_guid.get(g) or design.get(int(g, 16), g).split(" ")[0] for g in guids})
+        pkey_hex = f"{row.pkey:#06x}"
+        what = f" ({row.description})" if row.description else ""
+        out.append(
+            GuideService(
+                row.name,
+                row.description,
+                pkey_hex,
+                hosts,
+                f"Your hosts reach {compress(hosts)}{what} on P_Key {pkey_hex}, and not each other's.",
+            )
+        )
+    return out
 
 
 def guide_subnets(

@@ -4,6 +4,8 @@ centres); sites are joined by links (IB routers or gateways, or Ethernet)."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from django.db import models
 
 from designer.models import DesignRevision
@@ -107,12 +109,19 @@ class Fabric(models.Model):
 
 
 class FabricPartition(models.Model):
-    """A partition the fabric should carry. Operators define some by hand (``source=manual``);
-    reservations contribute theirs through scheduling (``source=reservation``)."""
+    """A partition the fabric should carry. Operators define some in the console
+    (``source=manual``); reservations contribute theirs through scheduling
+    (``source=reservation``); a *service* partition makes service hosts (storage, login nodes:
+    ``members``, full) reachable from the reservations of ``allowed_tenants`` (limited members,
+    added when desired state is built), so tenants reach their storage and not each other; an
+    *operator* partition was found in the SM host's ``partitions.conf`` without the console having
+    written it: kept exactly as written (``raw``), never removed or changed by a push."""
 
     class Source(models.TextChoices):
         MANUAL = "manual"
         RESERVATION = "reservation"
+        SERVICE = "service"
+        OPERATOR = "operator", "operator-owned (found on the SM host)"
 
     fabric = models.ForeignKey(Fabric, on_delete=models.CASCADE, related_name="partitions")
     name = models.CharField(max_length=64)
@@ -125,6 +134,14 @@ class FabricPartition(models.Model):
     members = models.JSONField(default=list)
     source = models.CharField(max_length=12, choices=Source.choices, default=Source.MANUAL)
     tenant = models.ForeignKey("tenancy.Tenant", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    # Service partitions: the tenants whose reservations' hosts join as limited members.
+    allowed_tenants = models.ManyToManyField("tenancy.Tenant", blank=True, related_name="+")
+    description = models.CharField(max_length=200, blank=True)
+    # Operator partitions: the statement exactly as found in partitions.conf (comments included),
+    # and whether an operator deleted it in the console (the next verified push drops it from the
+    # file, then the row goes).
+    raw = models.TextField(blank=True)
+    removed = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -138,6 +155,11 @@ class FabricPartition(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} (0x{self.pkey:04x})"
+
+    @property
+    def allowed_tenant_ids(self) -> list[int]:
+        """The ids of ``allowed_tenants`` (service partitions), sorted."""
+        return sorted(t.pk for t in self.allowed_tenants.all())
 
 
 class FabricQos(models.Model):
@@ -323,3 +345,58 @@ class WorkerHeartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.queue}: {self.worker} at {self.seen_at:%Y-%m-%d %H:%M:%S} UTC"
+
+
+class FabricKeys(models.Model):
+    """The fabric's management keys, generated per fabric and stored encrypted
+    (:mod:`console.fabric.keys`): ``m_key`` (with its protection level and lease) so a host's
+    owner cannot rewrite other ports' PortInfo or P_Key tables, ``sm_key`` so no other SM takes
+    over, ``sa_key`` for the SA. Rendered into ``opensm.conf`` by every push; never returned by
+    the API (operators see a fingerprint)."""
+
+    fabric = models.OneToOneField(Fabric, on_delete=models.CASCADE, related_name="keys")
+    m_key_encrypted = models.TextField()
+    sm_key_encrypted = models.TextField()
+    sa_key_encrypted = models.TextField()
+    m_key_protection_level = models.PositiveSmallIntegerField(default=2)
+    m_key_lease_period = models.PositiveIntegerField(default=60, help_text="seconds; 0 = never expires")
+    created_at = models.DateTimeField(auto_now_add=True)
+    rotated_at = models.DateTimeField(null=True, blank=True)
+
+    audit_exclude: ClassVar[frozenset[str]] = frozenset({"m_key_encrypted", "sm_key_encrypted", "sa_key_encrypted"})
+
+    class Meta:
+        verbose_name_plural = "fabric keys"
+        constraints = [
+            models.CheckConstraint(
+                name="fabric_keys_protection_level", condition=models.Q(m_key_protection_level__lte=3)
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"keys of {self.fabric_id}"
+
+
+class IsolationAudit(models.Model):
+    """One run of the isolation audit of a fabric (:mod:`console.fabric.isolation`): SA
+    PathRecords sampled between hosts of different tenants and free hosts, P_Key tables read,
+    the partitions on the SM host checked against the isolation rule, its live files against what
+    the console last wrote. The last few runs of each fabric are kept."""
+
+    fabric = models.ForeignKey(Fabric, on_delete=models.CASCADE, related_name="isolation_audits")
+    checked_at = models.DateTimeField()
+    duration_s = models.FloatField(default=0)
+    pairs_checked = models.PositiveIntegerField(default=0)
+    ports_read = models.PositiveIntegerField(default=0)
+    default_membership = models.CharField(max_length=10, blank=True, help_text="limited | full | mixed | unknown")
+    leaks = models.JSONField(default=list, blank=True)
+    findings = models.JSONField(default=list, blank=True)
+    drift = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-checked_at", "-id"]
+        indexes = [models.Index(fields=["fabric", "-checked_at"], name="isolation_audit_latest")]
+
+    def __str__(self) -> str:
+        return f"isolation audit {self.pk} of {self.fabric_id}: {len(self.leaks)} leaks"

@@ -8,7 +8,8 @@ class TelemetryConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from console.telemetry import power, sites
+        from console.telemetry import isolation, power, sites
 
+        isolation.connect()
         power.connect()
         sites.connect()

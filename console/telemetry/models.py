@@ -62,6 +62,9 @@ class FabricEvent(models.Model):
         ROUTING_FALLBACK = "routing_fallback"
         SM_STATE = "sm_state"
         PUSH_FAILED = "push_failed"
+        MEMBER_ABSENT = "member_absent"  # a partition's member port is not on the fabric
+        ISOLATION_LEAK = "isolation_leak"  # two tenants' hosts can reach each other
+        CONFIG_DRIFT = "config_drift"  # the SM host's files differ from what the console wrote
 
     class Severity(models.TextChoices):
         INFO = "info"

@@ -18,7 +18,7 @@ from typing import Any
 from django.db.models import Count, Exists, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
-from console.fabric.models import ChangeRequest, DiscoveryRun, Fabric
+from console.fabric.models import ChangeRequest, DiscoveryRun, Fabric, IsolationAudit
 from console.telemetry import store
 from console.telemetry.models import FabricEvent
 from console.tenancy.models import Principal
@@ -49,6 +49,11 @@ def _fabric_rows(events: dict[int, Counter[str]], changes: dict[int, dict[str, i
     latest = {
         run.fabric_id: run
         for run in DiscoveryRun.objects.filter(pk__in=latest_ids).only("fabric_id", "created_at", "compare")
+    }
+    newest_audit = IsolationAudit.objects.filter(fabric=OuterRef("pk")).order_by("-checked_at", "-id").values("pk")[:1]
+    audits = {
+        a.fabric_id: a
+        for a in IsolationAudit.objects.filter(pk__in=Fabric.objects.annotate(a=Subquery(newest_audit)).values("a"))
     }
     rows = []
     for fabric in fabrics:
@@ -83,9 +88,26 @@ def _fabric_rows(events: dict[int, Counter[str]], changes: dict[int, dict[str, i
                 "changes": changes.get(fid, {"pending": 0, "failed": 0}),
                 "alarms_by_severity": {s: severities.get(s, 0) for s in FabricEvent.Severity.values},
                 "discovered_at": run.created_at if run is not None else None,
+                "isolation": _isolation(audits.get(fid)),
             }
         )
     return rows
+
+
+def _isolation(audit: IsolationAudit | None) -> dict[str, Any]:
+    """The fabric's last isolation audit, as the dashboard shows it."""
+    if audit is None:
+        return {"checked_at": None}
+    problems = [f for f in audit.findings if f.get("kind") != "adopted"]
+    return {
+        "checked_at": audit.checked_at,
+        "leaks": len(audit.leaks),
+        "findings": len(problems),
+        "pairs": audit.pairs_checked,
+        "default": audit.default_membership,
+        "drift": bool(audit.drift),
+        "error": audit.error,
+    }
 
 
 def _free(row: dict[str, Any]) -> dict[str, int]:

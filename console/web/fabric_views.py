@@ -10,14 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
+from console.fabric import isolation
+from console.fabric.changes.ownership import port_names
 from console.fabric.discovery import services as discovery
+from console.fabric.keys import fingerprint
 from console.fabric.lab.fabrics import lab_status
-from console.fabric.models import Fabric
+from console.fabric.models import Fabric, FabricPartition
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError, NotFound
 from console.tenancy.models import Role
@@ -87,8 +91,42 @@ def fabric_detail(request: HttpRequest, fabric_id: int) -> HttpResponse:
         "refresh": refresh,
         "can_run": can_run,
         "active": "fabrics",
+        **isolation_context(fabric),
     }
     return render(request, "web/fabric.html", context)
+
+
+def isolation_context(fabric: Fabric) -> dict[str, Any]:
+    """The fabric page's isolation card: the last audit, service and operator partitions."""
+    audit = isolation.latest(fabric)
+    names = port_names(fabric)
+    services = []
+    rows = FabricPartition.objects.filter(fabric=fabric).exclude(source=FabricPartition.Source.RESERVATION)
+    for row in rows.filter(source=FabricPartition.Source.SERVICE).prefetch_related("allowed_tenants"):
+        hosts = sorted(
+            {names.get(int(port, 16), port).split(" ")[0] for port, _ in row.members if port.startswith("0x")}
+        )
+        services.append(
+            {
+                "name": row.name,
+                "pkey": f"{row.pkey:#06x}",
+                "description": row.description,
+                "hosts": hosts,
+                "tenants": sorted(t.name for t in row.allowed_tenants.all()),
+            }
+        )
+    operator = [
+        {"name": row.name, "pkey": f"{row.pkey:#06x}", "raw": row.raw, "removed": row.removed}
+        for row in rows.filter(source=FabricPartition.Source.OPERATOR)
+    ]
+    return {
+        "audit": audit,
+        "problems": [f for f in (audit.findings if audit else []) if f.get("kind") != "adopted"],
+        "period": int(settings.ISOLATION_AUDIT_S),
+        "fingerprint": fingerprint(fabric),
+        "services": services,
+        "operator_partitions": operator,
+    }
 
 
 def _compare(request: HttpRequest, fabric: Fabric, refresh: bool) -> tuple[dict[str, Any] | None, str]:

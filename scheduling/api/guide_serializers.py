@@ -26,6 +26,16 @@ class GuideSubnetSerializer(serializers.Serializer):
     )
 
 
+class GuideServiceSerializer(serializers.Serializer):
+    """A service partition (storage, login) the reservation's hosts reach, as limited members."""
+
+    name = serializers.CharField()
+    description = serializers.CharField()
+    pkey_hex = serializers.CharField(help_text="the service's P_Key")
+    hosts = serializers.ListField(child=serializers.CharField(), help_text="the service's hosts")
+    sentence = serializers.CharField(help_text='e.g. "Your hosts reach storage-[01-04] (lustre) on P_Key 0x0042, …"')
+
+
 class UsageGuideSerializer(serializers.Serializer):
     """How to use a reservation (``scheduling.usage_guide``): hosts, SSH targets, NCCL/UCX variables;
     for one spanning sites, the P_Key, its index and the SL per subnet (``subnets``)."""
@@ -87,4 +97,7 @@ class UsageGuideSerializer(serializers.Serializer):
     sl_per_site_note = serializers.CharField(
         help_text="when the sites' QoS tables give the class different SLs: NCCL_IB_SL and UCX_IB_SL differ per "
         "site, with each site's SL (empty otherwise; the env file then sets neither)"
+    )
+    services = GuideServiceSerializer(
+        many=True, help_text="service partitions the tenant's hosts reach (their hosts full, the tenant's limited)"
     )

@@ -15,6 +15,13 @@ The design: 8 scalable units of 32 DGX H100 (2,048 HCAs), 64 rail leaves and 32 
    ``--parallel`` at a time, and an ibnetdiscover per push, as before the helper). Each run
    grants a new P_Key to 16 DGX nodes (128 HCAs), then releases it (also verified).
    Median of ``--runs``. Target: grant verified < 2 s.
+   Isolation by default, measured against the rules before it in the same run: each round pushes
+   the grant and its release under the new rules (the Default partition limited for hosts, each
+   checked port's Default membership and a host-to-host Default path verified) and under the old
+   ones (``Default=0x7fff : ALL=full``, no Default checks), alternately; switching the Default
+   reprograms every port, so a switch push comes first and is not measured.
+4. The isolation audit's probe at its per-run maximum: 48 SA PathRecords between host pairs and
+   64 P_Key tables (``probe_isolation``), median of ``--runs``.
 
 Run: ``.venv/bin/python tests/benchmarks/bench_fabric.py [--runs 5] [--lab-runs 3] [--no-mad]``
 (uses ``DATABASE_URL`` like the console; migrates it first). Ends by printing ONE JSON line.
@@ -48,7 +55,9 @@ from console.fabric.lab.fabrics import INSTALL_HINT, missing_packages, start_lab
 from console.fabric.lab.manager import Lab  # noqa: E402
 from console.fabric.lab.routing import routing_engine_in_use  # noqa: E402
 from console.fabric.models import DiscoveryRun, Fabric  # noqa: E402
-from console.fabric.opensm.partitions import Member, Partition  # noqa: E402
+from console.fabric.opensm.isolation_audit import plan_audit  # noqa: E402
+from console.fabric.opensm.partitions import DEFAULT_PKEY, Member, Partition  # noqa: E402
+from console.fabric.opensm.probe import probe_isolation  # noqa: E402
 from console.fabric.opensm.push import PushOptions, push_partitions  # noqa: E402
 from console.tenancy.context import Actor  # noqa: E402
 from designer.models import DesignRevision  # noqa: E402
@@ -121,6 +130,7 @@ def main() -> None:
         try:
             figures.update(measure_discovery(fabric, args.runs))
             figures.update(measure_partitions(lab, graph, args.runs, args.parallel, use_mad=not args.no_mad))
+            figures.update(measure_audit_probe(lab, graph, args.runs))
         finally:
             stop_lab(fabric)
             DiscoveryRun.objects.filter(fabric=fabric).delete()
@@ -153,31 +163,59 @@ def measure_discovery(fabric: Fabric, runs: int) -> dict[str, object]:
     }
 
 
+#: The Default rule before isolation by default: every port a full member.
+OLD_DEFAULT = Partition("Default", DEFAULT_PKEY, ipoib=True, members=[Member("ALL", "full")])
+
+
 def measure_partitions(lab: Lab, graph, runs: int, parallel: int, *, use_mad: bool = True) -> dict[str, object]:
-    """Grant a 128-GPU partition (16 DGX nodes × 8 HCAs), verified; then release it."""
+    """Grant a 128-GPU partition (16 DGX nodes × 8 HCAs), verified; then release it; under the
+    new rules and the old ones alternately (see the module docstring)."""
     nodes = list(graph.nodes.values())
-    grants, releases, verifies, checks = [], [], [], 0
-    options = PushOptions(non_member_sample=8, parallel=parallel, use_mad=use_mad)
+    figures: dict[str, dict[str, list[float]]] = {}
+    checks: dict[str, int] = {}
+    new = PushOptions(non_member_sample=8, parallel=parallel, use_mad=use_mad)
+    old = PushOptions(non_member_sample=8, parallel=parallel, use_mad=use_mad, check_default=False)
     for i in range(runs):
         block = nodes[(i * 16) % len(nodes) :][:16]  # a different SU slice each run
         members = [g for n in block for g in n.port_guids]
         assert len(members) == 128
-        result = push_partitions(lab, [partition(i, members)], options)
-        assert result.outcome == "verified", result.mismatches
-        grants.append(result.duration_s)
-        verifies.append(result.step("verify").duration_s)
-        checks = int(result.step("verify").log[0].split()[0])
-        result = push_partitions(lab, [], options)
-        assert result.outcome == "verified", result.mismatches
-        releases.append(result.duration_s)
-    return {
-        "partition_grant_s_median": median(grants),
-        "partition_grant_s_max": round(max(grants), 3),
-        "partition_grant_verify_s_median": median(verifies),
-        "partition_release_s_median": median(releases),
-        "partition_members": 128,
-        "partition_port_checks": checks,
-    }
+        for rules, options, default in (("new", new, []), ("old", old, [OLD_DEFAULT])):
+            switched = push_partitions(lab, default, options)  # every port's Default reprogrammed: not measured
+            assert switched.ok, switched.mismatches
+            result = push_partitions(lab, [*default, partition(i, members)], options)
+            assert result.outcome == "verified", result.mismatches
+            mine = figures.setdefault(rules, {"grant": [], "verify": [], "release": []})
+            mine["grant"].append(result.duration_s)
+            mine["verify"].append(result.step("verify").duration_s)
+            checks[rules] = int(result.step("verify").log[0].split()[0])
+            result = push_partitions(lab, default, options)
+            assert result.outcome == "verified", result.mismatches
+            mine["release"].append(result.duration_s)
+    out: dict[str, object] = {"partition_members": 128}
+    for rules, prefix in (("new", "partition"), ("old", "partition_old_rules")):
+        out[f"{prefix}_grant_s_median"] = median(figures[rules]["grant"])
+        out[f"{prefix}_grant_s_max"] = round(max(figures[rules]["grant"]), 3)
+        out[f"{prefix}_grant_verify_s_median"] = median(figures[rules]["verify"])
+        out[f"{prefix}_release_s_median"] = median(figures[rules]["release"])
+        out[f"{prefix}_port_checks"] = checks[rules]
+    ratios = [n / o for n, o in zip(figures["new"]["grant"], figures["old"]["grant"], strict=True)]
+    out["grant_new_over_old_rules_median"] = round(statistics.median(ratios), 3)
+    return out
+
+
+def measure_audit_probe(lab: Lab, graph, runs: int) -> dict[str, object]:
+    """The isolation audit's questions at their per-run maximum (48 pairs, 64 tables)."""
+    hosts = [g for n in graph.nodes.values() for g in n.port_guids]
+    owners = {g: f"tenant:{i % 8}" for i, g in enumerate(hosts[: len(hosts) // 2])}  # 8 tenants, half the hosts
+    times, paths = [], 0
+    for i in range(runs):
+        plan = plan_audit(owners, hosts, seed=i)
+        t = time.monotonic()
+        probe = probe_isolation(lab, plan, PushOptions())
+        times.append(time.monotonic() - t)
+        paths = sum(1 for pkey in probe.paths.values() if pkey is not None)
+        assert len(probe.paths) == len(plan.pairs) == 48 and len(probe.tables) == len(plan.ports)
+    return {"audit_probe_s_median": median(times), "audit_probe_pairs": 48, "audit_probe_paths_found": paths}
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ from django.core.management import call_command  # noqa: E402
 
 from console.demo import seed_designs  # noqa: E402
 from console.fabric.diags.mad import MadSession  # noqa: E402
-from console.fabric.drivers.opensm import qos_artefacts  # noqa: E402
+from console.fabric.drivers.conf_files import conf_artefacts  # noqa: E402
 from console.fabric.lab.fabrics import INSTALL_HINT, missing_packages, start_lab, stop_lab  # noqa: E402
 from console.fabric.opensm.qos import QosPolicy  # noqa: E402
 from console.fabric.opensm.qos_table import DEFAULT_TABLE  # noqa: E402
@@ -78,7 +78,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-qos-") as tmp:
         fabric, lab = start_lab(revision, name="bench-qos", actor=ACTOR, workdir=Path(tmp) / "lab")
         try:
-            lab.artefacts.swap(qos_artefacts(QosPolicy(), lab.artefacts, options))
+            lab.artefacts.swap(conf_artefacts(lab.artefacts, QosPolicy(), options, None))
             lab.restart_sm(wait=True)  # qos_policy_file is not reloadable
             diags = lab.diags(timeout=30)
             ports = ports_to_check(diags.ibnetdiscover())

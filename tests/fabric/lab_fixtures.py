@@ -5,6 +5,7 @@ Import the fixtures into a test module (``from tests.fabric.lab_fixtures import 
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -12,15 +13,18 @@ from pathlib import Path
 
 import pytest
 
+from console.fabric import changes
+from console.fabric.changes.pipeline import apply_change
 from console.fabric.lab.fabrics import start_lab, stop_lab
 from console.fabric.lab.manager import Lab
-from console.fabric.models import Fabric
+from console.fabric.models import ChangeRequest, Fabric
 from console.tenancy.context import Actor
 from console.tenancy.models import Principal, Role
 from designer.models import DesignRevision
 from designer.services import create_design
-from scheduling.models import Node, Pool
+from scheduling.models import Node, Pool, Reservation
 from scheduling.services import inventory
+from scheduling.services.reservations import ReservationRequest, reserve
 
 ONE_SU = {"topology": "rail-optimized", "gpus": 256, "node_type": "DGX-H100", "switch": "QM9700"}
 ACTOR = Actor.system("test")
@@ -92,3 +96,26 @@ def whole_lab_pool(fabric: Fabric, actor: Actor = ACTOR, name: str = "su1") -> P
         kind=Pool.Kind.BY_SU,
         nodes=list(Node.objects.filter(fabric=fabric)),
     )
+
+
+def book(pool: Pool, tenant, gpus: int, name: str, *, actor: Actor = ACTOR) -> Reservation:
+    """A reservation of ``gpus`` GPUs for two hours from now, made through the service: placed
+    and waiting for the fabric (provisioning)."""
+    request = ReservationRequest(
+        pool_id=pool.pk, gpus=gpus, duration=dt.timedelta(hours=2), name=name, tenant_id=tenant.pk
+    )
+    reservation = reserve(actor, Principal(None, Role.OPERATOR, None), request)
+    assert reservation.status == Reservation.Status.PROVISIONING, reservation.reason
+    return reservation
+
+
+def converge(fabric: Fabric, *, actor: Actor = ACTOR) -> ChangeRequest:
+    """What the ``fabric.reconcile`` task does: one change for the new desired state, applied."""
+    change = changes.reconcile(fabric, actor=actor)
+    assert change is not None, "the desired partitions did not produce a change"
+    applied = apply_change(change.pk, worker_id="test")
+    assert applied is not None and applied.status == ChangeRequest.Status.APPLIED, applied and (
+        applied.error,
+        applied.outcome,
+    )
+    return applied

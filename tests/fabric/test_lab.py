@@ -111,20 +111,73 @@ def test_verification_mismatch_rolls_back_and_rollback_is_verified(start_lab):
     assert push_partitions(lab, [good]).ok
     lkg = lab.artefacts.read("partitions.conf")
     g = hca_guids(lab)
-    # A member GUID that is not on the fabric: OpenSM accepts the file, the ports cannot show it.
-    ghost = Partition("resv2", 0x0004, members=[Member(g["hca17"]), Member(0x0002C903DEADBE01)])
-    result = push_partitions(lab, [good, ghost], PushOptions(verify_timeout=3))
+    # hca17 in 64 more partitions: with the Default it needs 65 entries and ibsim's CA table
+    # holds 64 (PartitionCap), so OpenSM cannot program one of the keys: a present port that
+    # does not show its key is a real mismatch, and it rolls the whole change back.
+    crowd = [Partition(f"p{i}", 0x0100 + i, members=[Member(g["hca17"])]) for i in range(64)]
+    result = push_partitions(lab, [good, *crowd], PushOptions(verify_timeout=3, check_paths=False))
     assert result.outcome == "rolled_back", result.mismatches
     assert result.step("verify").status == "failed"
     assert result.step("rollback").status == "ok"
-    assert any("not on the fabric" in m for m in result.mismatches)
+    assert any(m.startswith(f"0x{g['hca17']:016x} P_Key") and "no key" in m for m in result.mismatches)
     assert lab.artefacts.read("partitions.conf") == lkg
     lid = lids(lab)
     deadline = time.monotonic() + 10
-    while lab.diags().pkeys(lid["hca17"]).membership(0x0004) and time.monotonic() < deadline:
+    while lab.diags().pkeys(lid["hca17"]).membership(0x0100) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert lab.diags().pkeys(lid["hca17"]).membership(0x0004) is None
+    assert lab.diags().pkeys(lid["hca17"]).membership(0x0100) is None
     assert lab.diags().pkeys(lid["hca01"]).membership(0x0003) == "full"
+
+
+def test_a_member_not_on_the_fabric_is_a_finding_not_a_rollback(start_lab):
+    lab = start_lab("absent")
+    g = hca_guids(lab)
+    good = reservation(lab)
+    # A member GUID that is not on the fabric (a host unplugged or powered off): OpenSM accepts
+    # the file, no port can show the key. That partition's finding; the others are verified.
+    ghost = 0x0002C903DEADBE01
+    other = Partition("resv2", 0x0004, members=[Member(g["hca17"]), Member(ghost)])
+    result = push_partitions(lab, [good, other], PushOptions(verify_timeout=3))
+    assert result.outcome == "verified", result.mismatches
+    assert result.absent_members == {"0x0004": [f"0x{ghost:016x}"]}
+    lid = lids(lab)
+    assert lab.diags().pkeys(lid["hca17"]).membership(0x0004) == "full"
+    assert lab.diags().pkeys(lid["hca01"]).membership(0x0003) == "full"
+
+
+def test_default_partition_isolates_tenants_and_every_host_reaches_the_sm(start_lab):
+    """Two tenants' partitions and a storage partition on the wire: no PathRecord between the
+    tenants on any P_Key (with or without one: the SA picks any shared key it may), paths inside
+    each, both reach the storage host, free hosts reach nothing but the SM."""
+    lab = start_lab("isolation")
+    g = hca_guids(lab)
+    tenant_a = Partition("a", 0x0101, members=[Member(g[f"hca0{i}"]) for i in (1, 2, 3)])
+    tenant_b = Partition("b", 0x0102, members=[Member(g[f"hca0{i}"]) for i in (5, 6, 7)])
+    storage = Partition(
+        "storage",
+        0x0103,
+        members=[Member(g["hca10"]), *(Member(g[f"hca0{i}"], "limited") for i in (1, 2, 3, 5, 6, 7))],
+    )
+    result = push_partitions(lab, [tenant_a, tenant_b, storage])
+    assert result.outcome == "verified", result.mismatches
+    verify_log = result.step("verify").log
+    assert any("in 0x7fff: none" in line for line in verify_log), verify_log  # two hosts, Default
+    lid = lids(lab)
+    diags = lab.diags()
+    for a in ("hca01", "hca02", "hca03"):
+        for b in ("hca05", "hca06", "hca07"):
+            for pkey in (None, 0x7FFF, 0x0101, 0x0102, 0x0103):
+                assert not diags.path(lid[a], lid[b], pkey=pkey).found, (a, b, pkey)
+    assert diags.path(lid["hca01"], lid["hca03"]).found
+    assert diags.path(lid["hca05"], lid["hca07"], pkey=0x0102).found
+    for host in ("hca01", "hca06"):
+        assert diags.path(lid[host], lid["hca10"], pkey=0x0103).found
+    assert not diags.path(lid["hca11"], lid["hca12"]).found  # two free hosts
+    assert not diags.path(lid["hca11"], lid["hca01"]).found
+    assert not diags.path(lid["hca11"], lid["hca10"]).found  # free host, storage host
+    assert diags.path(lid["hca11"], lid["hca24"], pkey=0x7FFF).found  # the SM's port
+    assert diags.pkeys(lid["hca11"]).membership(0x7FFF) == "limited"
+    assert diags.pkeys(lid["hca24"]).membership(0x7FFF) == "full"
 
 
 def test_unplug_is_detected_with_routing_fallback_and_replug_clears(start_lab):

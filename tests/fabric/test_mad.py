@@ -65,7 +65,10 @@ def test_pkeys_op_matches_smpquery_on_every_port(lab):
         assert 0x8003 in {e.raw for e in by_name["hca01"].entries}
         assert by_name["hca04"].membership(0x0003) == "limited"
         assert by_name["hca20"].membership(0x0003) is None
-        assert by_name["hca20"].membership(0x7FFF) == "full"  # the default partition
+        # Isolation by default: a host is a limited member of the Default partition, the SM's
+        # port (hca24 in this lab) a full one.
+        assert by_name["hca20"].membership(0x7FFF) == "limited"
+        assert by_name["hca24"].membership(0x7FFF) == "full"
         # Reading every block the port has (PartitionCap 64 in ibsim: 2 blocks) changes nothing.
         two = mad.pkeys([(cas[0].lid, 1)], blocks=[2])[0]
         assert two is not None and two.pkeys() == tables[0].pkeys()
@@ -164,7 +167,8 @@ def test_push_reuses_lids_and_waits_for_the_sweep(lab):
     assert result.outcome == "verified", result.mismatches
     assert_indexes_are_the_wires(lab, result, reservation(lab))
     log = result.step("verify").log
-    assert log[0] == "20 port checks on 20 ports"
+    # 16 members + 4 sampled outsiders, each also checked for its Default membership.
+    assert log[0] == "40 port checks on 20 ports"
     assert "LIDs: lab; P_Key tables via the MAD helper" in log
     assert not any(line.startswith("ibnetdiscover") for line in log)
     released = push_partitions(lab, [])

@@ -29,7 +29,8 @@ def codes(text: str, **kw) -> list[str]:
 def test_render_always_has_the_default_rule_first():
     text = render_partitions([Partition("resv1", 0x0003, members=[Member(GUID_A)])])
     lines = [line for line in text.splitlines() if line and not line.startswith("#")]
-    assert lines[0] == "Default=0x7fff, ipoib : ALL=full ;"
+    # Isolation by default: hosts limited, the SM and the switches full.
+    assert lines[0] == "Default=0x7fff, ipoib : ALL=limited, ALL_SWITCHES=full, SELF=full ;"
     assert lines[1] == "resv1=0x0003 : 0x0002c90300002001=full ;"
 
 

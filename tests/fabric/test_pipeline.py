@@ -39,8 +39,7 @@ def scheduling_calls(monkeypatch):
         on_verified=lambda fid, **kw: calls.append(("verified", fid, kw)),
         on_failed=lambda fid, **kw: calls.append(("failed", fid, kw)),
     )
-    monkeypatch.setitem(hooks.registry.change_listeners, "scheduling", recorder)
-    assert list(hooks.registry.change_listeners) == ["scheduling"]
+    monkeypatch.setattr(hooks.registry, "change_listeners", {"scheduling": recorder})
     return calls
 
 
@@ -80,6 +79,7 @@ def test_reservation_partition_is_pushed_verified_and_isolating(lab_fabric, monk
     steps = list(change.steps.values_list("name", "status"))
     assert steps == [
         ("plan", "ok"),
+        ("conf", "ok"),  # the first push sets the fabric's management keys in opensm.conf
         ("render", "ok"),
         ("lint", "ok"),
         ("swap", "ok"),
@@ -100,7 +100,7 @@ def test_reservation_partition_is_pushed_verified_and_isolating(lab_fabric, monk
     assert applied.change_id == change.pk and applied.desired == change.desired
     assert scheduling_calls == [("verified", fabric.pk, {"present_pkeys": {0x0003}, "change_id": change.pk})]
     assert AuditEntry.objects.filter(action="fabric.change.applied").count() == 1
-    assert AuditEntry.objects.filter(action="fabric.change.step.ok").count() == 5
+    assert AuditEntry.objects.filter(action="fabric.change.step.ok").count() == 6
     assert elapsed < 10, elapsed
     # reconcile: desired == applied, twice → nothing
     assert changes.reconcile(fabric, actor=SYSTEM) is None
@@ -165,21 +165,44 @@ def test_verification_mismatch_rolls_back_to_last_known_good(lab_fabric, schedul
     first = apply_change(changes.request_change(SYSTEM, OPERATOR, fabric).pk, worker_id="w")
     assert first.status == Status.APPLIED
     lkg = lab.artefacts.read("partitions.conf")
-    # a member GUID that is not on the fabric: OpenSM takes the file, no port can show it
-    changes.set_partition(
-        SYSTEM, OPERATOR, fabric, name="ghost", pkey=4, members=[f"{g['hca17']:#018x}", "0x0002c903deadbe01"]
-    )
+    # hca17 in 64 partitions more than its P_Key table (64 entries, the Default among them)
+    # holds: OpenSM cannot program one key, a present port shows a wrong table.
+    for i in range(64):
+        changes.set_partition(
+            SYSTEM, OPERATOR, fabric, name=f"crowd{i}", pkey=0x0100 + i, members=[f"{g['hca17']:#018x}"]
+        )
+    fabric.config = {**fabric.config, "verify_timeout": 3}
+    fabric.save()
     change = apply_change(changes.request_change(SYSTEM, OPERATOR, fabric).pk, worker_id="w")
     assert change.status == Status.ROLLED_BACK, change.outcome
-    assert "not on the fabric" in change.error
+    assert f"{g['hca17']:#018x} P_Key" in change.error and "no key" in change.error
     by_name = {s.name: s.status for s in change.steps.all()}
     assert by_name["verify"] == "failed" and by_name["rollback"] == "ok"
     assert lab.artefacts.read("partitions.conf") == lkg
     lid = lids(lab)
-    assert lab.diags().pkeys(lid["hca17"]).membership(0x0004) is None
+    assert lab.diags().pkeys(lid["hca17"]).membership(0x0100) is None
     assert lab.diags().pkeys(lid["hca01"]).membership(0x0003) == "full"
     assert AppliedState.objects.get(fabric=fabric).change_id == first.pk
     assert scheduling_calls[-1][0] == "failed"
+
+
+def test_a_member_off_the_fabric_is_a_finding_and_the_change_is_applied(lab_fabric, scheduling_calls):
+    lab, fabric = lab_fabric
+    g = hca_guids(lab)
+    changes.set_partition(SYSTEM, OPERATOR, fabric, name="good", pkey=3, members=[f"{g['hca01']:#018x}"])
+    # a member GUID that is not on the fabric (a host unplugged or powered off): OpenSM takes
+    # the file, no port can show it; a partition of only such ports is present nowhere
+    changes.set_partition(
+        SYSTEM, OPERATOR, fabric, name="ghost", pkey=4, members=[f"{g['hca17']:#018x}", "0x0002c903deadbe01"]
+    )
+    changes.set_partition(SYSTEM, OPERATOR, fabric, name="gone", pkey=5, members=["0x0002c903deadbe02"])
+    change = apply_change(changes.request_change(SYSTEM, OPERATOR, fabric).pk, worker_id="w")
+    assert change.status == Status.APPLIED, change.outcome
+    assert change.outcome["absent_members"] == {"0x0004": ["0x0002c903deadbe01"], "0x0005": ["0x0002c903deadbe02"]}
+    assert lab.diags().pkeys(lids(lab)["hca17"]).membership(0x0004) == "full"
+    assert AppliedState.objects.get(fabric=fabric).change_id == change.pk
+    kind, _, told = scheduling_calls[-1]
+    assert kind == "verified" and told["present_pkeys"] == {0x0003, 0x0004}  # not 0x0005
 
 
 def test_port_admin_disables_and_reenables_a_switch_port(lab_fabric):

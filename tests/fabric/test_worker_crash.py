@@ -183,7 +183,10 @@ def test_kill_9_mid_push_then_restart_completes_exactly_once(start_lab, make_fab
     lost = done.steps.get(name="reload", status="failed")
     assert "worker lost" in lost.log
     attempt2 = [s.name for s in done.steps.filter(seq__gt=lost.seq)]
-    assert attempt2 == ["render", "lint", "swap", "reload", "verify"], attempt2
+    # the first attempt set the fabric's keys in opensm.conf but never saw them verified: the
+    # second reloads them again (set-style), then pushes and verifies
+    assert attempt2 == ["conf", "render", "lint", "swap", "reload", "verify"], attempt2
+    assert "not applied yet" in done.steps.get(name="conf", seq__gt=lost.seq).log
     assert "unfinished earlier push" in done.steps.filter(name="reload").last().log
     assert lab.diags().pkeys(lids(lab)["hca02"]).membership(0x0011) == "limited"
     assert AppliedState.objects.get(fabric=fabric).change_id == change.pk

@@ -28,7 +28,8 @@ def test_this_process_has_schedulings_provider_and_listener():
 def test_registering_again_replaces_instead_of_adding():
     fabric_hooks.register()
     assert list(hooks.registry.partitions_providers) == ["scheduling"]
-    assert list(hooks.registry.change_listeners) == ["scheduling"]
+    # scheduling's listener, and telemetry's (it audits the fabric's isolation after a push)
+    assert sorted(hooks.registry.change_listeners) == ["scheduling", "telemetry.isolation"]
 
 
 def test_a_management_command_process_has_them_too():
@@ -37,4 +38,4 @@ def test_a_management_command_process_has_them_too():
         [sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0, out.stderr
-    assert "['scheduling'] ['scheduling']" in out.stdout
+    assert "['scheduling'] ['scheduling', 'telemetry.isolation']" in out.stdout

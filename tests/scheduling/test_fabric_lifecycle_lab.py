@@ -26,7 +26,7 @@ from scheduling.models import HCA, Node, Reservation
 from scheduling.services import lifecycle, power, queue, quotas, snapshots
 from scheduling.services.reservations import ReservationRequest, reserve
 from tests.fabric.conftest import requires_lab
-from tests.fabric.lab_fixtures import whole_lab_pool
+from tests.fabric.lab_fixtures import book, converge, whole_lab_pool
 from tests.scheduling.conftest import report_power
 
 pytestmark = [requires_lab, pytest.mark.lab, pytest.mark.timeout(300), pytest.mark.django_db]
@@ -57,27 +57,6 @@ def su1(tmp_path, tenant_a, tenant_b):
     finally:
         fabric.refresh_from_db()
         stop_lab(fabric)
-
-
-def book(pool, tenant, gpus: int, name: str) -> Reservation:
-    request = ReservationRequest(
-        pool_id=pool.pk, gpus=gpus, duration=dt.timedelta(hours=2), name=name, tenant_id=tenant.pk
-    )
-    reservation = reserve(ACTOR, OPERATOR, request)
-    assert reservation.status == S.PROVISIONING, reservation.reason
-    return reservation
-
-
-def converge(fabric) -> ChangeRequest:
-    """What the ``fabric.reconcile`` task does: one change for the new desired state, applied."""
-    change = changes.reconcile(fabric, actor=ACTOR)
-    assert change is not None, "scheduling's desired partitions did not produce a change"
-    applied = apply_change(change.pk, worker_id="test")
-    assert applied is not None and applied.status == ChangeRequest.Status.APPLIED, applied and (
-        applied.error,
-        applied.outcome,
-    )
-    return applied
 
 
 def guids_of(reservation: Reservation) -> set[int]:

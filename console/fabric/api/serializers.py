@@ -59,6 +59,15 @@ class PartitionSerializer(serializers.ModelSerializer):
     )
     sl = serializers.IntegerField(required=False, default=0, min_value=0, max_value=15)
     ipoib = serializers.BooleanField(required=False, default=False)
+    allowed_tenants = serializers.ListField(
+        child=serializers.JSONField(),
+        required=False,
+        source="allowed_tenant_ids",
+        help_text="service partitions: tenant ids or slugs whose reservations' hosts reach the service hosts (limited members)",
+    )
+    raw = serializers.CharField(
+        required=False, help_text="operator partitions: the text as written in partitions.conf (PATCH to edit it)"
+    )
 
     class Meta:
         model = FabricPartition
@@ -72,14 +81,26 @@ class PartitionSerializer(serializers.ModelSerializer):
             "members",
             "source",
             "tenant",
+            "allowed_tenants",
+            "description",
+            "raw",
+            "removed",
             "created_at",
             "updated_at",
         ]
-        read_only_fields = ["id", "fabric", "source", "tenant", "created_at", "updated_at"]
+        read_only_fields = ["id", "fabric", "tenant", "removed", "created_at", "updated_at"]
+        extra_kwargs = {
+            "source": {
+                "required": False,
+                "help_text": "write: manual (default) or service; read: also reservation, and operator "
+                "(found on the SM host, kept as written)",
+            }
+        }
 
     def to_representation(self, instance: FabricPartition) -> dict:
         data = super().to_representation(instance)
         data["pkey"] = f"{instance.pkey:#06x}"
+        data["source"] = instance.source
         return data
 
 
@@ -251,3 +272,41 @@ class QosViewSerializer(serializers.Serializer):
     pending_diff = serializers.CharField(
         help_text="unified diff of the desired artefacts against the applied ones ('' = nothing to push)"
     )
+
+
+class IsolationPortSerializer(serializers.Serializer):
+    """One end of a leak: the port, its host's name in the design, who holds it."""
+
+    guid = serializers.CharField()
+    name = serializers.CharField()
+    owner = serializers.CharField(help_text="tenant:<id>, service:<name> or free")
+    reservation = serializers.IntegerField(allow_null=True, required=False)
+
+
+class IsolationLeakSerializer(serializers.Serializer):
+    """Two hosts that must not talk and had an SA path (``pkey``: the path's P_Key)."""
+
+    a = IsolationPortSerializer()
+    b = IsolationPortSerializer()
+    pkey = serializers.CharField(allow_null=True)
+    message = serializers.CharField()
+
+
+class IsolationSerializer(serializers.Serializer):
+    """The fabric's last isolation audit (``GET /api/fabrics/{id}/isolation/``)."""
+
+    checked_at = serializers.DateTimeField(allow_null=True)
+    duration_s = serializers.FloatField(required=False)
+    pairs_checked = serializers.IntegerField(help_text="host pairs whose SA PathRecord was asked for")
+    ports_read = serializers.IntegerField(help_text="P_Key tables read")
+    leaks = IsolationLeakSerializer(many=True)
+    findings = serializers.ListField(
+        child=serializers.DictField(), help_text="what ports or files carry that they must not, with the fix"
+    )
+    drift = serializers.DictField(
+        child=serializers.CharField(), help_text="file → diff from what the console last wrote to the SM host's copy"
+    )
+    default_membership = serializers.CharField(
+        help_text="limited | full | mixed | unknown: the hosts' Default partition"
+    )
+    error = serializers.CharField(help_text="why the audit could not ask the fabric ('' = it could)")

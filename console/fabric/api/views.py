@@ -20,12 +20,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
-from console.fabric import changes
+from console.fabric import changes, isolation
 from console.fabric.api.serializers import (
     ChangeCreateSerializer,
     ChangeListSerializer,
     ChangeSerializer,
     FabricSerializer,
+    IsolationSerializer,
     PartitionSerializer,
     PortAdminSerializer,
     QosTableSerializer,
@@ -78,6 +79,14 @@ class FabricViewSet(GlobalResourceMixin, viewsets.ModelViewSet):
             set_qos_table(self.actor, self.principal, fabric, dict(shape.validated_data))
         return Response(qos_view(fabric))
 
+    @extend_schema(request=None, responses={200: IsolationSerializer})
+    @action(detail=True, methods=["get"], url_path="isolation")
+    def isolation(self, request: Request, pk: str | None = None) -> Response:
+        """The last isolation audit: SA paths sampled between hosts of different tenants and free
+        hosts (``leaks``: any is a critical alarm), P_Key tables read, the SM host's partitions
+        against the isolation rule and its files against what the console wrote."""
+        return Response(isolation.as_json(isolation.latest(self.get_object())))
+
 
 def _object(data: Any) -> dict[str, Any]:
     """The request body as a dict; anything else (a list, a scalar) is a precise 400."""
@@ -111,11 +120,16 @@ class FabricPartitionViewSet(_FabricChild, viewsets.ModelViewSet):
     queryset = FabricPartition.objects.all()
 
     def get_queryset(self) -> QuerySet[FabricPartition]:
-        return FabricPartition.objects.filter(fabric=self.fabric()).order_by("pkey")
+        return FabricPartition.objects.filter(fabric=self.fabric()).order_by("pkey").prefetch_related("allowed_tenants")
 
     def _set(self, data: dict[str, Any], *, name: str, status_code: int) -> Response:
         shape = PartitionSerializer(data=data, partial=True)
         shape.is_valid(raise_exception=True)
+        service = None
+        if data.get("source", "manual") not in ("manual", "service"):
+            raise Invalid("source is manual or service", fields={"source": ["manual or service"]})
+        if data.get("source") == FabricPartition.Source.SERVICE:
+            service = changes.service_access(data.get("allowed_tenants") or [], data.get("description", ""))
         row = changes.set_partition(
             self.actor,
             self.principal,
@@ -125,6 +139,7 @@ class FabricPartitionViewSet(_FabricChild, viewsets.ModelViewSet):
             members=data.get("members") or [],
             sl=data.get("sl", 0),
             ipoib=bool(data.get("ipoib", False)),
+            service=service,
         )
         return Response(PartitionSerializer(row).data, status=status_code)
 
@@ -139,11 +154,18 @@ class FabricPartitionViewSet(_FabricChild, viewsets.ModelViewSet):
     def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Replace (PUT) or change (PATCH) a partition; renaming is delete + create."""
         row = self.get_object()
+        if row.source == FabricPartition.Source.OPERATOR:
+            text: Any = _object(request.data).get("raw")  # unchecked input: the service validates it
+            row = changes.set_operator_partition(self.actor, self.principal, self.fabric(), name=row.name, raw=text)
+            return Response(PartitionSerializer(row).data)
         data = {
             "pkey": f"{row.pkey:#06x}",
-            "members": row.members,
+            "members": row.members if row.source != FabricPartition.Source.SERVICE else [m for m in row.members],
             "sl": row.sl,
             "ipoib": row.ipoib,
+            "source": row.source,
+            "allowed_tenants": sorted(t.pk for t in row.allowed_tenants.all()),
+            "description": row.description,
             **dict(request.data),
         }
         if data.get("name", row.name) != row.name:

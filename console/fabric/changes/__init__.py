@@ -4,6 +4,8 @@ from console.fabric.changes.partitions import (
     create_fabric,
     delete_fabric,
     delete_partition,
+    service_access,
+    set_operator_partition,
     set_partition,
     update_fabric,
 )
@@ -22,6 +24,8 @@ __all__ = [
     "reap_stuck_changes",
     "reconcile",
     "request_change",
+    "service_access",
+    "set_operator_partition",
     "set_port_admin",
     "set_partition",
     "update_fabric",

@@ -12,13 +12,18 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
+from django.conf import settings
+
 from console.fabric import hooks
 from console.fabric.drivers.base import DesiredFabric
+from console.fabric.hooks import PartitionRequest
 from console.fabric.models import AppliedState, Fabric, FabricPartition, FabricQos, PortAdminState
 from console.fabric.opensm.lint import format_guid, parse_guid
-from console.fabric.opensm.partitions import DEFAULT_PKEY, PORT_KEYWORDS, render_partitions
+from console.fabric.opensm.partitions import DEFAULT_PKEY, PORT_KEYWORDS
+from console.fabric.opensm.partitions_file import render_file
 from console.fabric.opensm.qos import render_qos_options, render_qos_policy
 from console.fabric.opensm.qos_table import DEFAULT_TABLE, QosTable
+from console.fabric.opensm.vguids import is_virtual, parse_prefix
 from console.tenancy.errors import Conflict
 
 DEFAULT_RULE = {
@@ -26,7 +31,8 @@ DEFAULT_RULE = {
     "pkey": f"{DEFAULT_PKEY:#06x}",
     "ipoib": True,
     "sl": 0,
-    "members": [["ALL", "full"]],
+    # Hosts limited, the SM's and the switches' management ports full (opensm/partitions.py).
+    "members": [["ALL", "limited"], ["ALL_SWITCHES", "full"], ["SELF", "full"]],
     "source": "default",
 }
 
@@ -45,25 +51,17 @@ def _canonical_members(members: list[list[str]]) -> list[list[str]]:
 def build_desired(fabric: Fabric) -> dict[str, Any]:
     """The complete desired state of ``fabric`` as canonical JSON.
 
-    Raises :class:`Conflict` when a reservation's partition collides with a manual one (same
+    Raises :class:`Conflict` when a reservation's partition collides with another one (same
     P_Key or name): pushing either silently would cut someone off.
     """
     partitions: list[dict[str, Any]] = [dict(DEFAULT_RULE)]
-    for row in FabricPartition.objects.filter(fabric=fabric).order_by("pkey"):
-        partition = {
-            "name": row.name,
-            "pkey": f"{row.pkey:#06x}",
-            "ipoib": row.ipoib,
-            "sl": row.sl,
-            "members": _canonical_members(row.members),
-            "source": row.source,
-        }
-        if row.indx0:  # only when set: the JSON of partitions without it stays as it was
-            partition["indx0"] = True
-        partitions.append(partition)
+    requested = hooks.requested_partitions(fabric.id)
+    rows = list(FabricPartition.objects.filter(fabric=fabric).order_by("pkey").prefetch_related("allowed_tenants"))
+    for row in rows:
+        partitions.append(_row_json(row, requested))
     taken_keys = {p["pkey"]: p["name"] for p in partitions}
     taken_names = {p["name"] for p in partitions}
-    for res in hooks.requested_partitions(fabric.id):
+    for res in requested:
         pkey = f"{int(res['pkey']):#06x}"
         if pkey in taken_keys or res["name"] in taken_names:
             raise Conflict(
@@ -81,6 +79,7 @@ def build_desired(fabric: Fabric) -> dict[str, Any]:
             "members": _canonical_members(res["members"]),
             "source": "reservation",
             "reservation_id": res["reservation_id"],
+            "tenant_id": res["tenant_id"],
         }
         if res.get("sharp"):  # only when set: the JSON of other partitions stays as it was
             partition["sharp"] = True
@@ -104,6 +103,39 @@ def build_desired(fabric: Fabric) -> dict[str, Any]:
     return {"partitions": partitions, "qos": qos, "port_admin": port_admin}
 
 
+def _row_json(row: FabricPartition, requested: list[PartitionRequest]) -> dict[str, Any]:
+    """A stored partition as desired-state JSON. A service partition's members are its service
+    hosts (full) and the hosts of the allowed tenants' reservations (limited); an operator's
+    carries its text as written and its members as OpenSM reads them."""
+    partition: dict[str, Any] = {
+        "name": row.name,
+        "pkey": f"{row.pkey:#06x}",
+        "ipoib": row.ipoib,
+        "sl": row.sl,
+        "members": _canonical_members(row.members),
+        "source": row.source,
+    }
+    if row.indx0:  # only when set: the JSON of partitions without it stays as it was
+        partition["indx0"] = True
+    if row.source == FabricPartition.Source.SERVICE:
+        allowed = {t.pk for t in row.allowed_tenants.all()}
+        services = {port for port, _ in partition["members"]}
+        limited = {
+            port
+            for res in requested
+            if res["tenant_id"] in allowed
+            for port, _ in _canonical_members(res["members"])
+            if port.startswith("0x") and port not in services
+        }
+        partition["members"] = sorted(partition["members"] + [[port, "limited"] for port in limited])
+        partition["tenants"] = sorted(allowed)
+    if row.source == FabricPartition.Source.OPERATOR:
+        partition["raw"] = row.raw
+        if row.removed:
+            partition["removed"] = True
+    return partition
+
+
 def qos_table_of(fabric: Fabric) -> QosTable:
     """The fabric's QoS table (the default when operators never saved one)."""
     stored = FabricQos.objects.filter(fabric=fabric).values_list("table", flat=True).first()
@@ -116,7 +148,7 @@ def render_artefacts(desired: dict[str, Any]) -> dict[str, str]:
     Raises ValueError (with every problem) when the state cannot render lint-clean.
     """
     state = DesiredFabric.from_json(desired)
-    artefacts = {"partitions.conf": render_partitions(state.partitions)}
+    artefacts = {"partitions.conf": render_file(state.partitions, operator=state.operator)}
     if state.qos is not None:
         artefacts["qos-policy.conf"] = render_qos_policy(state.qos)
     if state.qos_options is not None:
@@ -146,11 +178,27 @@ def diff_artefacts(applied: dict[str, str], desired: dict[str, str]) -> str:
     return "".join(chunks)
 
 
-def present_pkeys(desired: dict[str, Any]) -> set[int]:
-    """The P_Keys a desired state puts on member ports (the Default partition excluded)."""
-    present = {int(p["pkey"], 16) for p in desired.get("partitions", [])}
+def present_pkeys(desired: dict[str, Any], absent: dict[str, list[str]] | None = None) -> set[int]:
+    """The P_Keys a desired state puts on member ports (the Default partition excluded).
+
+    ``absent`` (P_Key → member port GUIDs the verification found off the fabric): a partition
+    none of whose end ports is on the fabric is not present anywhere, so it is left out; one
+    that lost some of its ports is still present on the others."""
+    absent = absent or {}
+    present = set()
+    for p in desired.get("partitions", []):
+        gone = set(absent.get(p["pkey"], ()))
+        ports = {port for port, _ in p["members"] if str(port).startswith("0x") and not is_virtual_text(port)}
+        if not gone or not ports or ports - gone:
+            present.add(int(p["pkey"], 16))
     present.discard(0x7FFF)
     return present
+
+
+def is_virtual_text(port: str) -> bool:
+    """A member GUID in the console's vGUID space (a pod VF: in no port's table)."""
+    guid = parse_guid(port)
+    return guid is not None and is_virtual(guid, parse_prefix(settings.VGUID_PREFIX))
 
 
 def applied_of(fabric: Fabric) -> AppliedState | None:

@@ -10,18 +10,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.db import IntegrityError, models, transaction
 
+from console.fabric.changes.adopt import members_of
+from console.fabric.changes.desired import build_desired
 from console.fabric.changes.locks import fabric_for_update, partition_for_update
+from console.fabric.changes.ownership import refusal
 from console.fabric.models import Fabric, FabricPartition
 from console.fabric.opensm.lint import format_guid, parse_guid
 from console.fabric.opensm.partitions import MAX_PKEY, MIN_PKEY, PORT_KEYWORDS
+from console.fabric.opensm.partitions_live import read_live
 from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Invalid, NotFound
-from console.tenancy.models import Principal
+from console.tenancy.models import Principal, Tenant
 from console.tenancy.permissions import require_operator
 
 _Row = TypeVar("_Row", bound=models.Model)
@@ -119,17 +124,23 @@ def set_partition(
     sl: int = 0,
     ipoib: bool = False,
     indx0: bool | None = None,
+    service: ServiceAccess | None = None,
 ) -> FabricPartition:
     """Create or update the manual partition ``name`` of ``fabric`` (desired state only).
 
     ``indx0`` (OpenSM's flag: the P_Key at index 0 of every member's table): None keeps what the
-    partition has (off for a new one)."""
+    partition has (off for a new one). With ``service`` it is a service partition: ``members``
+    are the service hosts (full) and the reservations of the allowed tenants join as limited
+    members. A partition that would let two tenants' hosts talk is refused, the pair named."""
     require_operator(principal, to="change fabrics")
     name = _validate_name(name)
     key = parse_pkey(pkey)
     canonical = parse_members(members)
     if not isinstance(sl, int) or isinstance(sl, bool) or not 0 <= sl <= 15:
         raise Invalid(f"SL {sl!r} outside 0-15", fields={"sl": ["0-15"]})
+    kind = FabricPartition.Source.SERVICE if service is not None else FabricPartition.Source.MANUAL
+    if service is not None:
+        canonical = [[port, "full"] for port, _ in canonical]  # service hosts are full members
     with transaction.atomic():
         fabric_for_update(fabric.pk)
         row = FabricPartition.objects.filter(fabric=fabric, name=name).first()
@@ -137,11 +148,17 @@ def set_partition(
         if clash is not None:
             detail = f"P_Key {key:#06x} is already partition {clash.name!r}"
             raise Conflict(detail, fields={"pkey": [detail]})
-        if row is not None and row.source != FabricPartition.Source.MANUAL:
-            raise Conflict(f"partition {name!r} belongs to a reservation", fields={"name": [name]})
-        values = {"pkey": key, "members": canonical, "sl": sl, "ipoib": bool(ipoib)}
+        if row is not None and row.source != kind:
+            raise Conflict(f"partition {name!r} is a {row.get_source_display()} partition", fields={"name": [name]})
+        values: dict[str, Any] = {"pkey": key, "members": canonical, "sl": sl, "ipoib": bool(ipoib), "source": kind}
         if indx0 is not None:
             values["indx0"] = bool(indx0)
+        if service is not None:
+            values["description"] = service.description[:200]
+        extra = None
+        if service is not None:
+            had = sorted(row.allowed_tenants.values_list("pk", flat=True)) if row is not None else []
+            extra = ({"allowed_tenants": had}, {"allowed_tenants": list(service.tenants)})
         row = save_audited(
             actor,
             FabricPartition,
@@ -150,8 +167,44 @@ def set_partition(
             values=values,
             action="fabric.partition",
             conflict=f"partition {name!r} or P_Key {key:#06x} exists",
+            extra=extra,
         )
+        if service is not None:
+            row.allowed_tenants.set(service.tenants)
+        why = refusal(fabric, build_desired(fabric))
+        if why is not None:
+            raise Conflict(why, fields={"members": [why]}, code="isolation")
     return row
+
+
+@dataclass(frozen=True)
+class ServiceAccess:
+    """Who may reach a service partition's hosts: tenants by id (their reservations' hosts join
+    as limited members) and what the service is."""
+
+    tenants: tuple[int, ...]
+    description: str = ""
+
+
+def service_access(tenants: Any, description: Any = "") -> ServiceAccess:
+    """``tenants``: ids or slugs of existing tenants; every unknown one is a 400 naming it."""
+    if not isinstance(tenants, list | tuple):
+        raise Invalid("allowed_tenants must be a list of tenant ids or slugs", fields={"allowed_tenants": ["list"]})
+    found: list[int] = []
+    unknown = []
+    for item in tenants:
+        query = Tenant.objects.filter(pk=item) if isinstance(item, int) and not isinstance(item, bool) else None
+        if query is None and isinstance(item, str):
+            query = Tenant.objects.filter(slug=item)
+        pk = query.values_list("pk", flat=True).first() if query is not None else None
+        if pk is None:
+            unknown.append(str(item))
+        else:
+            found.append(pk)
+    if unknown:
+        detail = f"no tenant {', '.join(unknown)}"
+        raise Invalid(detail, fields={"allowed_tenants": [detail]})
+    return ServiceAccess(tuple(sorted(set(found))), str(description or ""))
 
 
 def save_audited(
@@ -163,10 +216,14 @@ def save_audited(
     values: dict[str, Any],
     action: str,
     conflict: str,
+    extra: tuple[dict[str, Any], dict[str, Any]] | None = None,
 ) -> _Row:
     """Create (``keys`` + ``values``) or update (``values``) one desired-state row, audited as
-    ``<action>.create`` / ``<action>.update``; a concurrent duplicate is a 409 ``conflict``."""
+    ``<action>.create`` / ``<action>.update``; a concurrent duplicate is a 409 ``conflict``.
+    ``extra``: (before, after) of what the row's snapshot does not hold (its relations)."""
     before = audit.snapshot(row) if row is not None else None
+    if before is not None and extra is not None:
+        before.update(extra[0])
     try:
         with transaction.atomic():
             if row is None:
@@ -178,8 +235,45 @@ def save_audited(
     except IntegrityError as exc:
         raise Conflict(conflict) from exc
     suffix = "create" if before is None else "update"
-    audit.record(actor, f"{action}.{suffix}", row, before=before, after=audit.snapshot(row))
+    after = audit.snapshot(row)
+    if extra is not None:
+        after.update(extra[1])
+    audit.record(actor, f"{action}.{suffix}", row, before=before, after=after)
     return row
+
+
+def set_operator_partition(
+    actor: Actor, principal: Principal, fabric: Fabric, *, name: str, raw: Any
+) -> FabricPartition:
+    """Replace the text of the operator-owned partition ``name`` (kept as written on every
+    push). The text must read, as OpenSM reads it, to one P_Key that no other partition has."""
+    require_operator(principal, to="change fabrics")
+    if not isinstance(raw, str) or not raw.strip():
+        raise Invalid("raw must be the partition's text, as partitions.conf takes it", fields={"raw": ["text"]})
+    found = read_live(raw)
+    if found.problems:
+        detail = f"OpenSM would not read it: {found.problems[0]}"
+        raise Invalid(detail, fields={"raw": [str(p) for p in found.problems]})
+    keys = {st.pkey for st in found.statements}
+    if len(keys) != 1 or None in keys:
+        raise Invalid("the text must define one partition with its P_Key", fields={"raw": ["one P_Key"]})
+    key = keys.pop()
+    assert key is not None
+    with transaction.atomic():
+        fabric_for_update(fabric.pk)
+        row = partition_for_update(fabric, name)
+        if row is None:
+            raise NotFound(f"fabric {fabric.name!r} has no partition {name!r}")
+        if row.source != FabricPartition.Source.OPERATOR or row.removed:
+            raise Conflict(f"partition {name!r} is not an operator-owned partition", fields={"name": [name]})
+        clash = FabricPartition.objects.filter(fabric=fabric, pkey=key).exclude(pk=row.pk).first()
+        if clash is not None:
+            raise Conflict(f"P_Key {key:#06x} is already partition {clash.name!r}", fields={"raw": [f"{key:#06x}"]})
+        text = raw if raw.endswith("\n") else raw + "\n"
+        values = {"raw": text, "pkey": key, "members": members_of(text)}
+        return save_audited(
+            actor, FabricPartition, row, keys={}, values=values, action="fabric.partition", conflict="P_Key taken"
+        )
 
 
 def delete_partition(actor: Actor, principal: Principal, fabric: Fabric, *, name: str) -> None:
@@ -189,10 +283,15 @@ def delete_partition(actor: Actor, principal: Principal, fabric: Fabric, *, name
         row = partition_for_update(fabric, name)
         if row is None:
             raise NotFound(f"fabric {fabric.name!r} has no partition {name!r}")
-        if row.source != FabricPartition.Source.MANUAL:
+        if row.source == FabricPartition.Source.RESERVATION:
             raise Conflict(f"partition {name!r} belongs to a reservation")
         audit.record(actor, "fabric.partition.delete", row, before=audit.snapshot(row))
-        row.delete()
+        if row.source == FabricPartition.Source.OPERATOR:
+            # The next verified push drops it from the SM host's file; the row goes then.
+            row.removed = True
+            row.save(update_fields=["removed", "updated_at"])
+        else:
+            row.delete()
 
 
 def _validate_fabric(values: dict[str, Any]) -> None:

@@ -22,12 +22,14 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
+from console.fabric.changes.adopt import adopt_operator_partitions, forget_dropped
 from console.fabric.changes.desired import present_pkeys
 from console.fabric.changes.locks import change_for_update, fabric_for_update
 from console.fabric.diags.runner import DiagTimeout
 from console.fabric.drivers import DesiredFabric, DriverError, driver_for
 from console.fabric.enqueue import enqueue_apply
 from console.fabric.hooks import notify_failed, notify_verified
+from console.fabric.keys import keys_for
 from console.fabric.models import AppliedState, ChangeRequest, ChangeStep, Fabric
 from console.fabric.opensm.push import PushOptions, PushResult
 from console.fabric.opensm.vguids import parse_prefix
@@ -238,22 +240,33 @@ def finalize(change_id: int, worker_id: str, first_seq: int, result: PushResult)
             "opensm_restarted": result.opensm_restarted,
             # Where each verified P_Key sits in its member ports' tables (the "how to use it" guide).
             "pkey_indexes": result.pkey_indexes if result.ok else {},
+            # Member ports not on the fabric: findings on their partitions (the collector raises
+            # them as alarms), not a rollback of everyone's change.
+            "absent_members": result.absent_members,
+            # Partitions found on the SM host that the console did not write: kept as written.
+            "kept": [{"pkey": f"{k.pkey:#06x}", "name": k.name} for k in result.kept],
         }
         change.error = "; ".join(change.outcome["mismatches"] or change.outcome["problems"])[:4000]
         change.finished_at = timezone.now()
         change.lease_owner, change.lease_expires_at = "", None
         change.save()
         if status in (Status.APPLIED, Status.UNCHANGED):
+            written = dict(change.artefacts)
+            if result.written is not None:  # with the partitions it kept as an operator wrote them
+                written["partitions.conf"] = result.written
             AppliedState.objects.update_or_create(
                 fabric_id=change.fabric_id,
                 defaults={
                     "desired": change.desired,
-                    "artefacts": change.artefacts,
+                    "artefacts": written,
                     "change": change,
                     "verified_at": change.finished_at,
                 },
             )
-            notify_verified(change.fabric_id, present_pkeys=present_pkeys(change.desired), change_id=change.pk)
+            adopt_operator_partitions(change.fabric, result.kept, ACTOR)
+            forget_dropped(change.fabric_id, change.desired, ACTOR)
+            present = present_pkeys(change.desired, result.absent_members)
+            notify_verified(change.fabric_id, present_pkeys=present, change_id=change.pk)
         else:
             notify_failed(change.fabric_id, change_id=change.pk, error=change.error or result.outcome)
         audit.record(ACTOR, f"fabric.change.{status}", change, after=change.outcome)
@@ -276,6 +289,7 @@ def push_options(fabric: Fabric) -> PushOptions:
         verify_timeout=float(config.get("verify_timeout", 15.0)),
         diag_timeout=float(config.get("diag_timeout", 5.0)),
         virtual_prefix=parse_prefix(settings.VGUID_PREFIX),
+        keys=keys_for(fabric),
     )
 
 

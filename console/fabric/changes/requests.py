@@ -17,10 +17,11 @@ from django.utils import timezone
 from console.fabric.changes.desired import applied_of, build_desired, diff_artefacts, present_pkeys
 from console.fabric.changes.desired import render_artefacts as render
 from console.fabric.changes.locks import change_for_update, fabric_for_update
+from console.fabric.changes.ownership import refusal
 from console.fabric.changes.pipeline import push_options
 from console.fabric.drivers import DesiredFabric, driver_for
 from console.fabric.enqueue import enqueue_apply
-from console.fabric.hooks import notify_verified
+from console.fabric.hooks import notify_failed, notify_verified
 from console.fabric.models import AppliedState, ChangeRequest, ChangeStep, Fabric
 from console.tenancy import audit
 from console.tenancy.context import Actor, current_correlation_id
@@ -33,8 +34,19 @@ Status = ChangeRequest.Status
 OPEN = (Status.PENDING_APPROVAL, Status.QUEUED, Status.APPLYING, Status.VERIFYING)
 
 
+class IsolationRefused(Invalid):
+    """The desired state would let two tenants' hosts talk: it never reaches OpenSM."""
+
+    def __init__(self, detail: str, desired: dict) -> None:
+        super().__init__(detail, fields={"desired": [detail]})
+        self.desired = desired
+
+
 def _plan(fabric: Fabric) -> tuple[dict, dict[str, str], str]:
     desired = build_desired(fabric)
+    why = refusal(fabric, desired)
+    if why is not None:
+        raise IsolationRefused(why, desired)
     try:
         artefacts = render(desired)
     except ValueError as exc:
@@ -76,17 +88,12 @@ def _create(
         finished_at=now if dry_run else None,
     )
     changed = diff.count("\n+") + diff.count("\n-")
-    ChangeStep.objects.create(
-        change=change,
-        seq=1,
-        name="plan",
-        target=fabric.name,
-        status=ChangeStep.Status.OK,
-        log=f"{len(desired['partitions'])} partitions, {len(desired['port_admin'])} port states; "
+    _first_step(
+        change,
+        "plan",
+        ChangeStep.Status.OK,
+        f"{len(desired['partitions'])} partitions, {len(desired['port_admin'])} port states; "
         f"{'no difference' if not diff else f'{changed} changed lines'} against applied state",
-        started_at=now,
-        finished_at=now,
-        duration_s=0.0,
     )
     audit.record(
         actor,
@@ -97,6 +104,22 @@ def _create(
     if status == Status.QUEUED:
         enqueue_apply(change.pk)
     return change
+
+
+def _first_step(change: ChangeRequest, name: str, status: str, log: str) -> None:
+    """The change's first step, done when the change is made (planned, or refused)."""
+    now = change.created_at
+    ChangeStep.objects.create(
+        change=change,
+        seq=1,
+        name=name,
+        target=change.fabric.name,
+        status=status,
+        log=log,
+        started_at=now,
+        finished_at=now,
+        duration_s=0.0,
+    )
 
 
 def request_change(
@@ -162,7 +185,10 @@ def reconcile(fabric: Fabric, *, actor: Actor) -> ChangeRequest | None:
     invalidated, audited, and a change that pushes the desired state again; a fabric that cannot
     be asked hears nothing (the periodic tick reconciles waiting reservations again).
     """
-    plan = _plan(fabric)
+    try:
+        plan = _plan(fabric)
+    except IsolationRefused as exc:
+        return _refuse(actor, fabric, exc)
     desired = plan[0]
     known = applied_of(fabric)
     checked = _on_the_wire(fabric, known) if _renotifies(fabric, known, desired) else None
@@ -176,7 +202,8 @@ def reconcile(fabric: Fabric, *, actor: Actor) -> ChangeRequest | None:
             if checked is None or known is None or known.change_id != applied.change_id:
                 return None  # not verified now (or a newer change verified itself meanwhile)
             if not checked:
-                present, change_id = present_pkeys(applied.desired), applied.change_id
+                absent = ((applied.change.outcome if applied.change else None) or {}).get("absent_members")
+                present, change_id = present_pkeys(applied.desired, absent), applied.change_id
                 transaction.on_commit(lambda: notify_verified(fabric.pk, present_pkeys=present, change_id=change_id))
                 return None
             _invalidate(actor, fabric, applied, checked)
@@ -192,6 +219,32 @@ def reconcile(fabric: Fabric, *, actor: Actor) -> ChangeRequest | None:
         if any(c.desired == desired for c in open_changes):
             return None
         return _create(actor, fabric, dry_run=False, reason="reconcile: desired ≠ applied", user_id=None, plan=plan)
+
+
+def _refuse(actor: Actor, fabric: Fabric, exc: IsolationRefused) -> ChangeRequest | None:
+    """Record a refused change once per refused desired state (the periodic reconcile asks
+    again every few seconds): failed, with the pairs named, listeners told, audited."""
+    with transaction.atomic():
+        fabric_for_update(fabric.pk)
+        last = fabric.changes.order_by("-pk").first()
+        if last is not None and last.status == Status.FAILED and last.desired == exc.desired:
+            return None
+        now = timezone.now()
+        change = ChangeRequest.objects.create(
+            fabric=fabric,
+            status=Status.FAILED,
+            reason="reconcile: refused",
+            requested_by_label=actor.label[:200],
+            correlation_id=current_correlation_id(),
+            desired=exc.desired,
+            error=exc.detail[:4000],
+            outcome={"result": "refused", "problems": [exc.detail]},
+            finished_at=now,
+        )
+        _first_step(change, "lint", ChangeStep.Status.FAILED, exc.detail)
+        audit.record(actor, "fabric.change.refused", change, after={"error": exc.detail})
+        notify_failed(fabric.pk, change_id=change.pk, error=exc.detail)
+    return change
 
 
 def _renotifies(fabric: Fabric, applied: AppliedState | None, desired: dict) -> bool:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from console.fabric.opensm.partitions import Member, Membership, Partition
+from console.fabric.opensm.partitions_file import OperatorPartition
 from console.fabric.opensm.push import PushOptions, PushResult
 from console.fabric.opensm.qos import QosClass, QosOptions, QosPolicy
 from console.fabric.opensm.qos_table import QosTable
@@ -89,12 +90,27 @@ class DesiredFabric:
     qos_options: QosOptions | None = None
     # P_Keys of partitions whose owner holds SHARP trees (drivers that can verify SHARP do; opensm ignores it).
     sharp_pkeys: frozenset[int] = frozenset()
+    # Partitions found on the SM host that the console keeps as written (``source: operator``),
+    # and the P_Keys of those an operator deleted in the console (to be dropped from the file).
+    operator: tuple[OperatorPartition, ...] = ()
+    dropped: tuple[int, ...] = ()
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> DesiredFabric:
         """Rebuild from the canonical JSON stored on a ChangeRequest (see changes.desired)."""
         partitions = []
+        operator: list[OperatorPartition] = []
+        dropped: list[int] = []
+        console_rows = []
         for p in data.get("partitions", []):
+            if p.get("source") == "operator":
+                pkey = int(p["pkey"], 16) if isinstance(p["pkey"], str) else p["pkey"]
+                if p.get("removed"):
+                    dropped.append(pkey)
+                else:
+                    operator.append(OperatorPartition(pkey, p["name"], p["raw"]))
+                continue
+            console_rows.append(p)
             members = []
             for port, membership in p["members"]:
                 key: int | str = port if not str(port).startswith("0x") else int(port, 16)
@@ -133,10 +149,8 @@ class DesiredFabric:
         )
         table = qos_data.get("table")
         options = QosTable.from_json(table).options() if table else None
-        sharp = frozenset(
-            p.pkey for p, raw in zip(partitions, data.get("partitions", []), strict=True) if raw.get("sharp")
-        )
-        return cls(tuple(partitions), qos, admin, options, sharp)
+        sharp = frozenset(p.pkey for p, raw in zip(partitions, console_rows, strict=True) if raw.get("sharp"))
+        return cls(tuple(partitions), qos, admin, options, sharp, tuple(operator), tuple(dropped))
 
 
 @dataclass

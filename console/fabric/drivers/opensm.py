@@ -14,205 +14,37 @@ the QoS check on the wire (PathRecord SL); then port administration, each port r
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import time
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from console.fabric.diags.mad import shared_session
-from console.fabric.diags.runner import DiagEnv, DiagError, DiagRunner
+from console.fabric.diags.runner import DiagError
 from console.fabric.drivers.base import (
     DesiredFabric,
     DriverError,
-    DriverUnavailable,
     PortStateResult,
     Progress,
     no_progress,
 )
+from console.fabric.drivers.conf_files import OPENSM_CONF, QOS_POLICY, conf_artefacts
+from console.fabric.drivers.hosts import LabHost, LocalOpenSmHost, OpenSmHost, ProgressTarget
 from console.fabric.drivers.registry import diag_timeout_of, register_driver
 from console.fabric.drivers.switch import SmpPortAdmin
 from console.fabric.opensm.conf import classify_changes, parse_opensm_conf
-from console.fabric.opensm.files import Artefact, ArtefactStore
+from console.fabric.opensm.files import ArtefactStore
+from console.fabric.opensm.isolation_audit import AuditPlan, ProbeResult
 from console.fabric.opensm.lint import ArtefactRejected, LintProblem, format_guid
-from console.fabric.opensm.partitions import (
-    Membership,
-    lint_partitions,
-    render_partitions,
-)
+from console.fabric.opensm.partitions import Membership
+from console.fabric.opensm.partitions_file import lint_file, live_differences, parse_file, render_file
+from console.fabric.opensm.probe import probe_isolation
 from console.fabric.opensm.push import PushOptions, PushResult, PushStep, push_partitions
-from console.fabric.opensm.qos import QosOptions, QosPolicy, render_qos_options, render_qos_policy
+from console.fabric.opensm.push_types import SmKeys
+from console.fabric.opensm.qos import QosOptions, QosPolicy, render_qos_options
 from console.fabric.opensm.qos_verify import ports_to_check, verify_qos_tables
+from console.fabric.opensm.verify import verify_partitions
 
 PARTITIONS = "partitions.conf"
-QOS_POLICY = "qos-policy.conf"
-OPENSM_CONF = "opensm.conf"
-
-
-class OpenSmHost(Protocol):
-    """An OpenSM the driver can write files for, signal, restart and run diags against."""
-
-    @property
-    def artefacts(self) -> ArtefactStore: ...
-
-    def reload(self) -> None: ...
-
-    def restart(self) -> None: ...
-
-    def diags(self, *, timeout: float | None = None) -> DiagRunner: ...
-
-
-class LocalOpenSmHost:
-    """OpenSM on this machine, described by ``Fabric.config``::
-
-    {"directory": "/etc/opensm", "pid_file": "/run/opensm.pid" | "pid": 1234,
-     "reload_command": [...], "restart_command": ["systemctl", "restart", "opensm"],
-     "ca": "mlx5_0", "ca_port": 1}
-    """
-
-    def __init__(self, config: Mapping[str, Any]) -> None:
-        directory = config.get("directory")
-        if not directory:
-            raise DriverUnavailable("opensm driver needs config.directory (OpenSM's file directory)")
-        self.config = dict(config)
-        self._store = ArtefactStore(Path(directory))
-
-    @property
-    def artefacts(self) -> ArtefactStore:
-        """OpenSM's input directory."""
-        return self._store
-
-    def pid(self) -> int:
-        """OpenSM's pid from ``config.pid`` or ``config.pid_file``."""
-        if self.config.get("pid"):
-            return int(self.config["pid"])
-        pid_file = self.config.get("pid_file")
-        if not pid_file:
-            raise DriverUnavailable("opensm driver needs config.pid_file, pid or reload_command")
-        try:
-            return int(Path(pid_file).read_text().split()[0])
-        except (OSError, ValueError, IndexError) as exc:
-            raise DriverUnavailable(f"cannot read OpenSM pid from {pid_file}: {exc}") from exc
-
-    def _run(self, argv: list[str], what: str) -> None:
-        try:
-            subprocess.run(argv, check=True, timeout=60, capture_output=True)
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise DriverError(f"{what} failed: {exc}") from exc
-
-    def reload(self) -> None:
-        """``reload_command`` if configured, else SIGHUP to OpenSM's pid."""
-        if self.config.get("reload_command"):
-            self._run(list(self.config["reload_command"]), "reload")
-            return
-        try:
-            os.kill(self.pid(), signal.SIGHUP)
-        except ProcessLookupError as exc:
-            raise DriverUnavailable("OpenSM is not running") from exc
-
-    def restart(self) -> None:
-        """Run ``restart_command`` (a restart cannot be improvised safely)."""
-        if not self.config.get("restart_command"):
-            raise DriverError("OpenSM needs a restart but config.restart_command is not set")
-        self._run(list(self.config["restart_command"]), "restart")
-
-    def diags(self, *, timeout: float | None = None) -> DiagRunner:
-        """infiniband-diags on the local HCA."""
-        env = DiagEnv(ca=self.config.get("ca"), ca_port=self.config.get("ca_port"))
-        return DiagRunner(env, timeout=timeout or 10.0)
-
-
-class LabHost:
-    """A running lab (:class:`console.fabric.lab.manager.Lab`) as an OpenSM host."""
-
-    def __init__(self, lab: Any) -> None:
-        self.lab = lab
-
-    @property
-    def artefacts(self) -> ArtefactStore:
-        """The lab's OpenSM directory."""
-        return self.lab.artefacts
-
-    def reload(self) -> None:
-        """SIGHUP the lab's OpenSM."""
-        self.lab.reload()
-
-    def restart(self) -> None:
-        """Restart the lab's OpenSM with its arguments and wait for the subnet."""
-        self.lab.restart_sm(wait=True)
-
-    def diags(self, *, timeout: float | None = None) -> DiagRunner:
-        """Diags pointed at the lab."""
-        return self.lab.diags(timeout=timeout)
-
-    def sweep_mark(self) -> int:
-        """Where OpenSM's (flushed) log ends now; see :meth:`swept_since`."""
-        return self.lab.sweep_mark()
-
-    def swept_since(self, mark: int) -> bool:
-        """True once OpenSM logged the end of a heavy sweep after ``mark``."""
-        return self.lab.swept_since(mark)
-
-    def port_lids(self) -> dict[int, tuple[int, int]]:
-        """HCA port GUID → (LID, port) as discovered when the lab came up (a hint)."""
-        return self.lab.port_lids()
-
-
-class _ProgressTarget:
-    """The engine's PushTarget, reporting steps as they start (and running test pauses)."""
-
-    def __init__(self, host: OpenSmHost, progress: Progress) -> None:
-        self.host = host
-        self.progress = progress
-        self.reloads = 0
-
-    @property
-    def artefacts(self) -> ArtefactStore:
-        return self.host.artefacts
-
-    def reload(self) -> None:
-        self.reloads += 1
-        self.progress("reload" if self.reloads == 1 else "rollback", "running")
-        self.host.reload()
-
-    def diags(self, *, timeout: float | None = None) -> DiagRunner:
-        self.progress("verify", "running")
-        return self.host.diags(timeout=timeout)
-
-    # The engine's optional hooks, passed through when the host has them.
-
-    def sweep_mark(self) -> object | None:
-        mark = getattr(self.host, "sweep_mark", None)
-        return mark() if callable(mark) else None
-
-    def swept_since(self, mark: object) -> bool:
-        return bool(self.host.swept_since(mark))  # type: ignore[attr-defined]
-
-    def port_lids(self) -> dict[int, tuple[int, int]]:
-        lids = getattr(self.host, "port_lids", None)
-        return lids() if callable(lids) else {}
-
-
-def qos_artefacts(policy: QosPolicy, store: ArtefactStore, qos_options: QosOptions | None = None) -> list[Artefact]:
-    """``qos-policy.conf`` plus ``opensm.conf`` with QoS switched on (other options kept); the
-    ``qos_*`` options are the fabric's QoS table when given, else the live (or default) ones."""
-    policy_text = render_qos_policy(policy)
-    live = store.read(OPENSM_CONF) or ""
-    options = parse_opensm_conf(live)
-    wanted = {"qos": "TRUE", "qos_policy_file": str(store.path(QOS_POLICY))}
-    if qos_options is not None:
-        wanted.update(render_qos_options(qos_options))
-    for key, value in render_qos_options(QosOptions()).items():
-        wanted.setdefault(key, options.get(key, value))
-    options.update(wanted)
-    lines = ["# Managed by the InfiniBand console; edits here are overwritten."]
-    lines += [f"{k} {v}" for k, v in options.items()]
-    return [
-        Artefact("qos-policy", QOS_POLICY, policy_text),
-        Artefact("opensm-conf", OPENSM_CONF, "\n".join(lines) + "\n"),
-    ]
+__all__ = ["LabHost", "LocalOpenSmHost", "OpenSmDriver", "OpenSmHost", "conf_artefacts"]
 
 
 def _refused(steps: list[PushStep], problems: list[LintProblem], started: float) -> PushResult:
@@ -231,6 +63,16 @@ class OpenSmDriver:
 
     # -- the FabricDriver interface ------------------------------------------------------------
 
+    def probe_isolation(self, plan: AuditPlan, *, options: PushOptions | None = None) -> ProbeResult:
+        """The isolation audit's questions, asked from the SM host (:mod:`.opensm.probe`)."""
+        return probe_isolation(self.host, plan, options or PushOptions(diag_timeout=self.diag_timeout))
+
+    def read_live(self) -> dict[str, str]:
+        """The SM host's files as they are now: partitions.conf, qos-policy.conf, opensm.conf."""
+        store = self.host.artefacts
+        found = {name: store.read(name) for name in (PARTITIONS, QOS_POLICY, OPENSM_CONF)}
+        return {name: text for name, text in found.items() if text is not None}
+
     def read_applied(self) -> dict[str, str]:
         """Live partitions.conf and qos-policy.conf."""
         store = self.host.artefacts
@@ -242,12 +84,15 @@ class OpenSmDriver:
         return out
 
     def verify(self, desired: DesiredFabric, *, options: PushOptions | None = None) -> list[str]:
-        """Re-verify without writing: the live file must be the desired one, then the ports."""
-        text = render_partitions(desired.partitions)
-        if self.host.artefacts.read(PARTITIONS) != text:
-            return [f"live {PARTITIONS} differs from the desired one"]
-        result = push_partitions(self.host, list(desired.partitions), options)
-        return list(result.mismatches)
+        """Re-verify without writing: the live file must carry the desired partitions (others in
+        it are the operator's), then the ports must show them."""
+        options = options or PushOptions(diag_timeout=self.diag_timeout)
+        wanted = parse_file(render_file(desired.partitions))
+        differs = live_differences(self.host.artefacts.read(PARTITIONS), wanted)
+        if differs:
+            return differs
+        diags = self.host.diags(timeout=options.diag_timeout)
+        return verify_partitions(self.host, diags, wanted, [], options, PushStep("verify"))
 
     def set_port_state(
         self,
@@ -273,27 +118,31 @@ class OpenSmDriver:
         options = options or PushOptions(diag_timeout=self.diag_timeout)
         started = time.monotonic()
         store = self.host.artefacts
-        target = _ProgressTarget(self.host, progress)
+        target = ProgressTarget(self.host, progress)
         partitions = list(desired.partitions)
         # Nothing is written unless every artefact of the change lints clean.
         try:
-            partitions_ok = not lint_partitions(render_partitions(partitions))
+            partitions_ok = not lint_file(render_file(partitions, operator=desired.operator))
         except ValueError:
             partitions_ok = False
         if not partitions_ok:
             progress("render", "running")
-            return push_partitions(target, partitions, options)  # refused, with precise steps
+            return push_partitions(
+                target, partitions, options, operator=desired.operator, dropped=desired.dropped
+            )  # refused, with precise steps
         pre: list[PushStep] = []
         qos_on = desired.qos is not None or desired.qos_options is not None
+        conf_on = qos_on or options.keys is not None or self._needs_conf(store)
         conf_before = store.read(OPENSM_CONF)
-        if qos_on:
-            progress("qos", "running")
-            step, problems = self._swap_qos(desired.qos or QosPolicy(), store, desired.qos_options)
+        if conf_on and (qos_on or self._conf_pending(desired, store, options.keys)):
+            name = "qos" if qos_on else "conf"
+            progress(name, "running")
+            step, problems = self._swap_conf(name, desired, store, options.keys)
             pre.append(step)
             if problems:
                 return _refused(pre, problems, started)
         progress("render", "running")
-        result = push_partitions(target, partitions, options)
+        result = push_partitions(target, partitions, options, operator=desired.operator, dropped=desired.dropped)
         result.steps[:0] = pre
         if result.ok and desired.qos is not None:
             progress("verify-qos", "running")
@@ -313,8 +162,8 @@ class OpenSmDriver:
                 skipped.log.append("QoS options unchanged and opensm.conf untouched: no port reprogrammed")
                 result.steps.append(skipped)
         if result.ok:
-            if qos_on:
-                store.mark_good([QOS_POLICY, OPENSM_CONF])
+            if conf_on:
+                store.mark_good([QOS_POLICY, OPENSM_CONF] if qos_on else [OPENSM_CONF])
             for wanted in sorted(desired.port_admin):
                 progress(f"port-admin:{wanted.label}", "running")
                 self._port_step(wanted, result)
@@ -323,17 +172,23 @@ class OpenSmDriver:
 
     # -- QoS ---------------------------------------------------------------------------------
 
-    def _swap_qos(
-        self, policy: QosPolicy, store: ArtefactStore, qos_options: QosOptions | None
+    def _swap_conf(
+        self, name: str, desired: DesiredFabric, store: ArtefactStore, keys: SmKeys | None
     ) -> tuple[PushStep, list[LintProblem]]:
+        """Swap ``qos-policy.conf`` and ``opensm.conf`` (edited in place), then SIGHUP, or restart
+        OpenSM when a non-reloadable option changed (named in the step's log)."""
         t = time.monotonic()
-        step = PushStep("qos", status="running")
+        step = PushStep(name, status="running")
+        qos = desired.qos or (QosPolicy() if desired.qos_options is not None else None)
         try:
-            artefacts = qos_artefacts(policy, store, qos_options)
+            artefacts = conf_artefacts(store, qos, desired.qos_options, keys, self._host_needs())
         except ValueError as exc:
             step.status, step.log = "failed", [str(exc)]
             return step, [LintProblem(QOS_POLICY, None, "render", str(exc))]
         old_conf = store.read(OPENSM_CONF) or ""
+        # A file that is not the last known good was written by a push that never finished (or
+        # edited by hand): OpenSM may not run it yet, so it is reloaded even if nothing changes now.
+        unapplied = store.has_lkg() and store.read_lkg(OPENSM_CONF) not in (None, old_conf)
         try:
             swap = store.swap(artefacts)
         except ArtefactRejected as exc:
@@ -341,17 +196,42 @@ class OpenSmDriver:
             return step, exc.problems
         change = classify_changes(old_conf, store.read(OPENSM_CONF) or "")
         step.log.append(f"replaced {', '.join(swap.changed) or 'nothing'}")
+        if keys is not None:
+            step.log.append("management keys (m_key, sm_key, sa_key) set in opensm.conf")
         if change.needs_restart:
             step.log.append(
                 "restarting OpenSM: non-reloadable options changed: " + ", ".join(change.restart_required_by)
             )
             self.host.restart()
             step.restarted_opensm = True
-        elif swap.changed:
-            step.log.append("SIGHUP sent (QoS policy and reloadable options)")
+        elif swap.changed or unapplied:
+            step.log.append(
+                "SIGHUP sent (QoS policy and reloadable options)" + ("" if swap.changed else ": not applied yet")
+            )
             self.host.reload()
         step.status, step.duration_s = "ok", time.monotonic() - t
         return step, []
+
+    def _conf_pending(self, desired: DesiredFabric, store: ArtefactStore, keys: SmKeys | None) -> bool:
+        """True when opensm.conf must be written or reloaded: the options the console sets
+        differ from the live file, or the live file is not the last known good."""
+        qos = desired.qos or (QosPolicy() if desired.qos_options is not None else None)
+        try:
+            wanted = conf_artefacts(store, qos, desired.qos_options, keys, self._host_needs())
+        except ValueError:
+            return True  # the step says why
+        if any(store.read(a.filename) != a.text for a in wanted):
+            return True
+        return store.has_lkg() and store.read_lkg(OPENSM_CONF) not in (None, store.read(OPENSM_CONF))
+
+    def _needs_conf(self, store: ArtefactStore) -> bool:
+        """True when opensm.conf lacks what the host needs (an operator's file, say)."""
+        live = parse_opensm_conf(store.read(OPENSM_CONF) or "")
+        return any(live.get(k) != v for k, v in self._host_needs().items())
+
+    def _host_needs(self) -> dict[str, str]:
+        needs = getattr(self.host, "conf_needs", None)
+        return dict(needs()) if callable(needs) else {}
 
     def _verify_qos(self, desired: DesiredFabric, result: PushResult, options: PushOptions) -> None:
         """PathRecords between two full members of a partition must carry its class's SL."""

@@ -70,6 +70,13 @@ def _sm_node(graph: FabricGraph) -> tuple[str, str]:
     return f"H-{node.ca_guids[0]:016x}", f"{node.name} {node.hca_name(1)}"
 
 
+def sm_node(graph: FabricGraph) -> str:
+    """The design's node whose HCA the lab's OpenSM runs on. Its port is a full member of the
+    Default partition (OpenSM's own port always is), so a tenant given this node would reach
+    every host: it is a management node, not for pools (the demo keeps it out of them)."""
+    return _sm_node(graph)[1].split(" ")[0]
+
+
 def lab_plan(graph: FabricGraph) -> LabPlan:
     """The lab a design calls for (pure: no database, no processes)."""
     net_text, _, _ = export(graph, "ibnetdiscover")

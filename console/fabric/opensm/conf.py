@@ -65,8 +65,20 @@ RELOADABLE = frozenset(
         "qos_vlarb_high",
         "qos_vlarb_low",
         "qos_sl2vl",
+        # The management keys (can_update = 1; rotating m_key on hardware that already holds the
+        # old one needs the guid2mkey file: docs/operations.md, "Isolation").
+        "m_key",
+        "sm_key",
+        "sa_key",
+        "m_key_lease_period",
+        "m_key_protection_level",
+        "m_key_lookup",
+        "sminfo_polling_timeout",
+        "polling_retry_number",
     }
 )
+# What OpenSM itself writes (``opensm -c``) for a string option that is not set.
+NULL = "(null)"
 # Options that only take effect when OpenSM starts (can_update = 0): engine and file paths.
 RESTART_REQUIRED = frozenset(
     {
@@ -144,13 +156,47 @@ class OpenSmConfig:
 
 def render_opensm_conf(config: OpenSmConfig) -> str:
     """Render the options file; raises ValueError for options that would not lint clean."""
-    lines = ["# Managed by the InfiniBand console; edits here are overwritten."]
+    lines = ["# Written by the InfiniBand console; pushes set their options in place and keep every other line."]
     lines += [f"{k} {v}" for k, v in config.options().items()]
     text = "\n".join(lines) + "\n"
     problems = lint_opensm_conf(text)
     if problems:
         raise ValueError("; ".join(str(p) for p in problems))
     return text
+
+
+def edit_opensm_conf(live: str, wanted: Mapping[str, str]) -> str:
+    """``live`` with the options of ``wanted`` set: a line that sets one of them gets the new
+    value in place (the rest of the line kept); options the file lacks are appended under one
+    comment line; every other line (the operator's options, comments, blank lines, OpenSM's
+    ``(null)``) stays exactly as written."""
+    lines = live.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    done: set[str] = set()
+    for i, raw in enumerate(lines):
+        body = raw.split("#", 1)[0]
+        parts = body.split(None, 1)
+        if not parts or parts[0] not in wanted:
+            continue
+        key = parts[0]
+        start = raw.index(key) + len(key)
+        rest = raw[start:]
+        value = rest.split("#", 1)[0].strip()
+        at = rest.find(value) if value else 0
+        tail = rest[at + len(value) :] if value else ""
+        lines[i] = f"{raw[:start]}{rest[:at] if value else ' '}{wanted[key]}{tail}"
+        done.add(key)
+    missing = [k for k in wanted if k not in done]
+    if missing:
+        if lines and lines[-1].strip():
+            lines.append("")
+        lines.append(MANAGED_MARK)
+        lines += [f"{k} {wanted[k]}" for k in missing]
+    return "\n".join(lines) + "\n"
+
+
+MANAGED_MARK = "# Set by the InfiniBand console (every other line is kept as written)"
 
 
 def parse_opensm_conf(text: str) -> dict[str, str]:
@@ -185,6 +231,8 @@ def lint_opensm_conf(text: str) -> list[LintProblem]:
         if key in seen:
             bad(lineno, "duplicate-option", f"{key} already set on line {seen[key]}")
         seen[key] = lineno
+        if value == NULL:
+            continue  # unset, as OpenSM writes it
         values[key] = value
         if key in _BOOL_OPTIONS and value not in ("TRUE", "FALSE"):
             bad(lineno, "bad-value", f"{key} must be TRUE or FALSE, not {value!r}")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from console.fabric.opensm.conf import lint_opensm_conf
 from console.fabric.opensm.lint import ArtefactRejected, LintProblem, lint_guid_file
-from console.fabric.opensm.partitions import lint_partitions
+from console.fabric.opensm.partitions_file import lint_file
 from console.fabric.opensm.qos import lint_qos_policy
 
 LKG_DIR = ".last-known-good"
@@ -30,7 +30,7 @@ def _guid_linter(name: str) -> Linter:
 
 
 LINTERS: dict[str, Linter] = {
-    "partitions": lint_partitions,
+    "partitions": lint_file,
     "qos-policy": lint_qos_policy,
     "opensm-conf": lint_opensm_conf,
     "root-guids": _guid_linter("root_guids.conf"),

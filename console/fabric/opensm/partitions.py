@@ -130,7 +130,21 @@ class Partition:
         return errors
 
 
-DEFAULT_PARTITION = Partition(name="Default", pkey=DEFAULT_PKEY, ipoib=True, members=(Member("ALL", Membership.FULL),))
+# Isolation by default: every end port is a *limited* member of the Default partition, so two
+# hosts reach each other only through a partition the console gave them both; the subnet
+# manager's port (OpenSM makes it full whatever the file says) and the switches' management
+# ports are full, so every host still reaches the SM and the SA. OpenSM applies a statement's
+# port specifiers in order and a later one overrides an earlier one for the same port.
+DEFAULT_PARTITION = Partition(
+    name="Default",
+    pkey=DEFAULT_PKEY,
+    ipoib=True,
+    members=(
+        Member("ALL", Membership.LIMITED),
+        Member("ALL_SWITCHES", Membership.FULL),
+        Member("SELF", Membership.FULL),
+    ),
+)
 
 
 def _header(p: Partition) -> str:
@@ -156,8 +170,8 @@ def render_partitions(
 ) -> str:
     """Render ``partitions.conf`` deterministically (Default first, then by P_Key).
 
-    ``include_default`` adds ``Default=0x7fff, ipoib : ALL=full ;`` unless the caller supplies
-    its own Default. Raises ValueError for partitions that could not lint clean.
+    ``include_default`` adds :data:`DEFAULT_PARTITION` (``Default=0x7fff, ipoib : ALL=limited,
+    ALL_SWITCHES=full, SELF=full ;``) unless the caller supplies its own Default. Raises ValueError for partitions that could not lint clean.
     """
     chosen = list(partitions)
     if include_default and not any(p.pkey == DEFAULT_PKEY for p in chosen):

@@ -18,7 +18,14 @@ from collections.abc import Sequence
 
 from console.fabric.opensm.files import Artefact
 from console.fabric.opensm.lint import ArtefactRejected, LintProblem
-from console.fabric.opensm.partitions import Partition, parse_partitions, render_partitions
+from console.fabric.opensm.partitions import Partition
+from console.fabric.opensm.partitions_file import (
+    OperatorPartition,
+    hand_written,
+    parse_file,
+    render_file,
+    with_operator,
+)
 from console.fabric.opensm.pkey_tables import Sweep
 from console.fabric.opensm.push_types import PushOptions, PushResult, PushStep, PushTarget
 from console.fabric.opensm.verify import verify_partitions
@@ -39,21 +46,43 @@ class _Steps:
 
 
 def push_partitions(
-    target: PushTarget, partitions: Sequence[Partition], options: PushOptions | None = None
+    target: PushTarget,
+    partitions: Sequence[Partition],
+    options: PushOptions | None = None,
+    *,
+    operator: Sequence[OperatorPartition] = (),
+    dropped: Sequence[int] = (),
 ) -> PushResult:
-    """Apply ``partitions`` (the complete desired set) to ``target`` and prove it on the wire."""
+    """Apply ``partitions`` (the complete desired set of the console's own) to ``target`` and
+    prove it on the wire. ``operator``: partitions the console keeps as written; ``dropped``:
+    P_Keys of operator partitions an operator deleted in the console. Any other partition the
+    live file holds that the console did not write is kept too, and reported
+    (:attr:`PushResult.kept`)."""
     options = options or PushOptions()
     started = time.monotonic()
     steps = _Steps()
     store = target.artefacts
+    kept: list[OperatorPartition] = []
+    text: str | None = None
 
     def finish(outcome: str, **kw: object) -> PushResult:
-        return PushResult(outcome, steps.steps, duration_s=round(time.monotonic() - started, 3), **kw)  # type: ignore[arg-type]
+        return PushResult(
+            outcome,
+            steps.steps,
+            duration_s=round(time.monotonic() - started, 3),
+            kept=kept,
+            written=text,
+            **kw,  # type: ignore[arg-type]
+        )
 
     t = time.monotonic()
     step = steps.run("render")
     try:
-        text = render_partitions(partitions, include_default=options.include_default)
+        known = {p.pkey for p in partitions} | {p.pkey for p in operator} | set(dropped)
+        kept = hand_written(store.read(FILENAME), store.read_lkg(FILENAME), known)
+        for found in kept:
+            step.log.append(f"kept {found.name} ({found.pkey:#06x}): written on the SM host, not by the console")
+        text = render_file(partitions, include_default=options.include_default, operator=[*operator, *kept])
     except ValueError as exc:
         step.status, step.log = "failed", [str(exc)]
         problems = [LintProblem(FILENAME, None, "render", str(exc))]
@@ -70,7 +99,7 @@ def push_partitions(
         return finish("refused", problems=problems)
     step.status = "ok"
     lkg_text = store.read_lkg(FILENAME)
-    previous = parse_partitions(lkg_text, require_default=False) if lkg_text else []
+    previous = parse_file(lkg_text, require_default=False) if lkg_text else []
     # A live file that is not the last known good was swapped by a push that never finished
     # (a worker killed between swap and SIGHUP): OpenSM may never have read it, so reload it
     # even though this swap finds nothing to write.
@@ -99,7 +128,7 @@ def push_partitions(
         step.status = "skipped"
     step.duration_s = time.monotonic() - t
 
-    desired = parse_partitions(text, require_default=options.include_default)
+    desired = parse_file(text, require_default=options.include_default)
     diags = target.diags(timeout=options.diag_timeout)
     t = time.monotonic()
     step = steps.run("verify")
@@ -114,7 +143,13 @@ def push_partitions(
 
     t = time.monotonic()
     step = steps.run("rollback")
-    restored = store.rollback()
+    restored = list(store.rollback())
+    if kept and lkg_text is not None:
+        # What an operator wrote since the last verified push is not in the last known good:
+        # keep it through the rollback too.
+        again = store.swap([Artefact("partitions", FILENAME, with_operator(lkg_text, kept))])
+        restored += [name for name in again.changed if name not in restored]
+        step.log.append(f"kept {', '.join(k.name for k in kept)} (written on the SM host) through the rollback")
     step.log.append(f"restored {', '.join(restored) or 'nothing (no change)'}")
     if restored:
         sweep = Sweep(target)

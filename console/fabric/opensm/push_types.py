@@ -13,6 +13,7 @@ from typing import Protocol
 from console.fabric.diags.runner import DiagRunner
 from console.fabric.opensm.files import ArtefactStore
 from console.fabric.opensm.lint import LintProblem
+from console.fabric.opensm.partitions_file import OperatorPartition
 
 
 class PushTarget(Protocol):
@@ -29,6 +30,28 @@ class PushTarget(Protocol):
     def reload(self) -> None: ...
 
     def diags(self, *, timeout: float | None = None) -> DiagRunner: ...
+
+
+@dataclass(frozen=True)
+class SmKeys:
+    """A fabric's management keys as ``opensm.conf`` takes them (secrets: never in a repr)."""
+
+    m_key: int = field(repr=False)
+    sm_key: int = field(repr=False)
+    sa_key: int = field(repr=False)
+    protection_level: int = 2
+    lease_period: int = 60
+
+    def options(self) -> dict[str, str]:
+        """The ``opensm.conf`` options, with ``m_key_lookup`` off: every port gets this M_Key."""
+        return {
+            "m_key": f"{self.m_key:#018x}",
+            "m_key_protection_level": str(self.protection_level),
+            "m_key_lease_period": str(self.lease_period),
+            "m_key_lookup": "FALSE",
+            "sm_key": f"{self.sm_key:#018x}",
+            "sa_key": f"{self.sa_key:#018x}",
+        }
 
 
 @dataclass(frozen=True)
@@ -52,6 +75,11 @@ class PushOptions:
     # The console's vGUID prefix (opensm/vguids.py): members in that space are virtual ports (pod
     # VFs). No end port's P_Key table carries them, so they are not checked on the wire.
     virtual_prefix: int | None = None
+    # Check every checked host's Default membership (limited; the SM's port full) and that two
+    # hosts have no path in it. Off only to measure the checks' cost (tests/benchmarks/bench_fabric.py).
+    check_default: bool = True
+    # The fabric's management keys (None: opensm.conf's keys are left as they are).
+    keys: SmKeys | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -66,6 +94,9 @@ class PushStep:
     restarted_opensm: bool = False
     # verify: P_Key → port GUID → index in that port's table, from the read that proved it.
     pkey_indexes: dict[int, dict[int, int]] = field(default_factory=dict)
+    # verify: P_Key → member port GUIDs not on the fabric (unplugged, powered off): findings on
+    # their own partitions, not mismatches of the change.
+    absent: dict[int, list[int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -79,6 +110,10 @@ class PushResult:
     problems: list[LintProblem] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)
     duration_s: float = 0.0
+    # Partitions found on the SM host that the console did not write, kept as written.
+    kept: Sequence[OperatorPartition] = ()
+    # The partitions.conf this push rendered (what the SM host has once it is verified).
+    written: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -99,6 +134,16 @@ class PushResult:
                 for pkey, ports in s.pkey_indexes.items():
                     out.setdefault(f"{pkey:#06x}", {}).update({f"{g:#018x}": i for g, i in ports.items()})
         return out
+
+    @property
+    def absent_members(self) -> dict[str, list[str]]:
+        """``{"0x8003": ["0x…guid"]}``: member ports the last verify step found off the fabric."""
+        verify = [s for s in self.steps if s.name == "verify"]
+        if not verify:
+            return {}
+        return {
+            f"{pkey:#06x}": [f"{g:#018x}" for g in sorted(guids)] for pkey, guids in sorted(verify[-1].absent.items())
+        }
 
     def step(self, name: str) -> PushStep:
         """The step called ``name``."""

@@ -19,9 +19,9 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from console.fabric.diags.runner import DiagRunner
+from console.fabric.diags.runner import DiagError, DiagRunner
 from console.fabric.opensm.lint import format_guid
-from console.fabric.opensm.partitions import DEFAULT_PKEY, Membership, Partition
+from console.fabric.opensm.partitions import DEFAULT_PARTITION, DEFAULT_PKEY, Member, Membership, Partition
 from console.fabric.opensm.pkey_tables import PortTables, Sweep
 from console.fabric.opensm.push_types import PushOptions, PushStep, PushTarget
 from console.fabric.opensm.vguids import is_virtual
@@ -47,17 +47,41 @@ def virtual_members(partitions: Iterable[Partition], options: PushOptions) -> in
     return sum(1 for p in partitions for m in p.members if isinstance(m.port, int) and virtual(m.port, options))
 
 
+def default_membership(default: Partition | None, guid: int, sm_guid: int | None) -> str | None:
+    """The Default membership (``full``/``limited``/None) OpenSM gives CA port ``guid``.
+
+    OpenSM applies a statement's specifiers in the order the console renders them (keywords in
+    :data:`PORT_KEYWORDS` order, then GUIDs) and a later one overrides an earlier one; the SM's
+    own port is always full. Without a Default rule OpenSM acts as ``ALL=limited, SELF=full``."""
+    if guid == sm_guid:
+        return "full"
+    rule = default or Partition("Default", DEFAULT_PKEY, members=(Member("ALL", Membership.LIMITED),))
+    found: Membership | None = None
+    for m in sorted(rule.members, key=Member.sort_key):
+        if m.port in ("ALL", "ALL_CAS") or m.port == guid:
+            found = rule.effective_membership(m)
+    if found is None:
+        return None
+    return "limited" if found is Membership.LIMITED else "full"
+
+
 def expected_checks(
     desired: Iterable[Partition],
     previous: Iterable[Partition],
     ca_ports: Sequence[int],
     options: PushOptions,
+    *,
+    sm_guid: int | None = None,
 ) -> list[PortCheck]:
     """Port checks proving ``desired`` is live and what left ``previous`` is gone.
 
+    With ``sm_guid`` (the master SM's port, from SMInfo) every checked CA port's Default
+    membership is checked too: hosts limited (isolation by default), the SM's port full.
     Virtual members (pod VFs, :func:`virtual`) are in the file OpenSM reads but on no end port:
     they get no check (OpenSM 3.3 has no vports; see docs/api.md)."""
     checks: dict[tuple[int, int], PortCheck] = {}
+    desired = list(desired)
+    default = next((p for p in desired if p.pkey == DEFAULT_PKEY), None)
     desired = [p for p in desired if p.pkey != DEFAULT_PKEY]
     previous = [p for p in previous if p.pkey != DEFAULT_PKEY]
     ca_set = sorted(ca_ports)
@@ -88,6 +112,11 @@ def expected_checks(
         for m in p.members:
             if isinstance(m.port, int) and m.port not in keep:
                 checks.setdefault((m.port, p.pkey), PortCheck(m.port, p.pkey, None, f"left {p.name}"))
+    if sm_guid is not None:
+        cas = set(ca_set)
+        for guid in sorted({c.guid for c in checks.values()} & cas):
+            want = default_membership(default or DEFAULT_PARTITION, guid, sm_guid)
+            checks.setdefault((guid, DEFAULT_PKEY), PortCheck(guid, DEFAULT_PKEY, want, "Default partition"))
     return sorted(checks.values(), key=lambda c: (c.pkey, c.guid))
 
 
@@ -110,7 +139,8 @@ def verify_partitions(
     head = len(step.log)
     ports = PortTables(target, diags, options)
     ports.load(step)
-    checks = expected_checks(desired, previous, list(ports.lids), options)
+    sm_guid = _sm_port(diags, step) if options.check_default else None
+    checks = expected_checks(desired, previous, list(ports.lids), options, sm_guid=sm_guid)
     wanted = {c.guid for c in checks}
     if ports.source != "ibnetdiscover":
         missing = [g for g in wanted if g not in ports.lids]
@@ -121,7 +151,7 @@ def verify_partitions(
                 f"{ports.source} LID map: rediscovering"
             )
             ports.discover(step)
-            checks = expected_checks(desired, previous, list(ports.lids), options)
+            checks = expected_checks(desired, previous, list(ports.lids), options, sm_guid=sm_guid)
             wanted = {c.guid for c in checks}
     # After a fresh discovery a LID that answers for another port means the fabric changed
     # under the push; a port that did not answer NodeInfo is read with smpquery.
@@ -137,15 +167,65 @@ def verify_partitions(
     step.log.append(
         f"LIDs: {ports.source}; P_Key tables via " + ("the MAD helper" if ports.mad is not None else "smpquery")
     )
-    mismatches = [
-        f"{format_guid(c.guid)}: not on the fabric ({c.why}, P_Key {c.pkey:#06x})"
-        for c in checks
-        if c.membership is not None and ports.lids.get(c.guid) is None
-    ]
-    mismatches += [f"{format_guid(g)}: LID {ports.lids[g][0]} answers for another port" for g in sorted(wrong)]
+    # One dead host blocks nobody: a member port that is not on the fabric is a finding on its
+    # own partition (the pipeline raises it as an alarm), not a mismatch that rolls back every
+    # partition of the change. Only a port that shows a wrong key does that.
+    gone = [c for c in checks if c.membership is not None and ports.lids.get(c.guid) is None]
+    _absent(step, gone)
+    mismatches = [f"{format_guid(g)}: LID {ports.lids[g][0]} answers for another port" for g in sorted(wrong)]
     if mismatches:
         return mismatches
     everything = [c for c in checks if ports.lids.get(c.guid) is not None]
+    pending, last, rounds = _poll(ports, everything, sweep, options, step, deadline)
+    if isinstance(pending, str):
+        return [pending]
+    step.log.append(f"{rounds} read round(s)")
+    unread = {c.guid for c in pending if c.guid not in last or not last[c.guid].startswith("shows ")}
+    if unread:
+        # Ports that never answered: gone from the fabric (unplugged, powered off) is a finding;
+        # still there but unreadable proves nothing, so it stays a mismatch (fail safe).
+        ports.discover(step)
+        left = {g for g in unread if g not in ports.lids}
+        _absent(step, [c for c in pending if c.guid in left and c.membership is not None])
+        pending = [c for c in pending if c.guid not in left]
+        everything = [c for c in everything if c.guid not in left]
+    for c in everything:
+        index = ports.indexes.get(c.guid, {}).get(c.pkey) if c.membership is not None else None
+        if index is not None:
+            step.pkey_indexes.setdefault(c.pkey, {})[c.guid] = index
+    mismatches = [
+        f"{format_guid(c.guid)} P_Key {c.pkey:#06x}: expected "
+        f"{c.membership or 'absent'} ({c.why}), {last.get(c.guid, 'unread')}"
+        for c in pending
+    ]
+    if mismatches or not options.check_paths:
+        return mismatches
+    lids = {g: lp[0] for g, lp in ports.lids.items()}
+    return verify_paths(diags, checks, lids, step, parallel=options.parallel)
+
+
+def _absent(step: PushStep, checks: Sequence[PortCheck]) -> None:
+    """Record member ports that are not on the fabric, by P_Key, on the verify step."""
+    for c in checks:
+        if c.pkey == DEFAULT_PKEY:
+            continue
+        found = step.absent.setdefault(c.pkey, [])
+        if c.guid not in found:
+            found.append(c.guid)
+            step.log.append(f"{format_guid(c.guid)}: not on the fabric ({c.why}, P_Key {c.pkey:#06x}): a finding")
+
+
+def _poll(
+    ports: PortTables,
+    everything: list[PortCheck],
+    sweep: Sweep | None,
+    options: PushOptions,
+    step: PushStep,
+    deadline: float,
+) -> tuple[list[PortCheck] | str, dict[int, str], int]:
+    """Read the ports until every check holds (after OpenSM's sweep, when it tells) or time
+    runs out: (the checks still failing, or why nothing could be confirmed; the last reading
+    of each failing port; read rounds)."""
     pending = list(everything)
     confirmed = sweep is None
     last: dict[int, str] = {}
@@ -176,10 +256,8 @@ def verify_partitions(
                 while not sweep.done() and time.monotonic() < deadline:
                     time.sleep(0.02)
                 if not sweep.done():
-                    return [
-                        "OpenSM logged no end of sweep within "
-                        f"{options.verify_timeout:.0f}s of the reload: cannot confirm the ports"
-                    ]
+                    why = f"OpenSM logged no end of sweep within {options.verify_timeout:.0f}s of the reload: cannot confirm the ports"
+                    return why, last, rounds
                 step.log.append(
                     f"OpenSM sweep ended {time.monotonic() - waited:.2f}s after the first "
                     "clean read: reading every port again"
@@ -191,20 +269,17 @@ def verify_partitions(
         if not pending or time.monotonic() > deadline:
             break
         time.sleep(options.poll_interval)
-    step.log.append(f"{rounds} read round(s)")
-    for c in everything:
-        index = ports.indexes.get(c.guid, {}).get(c.pkey) if c.membership is not None else None
-        if index is not None:
-            step.pkey_indexes.setdefault(c.pkey, {})[c.guid] = index
-    mismatches = [
-        f"{format_guid(c.guid)} P_Key {c.pkey:#06x}: expected "
-        f"{c.membership or 'absent'} ({c.why}), {last.get(c.guid, 'unread')}"
-        for c in pending
-    ]
-    if mismatches or not options.check_paths:
-        return mismatches
-    lids = {g: lp[0] for g, lp in ports.lids.items()}
-    return verify_paths(diags, checks, lids, step, parallel=options.parallel)
+    return pending, last, rounds
+
+
+def _sm_port(diags: DiagRunner, step: PushStep) -> int | None:
+    """The master SM's port GUID (SMInfo), so its Default membership is expected full; None
+    (and no Default checks) when the SM does not answer."""
+    try:
+        return diags.sminfo().guid
+    except DiagError as exc:
+        step.log.append(f"SMInfo did not answer ({exc}): Default memberships not checked")
+        return None
 
 
 def verify_paths(
@@ -215,7 +290,8 @@ def verify_paths(
     *,
     parallel: int = 4,
 ) -> list[str]:
-    """Per partition: full member → non-member must have no path; full → member must.
+    """Per partition: full member → non-member must have no path; full → member must; in the
+    Default partition two limited members (hosts) must have none.
 
     The few ``saquery`` calls run side by side (each with the runner's timeout)."""
     queries: list[tuple[int, int, int, bool]] = []  # (pkey, src guid, dst guid, expect a path)
@@ -224,6 +300,9 @@ def verify_paths(
         full = [c.guid for c in mine if c.membership == "full"]
         members = [c.guid for c in mine if c.membership is not None]
         outsiders = [c.guid for c in mine if c.membership is None]
+        limited = [c.guid for c in mine if c.membership == "limited"]
+        if pkey == DEFAULT_PKEY and len(limited) >= 2:
+            queries.append((pkey, limited[0], limited[1], False))  # two hosts: isolated by default
         if not full:
             continue
         others = [g for g in members if g != full[0]]

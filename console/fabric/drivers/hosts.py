@@ -1,0 +1,163 @@
+"""The OpenSM hosts a driver pushes to: a local OpenSM (paths from ``Fabric.config``) or a
+running lab, and the push engine's view of either (progress reported as steps start)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from console.fabric.diags.runner import DiagEnv, DiagRunner
+from console.fabric.drivers.base import DriverError, DriverUnavailable, Progress
+from console.fabric.opensm.files import ArtefactStore
+
+
+class OpenSmHost(Protocol):
+    """An OpenSM the driver can write files for, signal, restart and run diags against."""
+
+    @property
+    def artefacts(self) -> ArtefactStore: ...
+
+    def reload(self) -> None: ...
+
+    def restart(self) -> None: ...
+
+    def diags(self, *, timeout: float | None = None) -> DiagRunner: ...
+
+
+class LocalOpenSmHost:
+    """OpenSM on this machine, described by ``Fabric.config``::
+
+    {"directory": "/etc/opensm", "pid_file": "/run/opensm.pid" | "pid": 1234,
+     "reload_command": [...], "restart_command": ["systemctl", "restart", "opensm"],
+     "ca": "mlx5_0", "ca_port": 1}
+    """
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        directory = config.get("directory")
+        if not directory:
+            raise DriverUnavailable("opensm driver needs config.directory (OpenSM's file directory)")
+        self.config = dict(config)
+        self._store = ArtefactStore(Path(directory))
+
+    @property
+    def artefacts(self) -> ArtefactStore:
+        """OpenSM's input directory."""
+        return self._store
+
+    def pid(self) -> int:
+        """OpenSM's pid from ``config.pid`` or ``config.pid_file``."""
+        if self.config.get("pid"):
+            return int(self.config["pid"])
+        pid_file = self.config.get("pid_file")
+        if not pid_file:
+            raise DriverUnavailable("opensm driver needs config.pid_file, pid or reload_command")
+        try:
+            return int(Path(pid_file).read_text().split()[0])
+        except (OSError, ValueError, IndexError) as exc:
+            raise DriverUnavailable(f"cannot read OpenSM pid from {pid_file}: {exc}") from exc
+
+    def _run(self, argv: list[str], what: str) -> None:
+        try:
+            subprocess.run(argv, check=True, timeout=60, capture_output=True)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise DriverError(f"{what} failed: {exc}") from exc
+
+    def reload(self) -> None:
+        """``reload_command`` if configured, else SIGHUP to OpenSM's pid."""
+        if self.config.get("reload_command"):
+            self._run(list(self.config["reload_command"]), "reload")
+            return
+        try:
+            os.kill(self.pid(), signal.SIGHUP)
+        except ProcessLookupError as exc:
+            raise DriverUnavailable("OpenSM is not running") from exc
+
+    def restart(self) -> None:
+        """Run ``restart_command`` (a restart cannot be improvised safely)."""
+        if not self.config.get("restart_command"):
+            raise DriverError("OpenSM needs a restart but config.restart_command is not set")
+        self._run(list(self.config["restart_command"]), "restart")
+
+    def diags(self, *, timeout: float | None = None) -> DiagRunner:
+        """infiniband-diags on the local HCA."""
+        env = DiagEnv(ca=self.config.get("ca"), ca_port=self.config.get("ca_port"))
+        return DiagRunner(env, timeout=timeout or 10.0)
+
+
+class LabHost:
+    """A running lab (:class:`console.fabric.lab.manager.Lab`) as an OpenSM host."""
+
+    def __init__(self, lab: Any) -> None:
+        self.lab = lab
+
+    @property
+    def artefacts(self) -> ArtefactStore:
+        """The lab's OpenSM directory."""
+        return self.lab.artefacts
+
+    def reload(self) -> None:
+        """SIGHUP the lab's OpenSM."""
+        self.lab.reload()
+
+    def restart(self) -> None:
+        """Restart the lab's OpenSM with its arguments and wait for the subnet."""
+        self.lab.restart_sm(wait=True)
+
+    def diags(self, *, timeout: float | None = None) -> DiagRunner:
+        """Diags pointed at the lab."""
+        return self.lab.diags(timeout=timeout)
+
+    def sweep_mark(self) -> int:
+        """Where OpenSM's (flushed) log ends now; see :meth:`swept_since`."""
+        return self.lab.sweep_mark()
+
+    def swept_since(self, mark: int) -> bool:
+        """True once OpenSM logged the end of a heavy sweep after ``mark``."""
+        return self.lab.swept_since(mark)
+
+    def port_lids(self) -> dict[int, tuple[int, int]]:
+        """HCA port GUID → (LID, port) as discovered when the lab came up (a hint)."""
+        return self.lab.port_lids()
+
+    def conf_needs(self) -> dict[str, str]:
+        """The lab tells the end of OpenSM's sweeps from its log: it must be flushed."""
+        return {"force_log_flush": "TRUE"}
+
+
+class ProgressTarget:
+    """The engine's PushTarget, reporting steps as they start (and running test pauses)."""
+
+    def __init__(self, host: OpenSmHost, progress: Progress) -> None:
+        self.host = host
+        self.progress = progress
+        self.reloads = 0
+
+    @property
+    def artefacts(self) -> ArtefactStore:
+        return self.host.artefacts
+
+    def reload(self) -> None:
+        self.reloads += 1
+        self.progress("reload" if self.reloads == 1 else "rollback", "running")
+        self.host.reload()
+
+    def diags(self, *, timeout: float | None = None) -> DiagRunner:
+        self.progress("verify", "running")
+        return self.host.diags(timeout=timeout)
+
+    # The engine's optional hooks, passed through when the host has them.
+
+    def sweep_mark(self) -> object | None:
+        mark = getattr(self.host, "sweep_mark", None)
+        return mark() if callable(mark) else None
+
+    def swept_since(self, mark: object) -> bool:
+        return bool(self.host.swept_since(mark))  # type: ignore[attr-defined]
+
+    def port_lids(self) -> dict[int, tuple[int, int]]:
+        lids = getattr(self.host, "port_lids", None)
+        return lids() if callable(lids) else {}
