@@ -235,7 +235,8 @@ def services_of(reservation: Reservation) -> list[GuideService]:
                 row.description,
                 pkey_hex,
                 hosts,
-                f"Your hosts reach {compress(hosts)}{what} on P_Key {pkey_hex}, and not each other's.",
+                f"Your hosts reach {compress(hosts)}{what} on P_Key {pkey_hex}, as limited members: "
+                "other tenants' hosts in it cannot reach yours.",
             )
         )
     return out

@@ -33,7 +33,9 @@ class GuideServiceSerializer(serializers.Serializer):
     description = serializers.CharField()
     pkey_hex = serializers.CharField(help_text="the service's P_Key")
     hosts = serializers.ListField(child=serializers.CharField(), help_text="the service's hosts")
-    sentence = serializers.CharField(help_text='e.g. "Your hosts reach storage-[01-04] (lustre) on P_Key 0x0042, …"')
+    sentence = serializers.CharField(
+        help_text='e.g. "Your hosts reach storage-[01-04] (lustre) on P_Key 0x0042, as limited members: …"'
+    )
 
 
 class UsageGuideSerializer(serializers.Serializer):

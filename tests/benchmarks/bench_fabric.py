@@ -18,10 +18,12 @@ The design: 8 scalable units of 32 DGX H100 (2,048 HCAs), 64 rail leaves and 32 
    Isolation by default, measured against the rules before it in the same run: each round pushes
    the grant and its release under the new rules (the Default partition limited for hosts, each
    checked port's Default membership and a host-to-host Default path verified) and under the old
-   ones (``Default=0x7fff : ALL=full``, no Default checks), alternately; switching the Default
-   reprograms every port, so a switch push comes first and is not measured.
+   ones (``Default=0x7fff : ALL=full``, no Default checks), alternately (new first in even rounds,
+   old first in odd ones); switching the Default reprograms every port, so a switch push comes
+   first and is not measured.
 4. The isolation audit's probe at its per-run maximum: 48 SA PathRecords between host pairs and
-   64 P_Key tables (``probe_isolation``), median of ``--runs``.
+   64 P_Key tables (``probe_isolation``, two saquery at a time as the audit runs it), median of
+   ``--runs``; no sampled pair may have a path.
 
 Run: ``.venv/bin/python tests/benchmarks/bench_fabric.py [--runs 5] [--lab-runs 3] [--no-mad]``
 (uses ``DATABASE_URL`` like the console; migrates it first). Ends by printing ONE JSON line.
@@ -51,6 +53,7 @@ from django.core.management import call_command  # noqa: E402
 
 from console.demo import seed_designs  # noqa: E402
 from console.fabric.discovery import services as discovery  # noqa: E402
+from console.fabric.isolation import AUDIT_PARALLEL  # noqa: E402
 from console.fabric.lab.fabrics import INSTALL_HINT, missing_packages, start_lab, stop_lab  # noqa: E402
 from console.fabric.lab.manager import Lab  # noqa: E402
 from console.fabric.lab.routing import routing_engine_in_use  # noqa: E402
@@ -179,7 +182,8 @@ def measure_partitions(lab: Lab, graph, runs: int, parallel: int, *, use_mad: bo
         block = nodes[(i * 16) % len(nodes) :][:16]  # a different SU slice each run
         members = [g for n in block for g in n.port_guids]
         assert len(members) == 128
-        for rules, options, default in (("new", new, []), ("old", old, [OLD_DEFAULT])):
+        pair = (("new", new, []), ("old", old, [OLD_DEFAULT]))
+        for rules, options, default in pair if i % 2 == 0 else pair[::-1]:  # each order every other round
             switched = push_partitions(lab, default, options)  # every port's Default reprogrammed: not measured
             assert switched.ok, switched.mismatches
             result = push_partitions(lab, [*default, partition(i, members)], options)
@@ -208,13 +212,16 @@ def measure_audit_probe(lab: Lab, graph, runs: int) -> dict[str, object]:
     hosts = [g for n in graph.nodes.values() for g in n.port_guids]
     owners = {g: f"tenant:{i % 8}" for i, g in enumerate(hosts[: len(hosts) // 2])}  # 8 tenants, half the hosts
     times, paths = [], 0
+    assert push_partitions(lab, [], PushOptions()).ok  # the new rules: hosts limited in the Default
     for i in range(runs):
         plan = plan_audit(owners, hosts, seed=i)
         t = time.monotonic()
-        probe = probe_isolation(lab, plan, PushOptions())
+        probe = probe_isolation(lab, plan, PushOptions(parallel=AUDIT_PARALLEL))  # as the audit runs it
         times.append(time.monotonic() - t)
-        paths = sum(1 for pkey in probe.paths.values() if pkey is not None)
+        # (the SM's own port reaches every host: the audit leaves pairs with it out, as here)
+        paths = sum(1 for pair, pkey in probe.paths.items() if pkey is not None and probe.sm_guid not in pair)
         assert len(probe.paths) == len(plan.pairs) == 48 and len(probe.tables) == len(plan.ports)
+        assert paths == 0, "two hosts that share no partition had a path"
     return {"audit_probe_s_median": median(times), "audit_probe_pairs": 48, "audit_probe_paths_found": paths}
 
 

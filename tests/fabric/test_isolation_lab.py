@@ -119,7 +119,8 @@ def test_two_tenants_and_their_storage_are_isolated_on_the_wire(su1, tenant_a, t
     client.force_login(member)
     guide = client.get(f"/api/reservations/{a.pk}/usage-guide/").json()
     assert [s["sentence"] for s in guide["services"]] == [
-        f"Your hosts reach {STORAGE_NODE} (lustre) on P_Key 0x0042, and not each other's."
+        f"Your hosts reach {STORAGE_NODE} (lustre) on P_Key 0x0042, as limited members: "
+        "other tenants' hosts in it cannot reach yours."
     ]
     page = client.get(f"/reservations/{a.pk}/use/").content.decode()
     assert f"Your hosts reach {STORAGE_NODE} (lustre) on P_Key 0x0042" in page

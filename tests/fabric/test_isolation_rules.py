@@ -100,3 +100,18 @@ def test_every_talking_pair_of_tenants_is_found(p, sm_guid):
                 talking.add(frozenset((ox, oy)))
     found = {frozenset(pair) for pair in pairs(leaks([p], OWNERS, hosts=HOSTS, sm_guid=sm_guid))}
     assert found == talking
+
+
+def test_verification_checks_the_default_partition_even_with_no_partition_to_push():
+    from console.fabric.opensm.push_types import PushOptions
+    from console.fabric.opensm.verify import expected_checks
+
+    hosts = [A1, A2, B1, B2, S1, FREE]
+    checks = expected_checks([DEFAULT_PARTITION], [], hosts, PushOptions(non_member_sample=2), sm_guid=FREE)
+    assert {(c.guid, c.membership) for c in checks} == {(A1, "limited"), (A2, "limited"), (FREE, "full")}
+    assert all(c.pkey == 0x7FFF for c in checks)
+    old = Partition("Default", 0x7FFF, members=[Member("ALL", "full")])
+    assert {
+        c.membership for c in expected_checks([old], [], hosts, PushOptions(non_member_sample=2), sm_guid=FREE)
+    } == {"full"}
+    assert expected_checks([DEFAULT_PARTITION], [], hosts, PushOptions(non_member_sample=2)) == []  # no SM known

@@ -10,7 +10,7 @@ import pytest
 from console.demo import seed_all
 from console.demo_sites import DEMO_LAB_DESIGNS, DEMO_SPANNING_POOL
 from console.fabric.lab.fabrics import lab_status, stop_lab
-from console.fabric.models import Fabric, Site, SiteLink
+from console.fabric.models import Fabric, FabricPartition, Site, SiteLink
 from console.management.commands.up import Command as UpCommand
 from console.tenancy.models import AuditEntry
 from scheduling.models import HCA, Dataset, Node, Pool, Quota
@@ -40,6 +40,13 @@ def test_demo_seed_adds_a_second_site_with_a_pool_spanning_both():
     # each site's subnet manager runs on a node of its own, kept out of the pool (isolation)
     assert {n.fabric_id for n in pool.nodes.all()} == {su1.pk, second.pk} and pool.nodes.count() == 38
     assert Quota.objects.get(pool=pool).tenant.slug == "aurora"
+    # su01-n32 runs the subnet manager: in no pool, the login node every demo tenant reaches
+    assert not Pool.objects.filter(nodes__name="su01-n32").exists()
+    login = FabricPartition.objects.get(fabric=su1, name="login")
+    assert login.source == "service" and sorted(t.slug for t in login.allowed_tenants.all()) == ["aurora", "borealis"]
+    assert {m[0] for m in login.members} == set(
+        HCA.objects.filter(node__name="su01-n32").values_list("port_guid", flat=True)
+    )
     dataset = Dataset.objects.get()
     assert (dataset.tenant.slug, dataset.site) == ("aurora", ams)
     # every row came through an audited write

@@ -114,7 +114,10 @@ def expected_checks(
                 checks.setdefault((m.port, p.pkey), PortCheck(m.port, p.pkey, None, f"left {p.name}"))
     if sm_guid is not None:
         cas = set(ca_set)
-        for guid in sorted({c.guid for c in checks.values()} & cas):
+        # Every checked host, and a sample of hosts even when no partition names any (a push that
+        # changes only the Default partition is proved on ports too).
+        sample = set(ca_set[: options.non_member_sample]) | ({sm_guid} & cas)
+        for guid in sorted(({c.guid for c in checks.values()} & cas) | sample):
             want = default_membership(default or DEFAULT_PARTITION, guid, sm_guid)
             checks.setdefault((guid, DEFAULT_PKEY), PortCheck(guid, DEFAULT_PKEY, want, "Default partition"))
     return sorted(checks.values(), key=lambda c: (c.pkey, c.guid))
