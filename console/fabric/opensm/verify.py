@@ -116,8 +116,8 @@ def expected_checks(
         cas = set(ca_set)
         # Every checked host, and a sample of hosts even when no partition names any (a push that
         # changes only the Default partition is proved on ports too).
-        sample = set(ca_set[: options.non_member_sample]) | ({sm_guid} & cas)
-        for guid in sorted(({c.guid for c in checks.values()} & cas) | sample):
+        hosts = set(ca_set[: options.non_member_sample]) | ({sm_guid} & cas)
+        for guid in sorted(({c.guid for c in checks.values()} & cas) | hosts):
             want = default_membership(default or DEFAULT_PARTITION, guid, sm_guid)
             checks.setdefault((guid, DEFAULT_PKEY), PortCheck(guid, DEFAULT_PKEY, want, "Default partition"))
     return sorted(checks.values(), key=lambda c: (c.pkey, c.guid))
