@@ -3,6 +3,7 @@
 import os
 
 from django.core.asgi import get_asgi_application
+from django.urls import re_path
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 # No persistent database connections under ASGI (Django's advice): each request's sync code runs
@@ -14,11 +15,14 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from console.live.auth import TokenOrSessionAuthMiddleware  # noqa: E402
 from console.live.origin import OriginValidator  # noqa: E402
-from console.live.routing import websocket_urlpatterns  # noqa: E402
+from console.live.routing import agent_urlpatterns, websocket_urlpatterns  # noqa: E402
 
+# Agents authenticate with their own token in a header, never a cookie: their socket needs no
+# Origin check (a browser page cannot open it with an operator's session).
+browsers = OriginValidator(TokenOrSessionAuthMiddleware(URLRouter(websocket_urlpatterns)))
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": OriginValidator(TokenOrSessionAuthMiddleware(URLRouter(websocket_urlpatterns))),
+        "websocket": URLRouter([*agent_urlpatterns, re_path(r"", browsers)]),  # type: ignore[list-item,arg-type]
     }
 )

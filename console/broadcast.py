@@ -51,6 +51,11 @@ def token_group(token_id: int) -> str:
     return f"token.{token_id}"
 
 
+def agent_group(agent_id: int) -> str:
+    """The socket of a subnet-manager host's agent (console/live/agent_consumer.py)."""
+    return f"agent.{agent_id}"
+
+
 def user_group(user_id: int) -> str:
     return f"user.{user_id}"
 
@@ -147,6 +152,11 @@ def _group_send(events: list[tuple[str, dict]]) -> None:
 def close_token_sockets(token_id: int) -> None:
     """Tell every socket opened with this token to close (called after the revoke commits)."""
     _group_send([(token_group(token_id), {"type": "access.revoked"})])
+
+
+def close_agent_socket(agent_id: int) -> None:
+    """Tell a revoked agent's socket to close (called after the revoke commits)."""
+    _group_send([(agent_group(agent_id), {"type": "agent.revoked"})])
 
 
 def close_user_sockets(user_id: int) -> None:

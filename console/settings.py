@@ -382,6 +382,20 @@ CELERY_BEAT_SCHEDULE = {
     "telemetry-prune": {"task": "telemetry.prune", "schedule": 60.0},
 }
 
+# Agents on the subnet-manager hosts (console/fabric/agents): they heartbeat every
+# AGENT_HEARTBEAT_S; one silent for AGENT_SILENT_AFTER_S is not used and raises an alarm; a call
+# to an agent (a push) may take AGENT_CALL_TIMEOUT_S.
+AGENT_HEARTBEAT_S = float(os.environ.get("CONSOLE_AGENT_HEARTBEAT_S", "5"))
+AGENT_SILENT_AFTER_S = float(os.environ.get("CONSOLE_AGENT_SILENT_AFTER_S", "15"))
+AGENT_CALL_TIMEOUT_S = float(os.environ.get("CONSOLE_AGENT_CALL_TIMEOUT_S", "240"))
+CELERY_BEAT_SCHEDULE["telemetry-agent-watch"] = {"task": "telemetry.agent_watch", "schedule": AGENT_HEARTBEAT_S * 2}
+
+# Every fabric's applied state is verified on the wire this often between changes (and pushed
+# again when the ports lost it): console.fabric.tasks.verify_all_task. 0 turns it off.
+FABRIC_VERIFY_S = float(os.environ.get("CONSOLE_FABRIC_VERIFY_S", "30"))
+if FABRIC_VERIFY_S > 0:
+    CELERY_BEAT_SCHEDULE["fabric-verify-all"] = {"task": "fabric.verify_all", "schedule": FABRIC_VERIFY_S}
+
 # The isolation audit (console/fabric/isolation.py): every fabric every this many seconds (and
 # after each push); 0 turns the schedule off. Drift diffs are cut at this many characters.
 ISOLATION_AUDIT_S = float(os.environ.get("CONSOLE_ISOLATION_AUDIT_S", "60"))

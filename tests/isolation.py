@@ -150,6 +150,7 @@ class IsolationSuite:
 SCAN_PARAMETERS = frozenset(
     {
         "pk",
+        "agent_pk",
         "fabric_id",
         "fabric_pk",
         "design_id",

@@ -59,6 +59,11 @@ def processes(lab_data_dir):
         return proc
 
     yield start
+    stop_all(started)
+
+
+def stop_all(started: list[subprocess.Popen]) -> None:
+    """SIGTERM each process group still running, SIGKILL after 10 s."""
     for proc in started:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)

@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 APPLY_CHANGE = "fabric.apply_change"
 RECONCILE = "fabric.reconcile"
 REAP_STUCK_CHANGES = "fabric.reap_stuck_changes"
+VERIFY_ALL = "fabric.verify_all"
 
 VISIBILITY = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("visibility_timeout", 3600)
 TIME_LIMIT = min(settings.CELERY_TASK_TIME_LIMIT, int(VISIBILITY * 0.5))

@@ -76,6 +76,7 @@ class Fabric(models.Model):
     class Driver(models.TextChoices):
         LAB = "lab", "Lab (OpenSM on ibsim)"
         OPENSM = "opensm", "OpenSM host"
+        AGENT = "agent", "OpenSM host through its agent"
         UFM = "ufm", "NVIDIA UFM"
 
     name = models.CharField(max_length=100, unique=True)
@@ -400,3 +401,33 @@ class IsolationAudit(models.Model):
 
     def __str__(self) -> str:
         return f"isolation audit {self.pk} of {self.fabric_id}: {len(self.leaks)} leaks"
+
+
+class FabricAgent(models.Model):
+    """The agent on one subnet-manager host of a fabric (``manage.py agent``): it connects out
+    to the console, authenticates with its own token (only the hash is stored; an operator
+    creates and revokes it) and alone touches OpenSM's files and the fabric's MADs on its host.
+    What it last said of itself and of its OpenSM is kept here."""
+
+    fabric = models.ForeignKey(Fabric, on_delete=models.CASCADE, related_name="agents")
+    name = models.CharField(max_length=64)
+    prefix = models.CharField(max_length=12, unique=True, editable=False)
+    secret_hash = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    host = models.CharField(max_length=200, blank=True, help_text="the SM host's name, as the agent reports it")
+    version = models.CharField(max_length=40, blank=True)
+    last_seen = models.DateTimeField(null=True, blank=True)
+    connected = models.BooleanField(default=False)
+    sm_state = models.CharField(max_length=20, blank=True, help_text="its OpenSM's SMInfo state (MASTER, STANDBY…)")
+    sm_priority = models.PositiveSmallIntegerField(null=True, blank=True)
+    port_guid = models.CharField(max_length=18, blank=True, help_text="its OpenSM's port GUID")
+
+    audit_exclude: ClassVar[frozenset[str]] = frozenset({"secret_hash"})
+
+    class Meta:
+        ordering = ["fabric", "name"]
+        constraints = [models.UniqueConstraint(fields=["fabric", "name"], name="agent_name_unique")]
+
+    def __str__(self) -> str:
+        return f"agent {self.name} of {self.fabric_id}"

@@ -15,7 +15,7 @@ from celery import Task, shared_task
 
 from console.fabric.changes import pipeline
 from console.fabric.changes.requests import reconcile
-from console.fabric.enqueue import APPLY_CHANGE, COMMON, REAP_STUCK_CHANGES, RECONCILE
+from console.fabric.enqueue import APPLY_CHANGE, COMMON, REAP_STUCK_CHANGES, RECONCILE, VERIFY_ALL, publish_reconcile
 from console.fabric.models import Fabric
 from console.tenancy.context import Actor
 
@@ -57,3 +57,14 @@ def reconcile_task(fabric_id: int) -> int | None:
 def reap_stuck_changes_task() -> dict[str, list[int]]:
     """Periodic: re-enqueue (or fail) changes whose worker died mid-push."""
     return pipeline.reap_stuck_changes()
+
+
+@shared_task(name=VERIFY_ALL, **COMMON)
+def verify_all_task() -> int:
+    """Periodic (every FABRIC_VERIFY_S): reconcile every fabric. With nothing to push, reconcile
+    verifies the applied state on the wire (P_Key tables, QoS) and, when the ports lost it (an
+    SM restarted with other files, a reimaged host), invalidates it (audited) and pushes again."""
+    ids = list(Fabric.objects.values_list("pk", flat=True))
+    for fabric_id in ids:
+        publish_reconcile(fabric_id)
+    return len(ids)

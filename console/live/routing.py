@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from django.urls import path
 
 from console.live import consumers
+from console.live.agent_consumer import AgentConsumer
 
 if TYPE_CHECKING:
     from channels.consumer import _ASGIApplicationProtocol
@@ -24,3 +25,6 @@ websocket_urlpatterns: list[_ExtendedURLPattern | URLRouter] = [
     _route("ws/live/tenant/<int:object_id>/", consumers.TenantConsumer.as_asgi()),
     _route("ws/live/change/<int:object_id>/", consumers.ChangeConsumer.as_asgi()),
 ]
+
+#: The agents' socket (console/live/agent_consumer.py): routed outside the browsers' Origin check.
+agent_urlpatterns: list[_ExtendedURLPattern | URLRouter] = [_route("ws/agent/", AgentConsumer.as_asgi())]

@@ -8,7 +8,7 @@ class TelemetryConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from console.telemetry import isolation, power, sites
+        from console.telemetry import agents, isolation, power, sites  # noqa: F401 (agents: its task)
 
         isolation.connect()
         power.connect()

@@ -65,6 +65,7 @@ class FabricEvent(models.Model):
         MEMBER_ABSENT = "member_absent"  # a partition's member port is not on the fabric
         ISOLATION_LEAK = "isolation_leak"  # two tenants' hosts can reach each other
         CONFIG_DRIFT = "config_drift"  # the SM host's files differ from what the console wrote
+        AGENT_SILENT = "agent_silent"  # an SM host's agent has not been heard from in its period
 
     class Severity(models.TextChoices):
         INFO = "info"

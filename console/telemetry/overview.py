@@ -18,7 +18,8 @@ from typing import Any
 from django.db.models import Count, Exists, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
-from console.fabric.models import ChangeRequest, DiscoveryRun, Fabric, IsolationAudit
+from console.fabric.agents.services import silent
+from console.fabric.models import ChangeRequest, DiscoveryRun, Fabric, FabricAgent, IsolationAudit
 from console.telemetry import store
 from console.telemetry.models import FabricEvent
 from console.tenancy.models import Principal
@@ -55,6 +56,11 @@ def _fabric_rows(events: dict[int, Counter[str]], changes: dict[int, dict[str, i
         a.fabric_id: a
         for a in IsolationAudit.objects.filter(pk__in=Fabric.objects.annotate(a=Subquery(newest_audit)).values("a"))
     }
+    agents: dict[int, list[FabricAgent]] = {}
+    for agent in FabricAgent.objects.filter(revoked_at__isnull=True).only(
+        "fabric_id", "name", "connected", "last_seen"
+    ):
+        agents.setdefault(agent.fabric_id, []).append(agent)
     rows = []
     for fabric in fabrics:
         fid = fabric["id"]
@@ -89,6 +95,10 @@ def _fabric_rows(events: dict[int, Counter[str]], changes: dict[int, dict[str, i
                 "alarms_by_severity": {s: severities.get(s, 0) for s in FabricEvent.Severity.values},
                 "discovered_at": run.created_at if run is not None else None,
                 "isolation": _isolation(audits.get(fid)),
+                "agents": {
+                    "total": len(agents.get(fid, [])),
+                    "connected": sum(1 for a in agents.get(fid, []) if a.connected and not silent(a)),
+                },
             }
         )
     return rows

@@ -17,6 +17,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from console.fabric import isolation
+from console.fabric.agents.services import agents_json
 from console.fabric.changes.ownership import port_names
 from console.fabric.discovery import services as discovery
 from console.fabric.keys import fingerprint
@@ -126,6 +127,7 @@ def isolation_context(fabric: Fabric) -> dict[str, Any]:
         "fingerprint": fingerprint(fabric),
         "services": services,
         "operator_partitions": operator,
+        "agents": agents_json(fabric),
     }
 
 

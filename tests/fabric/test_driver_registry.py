@@ -32,5 +32,7 @@ def test_a_driver_factory_reports_missing_configuration():
 
 
 def test_an_unknown_driver_is_a_clear_error():
-    with pytest.raises(DriverUnavailable, match=r"unknown driver 'sharp-gw' \(registered drivers: lab, opensm, ufm\)"):
+    with pytest.raises(
+        DriverUnavailable, match=r"unknown driver 'sharp-gw' \(registered drivers: agent, lab, opensm, ufm\)"
+    ):
         driver_for(fabric("sharp-gw"))

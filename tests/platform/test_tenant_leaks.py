@@ -110,6 +110,8 @@ def scan(world, make_user, admin_a, tenant_a, tenant_b):  # noqa: F811
         "pkey": [f"{res_a.pkey:#x}", f"{res_b.pkey:#x}"],
         "guids": [g[2:] for g in HCA.objects.filter(node__name__in=hosts_b).values_list("port_guid", flat=True)[:1]],
         "rest": ["resources/links"],
+        # an agent of the fabric (none in this world: the revoke route answers the same for all)
+        "agent_pk": ["1"],
     }
     queries: dict[str, list[str]] = {
         "fabric-live": ["", "?level=fabric", "?level=pod"] + [f"?switch={leaf}" for leaf in graph_leaves],

@@ -52,6 +52,7 @@ def params(world):  # noqa: F811
         "pkey": [f"{r.pkey:#x}" for r in (world["res_a"], world["res_b"]) if r.pkey],
         "guids": ["0002c90300000101"],
         "rest": ["resources/links"],
+        "agent_pk": ["1"],
         "node_id": [
             str(pk) for pk in Node.objects.filter(fabric=fabric).order_by("pk").values_list("pk", flat=True)[:1]
         ],

@@ -310,3 +310,26 @@ class IsolationSerializer(serializers.Serializer):
         help_text="limited | full | mixed | unknown: the hosts' Default partition"
     )
     error = serializers.CharField(help_text="why the audit could not ask the fabric ('' = it could)")
+
+
+class AgentSerializer(serializers.Serializer):
+    """An agent of the fabric and its OpenSM, as it last reported (``connected``: it heartbeats)."""
+
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    host = serializers.CharField()
+    version = serializers.CharField()
+    last_seen = serializers.DateTimeField(allow_null=True)
+    connected = serializers.BooleanField()
+    revoked = serializers.BooleanField()
+    sm_state = serializers.CharField(help_text="its OpenSM's SMInfo state: MASTER, STANDBY, … (NO ANSWER)")
+    sm_priority = serializers.IntegerField(allow_null=True)
+    port_guid = serializers.CharField()
+
+
+class AgentCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=64, help_text="the SM host's name")
+
+
+class AgentCreatedSerializer(AgentSerializer):
+    token = serializers.CharField(help_text="the agent's token: shown once (IBCONSOLE_AGENT_TOKEN)")

@@ -21,7 +21,11 @@ from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
 from console.fabric import changes, isolation
+from console.fabric.agents import services as agent_services
 from console.fabric.api.serializers import (
+    AgentCreatedSerializer,
+    AgentCreateSerializer,
+    AgentSerializer,
     ChangeCreateSerializer,
     ChangeListSerializer,
     ChangeSerializer,
@@ -34,7 +38,7 @@ from console.fabric.api.serializers import (
 )
 from console.fabric.changes.qos import qos_view, set_qos_table
 from console.fabric.filtersets import ChangeRequestFilterSet
-from console.fabric.models import ChangeRequest, Fabric, FabricPartition, PortAdminState
+from console.fabric.models import ChangeRequest, Fabric, FabricAgent, FabricPartition, PortAdminState
 from console.tenancy.api.base import GlobalResourceMixin
 from console.tenancy.errors import Invalid
 from console.tenancy.models import Role
@@ -78,6 +82,31 @@ class FabricViewSet(GlobalResourceMixin, viewsets.ModelViewSet):
             shape.is_valid(raise_exception=True)
             set_qos_table(self.actor, self.principal, fabric, dict(shape.validated_data))
         return Response(qos_view(fabric))
+
+    @extend_schema(methods=["GET"], request=None, responses={200: AgentSerializer(many=True)})
+    @extend_schema(methods=["POST"], request=AgentCreateSerializer, responses={201: AgentCreatedSerializer})
+    @action(detail=True, methods=["get", "post"], url_path="agents")
+    def agents(self, request: Request, pk: str | None = None) -> Response:
+        """The agents on the fabric's subnet-manager hosts: name, host, version, last_seen,
+        connected and their OpenSM's sm_state, sm_priority and port_guid. POST creates one
+        (operators; its token is in the answer, once); it connects with ``manage.py agent``."""
+        fabric = self.get_object()
+        if request.method == "POST":
+            made = agent_services.create_agent(
+                self.actor, self.principal, fabric, name=_object(request.data).get("name")
+            )
+            row = next(a for a in agent_services.agents_json(fabric) if a["id"] == made.agent.pk)
+            return Response({**row, "token": made.token}, status=status.HTTP_201_CREATED)
+        return Response(agent_services.agents_json(fabric))
+
+    @extend_schema(request=None, responses={200: AgentSerializer})
+    @action(detail=True, methods=["post"], url_path=r"agents/(?P<agent_pk>[0-9]+)/revoke")
+    def revoke_agent(self, request: Request, pk: str | None = None, agent_pk: str | None = None) -> Response:
+        """Revoke an agent's token (operators): its socket closes and it is refused from now on."""
+        fabric = self.get_object()
+        agent = get_object_or_404(FabricAgent, fabric=fabric, pk=agent_pk)
+        agent_services.revoke_agent(self.actor, self.principal, agent)
+        return Response(next(a for a in agent_services.agents_json(fabric) if a["id"] == agent.pk))
 
     @extend_schema(request=None, responses={200: IsolationSerializer})
     @action(detail=True, methods=["get"], url_path="isolation")

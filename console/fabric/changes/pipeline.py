@@ -22,6 +22,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
+from console.fabric.agents.rpc import AgentLost
 from console.fabric.changes.adopt import adopt_operator_partitions, forget_dropped
 from console.fabric.changes.desired import present_pkeys
 from console.fabric.changes.locks import change_for_update, fabric_for_update
@@ -48,7 +49,7 @@ class FabricBusy(RuntimeError):
 
 
 # Errors worth a retry with backoff (the task's autoretry_for): the lease is released first.
-TRANSIENT = (DiagTimeout, OperationalError, InterfaceError, FabricBusy)
+TRANSIENT = (DiagTimeout, OperationalError, InterfaceError, FabricBusy, AgentLost)
 
 
 class LeaseLost(RuntimeError):

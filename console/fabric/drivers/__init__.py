@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 # The driver modules register themselves with the registry on import.
-from console.fabric.drivers import lab, opensm, ufm
+from console.fabric.drivers import agent, lab, opensm, ufm
 from console.fabric.drivers.base import (
     DesiredFabric,
     DriverError,
@@ -20,6 +20,7 @@ from console.fabric.drivers.registry import driver_for, register_driver, registe
 
 __all__ = [
     "DesiredFabric",
+    "agent",
     "DriverError",
     "DriverUnavailable",
     "FabricDriver",

@@ -94,6 +94,8 @@ class DesiredFabric:
     # and the P_Keys of those an operator deleted in the console (to be dropped from the file).
     operator: tuple[OperatorPartition, ...] = ()
     dropped: tuple[int, ...] = ()
+    # The canonical JSON this state was read from (what an agent is sent).
+    source: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> DesiredFabric:
@@ -150,7 +152,7 @@ class DesiredFabric:
         table = qos_data.get("table")
         options = QosTable.from_json(table).options() if table else None
         sharp = frozenset(p.pkey for p, raw in zip(partitions, console_rows, strict=True) if raw.get("sharp"))
-        return cls(tuple(partitions), qos, admin, options, sharp, tuple(operator), tuple(dropped))
+        return cls(tuple(partitions), qos, admin, options, sharp, tuple(operator), tuple(dropped), data)
 
 
 @dataclass

@@ -1,0 +1,110 @@
+"""Calls from the console (a worker's push, an audit, a web request) to a fabric's agent.
+
+The request goes over the channel layer to the group of the agent's socket
+(``console/live/agent_consumer.py``), which hands it to the agent and sends the agent's answers
+back to the caller's own reply channel: ``accepted`` at once (else the agent is not there),
+``progress`` as the agent's steps start (the pipeline renews its lease on each), then ``result``
+or ``error``; ``lost`` when the socket closes under a request (the caller retries: every agent
+operation is set-style). One coroutine does the whole exchange, so the layer's connections stay
+on one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from asgiref.sync import async_to_sync, sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.utils import timezone
+
+from console.broadcast import agent_group
+from console.fabric.drivers.base import DriverError
+from console.fabric.models import Fabric, FabricAgent
+
+#: How long an agent has to say it took a request before it counts as not there.
+ACCEPT_TIMEOUT_S = 5.0
+
+
+group = agent_group
+
+
+class AgentError(DriverError):
+    """The agent ran the operation and it failed (its message says why)."""
+
+
+class AgentLost(RuntimeError):
+    """No agent is connected, it went away under a request, or it did not answer in time: the
+    caller retries (the pipeline counts it transient: every agent operation is set-style)."""
+
+
+def agent_for(fabric: Fabric) -> FabricAgent:
+    """The agent that speaks for ``fabric`` now: connected, not revoked, heard from recently."""
+    recent = timezone.now() - dt.timedelta(seconds=settings.AGENT_SILENT_AFTER_S)
+    agent = (
+        FabricAgent.objects.filter(fabric=fabric, connected=True, revoked_at__isnull=True, last_seen__gte=recent)
+        .order_by("-last_seen")
+        .first()
+    )
+    if agent is None:
+        raise AgentLost(f"waiting for the subnet manager's agent of fabric {fabric.name!r}: none connected")
+    return agent
+
+
+def call(
+    fabric: Fabric,
+    op: str,
+    payload: dict[str, Any],
+    *,
+    timeout: float | None = None,
+    progress: Callable[[str, str], None] | None = None,
+) -> dict[str, Any]:
+    """Run ``op`` on the fabric's agent and return its result (JSON)."""
+    agent = agent_for(fabric)
+    limit = timeout if timeout is not None else settings.AGENT_CALL_TIMEOUT_S
+    result: dict[str, Any] = async_to_sync(_call)(agent.pk, agent.name, op, payload, limit, progress)
+    return result
+
+
+async def _call(
+    agent_id: int,
+    name: str,
+    op: str,
+    payload: dict[str, Any],
+    timeout: float,
+    progress: Callable[[str, str], None] | None,
+) -> dict[str, Any]:
+    layer = get_channel_layer()
+    assert layer is not None, "the console runs with a channel layer"
+    reply = await layer.new_channel()
+    request = {"type": "agent.request", "id": uuid.uuid4().hex, "op": op, "payload": payload, "reply_to": reply}
+    await layer.group_send(group(agent_id), request)
+    loop = asyncio.get_running_loop()
+    accepted = False
+    deadline = loop.time() + ACCEPT_TIMEOUT_S
+    while True:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            what = "answer" if accepted else "take"
+            raise AgentLost(f"agent {name!r} did not {what} {op} in time")
+        try:
+            message = await asyncio.wait_for(layer.receive(reply), remaining)
+        except TimeoutError:
+            continue
+        kind = message.get("kind")
+        if kind == "accepted":
+            accepted = True
+            deadline = loop.time() + timeout
+        elif kind == "progress" and progress is not None:
+            await sync_to_async(progress)(str(message.get("step", "")), "running")
+        elif kind == "result":
+            out: dict[str, Any] = message.get("result") or {}
+            return out
+        elif kind == "error":
+            raise AgentError(f"agent {name!r}: {message.get('detail', 'failed')}")
+        elif kind == "lost":
+            raise AgentLost(f"agent {name!r} disconnected during {op}")

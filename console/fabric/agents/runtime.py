@@ -1,0 +1,205 @@
+"""The agent process on a subnet-manager host (``manage.py agent``).
+
+It connects out to the console's ``/ws/agent/`` (``wss://`` behind TLS; through an HTTP proxy
+when one is set: no inbound port on the SM host), authenticates with its token, says hello, sends
+a heartbeat with its OpenSM's SMInfo every period, and runs what the console asks of it on its
+own host with the OpenSM driver (:class:`~console.fabric.drivers.opensm.OpenSmDriver`): the push
+(render, lint, swap, reload, verify, roll back; each step reported as it starts), read-only
+verification, the live files, the isolation audit's questions, port administration. It holds no
+database or broker credentials: it never touches either. On a lost connection it reconnects with
+backoff; a revoked or refused token stops it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from websockets.exceptions import InvalidStatus, WebSocketException
+from websockets.sync.client import connect
+from websockets.sync.connection import Connection
+
+from console.fabric.agents import wire
+from console.fabric.diags.runner import DiagError
+from console.fabric.drivers.base import DesiredFabric
+from console.fabric.drivers.hosts import OpenSmHost
+from console.fabric.drivers.opensm import OpenSmDriver
+
+log = logging.getLogger("console.agent")
+VERSION = "1.0"
+MAX_FRAME_BYTES = 8 * 1024 * 1024
+
+
+class Refused(RuntimeError):
+    """The console refused this agent (unknown or revoked token, another fabric): stop."""
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """Where the console is and who this agent is (the token stays out of any repr)."""
+
+    console: str  # http(s)://host[:port] of the console
+    fabric: str
+    token: str
+    name: str = ""
+    heartbeat_s: float = 5.0
+    proxy: str | None = None  # None: the environment's https_proxy/http_proxy, as websockets reads it
+
+    def url(self) -> str:
+        parts = urlsplit(self.console)
+        scheme = {"https": "wss", "http": "ws", "wss": "wss", "ws": "ws"}.get(parts.scheme)
+        if scheme is None or not parts.netloc:
+            raise ValueError(f"--console must be http(s)://host[:port], not {self.console!r}")
+        return urlunsplit((scheme, parts.netloc, parts.path.rstrip("/") + "/ws/agent/", "", ""))
+
+    def __repr__(self) -> str:
+        return f"AgentConfig(console={self.console!r}, fabric={self.fabric!r}, name={self.name!r})"
+
+
+class Agent:
+    """One agent: a connection loop and the operations it runs on its host."""
+
+    def __init__(self, config: AgentConfig, host: OpenSmHost, *, diag_timeout: float = 5.0) -> None:
+        self.config = config
+        self.host = host
+        self.driver = OpenSmDriver(host, diag_timeout=diag_timeout)
+        self._send_lock = threading.Lock()
+        self.ops: dict[str, Callable[[dict[str, Any], Callable[[str, str], None]], dict[str, Any]]] = {
+            "push": self._push,
+            "verify": self._verify,
+            "read_live": lambda payload, progress: {"files": self.driver.read_live()},
+            "probe_isolation": self._probe,
+            "set_port_state": self._port,
+            "sminfo": lambda payload, progress: self.sminfo(),
+        }
+
+    # -- the connection ------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Connect, serve, reconnect (1 s, doubling to 30 s) until ``stop`` or a refusal."""
+        backoff = 1.0
+        while not stop.is_set():
+            try:
+                with connect(
+                    self.config.url(),
+                    additional_headers={"Authorization": f"Bearer {self.config.token}"},
+                    max_size=MAX_FRAME_BYTES,
+                    proxy=self.config.proxy if self.config.proxy is not None else True,
+                    open_timeout=10,
+                ) as ws:
+                    backoff = 1.0
+                    self._serve(ws, stop)
+            except InvalidStatus as exc:
+                if exc.response.status_code in (401, 403):
+                    raise Refused(f"the console refused the agent's token ({exc.response.status_code})") from exc
+                log.warning("console answered %s; retrying in %.0f s", exc.response.status_code, backoff)
+            except (OSError, WebSocketException, TimeoutError) as exc:
+                log.warning("no connection to the console (%s); retrying in %.0f s", exc, backoff)
+            if stop.wait(backoff):
+                return
+            backoff = min(backoff * 2, 30.0)
+
+    def _send(self, ws: Connection, message: dict[str, Any]) -> None:
+        with self._send_lock:
+            ws.send(json.dumps(message, separators=(",", ":")))
+
+    def _serve(self, ws: Connection, stop: threading.Event) -> None:
+        host = self.config.name or socket.gethostname()
+        self._send(ws, {"type": "hello", "fabric": self.config.fabric, "host": host, "version": VERSION})
+        first = json.loads(ws.recv(timeout=10))
+        if first.get("type") != "welcome":
+            raise Refused(str(first.get("detail") or first))
+        log.info("connected to %s as the agent of fabric %s", self.config.console, first.get("fabric"))
+        beat = threading.Thread(target=self._heartbeats, args=(ws, stop), name="agent-heartbeat", daemon=True)
+        beat.start()
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="agent-op") as pool:
+            while not stop.is_set():
+                try:
+                    raw = ws.recv(timeout=1.0)
+                except TimeoutError:
+                    continue
+                message = json.loads(raw)
+                kind = message.get("type")
+                if kind == "request":
+                    pool.submit(self._handle, ws, message)
+                elif kind == "revoked":
+                    raise Refused("the console revoked this agent")
+                elif kind == "error":
+                    log.warning("the console says: %s", message.get("detail"))
+
+    def _heartbeats(self, ws: Connection, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                self._send(ws, {"type": "heartbeat", "sm": self.sminfo()})
+            except (OSError, WebSocketException):
+                return  # the connection is gone; the main loop reconnects
+            stop.wait(self.config.heartbeat_s)
+
+    def _handle(self, ws: Connection, message: dict[str, Any]) -> None:
+        rid, op = message.get("id"), str(message.get("op"))
+
+        def progress(step: str, status: str) -> None:
+            self._send(ws, {"type": "progress", "id": rid, "step": step})
+
+        try:
+            handler = self.ops.get(op)
+            if handler is None:
+                raise ValueError(f"unknown operation {op!r}")
+            result = handler(dict(message.get("payload") or {}), progress)
+        except Exception as exc:  # reported to the caller, never lost in the agent's log only
+            log.exception("%s failed", op)
+            self._send(ws, {"type": "error", "id": rid, "detail": f"{type(exc).__name__}: {exc}"})
+            return
+        self._send(ws, {"type": "result", "id": rid, "result": result})
+
+    # -- the operations ------------------------------------------------------------------------
+
+    def sminfo(self) -> dict[str, Any]:
+        """The SMInfo of the SM its host's port sees (the master's, from a standby)."""
+        try:
+            info = self.host.diags(timeout=3).sminfo()
+        except DiagError as exc:
+            return {"state": "NO ANSWER", "error": str(exc)[:200]}
+        return {"state": info.state, "priority": info.priority, "guid": f"0x{info.guid:016x}", "lid": info.lid}
+
+    def _push(self, payload: dict[str, Any], progress: Callable[[str, str], None]) -> dict[str, Any]:
+        desired = DesiredFabric.from_json(payload["desired"])
+        previous = DesiredFabric.from_json(payload["previous"]) if payload.get("previous") else None
+        options = wire.options_from_json(payload["options"])
+        result = self.driver.push(desired, previous=previous, options=options, progress=progress)
+        return wire.result_to_json(result)
+
+    def _verify(self, payload: dict[str, Any], progress: Callable[[str, str], None]) -> dict[str, Any]:
+        desired = DesiredFabric.from_json(payload["desired"])
+        return {"mismatches": self.driver.verify(desired, options=wire.options_from_json(payload["options"]))}
+
+    def _probe(self, payload: dict[str, Any], progress: Callable[[str, str], None]) -> dict[str, Any]:
+        plan = wire.plan_from_json(payload["plan"])
+        probe = self.driver.probe_isolation(plan, options=wire.options_from_json(payload["options"]))
+        return wire.probe_to_json(probe)
+
+    def _port(self, payload: dict[str, Any], progress: Callable[[str, str], None]) -> dict[str, Any]:
+        result = self.driver.set_port_state(
+            str(payload["switch"]),
+            int(payload["port"]),
+            bool(payload["enabled"]),
+            width=payload.get("width"),
+            speed=payload.get("speed"),
+        )
+        return wire.port_state_to_json(result)
+
+
+def run_forever(agent: Agent, stop: threading.Event | None = None) -> None:
+    """Serve until stopped (the command's main loop)."""
+    stop = stop or threading.Event()
+    started = time.monotonic()
+    agent.run(stop)
+    log.info("agent stopped after %.0f s", time.monotonic() - started)

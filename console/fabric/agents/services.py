@@ -1,0 +1,170 @@
+"""Agent credentials and what agents report: create (a token shown once), revoke, resolve a
+presented token, hello (an agent may act for its own fabric only: anything else is refused and
+audited), heartbeats (its OpenSM's state), and the list the API and pages show."""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from console.broadcast import close_agent_socket
+from console.fabric.enqueue import enqueue_reconcile
+from console.fabric.models import Fabric, FabricAgent
+from console.tenancy import audit
+from console.tenancy.context import Actor
+from console.tenancy.errors import Conflict, Invalid
+from console.tenancy.models import Principal, hash_token_secret
+from console.tenancy.permissions import require_operator
+
+TOKEN_PREFIX = "ibca"
+
+
+class AgentRefused(RuntimeError):
+    """A presented agent token is unknown, revoked, or the agent asked for another fabric."""
+
+
+@dataclass(frozen=True)
+class NewAgent:
+    """An agent just created, with its token (shown this once)."""
+
+    agent: FabricAgent
+    token: str
+
+
+def create_agent(actor: Actor, principal: Principal, fabric: Fabric, *, name: Any) -> NewAgent:
+    """A credential for the agent ``name`` of ``fabric`` (operators only; audited)."""
+    require_operator(principal, to="create fabric agents")
+    if not isinstance(name, str) or not name.strip() or len(name) > 64:
+        raise Invalid("name the agent (1-64 characters, e.g. the SM host's name)", fields={"name": ["required"]})
+    prefix, secret = secrets.token_hex(4), secrets.token_urlsafe(32)
+    try:
+        with transaction.atomic():
+            agent = FabricAgent.objects.create(
+                fabric=fabric, name=name.strip(), prefix=prefix, secret_hash=hash_token_secret(secret)
+            )
+            audit.record(actor, "agent.create", agent, after=audit.snapshot(agent))
+    except IntegrityError as exc:
+        raise Conflict(f"fabric {fabric.name!r} has an agent named {name!r}") from exc
+    return NewAgent(agent, f"{TOKEN_PREFIX}_{prefix}_{secret}")
+
+
+def revoke_agent(actor: Actor, principal: Principal, agent: FabricAgent) -> FabricAgent:
+    """Revoke an agent's token: its next call is refused and its socket closed (audited)."""
+    require_operator(principal, to="revoke fabric agents")
+    with transaction.atomic():
+        agent = FabricAgent.objects.select_for_update().get(pk=agent.pk)
+        if agent.revoked_at is not None:
+            raise Conflict(f"agent {agent.name!r} is already revoked")
+        before = audit.snapshot(agent)
+        agent.revoked_at = timezone.now()
+        agent.connected = False
+        agent.save(update_fields=["revoked_at", "connected"])
+        audit.record(actor, "agent.revoke", agent, before=before, after=audit.snapshot(agent))
+        agent_id = agent.pk
+        transaction.on_commit(lambda: close_agent_socket(agent_id))
+    return agent
+
+
+def resolve_agent(raw: str | None) -> FabricAgent:
+    """The active agent a presented token belongs to; :class:`AgentRefused` otherwise."""
+    parts = (raw or "").split("_", 2)
+    if len(parts) != 3 or parts[0] != TOKEN_PREFIX or not parts[1] or not parts[2]:
+        raise AgentRefused("malformed agent token")
+    agent = FabricAgent.objects.select_related("fabric").filter(prefix=parts[1]).first()
+    if agent is None or not hmac.compare_digest(agent.secret_hash, hash_token_secret(parts[2])):
+        raise AgentRefused("unknown agent token")
+    if agent.revoked_at is not None:
+        raise AgentRefused("agent token revoked")
+    return agent
+
+
+def refuse(agent: FabricAgent | None, why: str, *, address: str = "") -> None:
+    """Audit a refused agent (a wrong fabric, an operation not its own)."""
+    with transaction.atomic():
+        audit.record(
+            Actor.system(f"agent:{agent.name}" if agent else "agent:?"),
+            "agent.refused",
+            object_type="fabric.fabricagent",
+            object_id=str(agent.pk) if agent else "",
+            object_repr=agent.name if agent else "unknown agent",
+            after={"why": why[:500], "address": address},
+        )
+
+
+def hello(agent: FabricAgent, *, fabric: str, host: str, version: str) -> None:
+    """The agent says who it is; it may speak for its own fabric only."""
+    if fabric not in (agent.fabric.name, str(agent.fabric_id)):
+        refuse(agent, f"asked for fabric {fabric!r}; it is the agent of {agent.fabric.name!r}")
+        raise AgentRefused(f"this agent belongs to fabric {agent.fabric.name!r}, not {fabric!r}")
+    with transaction.atomic():
+        FabricAgent.objects.filter(pk=agent.pk).update(
+            host=host[:200], version=version[:40], connected=True, last_seen=timezone.now()
+        )
+        # Whatever waited for this SM host (a push, a reservation) goes now.
+        enqueue_reconcile(agent.fabric_id)
+
+
+#: SMInfo states of a subnet manager that runs (the agent's heartbeat reports one of these, or
+#: "NO ANSWER" when its OpenSM does not answer).
+SM_UP = frozenset({"MASTER", "STANDBY", "DISCOVERING", "NOTACTIVE"})
+
+
+def heartbeat(agent_id: int, sm: dict[str, Any]) -> None:
+    """What the agent reports every period: alive, and its OpenSM's SMInfo. When its OpenSM
+    answers again after it did not, the fabric reconciles at once (a push that waited for it)."""
+    priority = sm.get("priority")
+    state = str(sm.get("state") or "")[:20]
+    with transaction.atomic():
+        agent = FabricAgent.objects.select_for_update().filter(pk=agent_id).first()
+        if agent is None:
+            return
+        back = agent.sm_state not in SM_UP and state in SM_UP and agent.sm_state != ""
+        FabricAgent.objects.filter(pk=agent_id).update(
+            last_seen=timezone.now(),
+            connected=True,
+            sm_state=state,
+            sm_priority=priority if isinstance(priority, int) and 0 <= priority <= 15 else None,
+            port_guid=str(sm.get("guid") or "")[:18],
+        )
+        if back:
+            enqueue_reconcile(agent.fabric_id)
+
+
+def disconnected(agent_id: int) -> None:
+    """The agent's socket closed."""
+    FabricAgent.objects.filter(pk=agent_id).update(connected=False)
+
+
+def silent(agent: FabricAgent, *, now: Any = None) -> bool:
+    """True when the agent has not been heard from for longer than its period allows."""
+    now = now or timezone.now()
+    if agent.last_seen is None:
+        return True
+    return (now - agent.last_seen).total_seconds() > settings.AGENT_SILENT_AFTER_S
+
+
+def agents_json(fabric: Fabric) -> list[dict[str, Any]]:
+    """``GET /api/fabrics/{id}/agents/``: each agent and its OpenSM as it last reported."""
+    out = []
+    for agent in FabricAgent.objects.filter(fabric=fabric).order_by("name"):
+        out.append(
+            {
+                "id": agent.pk,
+                "name": agent.name,
+                "host": agent.host,
+                "version": agent.version,
+                "last_seen": agent.last_seen.isoformat() if agent.last_seen else None,
+                "connected": agent.connected and not silent(agent),
+                "revoked": agent.revoked_at is not None,
+                "sm_state": agent.sm_state,
+                "sm_priority": agent.sm_priority,
+                "port_guid": agent.port_guid,
+            }
+        )
+    return out

@@ -1,0 +1,95 @@
+"""``manage.py agent``: the console's agent on a subnet-manager host (console/fabric/agents/runtime.py).
+
+    export IBCONSOLE_AGENT_TOKEN=ibca_…          # or --token-file /etc/ibconsole/agent.token
+    manage.py agent --console https://console.example.com --fabric prod-ib \\
+        --opensm-dir /etc/opensm --pid-file /run/opensm.pid [--ca mlx5_0 --ca-port 1]
+    manage.py agent --console http://127.0.0.1:8000 --fabric superpod-su1 --lab var/labs/superpod-su1
+
+It needs no database and no broker: only the console's URL and its token (an operator creates
+it: ``POST /api/fabrics/{id}/agents/``). Ctrl-C or SIGTERM stops it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from console.fabric.agents.runtime import Agent, AgentConfig, Refused
+from console.fabric.drivers.hosts import LabHost, LocalOpenSmHost, OpenSmHost
+from console.fabric.lab.manager import Lab
+from console.fabric.lab.spec import LabError
+
+TOKEN_ENV = "IBCONSOLE_AGENT_TOKEN"
+
+
+class Command(BaseCommand):
+    help = "Run the console's agent on a subnet-manager host (connects out to the console)."
+    requires_system_checks: list[str] = []  # they read the database, which an SM host has none of
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--console", required=True, help="the console's URL, http(s)://host[:port]")
+        parser.add_argument("--fabric", required=True, help="the fabric (name or id) this SM host serves")
+        parser.add_argument("--name", default="", help="this agent's host name as the console shows it")
+        parser.add_argument("--token-file", help=f"file holding the agent's token (default: ${TOKEN_ENV})")
+        parser.add_argument("--heartbeat", type=float, default=5.0, help="seconds between heartbeats")
+        parser.add_argument("--proxy", help="HTTP proxy URL (default: the environment's https_proxy)")
+        where = parser.add_mutually_exclusive_group(required=True)
+        where.add_argument("--lab", help="a lab's workdir: serve the lab's OpenSM (ibsim)")
+        where.add_argument("--opensm-dir", help="OpenSM's file directory on this host (e.g. /etc/opensm)")
+        parser.add_argument("--pid-file", help="OpenSM's pid file (SIGHUP reloads it)")
+        parser.add_argument("--reload-command", nargs="+", help="command that reloads OpenSM instead of SIGHUP")
+        parser.add_argument("--restart-command", nargs="+", help="command that restarts OpenSM")
+        parser.add_argument("--ca", help="the HCA infiniband-diags use (e.g. mlx5_0)")
+        parser.add_argument("--ca-port", type=int, help="its port")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        token = self._token(opts.get("token_file"))
+        config = AgentConfig(
+            console=opts["console"],
+            fabric=opts["fabric"],
+            token=token,
+            name=opts["name"],
+            heartbeat_s=opts["heartbeat"],
+            proxy=opts.get("proxy"),
+        )
+        try:
+            config.url()
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        try:
+            Agent(config, self._host(opts)).run(stop)
+        except Refused as exc:
+            raise CommandError(str(exc)) from None
+
+    def _token(self, path: str | None) -> str:
+        if path:
+            try:
+                return Path(path).read_text().strip()
+            except OSError as exc:
+                raise CommandError(f"cannot read the token file: {exc}") from None
+        token = os.environ.get(TOKEN_ENV, "").strip()
+        if not token:
+            raise CommandError(f"no token: set {TOKEN_ENV} or pass --token-file")
+        return token
+
+    def _host(self, opts: dict[str, Any]) -> OpenSmHost:
+        if opts.get("lab"):
+            try:
+                return LabHost(Lab.attach(opts["lab"]))
+            except LabError as exc:
+                raise CommandError(str(exc)) from None
+        config = {"directory": opts["opensm_dir"]}
+        for key in ("pid_file", "reload_command", "restart_command", "ca", "ca_port"):
+            if opts.get(key):
+                config[key] = opts[key]
+        return LocalOpenSmHost(config)

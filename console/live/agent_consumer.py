@@ -1,0 +1,126 @@
+"""``/ws/agent/``: the socket a subnet-manager host's agent keeps open to the console.
+
+The agent authenticates with its own token (``Authorization: Bearer ibca_…``; no session, no
+cookie, so no Origin check applies), says hello (its fabric, host and version: any other fabric
+than its own is refused, audited, and the socket closed), sends heartbeats (its OpenSM's SMInfo)
+and answers the requests the console sends to its group (``console.fabric.agents.rpc``): each
+answer goes back to the caller's reply channel. A reply to a request it was not sent is refused
+and audited. Revoking the agent closes the socket.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from console.fabric.agents import services
+from console.fabric.agents.rpc import group
+from console.fabric.models import FabricAgent
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_REFUSED = 4403
+MAX_FRAME_BYTES = 8 * 1024 * 1024  # a push's result with its step logs fits
+ANSWERS = ("progress", "result", "error")
+
+
+def bearer(scope: dict[str, Any]) -> str | None:
+    """The token of an ``Authorization: Bearer …`` header of the upgrade request."""
+    for name, value in scope.get("headers") or []:
+        if name.lower() == b"authorization":
+            text = value.decode("latin-1")
+            if text.lower().startswith("bearer "):
+                return text[7:].strip()
+    return None
+
+
+class AgentConsumer(AsyncJsonWebsocketConsumer):
+    """One agent's socket (see the module docstring)."""
+
+    agent: FabricAgent | None = None
+
+    async def connect(self) -> None:
+        try:
+            self.agent = await database_sync_to_async(services.resolve_agent)(bearer(dict(self.scope)))
+        except services.AgentRefused:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        self.pending: dict[str, str] = {}  # request id → the caller's reply channel
+        self.greeted = False
+        await self.channel_layer.group_add(group(self.agent.pk), self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        if self.agent is None:
+            return
+        await self.channel_layer.group_discard(group(self.agent.pk), self.channel_name)
+        for reply in getattr(self, "pending", {}).values():
+            await self.channel_layer.send(reply, {"kind": "lost"})
+        await database_sync_to_async(services.disconnected)(self.agent.pk)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
+        if text_data is None or len(text_data) > MAX_FRAME_BYTES:
+            await self.send_json({"type": "error", "detail": f"text frames up to {MAX_FRAME_BYTES} bytes"})
+            return
+        try:
+            content = json.loads(text_data)
+        except ValueError:
+            content = None
+        if not isinstance(content, dict):
+            await self.send_json({"type": "error", "detail": "send JSON objects"})
+            return
+        await self.receive_json(content)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        assert self.agent is not None
+        kind = content.get("type")
+        if kind == "hello":
+            try:
+                await database_sync_to_async(services.hello)(
+                    self.agent,
+                    fabric=str(content.get("fabric", "")),
+                    host=str(content.get("host", "")),
+                    version=str(content.get("version", "")),
+                )
+            except services.AgentRefused as exc:
+                await self.send_json({"type": "refused", "detail": str(exc)})
+                await self.close(code=CLOSE_REFUSED)
+                return
+            self.greeted = True
+            await self.send_json({"type": "welcome", "fabric": self.agent.fabric.name, "agent": self.agent.name})
+        elif kind == "heartbeat" and self.greeted:
+            await database_sync_to_async(services.heartbeat)(self.agent.pk, dict(content.get("sm") or {}))
+        elif kind in ANSWERS:
+            rid = str(content.get("id", ""))
+            reply = self.pending.get(rid)
+            if reply is None:
+                await database_sync_to_async(services.refuse)(
+                    self.agent, f"sent a {kind} for request {rid!r} it was not sent"
+                )
+                await self.send_json({"type": "error", "detail": f"no request {rid!r}"})
+                return
+            if kind != "progress":
+                del self.pending[rid]
+            answer = {
+                "kind": kind,
+                "step": content.get("step"),
+                "result": content.get("result"),
+                "detail": content.get("detail"),
+            }
+            await self.channel_layer.send(reply, answer)
+        else:
+            await self.send_json({"type": "error", "detail": f"unknown message type {kind!r}"})
+
+    async def agent_request(self, event: dict[str, Any]) -> None:
+        """A caller's request (from ``rpc.call``): taken, and handed to the agent."""
+        if not self.greeted:
+            return  # not accepted: the caller treats the agent as not there
+        self.pending[event["id"]] = event["reply_to"]
+        await self.channel_layer.send(event["reply_to"], {"kind": "accepted"})
+        await self.send_json({"type": "request", "id": event["id"], "op": event["op"], "payload": event["payload"]})
+
+    async def agent_revoked(self, event: dict[str, Any]) -> None:
+        await self.send_json({"type": "revoked"})
+        await self.close(code=CLOSE_UNAUTHENTICATED)

@@ -1,0 +1,205 @@
+"""The agent on a lab's SM host: a real ``manage.py agent`` process with nothing but the
+console's URL and its token (no DATABASE_URL, no REDIS_URL in its environment), connected to a
+real uvicorn over a WebSocket; the pipeline pushes through it. The wire is read back here with
+the lab's own diags, independently of the agent.
+
+    test process (pipeline, apply_change) ── Redis channel layer ── uvicorn /ws/agent/
+                                                                        │ WebSocket
+                                          lab (ibsim + OpenSM) ── manage.py agent --lab
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from console.fabric import changes
+from console.fabric.agents import services
+from console.fabric.agents.rpc import AgentLost
+from console.fabric.changes.pipeline import apply_change
+from console.fabric.models import ChangeRequest, FabricAgent
+from console.tenancy.context import Actor
+from console.tenancy.models import AuditEntry, Principal, Role
+from designer.services import revision_graph
+from tests import servers
+from tests.fabric import lab_fixtures
+from tests.fabric.conftest import requires_lab
+from tests.servers import ROOT, stop_all, web
+
+lab_data_dir = lab_fixtures.lab_data_dir
+processes = servers.processes
+lab_fabric = lab_fixtures.lab_fabric
+su1_revision = lab_fixtures.su1_revision
+
+pytestmark = [requires_lab, pytest.mark.lab, pytest.mark.timeout(240), pytest.mark.django_db(transaction=True)]
+ACTOR = Actor.system("test")
+OPERATOR = Principal(None, Role.OPERATOR, None)
+
+
+@pytest.fixture
+def agents(lab_data_dir: Path) -> Iterator:
+    """Factory: start ``manage.py agent`` as an SM host would run it; stopped at teardown."""
+    started: list[subprocess.Popen] = []
+
+    def start(console: str, fabric: str, workdir: str, token: str) -> subprocess.Popen:
+        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "TEST_DATABASE_URL")}
+        env["IBCONSOLE_AGENT_TOKEN"] = token
+        env["CONSOLE_DATA_DIR"] = str(lab_data_dir / f"agent-{len(started)}")  # its own: it has no database
+        log = open(lab_data_dir / f"agent-{len(started)}.log", "wb")
+        argv = [sys.executable, "manage.py", "agent", "--console", console, "--fabric", fabric, "--lab", workdir]
+        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        started.append(proc)
+        return proc
+
+    yield start
+    stop_all(started)
+
+
+def hca_guids(fabric) -> dict[str, int]:
+    """The port GUID of each node's HCA-1, from the fabric's design."""
+    return {n.name: n.port_guids[0] for n in revision_graph(fabric.revision).nodes.values()}
+
+
+def membership(lab, guid: int, pkey: int) -> str | None:
+    """The port's membership of ``pkey``, read from its P_Key table with smpquery."""
+    lid = {n.guid + 1: n.lid for n in lab.diags().ibnetdiscover().nodes.values() if not n.is_switch}[guid]
+    return lab.diags().pkeys(lid).membership(pkey)
+
+
+def until(predicate, seconds: float, what: str):
+    deadline = time.monotonic() + seconds
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not within {seconds:.0f}s")
+        time.sleep(0.2)
+
+
+def test_a_partition_is_pushed_verified_and_released_through_the_agent(
+    lab_fabric, processes, agents, client, make_user
+):
+    fabric, lab = lab_fabric("agent")
+    made = services.create_agent(ACTOR, OPERATOR, fabric, name="smhost1")
+    fabric.driver = "agent"
+    fabric.save()
+    url = web(processes)
+    agent = agents(url, fabric.name, str(lab.workdir), made.token)
+    row = until(
+        lambda: FabricAgent.objects.filter(pk=made.agent.pk, connected=True, sm_state="MASTER").first(),
+        30,
+        "the agent connected with its OpenSM master",
+    )
+    assert row.host and row.version and row.port_guid.startswith("0x")
+    # the API lists it as the issue spells it
+    client.force_login(make_user("op", Role.OPERATOR))
+    (listed,) = client.get(f"/api/fabrics/{fabric.pk}/agents/").json()
+    assert {k: listed[k] for k in ("name", "connected", "sm_state")} == {
+        "name": "smhost1",
+        "connected": True,
+        "sm_state": "MASTER",
+    }
+    assert set(listed) >= {"host", "version", "last_seen", "sm_priority", "port_guid"}
+
+    g = hca_guids(fabric)
+    changes.set_partition(
+        ACTOR, OPERATOR, fabric, name="res", pkey=0x0042, members=[f"{g['su01-n01']:#018x}", f"{g['su01-n02']:#018x}"]
+    )
+    change = apply_change(changes.request_change(ACTOR, OPERATOR, fabric).pk, worker_id="w")
+    assert change.status == ChangeRequest.Status.APPLIED, (change.error, change.outcome)
+    steps = list(change.steps.values_list("name", flat=True))
+    assert steps[:1] == ["plan"] and "verify" in steps and "swap" in steps
+    assert membership(lab, g["su01-n01"], 0x0042) == "full"
+    assert membership(lab, g["su01-n03"], 0x0042) is None
+    # the SM host reimaged: OpenSM back with a reset partitions.conf, the key gone from the ports
+    store = lab.artefacts
+    store.path("partitions.conf").write_text("Default=0x7fff, ipoib : ALL=limited, ALL_SWITCHES=full, SELF=full ;\n")
+    lab.restart_sm(wait=True)
+    assert membership(lab, g["su01-n01"], 0x0042) is None
+    # the periodic verification (fabric.verify_all → reconcile) finds it through the agent and
+    # pushes again, audited
+    repair = changes.reconcile(fabric, actor=ACTOR)
+    assert repair is not None and repair.reason == "reconcile: applied state not on the fabric"
+    assert AuditEntry.objects.filter(action="fabric.applied.stale", object_id=str(fabric.pk)).count() == 1
+    assert apply_change(repair.pk, worker_id="w").status == ChangeRequest.Status.APPLIED
+    assert membership(lab, g["su01-n01"], 0x0042) == "full"
+    # released through the agent too
+    changes.delete_partition(ACTOR, OPERATOR, fabric, name="res")
+    change = apply_change(changes.request_change(ACTOR, OPERATOR, fabric).pk, worker_id="w")
+    assert change.status == ChangeRequest.Status.APPLIED, (change.error, change.outcome)
+    assert membership(lab, g["su01-n01"], 0x0042) is None
+    assert agent.poll() is None
+
+
+def test_an_agent_acts_for_its_own_fabric_only_and_revoking_it_stops_it(lab_fabric, processes, agents):
+    fabric, lab = lab_fabric("agent-auth")
+    made = services.create_agent(ACTOR, OPERATOR, fabric, name="smhost1")
+    url = web(processes)
+    # an agent that says it serves another fabric is refused, audited, and stops
+    stray = agents(url, "some-other-fabric", str(lab.workdir), made.token)
+    assert stray.wait(30) != 0
+    refused = AuditEntry.objects.get(action="agent.refused")
+    assert "some-other-fabric" in refused.after["why"]
+    assert not FabricAgent.objects.get(pk=made.agent.pk).connected
+    # a token nobody issued never connects
+    bogus = agents(url, fabric.name, str(lab.workdir), "ibca_00000000_not-a-token")
+    assert bogus.wait(30) != 0
+    # the real one connects; revoked, its socket closes and it stops
+    agent = agents(url, fabric.name, str(lab.workdir), made.token)
+    until(lambda: FabricAgent.objects.filter(pk=made.agent.pk, connected=True).exists(), 30, "the agent connected")
+    services.revoke_agent(ACTOR, OPERATOR, made.agent)
+    assert agent.wait(30) != 0
+    assert AuditEntry.objects.filter(action="agent.revoke").count() == 1
+
+
+def test_an_agent_killed_mid_push_resumes_on_its_return_with_nothing_stray(lab_fabric, processes, agents):
+    fabric, lab = lab_fabric("agent-kill")
+    made = services.create_agent(ACTOR, OPERATOR, fabric, name="smhost1")
+    fabric.driver = "agent"
+    fabric.save()
+    url = web(processes)
+    agent = agents(url, fabric.name, str(lab.workdir), made.token)
+    until(lambda: FabricAgent.objects.filter(pk=made.agent.pk, connected=True).exists(), 30, "the agent connected")
+    g = hca_guids(fabric)
+    changes.set_partition(ACTOR, OPERATOR, fabric, name="res", pkey=0x0043, members=[f"{g['su01-n05']:#018x}"])
+    change = changes.request_change(ACTOR, OPERATOR, fabric)
+    outcome: dict[str, object] = {}
+
+    def push() -> None:
+        try:
+            apply_change(change.pk, worker_id="w")
+        except Exception as exc:  # what the task's retry sees
+            outcome["error"] = exc
+        finally:
+            from django.db import connection
+
+            connection.close()
+
+    worker = threading.Thread(target=push)
+    worker.start()
+    # the agent dies (kill -9) once its push reports the verify step
+    until(lambda: change.steps.filter(name="verify").exists(), 30, "the push reaching verify on the agent")
+    os.killpg(agent.pid, signal.SIGKILL)
+    worker.join(60)
+    assert isinstance(outcome.get("error"), AgentLost), outcome
+    change.refresh_from_db()
+    # still running, its lease released for the task's retry
+    assert change.status in (ChangeRequest.Status.APPLYING, ChangeRequest.Status.VERIFYING) and change.lease_owner == ""
+    # the agent comes back (its supervisor restarts it); the retry resumes the change
+    agents(url, fabric.name, str(lab.workdir), made.token)
+    until(lambda: FabricAgent.objects.filter(pk=made.agent.pk, connected=True).exists(), 30, "the agent back")
+    done = apply_change(change.pk, worker_id="w2")
+    assert done.status == ChangeRequest.Status.APPLIED and done.attempts == 2, (done.error, done.outcome)
+    # exactly the desired key on the wire: on its member, on nobody else
+    assert membership(lab, g["su01-n05"], 0x0043) == "full"
+    assert membership(lab, g["su01-n06"], 0x0043) is None
+    assert AuditEntry.objects.filter(action="fabric.change.applied", object_id=str(change.pk)).count() == 1
