@@ -129,7 +129,7 @@ def _drift(fabric: Fabric, live: dict[str, str], written: dict[str, str]) -> dic
     ``opensm.conf`` the options the console sets (keys named, never shown)."""
     out = {}
     for name in ("partitions.conf", "qos-policy.conf"):
-        if name in written and live.get(name) != written[name]:
+        if name in written and _meaning(live.get(name)) != _meaning(written[name]):
             out[name] = "".join(
                 difflib.unified_diff(
                     written[name].splitlines(keepends=True),
@@ -145,6 +145,12 @@ def _drift(fabric: Fabric, live: dict[str, str], written: dict[str, str]) -> dic
         if differ:
             out["opensm.conf"] = f"options the console sets differ on the SM host: {', '.join(differ)}\n"
     return out
+
+
+def _meaning(text: str | None) -> list[str]:
+    """A file's lines without comments, blank lines and surrounding blanks: a changed comment or
+    header is no drift, a changed statement is."""
+    return [line.split("#", 1)[0].strip() for line in (text or "").splitlines() if line.split("#", 1)[0].strip()]
 
 
 def latest(fabric: Fabric) -> IsolationAudit | None:

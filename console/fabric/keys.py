@@ -24,7 +24,7 @@ from console.fabric.opensm.push_types import SmKeys
 from console.tenancy.crypto import SecretBox
 
 #: Drivers whose SM host reads opensm.conf (a UFM appliance keeps its own keys).
-OPENSM_DRIVERS = frozenset({Fabric.Driver.LAB, Fabric.Driver.OPENSM})
+OPENSM_DRIVERS = frozenset({Fabric.Driver.LAB, Fabric.Driver.OPENSM, Fabric.Driver.AGENT})
 
 
 def _box() -> SecretBox:

@@ -16,7 +16,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from console.fabric.agents import services
+from console.fabric.agents import rpc, services
 from console.fabric.agents.rpc import group
 from console.fabric.models import FabricAgent
 
@@ -42,12 +42,14 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
     agent: FabricAgent | None = None
 
     async def connect(self) -> None:
+        rpc.remember_server_loop()
         try:
             self.agent = await database_sync_to_async(services.resolve_agent)(bearer(dict(self.scope)))
         except services.AgentRefused:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         self.pending: dict[str, str] = {}  # request id → the caller's reply channel
+        self.parts: dict[str, list[str]] = {}  # request id → the parts of its result so far
         self.greeted = False
         await self.channel_layer.group_add(group(self.agent.pk), self.channel_name)
         await self.accept()
@@ -92,6 +94,8 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json({"type": "welcome", "fabric": self.agent.fabric.name, "agent": self.agent.name})
         elif kind == "heartbeat" and self.greeted:
             await database_sync_to_async(services.heartbeat)(self.agent.pk, dict(content.get("sm") or {}))
+        elif kind == "result_part":
+            await self._part(content)
         elif kind in ANSWERS:
             rid = str(content.get("id", ""))
             reply = self.pending.get(rid)
@@ -112,6 +116,27 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.send(reply, answer)
         else:
             await self.send_json({"type": "error", "detail": f"unknown message type {kind!r}"})
+
+    async def _part(self, content: dict[str, Any]) -> None:
+        """One part of a result sent in parts; the last one completes it."""
+        assert self.agent is not None
+        rid = str(content.get("id", ""))
+        if rid not in self.pending:
+            await database_sync_to_async(services.refuse)(
+                self.agent, f"sent a result part for request {rid!r} it was not sent"
+            )
+            return
+        parts = self.parts.setdefault(rid, [])
+        parts.append(str(content.get("data", "")))
+        if len(parts) < int(content.get("of", 0)):
+            return
+        reply = self.pending.pop(rid)
+        text = "".join(self.parts.pop(rid))
+        try:
+            answer = {"kind": "result", "result": json.loads(text)}
+        except ValueError:
+            answer = {"kind": "error", "detail": "the agent's result did not reassemble"}
+        await self.channel_layer.send(reply, answer)
 
     async def agent_request(self, event: dict[str, Any]) -> None:
         """A caller's request (from ``rpc.call``): taken, and handed to the agent."""

@@ -167,6 +167,7 @@ WORDINGS: dict[str, Wording] = {
     "fabric.change.refused": ("Change request {id} refused: {error}", "Change request {id} refused"),
     "agent.create": ("{actor} created agent {object}",),
     "agent.revoke": ("{actor} revoked agent {object}",),
+    "agent.rotate": ("{actor} gave agent {object} a new token",),
     "agent.refused": ("Agent {object} refused: {why}", "Agent {object} refused"),
     "fabric.change.rolled_back": ("Change request {id} failed and was rolled back",),
     "fabric.change.step.ok": ("Change request {id} step '{step}' succeeded",),

@@ -49,12 +49,23 @@ def agents(lab_data_dir: Path) -> Iterator:
     """Factory: start ``manage.py agent`` as an SM host would run it; stopped at teardown."""
     started: list[subprocess.Popen] = []
 
-    def start(console: str, fabric: str, workdir: str, token: str) -> subprocess.Popen:
+    def start(console: str, fabric: str, workdir: str, token: str, *extra: str) -> subprocess.Popen:
         env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "TEST_DATABASE_URL")}
         env["IBCONSOLE_AGENT_TOKEN"] = token
         env["CONSOLE_DATA_DIR"] = str(lab_data_dir / f"agent-{len(started)}")  # its own: it has no database
         log = open(lab_data_dir / f"agent-{len(started)}.log", "wb")
-        argv = [sys.executable, "manage.py", "agent", "--console", console, "--fabric", fabric, "--lab", workdir]
+        argv = [
+            sys.executable,
+            "manage.py",
+            "agent",
+            "--console",
+            console,
+            "--fabric",
+            fabric,
+            "--lab",
+            workdir,
+            *extra,
+        ]
         proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         started.append(proc)
         return proc
@@ -74,6 +85,11 @@ def membership(lab, guid: int, pkey: int) -> str | None:
     return lab.diags().pkeys(lid).membership(pkey)
 
 
+def agent_log(data_dir: Path, n: int) -> str:
+    """What the n-th agent started by the fixture printed."""
+    return (data_dir / f"agent-{n}.log").read_text(errors="replace")
+
+
 def until(predicate, seconds: float, what: str):
     deadline = time.monotonic() + seconds
     while True:
@@ -86,14 +102,15 @@ def until(predicate, seconds: float, what: str):
 
 
 def test_a_partition_is_pushed_verified_and_released_through_the_agent(
-    lab_fabric, processes, agents, client, make_user
+    lab_fabric, processes, agents, client, make_user, lab_data_dir
 ):
     fabric, lab = lab_fabric("agent")
     made = services.create_agent(ACTOR, OPERATOR, fabric, name="smhost1")
     fabric.driver = "agent"
     fabric.save()
     url = web(processes)
-    agent = agents(url, fabric.name, str(lab.workdir), made.token)
+    # quarter-KiB frames: every push result comes in parts the console puts together again
+    agent = agents(url, fabric.name, str(lab.workdir), made.token, "--frame-kib", "0.25")
     row = until(
         lambda: FabricAgent.objects.filter(pk=made.agent.pk, connected=True, sm_state="MASTER").first(),
         30,
@@ -116,6 +133,7 @@ def test_a_partition_is_pushed_verified_and_released_through_the_agent(
     )
     change = apply_change(changes.request_change(ACTOR, OPERATOR, fabric).pk, worker_id="w")
     assert change.status == ChangeRequest.Status.APPLIED, (change.error, change.outcome)
+    assert "sent the result of push in" in agent_log(lab_data_dir, 0)
     steps = list(change.steps.values_list("name", flat=True))
     assert steps[:1] == ["plan"] and "verify" in steps and "swap" in steps
     assert membership(lab, g["su01-n01"], 0x0042) == "full"

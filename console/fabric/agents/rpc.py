@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.utils import timezone
 
@@ -66,8 +66,24 @@ def call(
     """Run ``op`` on the fabric's agent and return its result (JSON)."""
     agent = agent_for(fabric)
     limit = timeout if timeout is not None else settings.AGENT_CALL_TIMEOUT_S
+    loop = _server_loop
+    if isinstance(get_channel_layer(), InMemoryChannelLayer) and loop is not None and loop.is_running():
+        # Embedded mode: the in-memory layer's queues belong to the server's event loop (where
+        # the agent's socket lives); a reply awaited on another loop is not woken when it comes.
+        future = asyncio.run_coroutine_threadsafe(_call(agent.pk, agent.name, op, payload, limit, progress), loop)
+        return future.result(limit + ACCEPT_TIMEOUT_S + 5)
     result: dict[str, Any] = async_to_sync(_call)(agent.pk, agent.name, op, payload, limit, progress)
     return result
+
+
+#: The event loop the agents' sockets run on in this process (set by their consumer).
+_server_loop: asyncio.AbstractEventLoop | None = None
+
+
+def remember_server_loop() -> None:
+    """Called on the server's loop by the agents' consumer (see :func:`call`)."""
+    global _server_loop
+    _server_loop = asyncio.get_running_loop()
 
 
 async def _call(

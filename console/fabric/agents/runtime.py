@@ -51,7 +51,10 @@ class AgentConfig:
     token: str
     name: str = ""
     heartbeat_s: float = 5.0
-    proxy: str | None = None  # None: the environment's https_proxy/http_proxy, as websockets reads it
+    proxy: str | None = None
+    frame_chars: int = (
+        48 * 1024
+    )  # results longer than this go in parts (the server's frame limit)  # None: the environment's https_proxy/http_proxy, as websockets reads it
 
     def url(self) -> str:
         parts = urlsplit(self.console)
@@ -158,7 +161,17 @@ class Agent:
             log.exception("%s failed", op)
             self._send(ws, {"type": "error", "id": rid, "detail": f"{type(exc).__name__}: {exc}"})
             return
-        self._send(ws, {"type": "result", "id": rid, "result": result})
+        text = json.dumps(result, separators=(",", ":"))
+        size = self.config.frame_chars
+        if len(text) <= size:
+            self._send(ws, {"type": "result", "id": rid, "result": result})
+            return
+        # A server takes frames of a bounded size (uvicorn --ws-max-size): a big result (a
+        # 2,048-port push's step logs) goes in parts the console puts together again.
+        parts = [text[i : i + size] for i in range(0, len(text), size)]
+        for i, part in enumerate(parts):
+            self._send(ws, {"type": "result_part", "id": rid, "part": i, "of": len(parts), "data": part})
+        log.info("sent the result of %s in %d parts", op, len(parts))
 
     # -- the operations ------------------------------------------------------------------------
 

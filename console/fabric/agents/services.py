@@ -19,7 +19,7 @@ from console.fabric.models import Fabric, FabricAgent
 from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Invalid
-from console.tenancy.models import Principal, hash_token_secret
+from console.tenancy.models import Principal, Role, hash_token_secret
 from console.tenancy.permissions import require_operator
 
 TOKEN_PREFIX = "ibca"
@@ -52,6 +52,31 @@ def create_agent(actor: Actor, principal: Principal, fabric: Fabric, *, name: An
     except IntegrityError as exc:
         raise Conflict(f"fabric {fabric.name!r} has an agent named {name!r}") from exc
     return NewAgent(agent, f"{TOKEN_PREFIX}_{prefix}_{secret}")
+
+
+def rotate_agent(actor: Actor, principal: Principal, agent: FabricAgent) -> NewAgent:
+    """A new token for an agent (the old one stops working; a revoked agent is active again):
+    how ``manage.py up`` gives each demo lab's agent a token on every start. Audited."""
+    require_operator(principal, to="rotate agent tokens")
+    prefix, secret = secrets.token_hex(4), secrets.token_urlsafe(32)
+    with transaction.atomic():
+        agent = FabricAgent.objects.select_for_update().get(pk=agent.pk)
+        before = audit.snapshot(agent)
+        agent.prefix, agent.secret_hash, agent.revoked_at = prefix, hash_token_secret(secret), None
+        agent.save(update_fields=["prefix", "secret_hash", "revoked_at"])
+        audit.record(actor, "agent.rotate", agent, before=before, after=audit.snapshot(agent))
+        agent_id = agent.pk
+        transaction.on_commit(lambda: close_agent_socket(agent_id))  # the old token's socket
+    return NewAgent(agent, f"{TOKEN_PREFIX}_{prefix}_{secret}")
+
+
+def lab_agent(actor: Actor, fabric: Fabric) -> NewAgent:
+    """The agent of a lab fabric (named ``lab``), created or given a new token."""
+    operator = Principal(None, Role.OPERATOR, None)
+    agent = FabricAgent.objects.filter(fabric=fabric, name="lab").first()
+    if agent is None:
+        return create_agent(actor, operator, fabric, name="lab")
+    return rotate_agent(actor, operator, agent)
 
 
 def revoke_agent(actor: Actor, principal: Principal, agent: FabricAgent) -> FabricAgent:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from console.fabric.drivers.agent import AgentDriver
 from console.fabric.drivers.base import DriverUnavailable
 from console.fabric.drivers.opensm import LabHost, OpenSmDriver
 from console.fabric.drivers.registry import diag_timeout_of, register_driver
@@ -35,6 +36,10 @@ class LabDriver(OpenSmDriver):
 
 
 @register_driver("lab")
-def lab_driver(fabric: Any) -> LabDriver:
-    """The driver of a lab fabric: its running lab, attached."""
+def lab_driver(fabric: Any) -> LabDriver | AgentDriver:
+    """The driver of a lab fabric: its running lab, attached; or, when the lab's SM host runs an
+    agent (``config["agent"]``, set by ``manage.py up``), the agent driver: the lab is then an
+    SM host like any other."""
+    if (fabric.config or {}).get("agent"):
+        return AgentDriver(fabric)
     return LabDriver(lab_for(fabric), diag_timeout=diag_timeout_of(fabric.config or {}))

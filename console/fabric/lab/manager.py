@@ -314,6 +314,13 @@ class Lab:
         if wait:
             self.wait_until_up()
 
+    def record_agent(self, pid: int | None) -> None:
+        """Note (or, with None, forget) the agent process serving this lab's OpenSM."""
+        self._refresh()
+        self._state.agent_pid = pid
+        self._state.agent_start = proc_start_time(pid) if pid is not None else None
+        self._save()
+
     def reload(self) -> None:
         """SIGHUP OpenSM: re-read partitions, QoS policy and reloadable options; heavy sweep."""
         self._refresh()
@@ -406,6 +413,7 @@ class Lab:
             "opensm_pid": s.opensm_pid if opensm_ok else None,
             "ibsim_pid": s.ibsim_pid if ibsim_ok else None,
             "routing_engine": s.routing_engine,
+            "agent_pid": s.agent_pid if alive(s.agent_pid, s.agent_start) else None,
             "opensm_log": str(self.opensm_log),
             "up_seconds": s.up_seconds,
             "env": {

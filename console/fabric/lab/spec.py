@@ -12,7 +12,8 @@ from pathlib import Path
 from console.fabric.opensm.conf import OpenSmConfig, render_opensm_conf
 from console.fabric.opensm.files import Artefact
 from console.fabric.opensm.lint import render_guid_file
-from console.fabric.opensm.partitions import Partition, render_partitions
+from console.fabric.opensm.partitions import Partition
+from console.fabric.opensm.partitions_file import render_file
 from console.fabric.opensm.qos import QosOptions, QosPolicy, render_qos_policy
 
 UMAD2SIM_GLOBS = (
@@ -114,7 +115,7 @@ class LabSpec:
     def artefacts(self) -> list[Artefact]:
         """Rendered start-up artefacts (all lint clean by construction)."""
         out = [
-            Artefact("partitions", "partitions.conf", render_partitions(self.partitions)),
+            Artefact("partitions", "partitions.conf", render_file(self.partitions)),
             Artefact("opensm-conf", "opensm.conf", render_opensm_conf(self.opensm_config())),
         ]
         if self.root_guids:

@@ -39,6 +39,8 @@ class LabState:
     started_at: float = 0.0
     up_seconds: float | None = None
     limits: dict[str, Any] | None = None  # LabLimits as a dict (ints and floats)
+    agent_pid: int | None = None  # the agent serving this lab's OpenSM (manage.py up starts one)
+    agent_start: int | None = None
 
 
 def proc_start_time(pid: int) -> int | None:

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from argparse import ArgumentParser
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -54,6 +55,7 @@ class Command(BaseCommand):
         self._banner(host, port)
         self._demo_webhook(host, port)
         self.lab_fabrics = () if no_lab else self._start_demo_labs()
+        agents = [] if no_lab else self._start_agents(host, port)
         # uvicorn re-raises the SIGTERM it caught once it has shut down; with the default
         # handler that kills the process before the `finally` below stops the lab.
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
@@ -69,6 +71,7 @@ class Command(BaseCommand):
             else:
                 self._run_processes(host, port)
         finally:
+            self._stop_agents(agents)
             if bmcs is not None:
                 bmcs.stop()
             if stop_flapping is not None:
@@ -203,6 +206,58 @@ class Command(BaseCommand):
         )
         self._first_discovery(fabric)
         return None if was_up else fabric
+
+    def _start_agents(self, host: str, port: int) -> list[tuple[Fabric, subprocess.Popen[bytes]]]:
+        """The lab is an SM host like any other: an agent per running lab fabric, started with
+        nothing but this console's URL and a token (no database, no broker in its environment),
+        and the fabric's pushes, verifications and audits go through it."""
+        from console.fabric.agents.services import lab_agent
+        from console.fabric.lab.fabrics import lab_status
+        from console.fabric.lab.manager import Lab
+        from console.fabric.models import Fabric
+        from console.tenancy.context import Actor
+
+        console = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::', '') else host}:{port}"
+        started = []
+        for fabric in Fabric.objects.filter(driver=Fabric.Driver.LAB).order_by("name"):
+            status = lab_status(fabric)
+            if status["state"] != "up":
+                continue
+            made = lab_agent(Actor.system("up"), fabric)
+            env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+            env["IBCONSOLE_AGENT_TOKEN"] = made.token
+            env["CONSOLE_DATA_DIR"] = str(Path(status["workdir"]) / "agent")
+            log = open(Path(status["workdir"]) / "agent.log", "ab")
+            argv = [sys.executable, "manage.py", "agent", "--console", console, "--fabric", fabric.name]
+            proc = subprocess.Popen(
+                [*argv, "--lab", status["workdir"]],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            log.close()
+            Lab.attach(status["workdir"]).record_agent(proc.pid)
+            fabric.config = {**(fabric.config or {}), "agent": True}
+            fabric.save(update_fields=["config"])
+            started.append((fabric, proc))
+            self.stdout.write(
+                f"  Agent:              {fabric.name}: pid {proc.pid} (log {status['workdir']}/agent.log)\n"
+            )
+        return started
+
+    def _stop_agents(self, agents: list[tuple[Fabric, subprocess.Popen[bytes]]]) -> None:
+        """Stop the agents this command started; their fabrics go back to the lab driver."""
+        for fabric, proc in agents:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+            fabric.refresh_from_db()
+            fabric.config = {k: v for k, v in (fabric.config or {}).items() if k != "agent"}
+            fabric.save(update_fields=["config"])
 
     def _first_discovery(self, fabric: Fabric) -> None:
         """A lab never discovered gets one sweep now, so the fabric's compare, port table and the

@@ -39,6 +39,12 @@ class Command(BaseCommand):
         parser.add_argument("--token-file", help=f"file holding the agent's token (default: ${TOKEN_ENV})")
         parser.add_argument("--heartbeat", type=float, default=5.0, help="seconds between heartbeats")
         parser.add_argument("--proxy", help="HTTP proxy URL (default: the environment's https_proxy)")
+        parser.add_argument(
+            "--frame-kib",
+            type=float,
+            default=48,
+            help="results longer than this go in parts (below the console's --ws-max-size; 64 KiB with make run)",
+        )
         where = parser.add_mutually_exclusive_group(required=True)
         where.add_argument("--lab", help="a lab's workdir: serve the lab's OpenSM (ibsim)")
         where.add_argument("--opensm-dir", help="OpenSM's file directory on this host (e.g. /etc/opensm)")
@@ -58,6 +64,7 @@ class Command(BaseCommand):
             name=opts["name"],
             heartbeat_s=opts["heartbeat"],
             proxy=opts.get("proxy"),
+            frame_chars=max(64, int(opts["frame_kib"] * 1024)),
         )
         try:
             config.url()
