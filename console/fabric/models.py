@@ -419,11 +419,12 @@ class FabricAgent(models.Model):
     version = models.CharField(max_length=40, blank=True)
     last_seen = models.DateTimeField(null=True, blank=True)
     connected = models.BooleanField(default=False)
+    channel = models.CharField(max_length=120, blank=True, editable=False, help_text="the live socket's channel")
     sm_state = models.CharField(max_length=20, blank=True, help_text="its OpenSM's SMInfo state (MASTER, STANDBY…)")
     sm_priority = models.PositiveSmallIntegerField(null=True, blank=True)
     port_guid = models.CharField(max_length=18, blank=True, help_text="its OpenSM's port GUID")
 
-    audit_exclude: ClassVar[frozenset[str]] = frozenset({"secret_hash"})
+    audit_exclude: ClassVar[frozenset[str]] = frozenset({"secret_hash", "channel"})
 
     class Meta:
         ordering = ["fabric", "name"]

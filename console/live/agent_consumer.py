@@ -60,7 +60,7 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_discard(group(self.agent.pk), self.channel_name)
         for reply in getattr(self, "pending", {}).values():
             await self.channel_layer.send(reply, {"kind": "lost"})
-        await database_sync_to_async(services.disconnected)(self.agent.pk)
+        await database_sync_to_async(services.disconnected)(self.agent.pk, self.channel_name)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
         if text_data is None or len(text_data) > MAX_FRAME_BYTES:
@@ -85,6 +85,7 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
                     fabric=str(content.get("fabric", "")),
                     host=str(content.get("host", "")),
                     version=str(content.get("version", "")),
+                    channel=self.channel_name,
                 )
             except services.AgentRefused as exc:
                 await self.send_json({"type": "refused", "detail": str(exc)})

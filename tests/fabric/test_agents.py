@@ -31,7 +31,7 @@ def fabric(su1_revision) -> Fabric:  # noqa: F811 (fixture)
 
 def test_a_token_is_shown_once_stored_hashed_and_resolves_until_revoked(fabric, tenant_a):
     made = services.create_agent(ACTOR, OPERATOR, fabric, name="smhost1")
-    assert made.token.startswith("ibca_") and made.token.split("_")[2] not in made.agent.secret_hash
+    assert made.token.startswith("ibca_") and made.token.split("_", 2)[2] not in made.agent.secret_hash
     assert services.resolve_agent(made.token).pk == made.agent.pk
     with pytest.raises(services.AgentRefused):
         services.resolve_agent(made.token[:-2] + "xx")
@@ -93,3 +93,15 @@ def test_an_sm_that_stops_answering_is_an_alarm_and_its_return_reconciles_the_fa
     watch()
     event.refresh_from_db()
     assert event.status == "resolved"
+
+
+def test_the_end_of_a_socket_the_agent_already_replaced_leaves_it_connected(fabric):
+    # kill -9 and a restart: the new socket says hello before the server notices the old one's end
+    made = services.create_agent(ACTOR, OPERATOR, fabric, name="smhost1")
+    services.hello(made.agent, fabric=fabric.name, host="sm1", version="1", channel="old")
+    services.hello(made.agent, fabric=fabric.name, host="sm1", version="1", channel="new")
+    services.disconnected(made.agent.pk, "old")
+    assert FabricAgent.objects.get(pk=made.agent.pk).connected
+    assert rpc.agent_for(fabric).pk == made.agent.pk
+    services.disconnected(made.agent.pk, "new")
+    assert not FabricAgent.objects.get(pk=made.agent.pk).connected

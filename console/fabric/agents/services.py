@@ -122,14 +122,15 @@ def refuse(agent: FabricAgent | None, why: str, *, address: str = "") -> None:
         )
 
 
-def hello(agent: FabricAgent, *, fabric: str, host: str, version: str) -> None:
-    """The agent says who it is; it may speak for its own fabric only."""
+def hello(agent: FabricAgent, *, fabric: str, host: str, version: str, channel: str = "") -> None:
+    """The agent says who it is; it may speak for its own fabric only. ``channel`` names the
+    socket that said it: that socket is the agent's live one from now on."""
     if fabric not in (agent.fabric.name, str(agent.fabric_id)):
         refuse(agent, f"asked for fabric {fabric!r}; it is the agent of {agent.fabric.name!r}")
         raise AgentRefused(f"this agent belongs to fabric {agent.fabric.name!r}, not {fabric!r}")
     with transaction.atomic():
         FabricAgent.objects.filter(pk=agent.pk).update(
-            host=host[:200], version=version[:40], connected=True, last_seen=timezone.now()
+            host=host[:200], version=version[:40], connected=True, last_seen=timezone.now(), channel=channel
         )
         # Whatever waited for this SM host (a push, a reservation) goes now.
         enqueue_reconcile(agent.fabric_id)
@@ -161,9 +162,10 @@ def heartbeat(agent_id: int, sm: dict[str, Any]) -> None:
             enqueue_reconcile(agent.fabric_id)
 
 
-def disconnected(agent_id: int) -> None:
-    """The agent's socket closed."""
-    FabricAgent.objects.filter(pk=agent_id).update(connected=False)
+def disconnected(agent_id: int, channel: str = "") -> None:
+    """The agent's socket ``channel`` closed. A socket the agent already replaced (it was killed
+    and came back before the server noticed the old one's end) changes nothing."""
+    FabricAgent.objects.filter(pk=agent_id, channel=channel).update(connected=False)
 
 
 def silent(agent: FabricAgent, *, now: Any = None) -> bool:
