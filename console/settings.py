@@ -454,6 +454,9 @@ SITE_UNREACHABLE_AFTER_S = float(os.environ.get("SITE_UNREACHABLE_AFTER_S", "90"
 # `fabric compare` (CLI, API, page) discovers afresh when its stored discovery is older than this
 # or OpenSM has ended a heavy sweep since (console/fabric/discovery/freshness.py).
 FABRIC_COMPARE_MAX_AGE_S = float(os.environ.get("FABRIC_COMPARE_MAX_AGE_S", "10"))
+# A page or API compare that needs a new discovery queues it (a worker runs it through the
+# fabric's agent) and waits this long for it before answering 202 with the job to follow.
+FABRIC_COMPARE_WAIT_S = float(os.environ.get("FABRIC_COMPARE_WAIT_S", "20"))
 
 # === LOGIN AND API THROTTLING (issue 14: brute force) ==========================================
 # django-axes: a username with this many failed logins from one client address within the

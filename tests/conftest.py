@@ -64,6 +64,23 @@ def _fresh_anonymous_throttle():
 
 
 @pytest.fixture
+def worker(transactional_db):
+    """A real Celery worker in this process (solo pool) on this run's broker: its own Redis
+    database, emptied first (no stale tasks), or embedded mode's in-memory broker."""
+    from celery.contrib.testing.worker import start_worker
+    from django.conf import settings
+
+    from console.celery import app
+
+    if settings.REDIS_URL:
+        import redis
+
+        redis.Redis.from_url(settings.REDIS_URL).flushdb()
+    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30) as w:
+        yield w
+
+
+@pytest.fixture
 def tenant_a(db) -> Tenant:
     return Tenant.objects.create(name="Tenant A", slug="tenant-a")
 

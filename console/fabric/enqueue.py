@@ -23,6 +23,7 @@ APPLY_CHANGE = "fabric.apply_change"
 RECONCILE = "fabric.reconcile"
 REAP_STUCK_CHANGES = "fabric.reap_stuck_changes"
 VERIFY_ALL = "fabric.verify_all"
+DISCOVER = "fabric.discover"
 
 VISIBILITY = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("visibility_timeout", 3600)
 TIME_LIMIT = min(settings.CELERY_TASK_TIME_LIMIT, int(VISIBILITY * 0.5))

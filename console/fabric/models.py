@@ -108,6 +108,14 @@ class Fabric(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def through_agent(self) -> bool:
+        """Its subnet-manager host is reached through an agent (``driver=agent``, or a lab whose
+        SM host runs one: ``config["agent"]``, set by ``manage.py up``)."""
+        if self.driver == self.Driver.AGENT:
+            return True
+        return self.driver == self.Driver.LAB and bool((self.config or {}).get("agent"))
+
 
 class FabricPartition(models.Model):
     """A partition the fabric should carry. Operators define some in the console
@@ -329,6 +337,40 @@ class DiscoveryRun(models.Model):
 
     def __str__(self) -> str:
         return f"discovery {self.pk} of {self.fabric_id}"
+
+
+class DiscoveryJob(models.Model):
+    """A discovery asked for and run by a worker (through the fabric's agent): what it is doing
+    now, and the run it stored. At most one is queued or running per fabric."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    ACTIVE = (State.QUEUED, State.RUNNING)
+
+    fabric = models.ForeignKey(Fabric, on_delete=models.CASCADE, related_name="discovery_jobs")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
+    step = models.CharField(max_length=200, blank=True, help_text="what it is doing now, in words")
+    error = models.TextField(blank=True)
+    run = models.ForeignKey(DiscoveryRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    requested_by = models.JSONField(default=dict, help_text="the actor who asked (the run's audit names it)")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["fabric"], condition=models.Q(state__in=["queued", "running"]), name="discovery_job_one_active"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"discovery job {self.pk} of {self.fabric_id} ({self.state})"
 
 
 class WorkerHeartbeat(models.Model):

@@ -30,7 +30,7 @@ from typing import Any
 from django.conf import settings
 from django.db import OperationalError, connection
 
-from console.fabric.enqueue import APPLY_CHANGE, RECONCILE
+from console.fabric.enqueue import APPLY_CHANGE, DISCOVER, RECONCILE
 
 #: How a task's arguments name its fabric: (args, kwargs) → fabric id, or None (default queue).
 FabricOf = Callable[[Sequence[Any], Mapping[str, Any]], int | None]
@@ -123,3 +123,4 @@ def _change_fabric(args: Sequence[Any], kwargs: Mapping[str, Any]) -> int | None
 
 register(APPLY_CHANGE, _change_fabric)
 register(RECONCILE, argument("fabric_id", 0))
+register(DISCOVER, argument("fabric_id"))

@@ -15,7 +15,16 @@ from celery import Task, shared_task
 
 from console.fabric.changes import pipeline
 from console.fabric.changes.requests import reconcile
-from console.fabric.enqueue import APPLY_CHANGE, COMMON, REAP_STUCK_CHANGES, RECONCILE, VERIFY_ALL, publish_reconcile
+from console.fabric.discovery import jobs
+from console.fabric.enqueue import (
+    APPLY_CHANGE,
+    COMMON,
+    DISCOVER,
+    REAP_STUCK_CHANGES,
+    RECONCILE,
+    VERIFY_ALL,
+    publish_reconcile,
+)
 from console.fabric.models import Fabric
 from console.tenancy.context import Actor
 
@@ -68,3 +77,11 @@ def verify_all_task() -> int:
     for fabric_id in ids:
         publish_reconcile(fabric_id)
     return len(ids)
+
+
+@shared_task(name=DISCOVER, **{**COMMON, "acks_late": False})
+def discover_task(job_id: int, fabric_id: int) -> str | None:
+    """Run a queued discovery job (``fabric_id`` routes it to the fabric's site). Not re-delivered
+    when its worker dies: the job is failed as stale and the next request starts another."""
+    job = jobs.run(job_id)
+    return job.state if job is not None else None

@@ -133,6 +133,7 @@ WORDINGS: dict[str, Wording] = {
         "{actor} ran discovery {discovery_id} on fabric {object}: {switches} switches, {links} links",
         "{actor} ran discovery on fabric {object}",
     ),
+    "fabric.discover_requested": ("{actor} asked for a discovery of fabric {object} (job {job})",),
     "fabric.lab.start": ("{actor} started the lab of fabric {object}",),
     "fabric.lab.stop": ("{actor} stopped the lab of fabric {object}",),
     "fabric.lab.unplug": ("{actor} unplugged the cable at {node} port {port} on fabric {object}",),

@@ -1,9 +1,11 @@
 """Fabric pages: every managed fabric with its lab state, and one fabric's discovery and compare.
 
 Operators and auditors only (for anyone else the pages do not exist: 404). Thin: the lab
-registry and the discovery services do the work; the run-discovery button posts back here.
-Like ``fabric compare``, the page compares a current discovery (discovering afresh when the
-stored one is stale; ``?discover=false`` shows the stored one as it is) and says its time and age.
+registry and the discovery services do the work; the run-discovery button posts back here and
+queues a discovery job (a worker runs it through the fabric's agent). Like ``fabric compare``,
+the page compares a current discovery (queueing one when the stored one is stale and waiting up
+to ``FABRIC_COMPARE_WAIT_S`` for it; ``?discover=false`` shows the stored one as it is) and says
+its time and age; a job still running is shown with its step, and the page refreshes until it ends.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from console.fabric import isolation
 from console.fabric.agents.services import agents_json
 from console.fabric.changes.ownership import port_names
+from console.fabric.discovery import jobs
 from console.fabric.discovery import services as discovery
 from console.fabric.keys import fingerprint
 from console.fabric.lab.fabrics import lab_status
-from console.fabric.models import Fabric, FabricPartition
+from console.fabric.models import DiscoveryJob, Fabric, FabricPartition
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError, NotFound
 from console.tenancy.models import Role
@@ -42,7 +45,10 @@ def _can_run(request: HttpRequest) -> bool:
 def _lab_state(fabric: Fabric) -> dict:
     if fabric.driver != Fabric.Driver.LAB:
         return {"state": "n/a"}
-    return lab_status(fabric)
+    status = lab_status(fabric)
+    if status["state"] != "up" and fabric.through_agent:  # not on this host: its agent speaks for it
+        return {"state": "on its SM host", "remote": True}
+    return status
 
 
 @login_required
@@ -73,16 +79,13 @@ def fabric_detail(request: HttpRequest, fabric_id: int) -> HttpResponse:
     fabric = get_object_or_404(Fabric.objects.select_related("revision__design"), pk=fabric_id)
     if request.method == "POST":
         refuse_readers(request)  # an auditor reads the page; running discovery is 403 for them
-        try:
-            done = discovery.discover(fabric, actor=Actor.for_user(request.user))
-        except ConsoleError as exc:
-            messages.error(request, exc.detail)
-        else:
-            verdict = "matches the design" if done.compare.get("ok") else "differs from the design"
-            messages.success(request, f"Discovery {done.pk}: the fabric {verdict}.")
-        return redirect("web:fabric", fabric_id=fabric.pk)
+        queued, created = jobs.start(fabric, actor=Actor.for_user(request.user))
+        note = "queued" if created else "already running"
+        messages.info(request, f"Discovery job {queued.pk} {note}: this page follows it.")
+        return redirect(f"{request.path}?job={queued.pk}")
     refresh = request.GET.get("discover", "true").lower() not in ("false", "0", "no")
-    result, error = _compare(request, fabric, refresh)
+    result, error, pending = _compare(request, fabric, refresh)
+    job = pending or jobs.active(fabric) or _asked_job(request, fabric)
     context = {
         "fabric": fabric,
         "lab": _lab_state(fabric),
@@ -91,10 +94,18 @@ def fabric_detail(request: HttpRequest, fabric_id: int) -> HttpResponse:
         "compare_error": error,
         "refresh": refresh,
         "can_run": can_run,
+        "job": job,
+        "follow": job is not None and job.state in DiscoveryJob.ACTIVE,
         "active": "fabrics",
         **isolation_context(fabric),
     }
     return render(request, "web/fabric.html", context)
+
+
+def _asked_job(request: HttpRequest, fabric: Fabric) -> DiscoveryJob | None:
+    """The job named by ``?job=`` (the one the run-discovery button queued), to say how it ended."""
+    asked = request.GET.get("job", "")
+    return DiscoveryJob.objects.filter(fabric=fabric, pk=int(asked)).first() if asked.isdigit() else None
 
 
 def isolation_context(fabric: Fabric) -> dict[str, Any]:
@@ -131,16 +142,23 @@ def isolation_context(fabric: Fabric) -> dict[str, Any]:
     }
 
 
-def _compare(request: HttpRequest, fabric: Fabric, refresh: bool) -> tuple[dict[str, Any] | None, str]:
-    """The compare the page shows, and why a fresh one could not be made (then the stored one,
-    marked with its age, is shown beside the error)."""
+def _compare(
+    request: HttpRequest, fabric: Fabric, refresh: bool
+) -> tuple[dict[str, Any] | None, str, DiscoveryJob | None]:
+    """The compare the page shows, why a fresh one could not be made (then the stored one, marked
+    with its age, is shown beside the error), and the discovery job still running, if any."""
+    actor = Actor.for_user(request.user)
+    fresh = jobs.through_job(fabric, actor=actor, wait_s=settings.FABRIC_COMPARE_WAIT_S)
+    pending = None
     try:
-        return discovery.compare(fabric, refresh=refresh, actor=Actor.for_user(request.user)), ""
+        return discovery.compare(fabric, refresh=refresh, actor=actor, fresh=fresh), "", None
+    except jobs.DiscoveryPending as exc:
+        pending, error = exc.job, ""
     except ConsoleError as exc:
         if isinstance(exc, NotFound) and not refresh:  # nothing stored, no sweep asked: "No discovery yet"
-            return None, ""
+            return None, "", None
         error = exc.detail
     try:
-        return discovery.compare(fabric, refresh=False), error
+        return discovery.compare(fabric, refresh=False), error, pending
     except NotFound:
-        return None, error
+        return None, error, pending

@@ -61,20 +61,6 @@ def login(page, live_server):
     return do
 
 
-@pytest.fixture
-def worker(transactional_db):
-    """A Celery worker in this process, on this run's own Redis database (no stale tasks)."""
-    import redis
-    from celery.contrib.testing.worker import start_worker
-    from django.conf import settings
-
-    from console.celery import app
-
-    redis.Redis.from_url(settings.REDIS_URL).flushdb()
-    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30) as w:
-        yield w
-
-
 @pytest.fixture(autouse=True)
 def _flush_outwaits_stray_requests(django_db_blocker):
     """The teardown's flush (one TRUNCATE of every table, locked one by one) may meet a request the

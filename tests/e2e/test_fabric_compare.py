@@ -37,7 +37,7 @@ def _swept_after(lab, action) -> None:
         time.sleep(0.1)
 
 
-def test_compare_section_states_the_discovery_time_and_age(lab_fabric, operator, login, live_server):  # noqa: F811
+def test_compare_section_states_the_discovery_time_and_age(lab_fabric, operator, login, live_server, worker):  # noqa: F811
     fabric, lab = lab_fabric("page")
     page = login("op")
     url = f"{live_server.url}/fabrics/{fabric.pk}/"

@@ -25,7 +25,7 @@ from console.fabric import changes
 from console.fabric.agents import services
 from console.fabric.agents.rpc import AgentLost
 from console.fabric.changes.pipeline import apply_change
-from console.fabric.models import ChangeRequest, FabricAgent
+from console.fabric.models import ChangeRequest, DiscoveryRun, FabricAgent
 from console.tenancy.context import Actor
 from console.tenancy.models import AuditEntry, Principal, Role
 from designer.services import revision_graph
@@ -221,3 +221,41 @@ def test_an_agent_killed_mid_push_resumes_on_its_return_with_nothing_stray(lab_f
     assert membership(lab, g["su01-n05"], 0x0043) == "full"
     assert membership(lab, g["su01-n06"], 0x0043) is None
     assert AuditEntry.objects.filter(action="fabric.change.applied", object_id=str(change.pk)).count() == 1
+
+
+def test_discovery_and_compare_run_on_the_agent_with_nothing_of_the_lab_here(
+    lab_fabric, processes, agents, worker, client_for, make_user, lab_data_dir
+):
+    fabric, lab = lab_fabric("agent-disc")
+    made = services.create_agent(ACTOR, OPERATOR, fabric, name="smhost1")
+    fabric.driver, fabric.config = "agent", {}  # nothing on the console's side knows where the lab is
+    fabric.save()
+    url = web(processes)
+    agents(url, fabric.name, str(lab.workdir), made.token)
+    until(lambda: FabricAgent.objects.filter(pk=made.agent.pk, connected=True).exists(), 30, "the agent connected")
+    api = client_for(make_user("op", Role.OPERATOR))
+    base = f"/api/fabrics/{fabric.pk}"
+    queued = api.post(f"{base}/discovery/")
+    assert queued.status_code == 202, queued.content
+    done = until(
+        lambda: (j := api.get(queued.json()["url"]).json())["state"] not in ("queued", "running") and j, 60, "the job"
+    )
+    assert done["state"] == "done", done
+    run = DiscoveryRun.objects.get(pk=done["discovery_id"])
+    assert (run.summary["switches"], run.summary["cas"]) == (12, 256)
+    # cabled as designed (an agent fabric is checked for rates too: ibsim's 4X SDR is not the design's)
+    assert not (run.compare["missing"] or run.compare["extra"] or run.compare["miswired"])
+    assert run.routing["in_use"] == "ftree"  # read from OpenSM's log on the SM host
+    assert isinstance(run.summary["sm_log_mark"], int)
+    current = api.get(f"{base}/compare/").json()
+    assert current["discovery_id"] == run.pk and current["freshness"]["sm_swept_since"] is False
+    # a cable pulled: OpenSM sweeps; the agent says so, and the compare discovers afresh through it
+    leaf = lab.node_id("S-0002c90200000001")  # su01-leaf-r1
+    mark = lab.sweep_mark()
+    lab.unplug(leaf, 33)
+    until(lambda: lab.swept_since(mark), 20, "OpenSM's sweep after the unplug")
+    stored = api.get(f"{base}/compare/", {"discover": "false"}).json()
+    assert stored["freshness"]["sm_swept_since"] is True and stored["freshness"]["stale"]
+    fresh = api.get(f"{base}/compare/").json()
+    assert fresh["discovered_now"] and fresh["discovery_id"] > run.pk
+    assert [(m["a"], m["a_port"], m["b"]) for m in fresh["missing"]] == [("su01-leaf-r1", 33, "spine-01")]

@@ -7,10 +7,8 @@ import json
 from io import StringIO
 
 import pytest
-from celery.contrib.testing.worker import start_worker
 from django.core.management import call_command
 
-from console.celery import app
 from console.fabric.models import ChangeRequest, FabricPartition
 from console.tenancy.models import AuditEntry, Role
 from tests.fabric.conftest import requires_lab
@@ -180,16 +178,6 @@ def test_approval_needs_another_operator(fabric, client_for, operator, op2):
 
 
 # --- a real push: API and CLI through a real worker on the real lab ---------------------------
-
-
-@pytest.fixture
-def worker(transactional_db):
-    import redis
-    from django.conf import settings
-
-    redis.Redis.from_url(settings.REDIS_URL).flushdb()  # this run's own Redis db: no stale tasks
-    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30) as w:
-        yield w
 
 
 @requires_lab

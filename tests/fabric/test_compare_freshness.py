@@ -160,7 +160,10 @@ def test_a_current_discovery_is_reused_and_an_old_one_is_not(fabric, shared_lab,
     assert services.compare(fabric)["discovered_now"]
 
 
-def test_compare_api_discovers_by_default_and_reuses_with_discover_false(fabric, shared_lab, client_for, auditor):
+def test_compare_api_discovers_by_default_and_reuses_with_discover_false(
+    fabric, shared_lab, client_for, auditor, worker
+):
+    # a stale compare queues a discovery that a real worker runs; the request waits for it
     api = client_for(auditor)
     url = f"/api/fabrics/{fabric.pk}/compare/"
     assert api.get(url, {"discover": "false"}).status_code == 404  # nothing stored yet
@@ -180,7 +183,7 @@ def test_compare_api_discovers_by_default_and_reuses_with_discover_false(fabric,
     assert run["id"] == current["discovery_id"] and run["age_s"] >= 0
 
 
-def test_fabric_page_states_the_discovery_time_and_age(fabric, shared_lab, client, operator):
+def test_fabric_page_states_the_discovery_time_and_age(fabric, shared_lab, client, operator, worker):
     client.force_login(operator)
     url = reverse("web:fabric", args=[fabric.pk])
     assert b"No discovery yet" in client.get(url, {"discover": "false"}).content

@@ -14,7 +14,7 @@ import time
 import pytest
 from django.urls import reverse
 
-from console.fabric.discovery import services
+from console.fabric.discovery import jobs, services
 from console.fabric.discovery.compare import (
     LAB_SPEED_POLICY,
     SpeedPolicy,
@@ -23,7 +23,7 @@ from console.fabric.discovery.compare import (
 )
 from console.fabric.lab.fabrics import LabNotRunning, stop_lab
 from console.fabric.lab.faults import replug, unplug
-from console.fabric.models import DiscoveryRun
+from console.fabric.models import DiscoveryJob, DiscoveryRun
 from console.management.commands.up import Command as UpCommand
 from console.tenancy.models import AuditEntry
 from designer.exports import export
@@ -236,41 +236,71 @@ def test_discovery_of_a_stopped_lab_says_so(lab_fabric):
 # -- REST and the console page ----------------------------------------------------------------
 
 
+def _job_until_done(client, url: str, timeout: float = 60.0) -> dict:
+    """Poll a discovery job as a script would, until it is no longer queued or running."""
+    deadline = time.monotonic() + timeout
+    while True:
+        job = client.get(url).json()
+        if job["state"] not in ("queued", "running") or time.monotonic() > deadline:
+            return job
+        time.sleep(0.1)
+
+
 @lab_test
-def test_discovery_api_runs_for_operators_reads_for_auditors_and_403s_tenants(
-    lab_fabric, client_for, operator, auditor, admin_a, member_a
+def test_discovery_api_queues_a_job_for_operators_reads_for_auditors_and_403s_tenants(
+    lab_fabric, worker, client_for, operator, auditor, admin_a, member_a, settings
 ):
     fabric, _ = lab_fabric("api")
     url = f"/api/fabrics/{fabric.pk}/discovery/"
     compare_url = f"/api/fabrics/{fabric.pk}/compare/"
     op, aud = client_for(operator), client_for(auditor)
     assert op.get(url).status_code == 404  # nothing discovered yet
-    created = op.post(url)
-    assert created.status_code == 201, created.content
-    assert created.json()["compare"]["ok"] is True
+    queued = op.post(url)
+    assert queued.status_code == 202, queued.content  # the web request only queues it
+    job = queued.json()
+    assert job["state"] == "queued" and job["url"] == f"{url}jobs/{job['id']}/"
+    done = _job_until_done(aud, job["url"])
+    assert done["state"] == "done" and done["error"] == "" and done["discovery_id"], done
+    assert done["started_at"] and done["finished_at"]
     latest = aud.get(url)
-    assert latest.status_code == 200 and latest.json()["id"] == created.json()["id"]
+    assert latest.status_code == 200 and latest.json()["id"] == done["discovery_id"]
+    assert latest.json()["compare"]["ok"] is True
     assert "topology" not in latest.json()
     assert len(aud.get(url, {"topology": "1"}).json()["topology"]["links"]) == 512
-    body = aud.get(compare_url).json()
+    body = aud.get(compare_url).json()  # current: the stored one
     for key in ("fabric_id", "discovery_id", "missing", "extra", "miswired", "mismatches", "fixes", "routing", "ok"):
         assert key in body, key
+    assert body["discovery_id"] == done["discovery_id"] and body["discovered_now"] is False
     assert set(body["routing"]) >= {"configured", "in_use", "fallback", "evidence"}
+    # stale: the compare queues a discovery and waits for the worker
+    settings.FABRIC_COMPARE_MAX_AGE_S = 0
+    fresh = aud.get(compare_url)
+    assert fresh.status_code == 200 and fresh.json()["discovery_id"] > done["discovery_id"]
+    assert fresh.json()["discovered_now"] is True
+    # ... or answers 202 with the job when it does not finish in time
+    settings.FABRIC_COMPARE_WAIT_S = 0
+    pending = aud.get(compare_url)
+    assert pending.status_code == 202 and pending.json()["state"] in ("queued", "running")
+    assert _job_until_done(aud, pending.json()["url"])["state"] == "done"
     assert aud.post(url).status_code == 403  # auditors read only
     for user in (admin_a, member_a):
         client = client_for(user)
         assert client.get(url).status_code == 403
         assert client.post(url).status_code == 403
         assert client.get(compare_url).status_code == 403
+        assert client.get(job["url"]).status_code == 403
     assert op.get("/api/fabrics/999999/discovery/").status_code == 404
+    assert op.get(f"/api/fabrics/999999/discovery/jobs/{job['id']}/").status_code == 404
     stop_lab(fabric)
-    refused = op.post(url)
-    assert refused.status_code == 409 and refused.json()["code"] == "lab_not_running"
+    failed = _job_until_done(op, op.post(url).json()["url"])
+    assert failed["state"] == "failed" and "not running" in failed["error"], failed
+    assert AuditEntry.objects.filter(action="fabric.discover_requested", object_id=str(fabric.pk)).count() == 4
 
 
 @lab_test
-def test_fabric_pages_show_the_lab_and_run_discovery(lab_fabric, client, operator, member_a):
+def test_fabric_pages_show_the_lab_and_follow_a_discovery_job(lab_fabric, client, operator, member_a, settings):
     fabric, lab = lab_fabric("page")
+    settings.FABRIC_COMPARE_WAIT_S = 0  # no worker here: the test runs the queued job itself
     client.force_login(operator)
     listing = client.get(reverse("web:fabrics"))
     assert listing.status_code == 200 and fabric.name.encode() in listing.content
@@ -278,11 +308,28 @@ def test_fabric_pages_show_the_lab_and_run_discovery(lab_fabric, client, operato
     page = client.get(reverse("web:fabric", args=[fabric.pk]))
     assert page.status_code == 200
     assert lab.status()["ibsim_sockname"].encode() in page.content  # the env line
-    assert b"Compared discovery" in page.content  # a first visit discovers (compare says what it compares)
-    response = client.post(reverse("web:fabric", args=[fabric.pk]))
-    assert response.status_code == 302
+    # a first visit queues a discovery and follows it: its state, and the page refreshes itself
+    (job,) = DiscoveryJob.objects.filter(fabric=fabric)
+    assert f"Discovery job {job.pk} queued".encode() in page.content
+    assert b'http-equiv="refresh"' in page.content
+    jobs.run(job.pk)  # what the worker does
     page = client.get(reverse("web:fabric", args=[fabric.pk]))
+    assert b"Compared discovery" in page.content and b'http-equiv="refresh"' not in page.content
     assert b"matches the design" in page.content and b"not checked" in page.content
+    # the button queues another and the page follows it to its end
+    response = client.post(reverse("web:fabric", args=[fabric.pk]))
+    second = DiscoveryJob.objects.filter(fabric=fabric).exclude(pk=job.pk).get()
+    assert response.status_code == 302 and response["Location"].endswith(f"?job={second.pk}")
+    jobs.run(second.pk)
+    page = client.get(response["Location"])
+    second.refresh_from_db()
+    assert f"Discovery job {second.pk} done: discovery {second.run_id}".encode() in page.content
+    stop_lab(fabric)
+    response = client.post(reverse("web:fabric", args=[fabric.pk]))
+    third = DiscoveryJob.objects.filter(fabric=fabric, state="queued").get()
+    jobs.run(third.pk)
+    page = client.get(response["Location"] + "&discover=false")
+    assert f"Discovery job {third.pk} failed".encode() in page.content and b"not running" in page.content
     client.force_login(member_a)
     assert client.get(reverse("web:fabrics")).status_code == 404
     assert client.get(reverse("web:fabric", args=[fabric.pk])).status_code == 404

@@ -4,9 +4,7 @@ and a real Celery worker (solo pool, this run's Redis) for deliveries and e-mail
 from __future__ import annotations
 
 import pytest
-from celery.contrib.testing.worker import start_worker
 
-from console.celery import app
 from console.notify import services
 from console.notify.models import all_event_types
 from console.tenancy.context import Actor
@@ -32,16 +30,6 @@ def receiver():
     r = Receiver().start()
     yield r
     r.stop()
-
-
-@pytest.fixture
-def worker(transactional_db):
-    import redis
-    from django.conf import settings
-
-    redis.Redis.from_url(settings.REDIS_URL).flushdb()  # this run's own Redis db: no stale tasks
-    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30) as w:
-        yield w
 
 
 def add_webhook(tenant, url: str, events=None, secret: str = "s3cret-s3cret-s3cret"):

@@ -7,7 +7,6 @@ import datetime as dt
 import time
 
 import pytest
-from celery.contrib.testing.worker import start_worker
 from django.utils import timezone
 
 from console.celery import app
@@ -15,12 +14,6 @@ from console.tenancy import actions
 from console.tenancy.context import Actor, reset_correlation_id, set_correlation_id
 from console.tenancy.models import ApiToken, AuditEntry, Principal
 from console.tenancy.tasks import prune_expired_tokens_task
-
-
-@pytest.fixture
-def worker(transactional_db):
-    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30) as w:
-        yield w
 
 
 @pytest.mark.smoke

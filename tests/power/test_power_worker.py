@@ -5,19 +5,10 @@ from __future__ import annotations
 
 import time
 
-import pytest
-from celery.contrib.testing.worker import start_worker
-
 from console.celery import app
 from scheduling.models import Node
 from tests.power.conftest import emulator_power
 from tests.scheduling.conftest import make_fabric
-
-
-@pytest.fixture
-def worker(transactional_db):
-    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30) as w:
-        yield w
 
 
 def test_api_power_off_is_carried_out_by_the_worker(worker, operator, client_for, attach_bmc, redfish):

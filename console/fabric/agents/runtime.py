@@ -5,7 +5,8 @@ when one is set: no inbound port on the SM host), authenticates with its token, 
 a heartbeat with its OpenSM's SMInfo every period, and runs what the console asks of it on its
 own host with the OpenSM driver (:class:`~console.fabric.drivers.opensm.OpenSmDriver`): the push
 (render, lint, swap, reload, verify, roll back; each step reported as it starts), read-only
-verification, the live files, the isolation audit's questions, port administration. It holds no
+verification, the live files, the isolation audit's questions, port administration, discovery
+(ibnetdiscover, OpenSM's log mark and routing engine) and whether OpenSM swept since a mark. It holds no
 database or broker credentials: it never touches either. On a lost connection it reconnects with
 backoff; a revoked or refused token stops it.
 """
@@ -29,6 +30,7 @@ from websockets.sync.connection import Connection
 
 from console.fabric.agents import wire
 from console.fabric.diags.runner import DiagError
+from console.fabric.discovery.sources import DISCOVERY_TIMEOUT, log_swept_since, read_sweep
 from console.fabric.drivers.base import DesiredFabric
 from console.fabric.drivers.hosts import OpenSmHost
 from console.fabric.drivers.opensm import OpenSmDriver
@@ -82,6 +84,8 @@ class Agent:
             "probe_isolation": self._probe,
             "set_port_state": self._port,
             "sminfo": lambda payload, progress: self.sminfo(),
+            "discover": self._discover,
+            "swept_since": self._swept_since,
         }
 
     # -- the connection ------------------------------------------------------------------------
@@ -198,6 +202,14 @@ class Agent:
         plan = wire.plan_from_json(payload["plan"])
         probe = self.driver.probe_isolation(plan, options=wire.options_from_json(payload["options"]))
         return wire.probe_to_json(probe)
+
+    def _discover(self, payload: dict[str, Any], progress: Callable[[str, str], None]) -> dict[str, Any]:
+        log, engine = self.host.sm_log()
+        sweep = read_sweep(self.host.diags(timeout=DISCOVERY_TIMEOUT), log, engine, progress)
+        return {"stdout": sweep.stdout, "sm_mark": sweep.sm_mark, "routing": sweep.routing}
+
+    def _swept_since(self, payload: dict[str, Any], progress: Callable[[str, str], None]) -> dict[str, Any]:
+        return {"swept": log_swept_since(self.host.sm_log()[0], int(payload["mark"]))}
 
     def _port(self, payload: dict[str, Any], progress: Callable[[str, str], None]) -> dict[str, Any]:
         result = self.driver.set_port_state(

@@ -2,13 +2,18 @@
 
 from django.urls import path
 
-from console.fabric.api.discovery_views import FabricCompareView, FabricDiscoveryView
+from console.fabric.api.discovery_views import FabricCompareView, FabricDiscoveryJobView, FabricDiscoveryView
 
 urlpatterns = [
     path(
         "fabrics/<int:fabric_id>/discovery/",
         FabricDiscoveryView.as_view(),
         name="fabric-discovery",
+    ),
+    path(
+        "fabrics/<int:fabric_id>/discovery/jobs/<int:job_id>/",
+        FabricDiscoveryJobView.as_view(),
+        name="fabric-discovery-job",
     ),
     path("fabrics/<int:fabric_id>/compare/", FabricCompareView.as_view(), name="fabric-compare"),
 ]

@@ -1,16 +1,23 @@
 """Discovery and design-vs-actual compare of a fabric over REST (operators run, auditors read).
 
-    GET  /api/fabrics/{id}/discovery/   the latest discovery run (404 before the first one)
-    POST /api/fabrics/{id}/discovery/   sweep now: discover + compare (operators)
-    GET  /api/fabrics/{id}/compare/     a current discovery compared with the bound design revision
-                                        (discovers afresh when the stored one is stale;
-                                        ?discover=false compares the stored one as it is)
+    GET  /api/fabrics/{id}/discovery/              the latest discovery run (404 before the first one)
+    POST /api/fabrics/{id}/discovery/              queue a sweep (discover + compare): 202 with the job
+                                                   (operators; joins the one queued or running)
+    GET  /api/fabrics/{id}/discovery/jobs/{job}/   a job: state, step, error, the run it stored
+    GET  /api/fabrics/{id}/compare/                a current discovery compared with the bound design
+                                                   revision (when the stored one is stale, a new one is
+                                                   queued and waited for up to FABRIC_COMPARE_WAIT_S,
+                                                   else 202 with its job; ?discover=false compares the
+                                                   stored one as it is)
+
+The sweep runs on a worker through the fabric's agent, never in a web request.
 
 Fabrics belong to the operator, not to a tenant: tenant roles get 403 on every verb.
 """
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
@@ -18,8 +25,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from console.fabric.discovery import freshness, services
-from console.fabric.models import DiscoveryRun, Fabric
+from console.fabric.discovery import freshness, jobs, services
+from console.fabric.models import DiscoveryJob, DiscoveryRun, Fabric
 from console.tenancy.api.base import PrincipalMixin
 from console.tenancy.errors import Invalid, NotFound
 from console.tenancy.models import Role
@@ -77,6 +84,21 @@ CompareSerializer = inline_serializer(
         "ok": serializers.BooleanField(),
     },
 )
+JobSerializer = inline_serializer(
+    "DiscoveryJob",
+    {
+        "id": serializers.IntegerField(),
+        "fabric": serializers.IntegerField(),
+        "state": serializers.ChoiceField(choices=DiscoveryJob.State.choices),
+        "step": serializers.CharField(help_text="what it is doing now, in words (empty once finished)"),
+        "error": serializers.CharField(help_text="why it failed (empty unless failed)"),
+        "discovery_id": serializers.IntegerField(allow_null=True, help_text="the run it stored, once done"),
+        "created_at": serializers.DateTimeField(),
+        "started_at": serializers.DateTimeField(allow_null=True),
+        "finished_at": serializers.DateTimeField(allow_null=True),
+        "url": serializers.CharField(help_text="this job, to poll"),
+    },
+)
 DISCOVER_PARAM = OpenApiParameter(
     "discover",
     bool,
@@ -110,12 +132,25 @@ class FabricDiscoveryView(PrincipalMixin, APIView):
         cls = DiscoveryRunDetailSerializer if with_topology else DiscoveryRunSerializer
         return Response(cls(run).data)
 
-    @extend_schema(request=None, responses={201: DiscoveryRunSerializer})
+    @extend_schema(request=None, responses={202: JobSerializer})
     def post(self, request: Request, fabric_id: int) -> Response:
-        """Run ibnetdiscover now, store it and compare it with the design (audited)."""
+        """Queue a discovery (ibnetdiscover through the fabric's agent, stored and compared with
+        the design; audited): 202 with the job to poll, the one already queued or running if any."""
         fabric = _fabric(fabric_id)
-        run = services.discover(fabric, actor=self.actor)
-        return Response(DiscoveryRunSerializer(run).data, status=status.HTTP_201_CREATED)
+        job, _ = jobs.start(fabric, actor=self.actor)
+        return Response(jobs.job_json(job), status=status.HTTP_202_ACCEPTED)
+
+
+class FabricDiscoveryJobView(PrincipalMixin, APIView):
+    """One discovery job of a fabric: queued, running (with its step), done (with its run) or
+    failed (with the reason)."""
+
+    read_roles = READERS
+
+    @extend_schema(responses={200: JobSerializer})
+    def get(self, request: Request, fabric_id: int, job_id: int) -> Response:
+        job = get_object_or_404(DiscoveryJob, pk=job_id, fabric_id=fabric_id)
+        return Response(jobs.job_json(job))
 
 
 class FabricCompareView(PrincipalMixin, APIView):
@@ -128,6 +163,11 @@ class FabricCompareView(PrincipalMixin, APIView):
         parameters=[DISCOVER_PARAM],
         responses={
             200: CompareSerializer,
+            202: OpenApiResponse(
+                JobSerializer,
+                description="A new discovery is needed and still running after FABRIC_COMPARE_WAIT_S: "
+                "the job to poll, then GET this again",
+            ),
             409: OpenApiResponse(
                 description="A fresh discovery is needed and the fabric cannot be reached now "
                 "(`lab_not_running`: its lab is stopped)"
@@ -142,4 +182,8 @@ class FabricCompareView(PrincipalMixin, APIView):
         if flag not in ("true", "false", "1", "0", "yes", "no"):
             raise Invalid(f"discover must be true or false, not {flag!r}", fields={"discover": flag})
         refresh = flag in ("true", "1", "yes")
-        return Response(services.compare(fabric, refresh=refresh, actor=self.actor))
+        fresh = jobs.through_job(fabric, actor=self.actor, wait_s=settings.FABRIC_COMPARE_WAIT_S)
+        try:
+            return Response(services.compare(fabric, refresh=refresh, actor=self.actor, fresh=fresh))
+        except jobs.DiscoveryPending as pending:
+            return Response(jobs.job_json(pending.job), status=status.HTTP_202_ACCEPTED)

@@ -8,22 +8,21 @@ heavy sweep since (a link went down or came up, a switch rebooted: any change Op
 OpenSM reports neither its sweeps nor their count on the wire; it logs the end of every heavy
 sweep (``SUBNET UP``, flushed at once with ``force_log_flush TRUE``). A discovery remembers how
 far the log went when it began (``summary["sm_log_mark"]``); a ``SUBNET UP`` after that mark
-means the SM swept since. Where no log is reachable (a UFM fabric, an OpenSM host without
-``config["opensm_log"]``) only the age counts, and the answer says so.
+means the SM swept since. The fabric's agent reads the log on its SM host
+(:mod:`console.fabric.discovery.sources`). Where no log is reachable (a UFM fabric, an SM host
+without ``opensm_log``, an agent not connected) only the age counts, and the answer says so.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 
-from console.fabric.lab.fabrics import LabNotRunning, lab_for
-from console.fabric.lab.routing import log_mark, swept_since
+from console.fabric.discovery import sources
 from console.fabric.models import DiscoveryRun, Fabric
 
 #: Where a discovery stores the OpenSM log mark taken just before its ibnetdiscover.
@@ -33,23 +32,6 @@ MARK_KEY = "sm_log_mark"
 def max_age_s() -> float:
     """How old a stored discovery may be before a compare discovers afresh."""
     return float(settings.FABRIC_COMPARE_MAX_AGE_S)
-
-
-def opensm_log(fabric: Fabric) -> Path | None:
-    """The OpenSM log whose sweeps tell about this fabric, if one is reachable."""
-    if fabric.driver == Fabric.Driver.LAB:
-        try:
-            return lab_for(fabric).opensm_log
-        except LabNotRunning:
-            return None
-    configured = fabric.config.get("opensm_log")
-    return Path(configured) if configured else None
-
-
-def sm_mark(fabric: Fabric) -> int | None:
-    """A mark in the fabric's OpenSM log now (None when no log is reachable)."""
-    log = opensm_log(fabric)
-    return log_mark(log) if log is not None else None
 
 
 @dataclass(frozen=True)
@@ -94,8 +76,8 @@ def assess(fabric: Fabric, run: DiscoveryRun | None, *, now: datetime | None = N
     if run is None:
         return Freshness(None, None, max_age_s(), None)
     mark = (run.summary or {}).get(MARK_KEY)
-    log = opensm_log(fabric) if isinstance(mark, int) else None
-    swept = swept_since(log, mark) if log is not None and isinstance(mark, int) else None
+    # read on the SM host: by the fabric's agent, or here for a lab without one
+    swept = sources.source_for(fabric).swept_since(mark) if isinstance(mark, int) else None
     return Freshness(run, round(age_of(run, now), 3), max_age_s(), swept)
 
 

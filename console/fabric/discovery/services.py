@@ -12,17 +12,14 @@ it when asked to, and always says which discovery it compared, when it ran and h
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from django.db import transaction
 from django.db.models import OuterRef, Subquery
 
-from console.fabric.diags.runner import DiagEnv, DiagError, DiagRunner
-from console.fabric.discovery import freshness
+from console.fabric.discovery import freshness, sources
 from console.fabric.discovery.compare import (
     LAB_SPEED_POLICY,
     DesignedLink,
@@ -31,8 +28,8 @@ from console.fabric.discovery.compare import (
     designed_links,
     discovered_topology,
 )
-from console.fabric.lab.fabrics import lab_for
-from console.fabric.lab.routing import routing_engine_in_use
+from console.fabric.discovery.sources import DiscoveryFailed
+from console.fabric.drivers.base import Progress, no_progress
 from console.fabric.models import DiscoveryRun, Fabric
 from console.tenancy import audit
 from console.tenancy.context import Actor
@@ -42,24 +39,6 @@ from designer.graph import FabricGraph
 from designer.imports.ibnetdiscover import parse_ibnetdiscover
 from designer.models import DesignRevision
 from designer.services import revision_graph
-
-#: ibnetdiscover of a 2,048-HCA lab takes ~0.25 s; a real fabric of that size a few seconds.
-DISCOVERY_TIMEOUT = 60.0
-
-
-class DiscoveryFailed(ConsoleError):
-    """ibnetdiscover failed, timed out, or printed something the parser refuses."""
-
-    status = 502
-    code = "discovery_failed"
-
-
-@dataclass(frozen=True)
-class _OpenSmLog:
-    """Routing check input for a non-lab OpenSM host (``config["opensm_log"]``)."""
-
-    opensm_log: Path
-    routing_engine: str
 
 
 @lru_cache(maxsize=8)
@@ -75,41 +54,8 @@ def design_of(fabric: Fabric) -> tuple[FabricGraph, tuple[DesignedLink, ...]]:
     return _design(revision.pk, revision.created_at.timestamp())
 
 
-def _runner(fabric: Fabric) -> DiagRunner:
-    if fabric.driver == Fabric.Driver.LAB:
-        return lab_for(fabric).diags(timeout=DISCOVERY_TIMEOUT)
-    if fabric.driver == Fabric.Driver.OPENSM:
-        cfg = fabric.config
-        env = DiagEnv(ca=cfg.get("ca"), ca_port=cfg.get("ca_port"))
-        return DiagRunner(env, timeout=float(cfg.get("diag_timeout", DISCOVERY_TIMEOUT)))
-    raise Invalid(f"discovery through the {fabric.driver} driver is not supported yet")
-
-
 def _speed_policy(fabric: Fabric) -> SpeedPolicy:
     return LAB_SPEED_POLICY if fabric.driver == Fabric.Driver.LAB else SpeedPolicy()
-
-
-def routing_check(fabric: Fabric) -> dict[str, Any]:
-    """Configured vs in-use routing engine, read from OpenSM's log (the SM never reports it on
-    the wire); ``fallback`` is the silent ftree → minhop switch."""
-    if fabric.driver == Fabric.Driver.LAB:
-        source: Any = lab_for(fabric)
-    elif fabric.config.get("opensm_log"):
-        source = _OpenSmLog(Path(fabric.config["opensm_log"]), fabric.config.get("routing_engine", "ftree"))
-    else:
-        return {
-            "configured": None,
-            "in_use": None,
-            "fallback": False,
-            "evidence": [f"no OpenSM log reachable through the {fabric.driver} driver"],
-        }
-    status = routing_engine_in_use(source)
-    return {
-        "configured": status.configured,
-        "in_use": status.in_use,
-        "fallback": status.fallback,
-        "evidence": list(status.evidence),
-    }
 
 
 def _document(fabric: Fabric, run: DiscoveryRun, comp: dict[str, Any]) -> dict[str, Any]:
@@ -127,34 +73,33 @@ def _document(fabric: Fabric, run: DiscoveryRun, comp: dict[str, Any]) -> dict[s
     }
 
 
-def discover(fabric: Fabric, *, actor: Actor) -> DiscoveryRun:
-    """Sweep the fabric now; store topology, routing check and comparison on a new run."""
+def discover(fabric: Fabric, *, actor: Actor, progress: Progress = no_progress) -> DiscoveryRun:
+    """Sweep the fabric now (on its SM host: :mod:`~console.fabric.discovery.sources`); store
+    topology, routing check and comparison on a new run. ``progress(step, "running")`` as each
+    step starts."""
     started = time.monotonic()
-    runner = _runner(fabric)
-    mark = freshness.sm_mark(fabric)  # before the sweep: a SUBNET UP after it may postdate ours
-    try:
-        raw = runner.run("ibnetdiscover")
-    except DiagError as exc:
-        raise DiscoveryFailed(f"ibnetdiscover on {fabric.name} failed: {exc}") from exc
+    sweep = sources.source_for(fabric).sweep(progress)
     swept = time.monotonic()
+    progress("parsing", "running")
     try:
-        disc = parse_ibnetdiscover(raw.stdout)
+        disc = parse_ibnetdiscover(sweep.stdout)
     except ParseError as exc:
         raise DiscoveryFailed(f"ibnetdiscover output of {fabric.name}: {exc}") from exc
+    progress("comparing with the design", "running")
     graph, plan = design_of(fabric)
     try:  # the site's names for GUIDs (rdma-core node-name-map text), if the fabric has one
         topology = discovered_topology(disc, graph, node_name_map=fabric.config.get("node_name_map"))
     except ParseError as exc:
         raise Invalid(f"node-name map of {fabric.name}: {exc}") from exc
-    routing = routing_check(fabric)
+    routing = sweep.routing
     comp = compare_topology(graph, topology, speed=_speed_policy(fabric), designed=plan)
     summary = {
         "switches": len(disc.switches),
         "cas": len(disc.cas),
         "links": len(topology["links"]),
         "ibnetdiscover_s": round(swept - started, 3),
-        "lines": raw.stdout.count("\n"),
-        freshness.MARK_KEY: mark,
+        "lines": sweep.stdout.count("\n"),
+        freshness.MARK_KEY: sweep.sm_mark,
     }
     with transaction.atomic():
         run = DiscoveryRun.objects.create(
@@ -204,6 +149,7 @@ def compare(
     refresh: bool = True,
     actor: Actor | None = None,
     just_discovered: bool = False,
+    fresh: Callable[[], DiscoveryRun] | None = None,
 ) -> dict[str, Any]:
     """The comparison of a current discovery, saying what it compares.
 
@@ -211,6 +157,8 @@ def compare(
     new one first; ``refresh=False`` reuses the stored one however old (404 when there is none).
     With ``run``: that run (``just_discovered``: the caller ran it now). The answer adds ``discovered_at``, ``discovery_age_s``,
     ``discovered_now`` and ``freshness`` (limit, OpenSM swept since, stale, a note in words).
+    ``fresh`` gets the new discovery when one is needed (default: :func:`discover` here; the web
+    and the API pass a job's: :func:`console.fabric.discovery.jobs.through_job`).
     """
     if run is not None:
         current = freshness.assess(fabric, run)
@@ -227,7 +175,7 @@ def compare(
         note = f"reused as asked, may be out of date: {before.why()}"
         return freshness.stamp(compare_run(fabric, stored), before, discovered_now=False, note=note)
     try:
-        run = discover(fabric, actor=actor or Actor.system("fabric-compare"))
+        run = fresh() if fresh is not None else discover(fabric, actor=actor or Actor.system("fabric-compare"))
     except ConsoleError as exc:
         if stored is not None:  # say what can still be compared, never fall back silently
             exc.detail = f"{exc.detail} (the stored discovery can still be compared as it is: {before.why()})"

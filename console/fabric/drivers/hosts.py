@@ -27,13 +27,17 @@ class OpenSmHost(Protocol):
 
     def diags(self, *, timeout: float | None = None) -> DiagRunner: ...
 
+    def sm_log(self) -> tuple[Path | None, str]:
+        """OpenSM's log (None: not readable here) and the routing engine it was asked for."""
+        ...
+
 
 class LocalOpenSmHost:
     """OpenSM on this machine, described by ``Fabric.config``::
 
     {"directory": "/etc/opensm", "pid_file": "/run/opensm.pid" | "pid": 1234,
      "reload_command": [...], "restart_command": ["systemctl", "restart", "opensm"],
-     "ca": "mlx5_0", "ca_port": 1}
+     "ca": "mlx5_0", "ca_port": 1, "opensm_log": "/var/log/opensm.log", "routing_engine": "ftree"}
     """
 
     def __init__(self, config: Mapping[str, Any]) -> None:
@@ -87,6 +91,11 @@ class LocalOpenSmHost:
         env = DiagEnv(ca=self.config.get("ca"), ca_port=self.config.get("ca_port"))
         return DiagRunner(env, timeout=timeout or 10.0)
 
+    def sm_log(self) -> tuple[Path | None, str]:
+        """``config.opensm_log`` (its routing and sweep lines need ``force_log_flush TRUE``)."""
+        log = self.config.get("opensm_log")
+        return (Path(log) if log else None), str(self.config.get("routing_engine") or "ftree")
+
 
 class LabHost:
     """A running lab (:class:`console.fabric.lab.manager.Lab`) as an OpenSM host."""
@@ -110,6 +119,10 @@ class LabHost:
     def diags(self, *, timeout: float | None = None) -> DiagRunner:
         """Diags pointed at the lab."""
         return self.lab.diags(timeout=timeout)
+
+    def sm_log(self) -> tuple[Path | None, str]:
+        """The lab's OpenSM log and the engine it was started with."""
+        return self.lab.opensm_log, self.lab.routing_engine
 
     def sweep_mark(self) -> int:
         """Where OpenSM's (flushed) log ends now; see :meth:`swept_since`."""

@@ -40,6 +40,6 @@ def lab_driver(fabric: Any) -> LabDriver | AgentDriver:
     """The driver of a lab fabric: its running lab, attached; or, when the lab's SM host runs an
     agent (``config["agent"]``, set by ``manage.py up``), the agent driver: the lab is then an
     SM host like any other."""
-    if (fabric.config or {}).get("agent"):
+    if fabric.through_agent:
         return AgentDriver(fabric)
     return LabDriver(lab_for(fabric), diag_timeout=diag_timeout_of(fabric.config or {}))

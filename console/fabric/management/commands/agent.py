@@ -53,6 +53,8 @@ class Command(BaseCommand):
         parser.add_argument("--restart-command", nargs="+", help="command that restarts OpenSM")
         parser.add_argument("--ca", help="the HCA infiniband-diags use (e.g. mlx5_0)")
         parser.add_argument("--ca-port", type=int, help="its port")
+        parser.add_argument("--opensm-log", help="OpenSM's log (routing check, sweeps; needs force_log_flush TRUE)")
+        parser.add_argument("--routing-engine", help="the routing engine OpenSM is configured with (default ftree)")
 
     def handle(self, *args: Any, **opts: Any) -> None:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -96,7 +98,7 @@ class Command(BaseCommand):
             except LabError as exc:
                 raise CommandError(str(exc)) from None
         config = {"directory": opts["opensm_dir"]}
-        for key in ("pid_file", "reload_command", "restart_command", "ca", "ca_port"):
+        for key in ("pid_file", "reload_command", "restart_command", "ca", "ca_port", "opensm_log", "routing_engine"):
             if opts.get(key):
                 config[key] = opts[key]
         return LocalOpenSmHost(config)

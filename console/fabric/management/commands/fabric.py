@@ -112,7 +112,7 @@ class Command(BaseCommand):
         fabric = _fabric(opts["fabric"])
         try:
             if opts["action"] == "discover":
-                run = discover(fabric, actor=actor)
+                run = discover(fabric, actor=actor, progress=lambda step, _: self.stderr.write(f"… {step}"))
                 body = {"duration_s": run.duration_s, "summary": run.summary}
                 return self._print(opts, {**body, **compare(fabric, run, just_discovered=True)})
             if opts["action"] == "compare":

@@ -1,0 +1,156 @@
+"""Where a discovery's inputs come from: the fabric's agent on its subnet-manager host, or (a lab
+without an agent, an ``opensm`` fabric whose SM runs on the worker's own host) this host.
+
+A sweep is three readings taken on the SM host, in this order: a mark in OpenSM's log (so a
+later compare can tell whether OpenSM swept since), ``ibnetdiscover``'s text, and the routing
+engine OpenSM really used (from the same log: the SM never says it on the wire). The agent takes
+all three in one request (op ``discover``) and answers whether OpenSM swept since a mark (op
+``swept_since``); the local source reads them here. Neither the web tier nor a central worker
+runs infiniband-diags for an agent's fabric.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from console.fabric.agents import rpc
+from console.fabric.diags.runner import DiagEnv, DiagError, DiagRunner
+from console.fabric.drivers.base import DriverError, Progress, no_progress
+from console.fabric.lab.fabrics import LabNotRunning, lab_for
+from console.fabric.lab.routing import log_mark, routing_engine_in_use, swept_since
+from console.fabric.models import Fabric
+from console.tenancy.errors import ConsoleError, Invalid
+
+#: ibnetdiscover of a 2,048-HCA lab takes ~0.25 s; a real fabric of that size a few seconds.
+DISCOVERY_TIMEOUT = 60.0
+NO_ROUTING: dict[str, Any] = {"configured": None, "in_use": None, "fallback": False, "evidence": []}
+
+
+class DiscoveryFailed(ConsoleError):
+    """ibnetdiscover failed, timed out, or printed something the parser refuses."""
+
+    status = 502
+    code = "discovery_failed"
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What one sweep read on the SM host."""
+
+    stdout: str
+    sm_mark: int | None  # OpenSM's log mark taken before ibnetdiscover (None: no log readable)
+    routing: dict[str, Any]  # configured vs in-use routing engine, fallback, evidence
+
+
+class SweepSource(Protocol):
+    """Reads a fabric's topology and OpenSM's log where they can be read."""
+
+    def sweep(self, progress: Progress = no_progress) -> Sweep: ...
+
+    def swept_since(self, mark: int) -> bool | None:
+        """OpenSM ended a heavy sweep after ``mark`` (None: cannot tell)."""
+        ...
+
+
+@dataclass(frozen=True)
+class _Log:
+    opensm_log: Path
+    routing_engine: str
+
+
+def read_sweep(diags: DiagRunner, log: Path | None, engine: str, progress: Progress = no_progress) -> Sweep:
+    """The three readings on the host that has the HCA and OpenSM's log (the agent's and the
+    local source's common core)."""
+    mark = log_mark(log) if log is not None else None  # before: a SUBNET UP after it may postdate us
+    progress("ibnetdiscover", "running")
+    try:
+        stdout = diags.run("ibnetdiscover").stdout
+    except DiagError as exc:
+        raise DriverError(f"ibnetdiscover failed: {exc}") from exc
+    progress("routing check", "running")
+    if log is None:
+        routing = {**NO_ROUTING, "evidence": ["no OpenSM log readable on the SM host (config opensm_log)"]}
+    else:
+        status = routing_engine_in_use(_Log(log, engine))
+        routing = {
+            "configured": status.configured,
+            "in_use": status.in_use,
+            "fallback": status.fallback,
+            "evidence": list(status.evidence),
+        }
+    return Sweep(stdout, mark, routing)
+
+
+def log_swept_since(log: Path | None, mark: int) -> bool | None:
+    """:func:`swept_since` of a log that may not be readable."""
+    return swept_since(log, mark) if log is not None else None
+
+
+class LocalSource:
+    """This host's HCA and OpenSM log (a lab without an agent; an ``opensm`` fabric)."""
+
+    def __init__(self, fabric: Fabric) -> None:
+        self.fabric = fabric
+
+    def _diags(self) -> DiagRunner:
+        fabric = self.fabric
+        if fabric.driver == Fabric.Driver.LAB:
+            return lab_for(fabric).diags(timeout=DISCOVERY_TIMEOUT)  # LabNotRunning: 409, said as it is
+        if fabric.driver == Fabric.Driver.OPENSM:
+            cfg = fabric.config
+            env = DiagEnv(ca=cfg.get("ca"), ca_port=cfg.get("ca_port"))
+            return DiagRunner(env, timeout=float(cfg.get("diag_timeout", DISCOVERY_TIMEOUT)))
+        raise Invalid(f"discovery through the {fabric.driver} driver is not supported yet")
+
+    def log(self) -> tuple[Path | None, str]:
+        fabric = self.fabric
+        if fabric.driver == Fabric.Driver.LAB:
+            try:
+                lab = lab_for(fabric)
+            except LabNotRunning:
+                return None, "ftree"
+            return lab.opensm_log, lab.routing_engine
+        configured = fabric.config.get("opensm_log")
+        return (Path(configured) if configured else None), str(fabric.config.get("routing_engine") or "ftree")
+
+    def sweep(self, progress: Progress = no_progress) -> Sweep:
+        diags = self._diags()
+        log, engine = self.log()
+        try:
+            return read_sweep(diags, log, engine, progress)
+        except DriverError as exc:
+            raise DiscoveryFailed(f"{exc} on {self.fabric.name}") from exc
+
+    def swept_since(self, mark: int) -> bool | None:
+        return log_swept_since(self.log()[0], mark)
+
+
+class AgentSource:
+    """The fabric's agent reads on its SM host (ops ``discover`` and ``swept_since``)."""
+
+    def __init__(self, fabric: Fabric) -> None:
+        self.fabric = fabric
+
+    def sweep(self, progress: Progress = no_progress) -> Sweep:
+        try:
+            answer = rpc.call(self.fabric, "discover", {}, timeout=DISCOVERY_TIMEOUT + 30, progress=progress)
+        except (rpc.AgentLost, DriverError) as exc:
+            raise DiscoveryFailed(f"discovery of {self.fabric.name}: {exc}") from exc
+        mark = answer.get("sm_mark")
+        return Sweep(str(answer["stdout"]), mark if isinstance(mark, int) else None, dict(answer["routing"]))
+
+    def swept_since(self, mark: int) -> bool | None:
+        try:
+            swept = rpc.call(self.fabric, "swept_since", {"mark": mark}, timeout=5)["swept"]
+        except (rpc.AgentLost, DriverError):
+            return None  # the agent is not there: only the age counts, and the answer says so
+        return swept if isinstance(swept, bool) else None
+
+
+def source_for(fabric: Fabric) -> SweepSource:
+    """The fabric's agent when it has one, else this host."""
+    if fabric.through_agent:
+        return AgentSource(fabric)
+    return LocalSource(fabric)
