@@ -33,12 +33,14 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from console.fabric.diags.runner import DiagEnv, DiagError, DiagRunner
+from console.fabric.diags.topology import Topology
 from console.fabric.drivers import driver_for
-from console.fabric.lab.fabrics import lab_for
+from console.fabric.drivers.hosts import LabHost, OpenSmHost
+from console.fabric.lab.fabrics import LabNotRunning, lab_for
 from console.fabric.lab.manager import Lab
-from console.fabric.lab.routing import routing_engine_in_use
-from console.fabric.models import Fabric
-from console.telemetry import services, store
+from console.fabric.models import Fabric, FabricAgent
+from console.telemetry import agent_reader, services, store
+from console.telemetry.agent_ops import routing_on
 from console.telemetry.alarms import AlarmEngine, AlarmRules, Transition
 from console.telemetry.core import LinkStatus, PortReading, state_due, sweep_status
 from console.telemetry.history import HistoryWriter
@@ -53,6 +55,9 @@ from designer.services import revision_graph
 
 log = logging.getLogger(__name__)
 ACTOR = Actor.system("telemetry.collector")
+#: Fabrics whose counters the collector reads: through their agent, or (a lab, an OpenSM on this
+#: host) here. A UFM fabric's telemetry is UFM's.
+COLLECTED = (Fabric.Driver.LAB, Fabric.Driver.OPENSM, Fabric.Driver.AGENT)
 SLOW_EVERY = 5  # sweeps between SM/routing/push checks and reservation refreshes
 
 
@@ -103,7 +108,8 @@ class FabricCollector:
     def __init__(self, fabric: Fabric, options: CollectorOptions | None = None) -> None:
         self.fabric = fabric
         self.options = options or CollectorOptions()
-        self.lab: Lab | None = None
+        self.lab: Lab | None = None  # a lab fabric's lab, here: the traffic model writes into it
+        self.host: OpenSmHost | None = None  # the SM host read here (no agent)
         self.reader: CounterReader | None = None
         self.lm = LinkMap()
         self.prev: dict[tuple[str, int], PortReading] = {}
@@ -127,26 +133,43 @@ class FabricCollector:
     # -- setup -------------------------------------------------------------------------------
 
     def setup(self) -> None:
-        """Design graph, LIDs from one discovery, the reader, forwarding tables."""
+        """Design graph, LIDs from one discovery, the reader, forwarding tables; through the
+        fabric's agent when it has one."""
 
         graph = revision_graph(self.fabric.revision)
-        diags, env = self._diags()
-        self.lm = build_link_map(graph, diags.ibnetdiscover())
+        topo: Topology
+        if self.fabric.through_agent:
+            self.lab = self._local_lab()
+            topo = agent_reader.topology(self.fabric)
+            self.reader = agent_reader.AgentReader(self.fabric)
+        else:
+            diags, env = self._diags()
+            topo = diags.ibnetdiscover()
+            self.reader = self._reader(diags, env)
+        self.lm = build_link_map(graph, topo)
         self.node_ids = {name: f"S-{sw.guid:016x}" for name, sw in graph.switches.items()}
-        self.reader = self._reader(diags, env)
         if isinstance(self.reader, PerfqueryReader):
             self.reader.expect(self.lm.measured_ports())
         self.alarms.seed(services.open_conditions(self.fabric.pk))
         self._refresh_routes()
 
+    def _local_lab(self) -> Lab | None:
+        """A lab fabric's lab when it runs on this host (its traffic model writes counters into
+        ibsim); the readings still come through the agent."""
+        if self.fabric.driver != Fabric.Driver.LAB or not self.options.lab_traffic:
+            return None
+        try:
+            return lab_for(self.fabric)
+        except LabNotRunning:
+            return None
+
     def _diags(self) -> tuple[DiagRunner, DiagEnv]:
         if self.fabric.driver == Fabric.Driver.LAB:
             self.lab = lab_for(self.fabric)
-            runner = self.lab.diags(timeout=30)
-            return runner, runner.env
-
-        driver = driver_for(self.fabric)
-        runner = driver.host.diags(timeout=30)  # type: ignore[attr-defined]
+            self.host = LabHost(self.lab)
+        else:
+            self.host = driver_for(self.fabric).host  # type: ignore[attr-defined]
+        runner = self.host.diags(timeout=30)
         return runner, runner.env
 
     def _reader(self, diags: DiagRunner, env: DiagEnv) -> CounterReader:
@@ -284,17 +307,21 @@ class FabricCollector:
         return [{sw: ports[sw] for sw in switches[i : i + size]} for i in range(0, len(switches), size)]
 
     def _slow_checks(self, affected: dict[str, list[Any]]) -> list[Transition]:
+        """The routing check and the SM's state, for every fabric: read by its agent (whose
+        heartbeats raise the SM-state alarm: ``telemetry.agent_watch``), or on the host here."""
         out: list[Transition] = []
-        if self.lab is not None:
-            routing = routing_engine_in_use(self.lab)
-            out += self.alarms.routing(routing.configured, routing.in_use, routing.fallback)
-            passes = self.lab.opensm_log.stat().st_size if self.lab.opensm_log.exists() else 0
-            if self.routing_mark not in (-1, passes) and self.options.lab_traffic:
+        routing = self._routing()
+        if routing is not None:
+            out += self.alarms.routing(routing["configured"], routing["in_use"], routing["fallback"])
+            if self.routing_mark not in (-1, routing["mark"]) and self.options.lab_traffic:
                 self._refresh_routes()
-            self.routing_mark = passes
-            self.sm = {"configured": routing.configured, "in_use": routing.in_use, "at": time.time()}
+            self.routing_mark = routing["mark"]
+            self.sm = {"configured": routing["configured"], "in_use": routing["in_use"], "at": time.time()}
+        if self.fabric.through_agent:
+            self.sm.update(self._agent_sm())
+        elif self.host is not None:
             try:
-                info = self.lab.diags(timeout=3).sminfo()
+                info = self.host.diags(timeout=3).sminfo()
                 state = info.state
                 self.sm.update(
                     priority=info.priority, lid=info.lid, guid=f"0x{info.guid:016x}", activity=info.activity_count
@@ -306,6 +333,28 @@ class FabricCollector:
         failures, hits = services.push_failure_transitions(self.fabric.pk, self.failures_since)
         affected.update(hits)
         return out + failures
+
+    def _routing(self) -> dict[str, Any] | None:
+        if self.fabric.through_agent:
+            try:
+                return agent_reader.routing(self.fabric)
+            except ReaderError as exc:
+                log.info("routing check of %s: %s", self.fabric.name, exc)
+                return None
+        return routing_on(self.host) if self.host is not None else None
+
+    def _agent_sm(self) -> dict[str, Any]:
+        """The SM as the fabric's agents last reported it (the master's first)."""
+        rows = list(FabricAgent.objects.filter(fabric=self.fabric, revoked_at__isnull=True).order_by("-last_seen"))
+        if not rows:
+            return {"state": "NO AGENT"}
+        agent = next((a for a in rows if a.sm_state == "MASTER"), rows[0])
+        return {
+            "state": agent.sm_state or "NO ANSWER",
+            "priority": agent.sm_priority,
+            "guid": agent.port_guid,
+            "agent": agent.name,
+        }
 
     def _publish(self, statuses: dict[str, LinkStatus], wall: float, only: list[str] | None = None) -> int:
         return self.publisher.publish(statuses, wall, only)

@@ -34,6 +34,7 @@ def collect_fabric(
             started = time.monotonic()
             if collector is None and retry_at <= started:
                 try:
+                    fabric.refresh_from_db()  # its agent may have come (or gone) since
                     collector = FabricCollector(fabric, options)
                     collector.setup()
                     log(f"collector of {fabric.name}: {len(collector.lm.ends)} links")

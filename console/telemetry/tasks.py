@@ -9,7 +9,8 @@ from celery import shared_task
 from console.fabric.lab.fabrics import LabNotRunning
 from console.fabric.models import Fabric
 from console.telemetry import services, store
-from console.telemetry.collector import CollectorOptions, FabricCollector
+from console.telemetry.collector import COLLECTED, CollectorOptions, FabricCollector
+from console.telemetry.readers import ReaderError
 
 
 class _TaskOptions(TypedDict):
@@ -38,11 +39,11 @@ COLLECT_FABRIC = "telemetry.collect_fabric"
 
 @shared_task(name="telemetry.collect", **COMMON)
 def collect() -> dict[str, str]:
-    """Beat's fallback collector: one sweep of each lab fabric whose collector process is not
+    """Beat's fallback collector: one sweep of each fabric whose collector process is not
     running, as its own task on the queue of the fabric's site (a site whose SM or workers are
     down delays only its own sweeps). A sweep not started within the interval is dropped."""
     out: dict[str, str] = {}
-    for fabric_id, name in Fabric.objects.filter(driver=Fabric.Driver.LAB).values_list("pk", "name"):
+    for fabric_id, name in Fabric.objects.filter(driver__in=COLLECTED).values_list("pk", "name"):
         if store.alive(fabric_id):
             out[name] = "collector running"
             continue
@@ -53,7 +54,8 @@ def collect() -> dict[str, str]:
 
 @shared_task(name=COLLECT_FABRIC, **COMMON)
 def collect_fabric(fabric_id: int) -> str:
-    """One sweep of one lab fabric (routed to its site's queue: console/telemetry/sites.py)."""
+    """One sweep of one fabric (routed to its site's queue: console/telemetry/sites.py; an agent
+    fabric's counters are read by its agent)."""
     fabric = Fabric.objects.filter(pk=fabric_id).select_related("revision").first()
     if fabric is None:
         return "no such fabric"
@@ -64,6 +66,8 @@ def collect_fabric(fabric_id: int) -> str:
         collector.setup()
     except LabNotRunning:
         return "lab not running"
+    except ReaderError as exc:
+        return f"not read: {exc}"
     try:
         collector.sweep()
         return "swept"

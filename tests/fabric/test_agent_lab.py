@@ -206,6 +206,7 @@ def test_an_agent_killed_mid_push_resumes_on_its_return_with_nothing_stray(lab_f
     worker.start()
     # the agent dies (kill -9) once its push reports the verify step
     until(lambda: change.steps.filter(name="verify").exists(), 30, "the push reaching verify on the agent")
+    socket_before = FabricAgent.objects.get(pk=made.agent.pk).channel
     os.killpg(agent.pid, signal.SIGKILL)
     worker.join(60)
     assert isinstance(outcome.get("error"), AgentLost), outcome
@@ -214,7 +215,11 @@ def test_an_agent_killed_mid_push_resumes_on_its_return_with_nothing_stray(lab_f
     assert change.status in (ChangeRequest.Status.APPLYING, ChangeRequest.Status.VERIFYING) and change.lease_owner == ""
     # the agent comes back (its supervisor restarts it); the retry resumes the change
     agents(url, fabric.name, str(lab.workdir), made.token)
-    until(lambda: FabricAgent.objects.filter(pk=made.agent.pk, connected=True).exists(), 30, "the agent back")
+    until(
+        lambda: FabricAgent.objects.filter(pk=made.agent.pk, connected=True).exclude(channel=socket_before).exists(),
+        30,
+        "the agent back on a new socket",
+    )
     done = apply_change(change.pk, worker_id="w2")
     assert done.status == ChangeRequest.Status.APPLIED and done.attempts == 2, (done.error, done.outcome)
     # exactly the desired key on the wire: on its member, on nobody else
@@ -259,3 +264,52 @@ def test_discovery_and_compare_run_on_the_agent_with_nothing_of_the_lab_here(
     fresh = api.get(f"{base}/compare/").json()
     assert fresh["discovered_now"] and fresh["discovery_id"] > run.pk
     assert [(m["a"], m["a_port"], m["b"]) for m in fresh["missing"]] == [("su01-leaf-r1", 33, "spine-01")]
+
+
+def test_the_live_collector_reads_the_counters_and_the_routing_through_the_agent(
+    lab_fabric, processes, agents, lab_data_dir
+):
+    from console.telemetry.collector import CollectorOptions, FabricCollector
+    from console.telemetry.readers import MadReader
+
+    fabric, lab = lab_fabric("agent-live")
+    made = services.create_agent(ACTOR, OPERATOR, fabric, name="smhost1")
+    fabric.driver, fabric.config = "agent", {}  # the collector cannot reach the lab but through the agent
+    fabric.save()
+    url = web(processes)
+    agents(url, fabric.name, str(lab.workdir), made.token)
+    until(lambda: FabricAgent.objects.filter(pk=made.agent.pk, sm_state="MASTER").exists(), 30, "the agent's SM")
+    collector = FabricCollector(fabric, CollectorOptions(lab_traffic=False, interval=0.2))
+    collector.setup()
+    try:
+        first = collector.sweep()  # the first sweep runs the slow checks too
+        assert first.links == len(collector.lm.ends) > 0 and first.mads > 0  # the agent's MAD reader
+        assert collector.sm["in_use"] == "ftree" and collector.sm["state"] == "MASTER"
+        assert collector.sm["agent"] == "smhost1"
+        # what the agent read is what a reader on the lab's own port reads (links, states, errors)
+        local = MadReader(lab.diags().env)
+        local._start()
+        try:
+            ports = collector.lm.measured_ports()
+            here = local.read(ports, collector.lm.switch_lids)
+        finally:
+            local.close()
+        there = collector.prev
+        assert set(there) == set(here)
+        assert {k: r.state for k, r in there.items()} == {k: r.state for k, r in here.items()}
+        assert {k: dict(r.errors) for k, r in there.items()} == {k: dict(r.errors) for k, r in here.items()}
+        # a cable pulled on the lab: the next sweeps through the agent see the link down
+        leaf = lab.node_id("S-0002c90200000001")  # su01-leaf-r1
+        lab.unplug(leaf, 33)
+        pulled = ("su01-leaf-r1", 33)
+        link = next(
+            e.link_id for e in collector.lm.ends.values() if pulled in ((e.switch, e.port), (e.peer, e.peer_port))
+        )
+
+        def down() -> bool:
+            collector.sweep()
+            return not collector.last_statuses[link].up
+
+        until(down, 15, "the pulled cable seen down through the agent")
+    finally:
+        collector.close()

@@ -18,7 +18,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +38,10 @@ from console.fabric.drivers.opensm import OpenSmDriver
 log = logging.getLogger("console.agent")
 VERSION = "1.0"
 MAX_FRAME_BYTES = 8 * 1024 * 1024
+
+
+#: An operation: its payload and a progress callback ``(step, state)`` in, its JSON result out.
+Op = Callable[[dict[str, Any], Callable[[str, str], None]], dict[str, Any]]
 
 
 class Refused(RuntimeError):
@@ -72,12 +76,19 @@ class AgentConfig:
 class Agent:
     """One agent: a connection loop and the operations it runs on its host."""
 
-    def __init__(self, config: AgentConfig, host: OpenSmHost, *, diag_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        config: AgentConfig,
+        host: OpenSmHost,
+        *,
+        diag_timeout: float = 5.0,
+        extra_ops: Mapping[str, Op] | None = None,
+    ) -> None:
         self.config = config
         self.host = host
         self.driver = OpenSmDriver(host, diag_timeout=diag_timeout)
         self._send_lock = threading.Lock()
-        self.ops: dict[str, Callable[[dict[str, Any], Callable[[str, str], None]], dict[str, Any]]] = {
+        self.ops: dict[str, Op] = {
             "push": self._push,
             "verify": self._verify,
             "read_live": lambda payload, progress: {"files": self.driver.read_live()},
@@ -86,6 +97,7 @@ class Agent:
             "sminfo": lambda payload, progress: self.sminfo(),
             "discover": self._discover,
             "swept_since": self._swept_since,
+            **(extra_ops or {}),  # the live collector's reads (console.telemetry.agent_ops)
         }
 
     # -- the connection ------------------------------------------------------------------------
@@ -127,7 +139,8 @@ class Agent:
         log.info("connected to %s as the agent of fabric %s", self.config.console, first.get("fabric"))
         beat = threading.Thread(target=self._heartbeats, args=(ws, stop), name="agent-heartbeat", daemon=True)
         beat.start()
-        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="agent-op") as pool:
+        # a push (seconds) never holds up a sweep's counter read (every second) or a discovery
+        with ThreadPoolExecutor(max_workers=4, thread_name_prefix="agent-op") as pool:
             while not stop.is_set():
                 try:
                     raw = ws.recv(timeout=1.0)

@@ -284,10 +284,10 @@ class Command(BaseCommand):
         """Embedded mode: the live collector runs as a thread (the channel layer is in-memory,
         so it must share the web process); production runs ``manage.py collector``."""
         from console.fabric.models import Fabric
-        from console.telemetry.collector import CollectorOptions
+        from console.telemetry.collector import COLLECTED, CollectorOptions
         from console.telemetry.runner import start_thread
 
-        fabrics = list(Fabric.objects.filter(driver=Fabric.Driver.LAB).select_related("revision"))
+        fabrics = list(Fabric.objects.filter(driver__in=COLLECTED).select_related("revision"))
         options = CollectorOptions(
             interval=settings.TELEMETRY_INTERVAL_S,
             lab_traffic=settings.TELEMETRY_LAB_TRAFFIC,

@@ -13,18 +13,20 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from console.fabric.models import Fabric, Site
-from console.telemetry.collector import CollectorOptions, FabricCollector
+from console.telemetry.collector import COLLECTED, CollectorOptions, FabricCollector
 from console.telemetry.runner import collect_fabrics
 
 
 class Command(BaseCommand):
-    help = "Collect port counters of lab/OpenSM fabrics, raise events and stream them live."
+    help = "Collect port counters (through each fabric's agent), raise events and stream them live."
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(
-            "--fabric", action="append", help="fabric id or name (repeatable); default: every lab fabric"
+            "--fabric",
+            action="append",
+            help="fabric id or name (repeatable); default: every lab, OpenSM and agent fabric",
         )
-        parser.add_argument("--site", action="append", help="site slug (repeatable): every lab fabric of the site")
+        parser.add_argument("--site", action="append", help="site slug (repeatable): every such fabric of the site")
         parser.add_argument("--interval", type=float, default=settings.TELEMETRY_INTERVAL_S)
         parser.add_argument("--reader", choices=["auto", "mad", "perfquery"], default="auto")
         parser.add_argument("--no-traffic", action="store_true", help="no lab traffic model")
@@ -66,7 +68,7 @@ def _fabrics(refs: list[str] | None, sites: list[str] | None = None) -> list[Fab
             raise CommandError(f"no site {', '.join(sorted(unknown))}")
         qs = qs.filter(site__slug__in=sites)
     if not refs:
-        return list(qs.filter(driver=Fabric.Driver.LAB))
+        return list(qs.filter(driver__in=COLLECTED))
     out = []
     for ref in refs:
         found = qs.filter(pk=int(ref)).first() if ref.isdigit() else qs.filter(name=ref).first()

@@ -1,4 +1,6 @@
-"""``manage.py agent``: the console's agent on a subnet-manager host (console/fabric/agents/runtime.py).
+"""``manage.py agent``: the console's agent on a subnet-manager host (console/fabric/agents/runtime.py),
+with the live collector's reads (console/telemetry/agent_ops.py): it lives in the project's wiring
+because it composes both.
 
     export IBCONSOLE_AGENT_TOKEN=ibca_…          # or --token-file /etc/ibconsole/agent.token
     manage.py agent --console https://console.example.com --fabric prod-ib \\
@@ -24,6 +26,7 @@ from console.fabric.agents.runtime import Agent, AgentConfig, Refused
 from console.fabric.drivers.hosts import LabHost, LocalOpenSmHost, OpenSmHost
 from console.fabric.lab.manager import Lab
 from console.fabric.lab.spec import LabError
+from console.telemetry.agent_ops import CounterOps
 
 TOKEN_ENV = "IBCONSOLE_AGENT_TOKEN"
 
@@ -75,10 +78,14 @@ class Command(BaseCommand):
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
+        host = self._host(opts)
+        counters = CounterOps(host)
         try:
-            Agent(config, self._host(opts)).run(stop)
+            Agent(config, host, extra_ops=counters.ops()).run(stop)
         except Refused as exc:
             raise CommandError(str(exc)) from None
+        finally:
+            counters.close()
 
     def _token(self, path: str | None) -> str:
         if path:
