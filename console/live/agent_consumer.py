@@ -113,6 +113,7 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
                 "step": content.get("step"),
                 "result": content.get("result"),
                 "detail": content.get("detail"),
+                "code": content.get("code"),
             }
             await self.channel_layer.send(reply, answer)
         else:

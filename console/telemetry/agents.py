@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from console.fabric.agents.services import SM_UP, silent
+from console.fabric.agents.services import silent
+from console.fabric.agents.wire import SM_UP
 from console.fabric.models import FabricAgent
 from console.telemetry import services
 from console.telemetry.alarms import Transition

@@ -37,6 +37,7 @@ from django.db import transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
+from console.fabric.agents.services import waiting_for_sm
 from console.fabric.models import Fabric
 from console.fabric.services import enqueue_reconcile
 from scheduling.models import Node, Pool, Reservation, ReservationAllocation, ReservationSubnet
@@ -209,13 +210,14 @@ def _waiting_nodes(reservations: list[Reservation], now: dt.datetime) -> dict[in
 def progress(reservations: Iterable[Reservation], now: dt.datetime | None = None) -> dict[int, dict[str, Any] | None]:
     """The step each reservation is at (``None`` when there is none to show): ``powering-on``
     (some node not on yet, with the expected ready time), ``fabric`` (provisioning, nodes on,
-    waiting for the P_Key's verification) or ``off-until-start`` (placed, some node off, booted
+    waiting for the P_Key's verification, or for its subnet manager when that does not answer) or ``off-until-start`` (placed, some node off, booted
     ahead of the start). Two queries for any number of reservations."""
     now = now or timezone.now()
     rows = list(reservations)
     waiting = [r for r in rows if r.status in WAITING]
     nodes = _waiting_nodes(waiting, now) if waiting else {}
     shapes = _boot_seconds(r.fabric_id for r in waiting) if waiting else {}
+    sm_waits = waiting_for_sm({r.fabric_id for r in waiting if r.status == Reservation.Status.PROVISIONING})
     out: dict[int, dict[str, Any] | None] = {r.pk: None for r in rows}
     for r in waiting:
         mine = nodes.get(r.pk, [])
@@ -224,7 +226,7 @@ def progress(reservations: Iterable[Reservation], now: dt.datetime | None = None
             if r.status == Reservation.Status.PROVISIONING:
                 out[r.pk] = {
                     "step": "fabric",
-                    "message": "verifying the partition (P_Key) on its ports",
+                    "message": sm_waits.get(r.fabric_id, "verifying the partition (P_Key) on its ports"),
                     "nodes_total": len(mine),
                     "nodes_waiting": 0,
                     "expected_ready": None,

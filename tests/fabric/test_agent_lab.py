@@ -16,8 +16,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,7 +27,9 @@ from console.fabric import changes
 from console.fabric.agents import services
 from console.fabric.agents.rpc import AgentLost
 from console.fabric.changes.pipeline import apply_change
-from console.fabric.models import ChangeRequest, DiscoveryRun, FabricAgent
+from console.fabric.changes.requests import OPEN
+from console.fabric.lab.manager import Lab
+from console.fabric.models import ChangeRequest, DiscoveryRun, Fabric, FabricAgent
 from console.tenancy.context import Actor
 from console.tenancy.models import AuditEntry, Principal, Role
 from designer.services import revision_graph
@@ -72,6 +76,39 @@ def agents(lab_data_dir: Path) -> Iterator:
 
     yield start
     stop_all(started)
+
+
+@dataclass
+class AgentLab:
+    """A lab fabric served by a real agent: the fabric (driver ``agent``), its lab, the agent's
+    credentials, the console's URL and the agent's process."""
+
+    fabric: Fabric
+    lab: Any
+    made: Any
+    url: str
+    proc: subprocess.Popen
+
+
+@pytest.fixture
+def agent_lab(lab_fabric, processes, agents) -> Callable[..., AgentLab]:
+    """Factory: ``agent_lab("x", *agent_args, config={})`` starts a lab, makes its fabric an agent
+    fabric (``config``: what the console keeps of it; {}: nothing that finds the lab), starts the
+    console and the agent, and returns once the agent reported its OpenSM master."""
+
+    def start(name: str, *args: str, config: dict | None = None) -> AgentLab:
+        fabric, lab = lab_fabric(name)
+        made = services.create_agent(ACTOR, OPERATOR, fabric, name="smhost1")
+        fabric.driver = "agent"
+        if config is not None:
+            fabric.config = config
+        fabric.save()
+        url = web(processes)
+        proc = agents(url, fabric.name, str(lab.workdir), made.token, *args)
+        until(lambda: FabricAgent.objects.filter(pk=made.agent.pk, sm_state="MASTER").exists(), 30, "the agent's SM")
+        return AgentLab(fabric, lab, made, url, proc)
+
+    return start
 
 
 def hca_guids(fabric) -> dict[str, int]:
@@ -228,16 +265,9 @@ def test_an_agent_killed_mid_push_resumes_on_its_return_with_nothing_stray(lab_f
     assert AuditEntry.objects.filter(action="fabric.change.applied", object_id=str(change.pk)).count() == 1
 
 
-def test_discovery_and_compare_run_on_the_agent_with_nothing_of_the_lab_here(
-    lab_fabric, processes, agents, worker, client_for, make_user, lab_data_dir
-):
-    fabric, lab = lab_fabric("agent-disc")
-    made = services.create_agent(ACTOR, OPERATOR, fabric, name="smhost1")
-    fabric.driver, fabric.config = "agent", {}  # nothing on the console's side knows where the lab is
-    fabric.save()
-    url = web(processes)
-    agents(url, fabric.name, str(lab.workdir), made.token)
-    until(lambda: FabricAgent.objects.filter(pk=made.agent.pk, connected=True).exists(), 30, "the agent connected")
+def test_discovery_and_compare_run_on_the_agent_with_nothing_of_the_lab_here(agent_lab, worker, client_for, make_user):
+    served = agent_lab("agent-disc", config={})  # nothing on the console's side knows where the lab is
+    fabric, lab = served.fabric, served.lab
     api = client_for(make_user("op", Role.OPERATOR))
     base = f"/api/fabrics/{fabric.pk}"
     queued = api.post(f"{base}/discovery/")
@@ -266,19 +296,12 @@ def test_discovery_and_compare_run_on_the_agent_with_nothing_of_the_lab_here(
     assert [(m["a"], m["a_port"], m["b"]) for m in fresh["missing"]] == [("su01-leaf-r1", 33, "spine-01")]
 
 
-def test_the_live_collector_reads_the_counters_and_the_routing_through_the_agent(
-    lab_fabric, processes, agents, lab_data_dir
-):
+def test_the_live_collector_reads_the_counters_and_the_routing_through_the_agent(agent_lab):
     from console.telemetry.collector import CollectorOptions, FabricCollector
     from console.telemetry.readers import MadReader
 
-    fabric, lab = lab_fabric("agent-live")
-    made = services.create_agent(ACTOR, OPERATOR, fabric, name="smhost1")
-    fabric.driver, fabric.config = "agent", {}  # the collector cannot reach the lab but through the agent
-    fabric.save()
-    url = web(processes)
-    agents(url, fabric.name, str(lab.workdir), made.token)
-    until(lambda: FabricAgent.objects.filter(pk=made.agent.pk, sm_state="MASTER").exists(), 30, "the agent's SM")
+    served = agent_lab("agent-live", config={})  # the collector cannot reach the lab but through the agent
+    fabric, lab = served.fabric, served.lab
     collector = FabricCollector(fabric, CollectorOptions(lab_traffic=False, interval=0.2))
     collector.setup()
     try:
@@ -313,3 +336,66 @@ def test_the_live_collector_reads_the_counters_and_the_routing_through_the_agent
         until(down, 15, "the pulled cable seen down through the agent")
     finally:
         collector.close()
+
+
+def test_opensm_killed_is_an_alarm_and_a_reservation_made_meanwhile_is_ready_soon_after_it_returns(
+    agent_lab, worker, tenant_a
+):
+    from console.telemetry.agents import watch
+    from console.telemetry.models import FabricEvent
+    from scheduling.models import Reservation
+    from scheduling.services import power, quotas
+    from tests.fabric.lab_fixtures import book, whole_lab_pool
+
+    served = agent_lab("agent-smdown", "--heartbeat", "0.5")
+    fabric, lab, made = served.fabric, served.lab, served.made
+    pool = whole_lab_pool(fabric, ACTOR)
+    quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_a, pool=pool, guaranteed_gpus=64)
+    # a fabric in service: a first reservation ready (its QoS class made OpenSM restart once)
+    first = book(pool, tenant_a, 16, "before")
+    until(lambda: Reservation.objects.filter(pk=first.pk, status=Reservation.Status.READY).exists(), 60, "ready")
+    until(lambda: not ChangeRequest.objects.filter(fabric=fabric, status__in=OPEN).exists(), 30, "a quiet fabric")
+    # OpenSM dies on its host: the agent's next heartbeat says so, and that is an alarm
+    lab = Lab.attach(lab.workdir)  # as it is now: the agent's pushes restarted its OpenSM
+    os.kill(lab.status()["opensm_pid"], signal.SIGKILL)
+    until(lambda: FabricAgent.objects.filter(pk=made.agent.pk, sm_state="NO ANSWER").exists(), 10, "NO ANSWER")
+    watch()
+    alarm = FabricEvent.objects.get(kind="sm_state", subject="sm-smhost1", status="open")
+    assert alarm.severity == "critical"
+    # a reservation made meanwhile waits, and says for what (the worker tries its push meanwhile)
+    reservation = book(pool, tenant_a, 16, "while-down")
+    until(lambda: ChangeRequest.objects.filter(fabric=fabric).exists(), 10, "the reservation's change")
+    reservation.refresh_from_db()
+    assert reservation.status == Reservation.Status.PROVISIONING, reservation.status
+    step = power.progress([reservation])[reservation.pk]
+    assert step is not None and step["message"] == "waiting for the subnet manager on smhost1", step
+    # OpenSM back: ready within 10 s of its return, the key on its ports
+    lab.restart_sm(wait=True)
+    back = time.monotonic()
+    try:
+        until(
+            lambda: Reservation.objects.filter(pk=reservation.pk, status=Reservation.Status.READY).exists(),
+            30,
+            "the reservation ready",
+        )
+    except AssertionError:
+        for c in ChangeRequest.objects.filter(fabric=fabric).order_by("pk"):
+            print(
+                "CHANGE",
+                c.pk,
+                c.status,
+                c.attempts,
+                c.lease_owner,
+                c.error[:300],
+                list(c.steps.values_list("name", "status", "log")),
+            )
+        raise
+    assert time.monotonic() - back <= 10
+    assert power.progress([Reservation.objects.get(pk=reservation.pk)])[reservation.pk] is None
+    guids = {int(g, 16) for g in reservation.allocations.values_list("node__hcas__port_guid", flat=True)}
+    diags = lab.diags()
+    lid_of = {n.guid + 1: n.lid for n in diags.ibnetdiscover().nodes.values() if not n.is_switch}
+    assert len(guids) == 16 and {diags.pkeys(lid_of[g]).membership(reservation.pkey) for g in guids} == {"full"}
+    watch()
+    alarm.refresh_from_db()
+    assert alarm.status == "resolved"

@@ -23,6 +23,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from console.broadcast import agent_group
+from console.fabric.agents.wire import SM_DOWN
 from console.fabric.drivers.base import DriverError
 from console.fabric.models import Fabric, FabricAgent
 
@@ -40,6 +41,11 @@ class AgentError(DriverError):
 class AgentLost(RuntimeError):
     """No agent is connected, it went away under a request, or it did not answer in time: the
     caller retries (the pipeline counts it transient: every agent operation is set-style)."""
+
+
+class SmNotAnswering(AgentLost):
+    """The agent is there and its subnet manager does not answer: what needs it waits (the
+    change is retried, and resumed the moment the agent reports its OpenSM back)."""
 
 
 def agent_for(fabric: Fabric) -> FabricAgent:
@@ -120,6 +126,8 @@ async def _call(
         elif kind == "result":
             out: dict[str, Any] = message.get("result") or {}
             return out
+        elif kind == "error" and message.get("code") == SM_DOWN:
+            raise SmNotAnswering(f"waiting for the subnet manager on {name}: {message.get('detail', '')}")
         elif kind == "error":
             raise AgentError(f"agent {name!r}: {message.get('detail', 'failed')}")
         elif kind == "lost":

@@ -44,6 +44,10 @@ MAX_FRAME_BYTES = 8 * 1024 * 1024
 Op = Callable[[dict[str, Any], Callable[[str, str], None]], dict[str, Any]]
 
 
+class SmDown(RuntimeError):
+    """This host's OpenSM does not answer: a push waits for it (never restarts it in passing)."""
+
+
 class Refused(RuntimeError):
     """The console refused this agent (unknown or revoked token, another fabric): stop."""
 
@@ -174,6 +178,10 @@ class Agent:
             if handler is None:
                 raise ValueError(f"unknown operation {op!r}")
             result = handler(dict(message.get("payload") or {}), progress)
+        except SmDown as exc:
+            log.warning("%s waits: %s", op, exc)
+            self._send(ws, {"type": "error", "id": rid, "detail": str(exc), "code": wire.SM_DOWN})
+            return
         except Exception as exc:  # reported to the caller, never lost in the agent's log only
             log.exception("%s failed", op)
             self._send(ws, {"type": "error", "id": rid, "detail": f"{type(exc).__name__}: {exc}"})
@@ -201,6 +209,9 @@ class Agent:
         return {"state": info.state, "priority": info.priority, "guid": f"0x{info.guid:016x}", "lid": info.lid}
 
     def _push(self, payload: dict[str, Any], progress: Callable[[str, str], None]) -> dict[str, Any]:
+        sm = self.sminfo()
+        if sm.get("state") not in wire.SM_UP:
+            raise SmDown(f"OpenSM does not answer on this host ({sm.get('error') or sm.get('state')})")
         desired = DesiredFabric.from_json(payload["desired"])
         previous = DesiredFabric.from_json(payload["previous"]) if payload.get("previous") else None
         options = wire.options_from_json(payload["options"])

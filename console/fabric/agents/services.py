@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import hmac
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from console.broadcast import close_agent_socket
-from console.fabric.enqueue import enqueue_reconcile
-from console.fabric.models import Fabric, FabricAgent
+from console.fabric.agents.wire import SM_UP
+from console.fabric.enqueue import enqueue_apply, enqueue_reconcile
+from console.fabric.models import ChangeRequest, Fabric, FabricAgent
 from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Invalid
@@ -132,13 +135,16 @@ def hello(agent: FabricAgent, *, fabric: str, host: str, version: str, channel: 
         FabricAgent.objects.filter(pk=agent.pk).update(
             host=host[:200], version=version[:40], connected=True, last_seen=timezone.now(), channel=channel
         )
-        # Whatever waited for this SM host (a push, a reservation) goes now.
-        enqueue_reconcile(agent.fabric_id)
+        resume(agent.fabric_id)
 
 
-#: SMInfo states of a subnet manager that runs (the agent's heartbeat reports one of these, or
-#: "NO ANSWER" when its OpenSM does not answer).
-SM_UP = frozenset({"MASTER", "STANDBY", "DISCOVERING", "NOTACTIVE"})
+def resume(fabric_id: int) -> None:
+    """Whatever waited for the fabric's SM host goes now (after commit): its queued changes are
+    published again (a duplicate is harmless: the lease admits one) and the fabric reconciles."""
+    waiting = ChangeRequest.objects.filter(fabric_id=fabric_id, status=ChangeRequest.Status.QUEUED, lease_owner="")
+    for change_id in waiting.values_list("pk", flat=True):
+        enqueue_apply(change_id)
+    enqueue_reconcile(fabric_id)
 
 
 def heartbeat(agent_id: int, sm: dict[str, Any]) -> None:
@@ -159,7 +165,32 @@ def heartbeat(agent_id: int, sm: dict[str, Any]) -> None:
             port_guid=str(sm.get("guid") or "")[:18],
         )
         if back:
-            enqueue_reconcile(agent.fabric_id)
+            resume(agent.fabric_id)
+
+
+def waiting_for_sm(fabric_ids: Iterable[int]) -> dict[int, str]:
+    """What each agent fabric's pushes wait for, in words, when its subnet manager cannot take
+    them now: ``waiting for the subnet manager on smhost1`` (its OpenSM does not answer) or
+    ``waiting for the subnet manager's agent`` (no agent connected). Fabrics that can take a push
+    now are left out. One query."""
+    ids = set(fabric_ids)
+    if not ids:
+        return {}
+    agent_fabrics = Fabric.objects.filter(pk__in=ids).filter(
+        Q(driver=Fabric.Driver.AGENT) | Q(driver=Fabric.Driver.LAB, config__agent=True)
+    )
+    rows = FabricAgent.objects.filter(fabric__in=agent_fabrics, revoked_at__isnull=True).order_by("name")
+    by_fabric: dict[int, list[FabricAgent]] = {pk: [] for pk in agent_fabrics.values_list("pk", flat=True)}
+    for agent in rows:
+        by_fabric[agent.fabric_id].append(agent)
+    out: dict[int, str] = {}
+    for fabric_id, agents in by_fabric.items():
+        live = [a for a in agents if a.connected and not silent(a)]
+        if not live:
+            out[fabric_id] = "waiting for the subnet manager's agent"
+        elif all(a.sm_state and a.sm_state not in SM_UP for a in live):  # (not yet reported: try)
+            out[fabric_id] = f"waiting for the subnet manager on {live[0].name}"
+    return out
 
 
 def disconnected(agent_id: int, channel: str = "") -> None:

@@ -13,6 +13,12 @@ from console.fabric.opensm.lint import LintProblem
 from console.fabric.opensm.partitions_file import OperatorPartition
 from console.fabric.opensm.push_types import PushOptions, PushResult, PushStep, SmKeys
 
+#: SMInfo states of a subnet manager that runs (the agent's heartbeat reports one of these, or
+#: "NO ANSWER" when its OpenSM does not answer).
+SM_UP = frozenset({"MASTER", "STANDBY", "DISCOVERING", "NOTACTIVE"})
+#: The ``code`` of an agent's error that says its OpenSM does not answer: the caller waits.
+SM_DOWN = "sm_down"
+
 
 def options_to_json(options: PushOptions) -> dict[str, Any]:
     """PushOptions as JSON (the keys included: the agent writes them into opensm.conf)."""

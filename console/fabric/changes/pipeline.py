@@ -22,7 +22,8 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
-from console.fabric.agents.rpc import AgentLost
+from console.fabric.agents.rpc import AgentLost, SmNotAnswering
+from console.fabric.agents.services import waiting_for_sm
 from console.fabric.changes.adopt import adopt_operator_partitions, forget_dropped
 from console.fabric.changes.desired import present_pkeys
 from console.fabric.changes.locks import change_for_update, fabric_for_update
@@ -294,12 +295,22 @@ def push_options(fabric: Fabric) -> PushOptions:
     )
 
 
+def _sm_answers(change_id: int) -> None:
+    """Raise :class:`SmNotAnswering` (transient: the task retries, the agent's report of its
+    OpenSM back resumes it) while the change's fabric's subnet manager cannot take a push: the
+    change stays queued, untouched, instead of failing or restarting OpenSM in passing."""
+    fabric_id = ChangeRequest.objects.filter(pk=change_id).values_list("fabric_id", flat=True).first()
+    if fabric_id is not None and (why := waiting_for_sm([fabric_id]).get(fabric_id)):
+        raise SmNotAnswering(f"change {change_id}: {why}")
+
+
 def apply_change(change_id: int, *, worker_id: str) -> ChangeRequest | None:
     """Push one change through its fabric's driver, exactly once in effect.
 
     Transient errors (DiagTimeout, OperationalError, FabricBusy) propagate for the task's retry
     after the lease is released; anything else the driver raises fails the change precisely.
     """
+    _sm_answers(change_id)
     change = acquire(change_id, worker_id)
     if change is None:
         return None
