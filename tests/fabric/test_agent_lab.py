@@ -399,3 +399,64 @@ def test_opensm_killed_is_an_alarm_and_a_reservation_made_meanwhile_is_ready_soo
     watch()
     alarm.refresh_from_db()
     assert alarm.status == "resolved"
+
+
+@pytest.fixture(scope="module")
+def agent_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The agent installed as docs/deploy.md says: its own virtualenv, ``pip install`` of the
+    repository's package (the Python packages, pyproject.toml and the pins), nothing else."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("agent-install")
+    source = root / "src"
+    source.mkdir()
+    for name in ("console", "designer", "scheduling"):
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    for name in ("pyproject.toml", "README.md", "constraints.txt"):
+        shutil.copy(ROOT / name, source / name)
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "pip"), "install", "-q", "-c", str(source / "constraints.txt"), str(source)]
+    done = subprocess.run(pip, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return venv
+
+
+def test_the_agent_installed_in_its_own_virtualenv_runs_with_only_the_console_url_and_its_token(
+    agent_venv, lab_fabric, processes, lab_data_dir, tmp_path
+):
+    import io
+    import json
+
+    from django.core.management import call_command
+
+    fabric, lab = lab_fabric("agent-venv")
+    # on the console: the agent's token, from the CLI as the guide says (shown once)
+    out = io.StringIO()
+    call_command("fabric", "agent", "create", "--fabric", fabric.name, "--name", "smhost1", "--json", stdout=out)
+    made = json.loads(out.getvalue())
+    fabric.driver = "agent"
+    fabric.save()
+    url = web(processes)
+    # on the SM host: the token in a file, the installed command, the console's URL; no database,
+    # no broker, no checkout of the console
+    token = tmp_path / "agent.token"
+    token.write_text(made["token"] + "\n")
+    token.chmod(0o600)
+    env = {"PATH": f"{agent_venv / 'bin'}:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8"}
+    argv = [str(agent_venv / "bin" / "ibconsole"), "agent", "--console", url, "--fabric", fabric.name]
+    argv += ["--token-file", str(token), "--lab", str(lab.workdir)]
+    log = open(tmp_path / "agent.log", "wb")
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        until(lambda: FabricAgent.objects.filter(pk=made["id"], sm_state="MASTER").exists(), 60, "the agent's SM")
+        environ = Path(f"/proc/{proc.pid}/environ").read_bytes().split(b"\0")
+        assert not [v for v in environ if v.startswith((b"DATABASE_URL=", b"REDIS_URL=", b"DJANGO_"))]
+        assert Path(f"/proc/{proc.pid}/cmdline").read_text().split("\0")[0].startswith(str(agent_venv))
+        g = hca_guids(fabric)
+        changes.set_partition(ACTOR, OPERATOR, fabric, name="res", pkey=0x0044, members=[f"{g['su01-n07']:#018x}"])
+        change = apply_change(changes.request_change(ACTOR, OPERATOR, fabric).pk, worker_id="w")
+        assert change.status == ChangeRequest.Status.APPLIED, (change.error, (tmp_path / "agent.log").read_text())
+        assert membership(lab, g["su01-n07"], 0x0044) == "full"
+    finally:
+        stop_all([proc])

@@ -118,3 +118,25 @@ def test_what_a_push_waits_for_is_said_per_fabric(fabric, su1_revision):  # noqa
     direct.config = {"agent": True}  # a lab reached through its agent (make run)
     direct.save()
     assert services.waiting_for_sm([direct.pk]) == {direct.pk: "waiting for the subnet manager's agent"}
+
+
+def test_the_cli_makes_lists_and_revokes_an_agent_with_the_token_shown_once(fabric):
+    import io
+    import json
+
+    from django.core.management import call_command
+
+    out = io.StringIO()
+    call_command("fabric", "agent", "create", "--fabric", fabric.name, "--name", "smhost1", "--json", stdout=out)
+    made = json.loads(out.getvalue())
+    assert made["name"] == "smhost1" and services.resolve_agent(made["token"]).pk == made["id"]
+    out = io.StringIO()
+    call_command("fabric", "agent", "list", "--fabric", fabric.name, "--json", stdout=out)
+    (listed,) = json.loads(out.getvalue())["agents"]
+    assert listed["name"] == "smhost1" and "token" not in listed and listed["connected"] is False
+    call_command("fabric", "agent", "revoke", "--fabric", fabric.name, "--name", "smhost1", stdout=io.StringIO())
+    with pytest.raises(services.AgentRefused, match="revoked"):
+        services.resolve_agent(made["token"])
+    out = io.StringIO()
+    call_command("fabric", "agent", "list", "--fabric", fabric.name, stdout=out)
+    assert "smhost1" in out.getvalue() and "revoked" in out.getvalue()

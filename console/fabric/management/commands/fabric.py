@@ -8,6 +8,9 @@
     fabric port clear --fabric F --switch S --port N [--wait] --json
     fabric discover --fabric F --json
     fabric compare --fabric F [--no-discover] --json
+    fabric agent create --fabric F --name smhost1 [--json]   (the token is printed once)
+    fabric agent list --fabric F [--json]
+    fabric agent revoke --fabric F --name smhost1
 
 F is a fabric id or name. A thin layer over the same change-request services as the API: with
 ``--wait`` the command returns when the change is verified or failed, prints that outcome and
@@ -32,10 +35,11 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from console.fabric import changes
+from console.fabric.agents import services as agent_services
 from console.fabric.api.serializers import ChangeSerializer
 from console.fabric.changes.pipeline import apply_change
 from console.fabric.discovery.services import compare, discover
-from console.fabric.models import ChangeRequest, Fabric, PortAdminState
+from console.fabric.models import ChangeRequest, Fabric, FabricAgent, PortAdminState
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
 from console.tenancy.models import Principal, Role
@@ -98,6 +102,12 @@ class Command(BaseCommand):
         common(p := portsub.add_parser("clear", help="stop administering the port"))
         p.add_argument("--switch", required=True)
         p.add_argument("--port", required=True, type=int)
+        agent = sub.add_parser("agent", help="the agents of a fabric's subnet-manager hosts")
+        asub = agent.add_subparsers(dest="agent_action", required=True)
+        for verb, what in (("create", "a token for a new agent"), ("revoke", "stop an agent"), ("list", "the agents")):
+            common(p := asub.add_parser(verb, help=what), wait=False)
+            if verb != "list":
+                p.add_argument("--name", required=True, help="the agent's name, e.g. the SM host's (smhost1)")
         common(sub.add_parser("discover", help="ibnetdiscover and store the graph"), wait=False)
         common(p := sub.add_parser("compare", help="discovered vs designed"), wait=False)
         p.add_argument(
@@ -111,6 +121,8 @@ class Command(BaseCommand):
         actor, principal = self._who(opts.get("as_user"))
         fabric = _fabric(opts["fabric"])
         try:
+            if opts["action"] == "agent":
+                return self._agent(actor, principal, fabric, opts)
             if opts["action"] == "discover":
                 run = discover(fabric, actor=actor, progress=lambda step, _: self.stderr.write(f"… {step}"))
                 body = {"duration_s": run.duration_s, "summary": run.summary}
@@ -171,6 +183,32 @@ class Command(BaseCommand):
             reason=opts["reason"] or (row.reason if row else ""),
         )
 
+    def _agent(self, actor: Actor, principal: Principal, fabric: Fabric, opts: dict[str, Any]) -> None:
+        """Create (the token printed once), list or revoke the agents of the fabric's SM hosts."""
+        verb = opts["agent_action"]
+        if verb == "create":
+            made = agent_services.create_agent(actor, principal, fabric, name=opts["name"])
+            body = {"id": made.agent.pk, "name": made.agent.name, "fabric": fabric.name, "token": made.token}
+            if opts.get("json"):
+                return self._print(opts, body)
+            self.stdout.write(
+                f"agent {made.agent.name} of {fabric.name}: its token (shown once; give it to the agent as "
+                f"IBCONSOLE_AGENT_TOKEN or --token-file):\n{made.token}"
+            )
+            return None
+        if verb == "revoke":
+            agent = FabricAgent.objects.filter(fabric=fabric, name=opts["name"]).first()
+            if agent is None:
+                raise CommandError(f"no agent {opts['name']!r} on fabric {fabric.name}")
+            agent_services.revoke_agent(actor, principal, agent)
+            self.stdout.write(f"agent {agent.name} of {fabric.name} revoked")
+            return None
+        rows = agent_services.agents_json(fabric)
+        if opts.get("json"):
+            return self._print(opts, {"agents": rows})
+        self.stdout.write("\n".join(_agent_row(r) for r in rows) or f"no agent on {fabric.name}")
+        return None
+
     def _who(self, username: str | None) -> tuple[Actor, Principal]:
         if username:
             user = get_user_model().objects.filter(username=username).first()
@@ -205,6 +243,11 @@ class Command(BaseCommand):
             self.stdout.write(compare_text(body))
         else:
             self.stdout.write(json.dumps(body, indent=2, default=str))
+
+
+def _agent_row(row: dict[str, Any]) -> str:
+    state = "connected" if row["connected"] else ("revoked" if row["revoked"] else "not connected")
+    return f"{row['name']:<16} {state:<14} {row['host'] or '-':<20} OpenSM {row['sm_state'] or '-'}"
 
 
 def compare_text(body: dict[str, Any]) -> str:
