@@ -23,6 +23,7 @@ from designer.catalogue import CableType, Catalogue, NodeType, SwitchModel, Tran
 from designer.compare import diff_graphs
 from designer.errors import DesignerError, ParseError
 from designer.graph import FabricGraph
+from designer.imports.host_types import HostTypesError
 from designer.imports.ibnetdiscover import import_fabric
 from designer.imports.namemap import NodeNameMapError
 from designer.imports.summary import import_summary
@@ -176,17 +177,21 @@ def import_ibnetdiscover(
     text: str,
     description: str = "",
     node_name_map: str | None = None,
+    host_types: str | None = None,
 ) -> tuple[Design, DesignRevision]:
     """A brownfield fabric: ibnetdiscover output (and a node-name map) → a design with one revision.
+    ``host_types`` (``PATTERN NODE_TYPE`` lines) gives the hosts their server type and GPUs.
 
     The revision's summary carries ``warnings`` one line per kind, ``warnings_full`` every finding
     and ``import`` what was inferred (tiers, rails, SUs, oversubscription, rates, chassis).
     """
     require_operator(principal, to="change designs and the catalogue")
     try:
-        result = import_fabric(text, load_catalogue(), node_name_map=node_name_map)
+        result = import_fabric(text, load_catalogue(), node_name_map=node_name_map, host_types=host_types)
     except NodeNameMapError as exc:
         raise Invalid(f"node-name map: {exc}", fields={"node_name_map": [str(exc)]}) from None
+    except HostTypesError as exc:
+        raise Invalid(f"host types: {exc}", fields={"host_types": [str(exc)]}) from None
     except DesignerError as exc:
         raise Invalid(str(exc), fields={"text": [str(exc)]}) from None
     graph = result.graph

@@ -183,7 +183,12 @@ def designer_import(request: HttpRequest) -> HttpResponse:
             return render(request, "web/designer_import.html", context, status=400)
         principal = principal_for(request)
         design, revision = import_ibnetdiscover(
-            Actor.for_user(request.user), principal, name=name, text=dump, node_name_map=names
+            Actor.for_user(request.user),
+            principal,
+            name=name,
+            text=dump,
+            node_name_map=names,
+            host_types=request.POST.get("host_types", "")[:100_000] or None,
         )
     except ConsoleError as exc:
         context["error"] = exc.detail

@@ -108,6 +108,13 @@ class ImportSerializer(serializers.Serializer):
         max_length=10_000_000,
         help_text='optional node-name map (rdma-core format: <guid> "<name>") naming the discovered GUIDs',
     )
+    host_types = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=100_000,
+        help_text="optional 'PATTERN NODE_TYPE' lines (shell-style patterns on host names, catalogue node "
+        "types): which hosts are which servers, so they come in with their GPUs",
+    )
 
 
 class RevisionBriefSerializer(serializers.ModelSerializer):

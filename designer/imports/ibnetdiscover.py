@@ -15,6 +15,7 @@ from typing import Any
 
 from designer.catalogue import Catalogue, NodeType, SwitchModel
 from designer.graph import FabricGraph, Link, Node, Switch
+from designer.imports.host_types import HostTypes, parse_host_types
 from designer.imports.infer import Inference, hca_index, host_and_hca, infer, shared_descriptions
 from designer.imports.model import Discovery, Finding, IbNode, IbPort, switch_desc
 from designer.imports.namemap import apply_node_name_map, read_node_name_map
@@ -69,8 +70,11 @@ def import_fabric(
     *,
     node_name_map: str | None = None,
     topology: str = "imported",
+    host_types: str | None = None,
 ) -> FabricImport:
-    """Parse, name (with the node-name map), infer and build; ParseError names the bad line."""
+    """Parse, name (with the node-name map), infer and build; ParseError names the bad line.
+    ``host_types`` (:mod:`designer.imports.host_types`) says which hosts are which servers, so
+    they come in with their GPUs."""
     disc = parse_ibnetdiscover(text) if isinstance(text, str) else text
     findings = list(disc.findings)
     if node_name_map:
@@ -78,11 +82,12 @@ def import_fabric(
         findings += map_findings
         apply_node_name_map(disc, names)
     cat = catalogue.copy()
+    types = parse_host_types(host_types, cat) if host_types else HostTypes()
     graph = FabricGraph(cat, topology)
     names_of = _switches(graph, disc)
     inference = infer(disc, names_of)
     findings += inference.findings
-    ca_port_map = _hosts(graph, disc, inference, names_of)
+    ca_port_map = _hosts(graph, disc, inference, names_of, types)
     _links(graph, disc, ca_port_map, names_of)
     _tiers(graph, disc, inference, names_of)
     return FabricImport(graph, disc, inference, findings, names_of)
@@ -141,7 +146,7 @@ def _chassis_role(role: str, slot: str) -> str:
 
 
 def _hosts(
-    graph: FabricGraph, disc: Discovery, inference: Inference, names_of: dict[str, str]
+    graph: FabricGraph, disc: Discovery, inference: Inference, names_of: dict[str, str], types: HostTypes
 ) -> dict[tuple[str, int], tuple[str, int]]:
     cat = graph.catalogue
     cas = disc.cas
@@ -167,7 +172,7 @@ def _hosts(
         rated = next((p for p in members[0][1].ports if p.rate_gbps), None)
         if rated is not None and rated.speed:
             speed, gbps = rated.speed, rated.rate_gbps or gbps
-        type_name = f"imported-{speed}-{int(gbps)}"
+        type_name = types.type_of(host) or f"imported-{speed}-{int(gbps)}"
         if type_name not in cat.nodes:
             cat.nodes[type_name] = NodeType(type_name, 0, 1, "", 0, 0, speed, int(gbps))
         ca_guids, port_guids, ca_ports, hca_names, rails = [], [], [], [], []
@@ -192,6 +197,7 @@ def _hosts(
             tuple(rails) if inference.rails else tuple(range(len(members))),
             su=su,
             hca_names=tuple(hca_names),
+            gpus=cat.nodes[type_name].gpus,
         )
     return ca_port_map
 

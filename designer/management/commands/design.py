@@ -2,7 +2,7 @@
 
     design plan [--topology …] [--gpus N | --nodes N] … --json [--save NAME]
     design export --design ID[/REV] --format FMT [--output FILE]
-    design import --file FILE --name NAME [--node-name-map FILE]
+    design import --file FILE --name NAME [--node-name-map FILE] [--host-types FILE]
     design can-i --gpus N --switches M [--switch MODEL]
     design list
 
@@ -75,6 +75,9 @@ class Command(BaseCommand):
         i.add_argument("--file", required=True)
         i.add_argument("--name", required=True)
         i.add_argument("--node-name-map", metavar="FILE", help="GUID → name map (rdma-core node-name-map format)")
+        i.add_argument(
+            "--host-types", metavar="FILE", help="'PATTERN NODE_TYPE' lines: which hosts are which servers (GPUs)"
+        )
         i.add_argument("--json", action="store_true")
         i.add_argument("--as", dest="as_user", metavar="USERNAME")
 
@@ -153,10 +156,18 @@ class Command(BaseCommand):
             self.stdout.write(content, ending="" if content.endswith("\n") else "\n")
 
     def _import(
-        self, *, file: str, name: str, json: bool, as_user: str | None, node_name_map: str | None = None, **_: Any
+        self,
+        *,
+        file: str,
+        name: str,
+        json: bool,
+        as_user: str | None,
+        node_name_map: str | None = None,
+        host_types: str | None = None,
+        **_: Any,
     ) -> None:
         texts = []
-        for path in (file, node_name_map):
+        for path in (file, node_name_map, host_types):
             try:
                 texts.append(Path(path).read_text(encoding="utf-8-sig", errors="replace") if path else None)
             except OSError as exc:
@@ -164,7 +175,7 @@ class Command(BaseCommand):
         actor, principal = _cli_principal(as_user)
         try:
             design, revision = services.import_ibnetdiscover(
-                actor, principal, name=name, text=texts[0] or "", node_name_map=texts[1]
+                actor, principal, name=name, text=texts[0] or "", node_name_map=texts[1], host_types=texts[2]
             )
         except ConsoleError as exc:
             detail = exc.detail
