@@ -7,6 +7,8 @@ releases it, once through the agent (``AgentDriver``: the request over the chann
 agent's socket, the push on the agent, every step reported back) and once with the OpenSM driver
 in this process (``LabHost``), the order alternating. Figures: medians, and the median of the
 per-round differences (agent − direct). Target: the agent adds at most 100 ms to the median.
+Then the live collector's whole-fabric sweep reading through the agent against reading the lab
+in this process, alternating (``--sweeps`` each): medians and their ratio.
 
 Run: ``DATABASE_URL=… REDIS_URL=… .venv/bin/python tests/benchmarks/bench_agent.py [--runs 7]``.
 Ends by printing ONE JSON line.
@@ -45,9 +47,10 @@ from console.fabric.drivers.base import DesiredFabric  # noqa: E402
 from console.fabric.drivers.hosts import LabHost  # noqa: E402
 from console.fabric.drivers.opensm import OpenSmDriver  # noqa: E402
 from console.fabric.lab.fabrics import start_lab, stop_lab  # noqa: E402
-from console.fabric.models import FabricAgent  # noqa: E402
+from console.fabric.models import Fabric, FabricAgent  # noqa: E402
 from console.fabric.opensm.lint import format_guid  # noqa: E402
 from console.fabric.opensm.push_types import PushOptions  # noqa: E402
+from console.telemetry.collector import CollectorOptions, FabricCollector  # noqa: E402
 from console.tenancy.context import Actor  # noqa: E402
 from console.tenancy.models import Principal, Role  # noqa: E402
 from designer.models import DesignRevision  # noqa: E402
@@ -103,9 +106,43 @@ def start(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
     )
 
 
+def collector_sweeps(fabric: Fabric, sweeps: int) -> dict[str, float]:
+    """The live collector's whole-fabric sweep (4,096 links, the traffic model on) reading through
+    the agent against reading the lab here, alternating; medians and the ratio."""
+    through = Fabric.objects.get(pk=fabric.pk)
+    through.config = {**(through.config or {}), "agent": True}  # (not saved: only this collector)
+    collectors = {
+        "direct": FabricCollector(fabric, CollectorOptions(interval=1.0)),
+        "agent": FabricCollector(through, CollectorOptions(interval=1.0)),
+    }
+    cycles: dict[str, list[float]] = {"agent": [], "direct": []}
+    published: dict[str, list[float]] = {"agent": [], "direct": []}
+    try:
+        for collector in collectors.values():
+            collector.setup()
+            collector.sweep()  # the first sweep reads every port's state: not measured
+        for i in range(sweeps):
+            for way in ("agent", "direct") if i % 2 == 0 else ("direct", "agent"):
+                report = collectors[way].sweep()
+                cycles[way].append(report.cycle_s)
+                published[way].append(report.publish_s)
+    finally:
+        for collector in collectors.values():
+            collector.close()
+    agent, direct = statistics.median(cycles["agent"]), statistics.median(cycles["direct"])
+    return {
+        "sweep_agent_s_median": round(agent, 3),
+        "sweep_direct_s_median": round(direct, 3),
+        "sweep_agent_over_direct": round(agent / direct, 3),
+        "publish_agent_s_median": round(statistics.median(published["agent"]), 3),
+        "publish_direct_s_median": round(statistics.median(published["direct"]), 3),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--sweeps", type=int, default=20, help="collector sweeps each way")
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     seed_designs(ACTOR)
@@ -180,6 +217,7 @@ def main() -> None:
                     assert result.outcome == "verified", (way, result.mismatches)
                     released = drivers[way].push(desired(key, []), options=options)
                     assert released.ok, (way, released.mismatches)
+            figures.update(collector_sweeps(fabric, args.sweeps))
             added = [a - d for a, d in zip(grants["agent"], grants["direct"], strict=True)]
             figures.update(
                 grant_agent_s_median=round(statistics.median(grants["agent"]), 3),
