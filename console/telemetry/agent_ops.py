@@ -6,15 +6,24 @@ by its agent, with the same readers a local collector uses (:class:`MadReader`, 
 else :class:`PerfqueryReader`). The agent keeps one reader for its connection's life, so the MAD
 reader's error sums and cached link states carry from sweep to sweep exactly as they do locally.
 
-On the wire a reading is a row ``[switch, port, xmit_words, rcv_words, errors, state]`` with the
-errors in :data:`WATCHED_COUNTERS` order (``null`` where a counter was not read): a sweep of the
-2,048-GPU lab's 6,144 switch ports is about 400 KB of JSON.
+On the wire a sweep is compact, because it crosses the socket and the channel layer every
+second: the data counters of every port as one flat list ``[switch index, port, xmit_words,
+rcv_words, …]`` (switches in the order the request listed them), and the error counters and link
+state only of the ports where they changed since this agent last sent them (``[switch index,
+port, e1 … e6, state index, …]``, errors in :data:`WATCHED_COUNTERS` order, -1 where not read);
+the whole zlib-compressed (level 1) and base64-encoded. The collector's reader keeps the last
+errors and states; a request marked ``fresh`` (a new reader, or one whose last request failed)
+makes the agent send them all again. A sweep of the 2,048-GPU lab's 6,240 switch ports is about
+65 KB instead of 430 KB of row JSON.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import threading
+import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -28,20 +37,45 @@ log = logging.getLogger(__name__)
 Op = Callable[[dict[str, Any], Callable[[str, str], None]], dict[str, Any]]
 
 
-def readings_to_json(readings: Mapping[PortKey, PortReading]) -> list[list[Any]]:
-    """The rows of a read (see the module docstring)."""
-    return [
-        [sw, port, r.xmit_words, r.rcv_words, [r.errors.get(n) for n in WATCHED_COUNTERS], r.state]
-        for (sw, port), r in readings.items()
-    ]
+def encode_sweep(
+    readings: Mapping[PortKey, PortReading], switches: list[str], sent: dict[PortKey, tuple[Any, ...]]
+) -> str:
+    """A sweep's readings as the module docstring says; ``sent`` (what the collector holds) is
+    updated to what this sweep sends."""
+    index = {sw: i for i, sw in enumerate(switches)}
+    states: dict[str, int] = {}
+    data: list[int] = []
+    changed: list[int] = []
+    for (sw, port), r in readings.items():
+        si = index[sw]
+        data += (si, port, r.xmit_words, r.rcv_words)
+        now = (tuple(r.errors.get(n, -1) for n in WATCHED_COUNTERS), r.state)
+        if sent.get((sw, port)) != now:
+            sent[(sw, port)] = now
+            changed += (si, port, *now[0], states.setdefault(r.state, len(states)))
+    body = json.dumps({"d": data, "c": changed, "s": list(states)}, separators=(",", ":"))
+    return base64.b64encode(zlib.compress(body.encode(), 1)).decode("ascii")
 
 
-def readings_from_json(rows: list[list[Any]]) -> dict[PortKey, PortReading]:
-    """The readings the rows stand for."""
+def decode_sweep(
+    text: str, switches: list[str], held: dict[PortKey, tuple[dict[str, int], str]]
+) -> dict[PortKey, PortReading]:
+    """The readings of :func:`encode_sweep`'s text; ``held`` (the errors and state last received
+    per port) is updated and fills in the ports that did not change."""
+    body = json.loads(zlib.decompress(base64.b64decode(text)))
+    states = body["s"]
+    width = 2 + len(WATCHED_COUNTERS) + 1
+    changed = body["c"]
+    for i in range(0, len(changed), width):
+        row = changed[i : i + width]
+        errors = {n: int(v) for n, v in zip(WATCHED_COUNTERS, row[2:-1], strict=True) if v >= 0}
+        held[(switches[row[0]], int(row[1]))] = (errors, str(states[row[-1]]))
+    data = body["d"]
     out: dict[PortKey, PortReading] = {}
-    for sw, port, xmit, rcv, errors, state in rows:
-        counted = {n: int(v) for n, v in zip(WATCHED_COUNTERS, errors, strict=True) if v is not None}
-        out[(str(sw), int(port))] = PortReading(int(xmit), int(rcv), counted, str(state))
+    for i in range(0, len(data), 4):
+        key = (switches[data[i]], int(data[i + 1]))
+        errors, state = held.get(key, ({}, ""))
+        out[key] = PortReading(int(data[i + 2]), int(data[i + 3]), errors, state)
     return out
 
 
@@ -69,6 +103,7 @@ class CounterOps:
         self.host = host
         self.reader: CounterReader | None = None
         self.kind = ""
+        self.sent: dict[PortKey, tuple[Any, ...]] = {}  # errors and state last sent, per port
         self._lock = threading.Lock()  # one read at a time: the reader's caches are per sweep
 
     def ops(self) -> dict[str, Op]:
@@ -95,19 +130,22 @@ class CounterOps:
         state = payload.get("state")
         with self._lock:
             reader = self._reader()
-            if payload.get("fresh") and isinstance(reader, PerfqueryReader):
-                reader.expect(payload["ports"])
+            if payload.get("fresh"):
+                self.sent.clear()
+                if isinstance(reader, PerfqueryReader):
+                    reader.expect(payload["ports"])
             try:
                 got = reader.read(
                     payload["ports"],
                     payload["lids"],
-                    state=None if state is None else {(str(sw), int(p)) for sw, p in state},
+                    state=None if state is None else {(str(sw), int(p)) for sw, ps in state.items() for p in ps},
                 )
             except ReaderError:
                 self.close()  # a new helper next time (the fabric re-swept, the helper died)
                 raise
             last = dict(getattr(reader, "last", {}) or {})
-        return {"rows": readings_to_json(got), "last": {k: v for k, v in last.items() if isinstance(v, int | float)}}
+            sweep = encode_sweep(got, list(payload["ports"]), self.sent)
+        return {"sweep": sweep, "last": {k: v for k, v in last.items() if isinstance(v, int | float)}}
 
     def _lft(self, payload: dict[str, Any], progress: Callable[[str, str], None]) -> dict[str, Any]:
         with self._lock:

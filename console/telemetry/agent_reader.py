@@ -11,7 +11,7 @@ from console.fabric.agents import rpc
 from console.fabric.diags.topology import Topology, parse_topology
 from console.fabric.drivers.base import DriverError
 from console.fabric.models import Fabric
-from console.telemetry.agent_ops import readings_from_json
+from console.telemetry.agent_ops import decode_sweep
 from console.telemetry.core import PortReading
 from console.telemetry.readers import PortKey, ReaderError
 
@@ -36,6 +36,13 @@ def routing(fabric: Fabric) -> dict[str, Any]:
     return _call(fabric, "routing", {}, 10)
 
 
+def _by_switch(keys: Collection[PortKey]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for sw, port in keys:
+        out.setdefault(sw, []).append(port)
+    return out
+
+
 class AgentReader:
     """A :class:`~console.telemetry.readers.CounterReader` whose reads the agent makes."""
 
@@ -46,6 +53,7 @@ class AgentReader:
         self.fabric = fabric
         self.last: dict[str, Any] = {}
         self._fresh = True
+        self.held: dict[PortKey, tuple[dict[str, int], str]] = {}  # errors and state last received
 
     def read(
         self,
@@ -54,16 +62,22 @@ class AgentReader:
         *,
         state: Collection[PortKey] | None = None,
     ) -> dict[PortKey, PortReading]:
+        switches = list(ports)
+        fresh = self._fresh
         payload = {
             "ports": {sw: list(p) for sw, p in ports.items()},
             "lids": dict(lids),
-            "state": None if state is None else [list(key) for key in state],
-            "fresh": self._fresh,
+            "state": None if state is None else _by_switch(state),
+            "fresh": fresh,
         }
+        self._fresh = True  # until this read is done: a failed one makes the agent send everything again
         answer = _call(self.fabric, "read_counters", payload, READ_TIMEOUT_S)
+        if fresh:
+            self.held.clear()
+        readings = decode_sweep(str(answer["sweep"]), switches, self.held)
         self._fresh = False
         self.last = dict(answer.get("last") or {})
-        return readings_from_json(answer["rows"])
+        return readings
 
     def lft(self, lid: int, top: int) -> list[int] | None:
         table = _call(self.fabric, "lft", {"lid": lid, "top": top}, 10).get("table")
