@@ -64,8 +64,8 @@ def default_queue() -> str:
 
 
 def queue_for_fabric(fabric_id: int | None) -> str:
-    """The queue of ``fabric_id``'s site; the default queue for a fabric without a site, an
-    unknown fabric, or in embedded mode."""
+    """The queue of ``fabric_id``'s site; the default queue for a fabric without a site, one
+    reached through its agent, an unknown fabric, or in embedded mode."""
     if fabric_id is None or settings.EMBEDDED:
         return default_queue()
     now = time.monotonic()
@@ -75,7 +75,10 @@ def queue_for_fabric(fabric_id: int | None) -> str:
         return hit[0]
     from console.fabric.models import Fabric  # the models load after the Celery app
 
-    slug = Fabric.objects.filter(pk=fabric_id).values_list("site__slug", flat=True).first()
+    fabric = Fabric.objects.filter(pk=fabric_id).select_related("site").only("driver", "config", "site__slug").first()
+    # A fabric reached through its agent needs no worker at its site: any worker pushes through
+    # the agent's socket, so its tasks take the default queue.
+    slug = fabric.site.slug if fabric is not None and fabric.site is not None and not fabric.through_agent else ""
     queue = f"site.{slug}" if slug else default_queue()
     with _lock:
         _cache[fabric_id] = (queue, now + CACHE_S)

@@ -26,7 +26,8 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from console.fabric.models import Fabric, Site, WorkerHeartbeat
-from console.fabric.routing import default_queue
+from console.fabric.agents.services import waiting_for_sm
+from console.fabric.routing import default_queue, queue_for_fabric
 
 log = logging.getLogger(__name__)
 
@@ -135,10 +136,15 @@ def reachability(*, now: dt.datetime | None = None, threshold_s: float | None = 
     threshold = dt.timedelta(seconds=settings.SITE_UNREACHABLE_AFTER_S if threshold_s is None else threshold_s)
     sites = list(Site.objects.annotate(waiting=Count("fabrics__changes", filter=Q(fabrics__changes__status="queued"))))
     beats = {h.queue: h for h in WorkerHeartbeat.objects.all()}
-    placed = list(Fabric.objects.filter(site__isnull=False).values_list("pk", "name", "site_id"))
-    fabrics = {pk: name for pk, name, _ in placed}
-    site_of = {pk: site_id for pk, _, site_id in placed}
+    placed = list(Fabric.objects.filter(site__isnull=False).only("pk", "name", "site_id", "driver", "config"))
+    fabrics = {f.pk: f.name for f in placed}
+    site_of = {f.pk: f.site_id for f in placed}
+    # sites whose every fabric is reached through its agent: no worker of their own is needed
+    by_agents = {f.site_id for f in placed} - {f.site_id for f in placed if not f.through_agent}
     down = _sm_down(fabrics)
+    for fabric_id, why in waiting_for_sm(f.pk for f in placed if f.through_agent).items():
+        if why not in down.get(fabric_id, []) and fabric_id not in down:
+            down[fabric_id] = [why]
     out: dict[int, SiteStatus] = {}
     for site in sites:
         queue = queue_of_site(site)
@@ -146,7 +152,9 @@ def reachability(*, now: dt.datetime | None = None, threshold_s: float | None = 
         seen = beat.seen_at if beat is not None else None
         sm = tuple(sorted(f"{fabrics[f]}: {'; '.join(why)}" for f, why in down.items() if site_of.get(f) == site.pk))
         reasons = []
-        if seen is None or now - seen > threshold:
+        # a site whose fabrics are all reached through agents is reached through them, not
+        # through a worker of its own (its agents' state is in ``sm``)
+        if site.pk not in by_agents and (seen is None or now - seen > threshold):
             reasons.append(_since(seen))
         if sm:
             reasons.append("subnet manager not answering (" + ", ".join(sm) + ")")
@@ -175,8 +183,8 @@ def heartbeat_stale(fabric_id: int, *, now: dt.datetime | None = None) -> bool:
     wait in its queue (and a worker starting there republishes what is left to do), so
     publishing them again meanwhile only piles up duplicates."""
     site = Site.objects.filter(fabrics__id=fabric_id).first()
-    if site is None:
-        return False
+    if site is None or queue_for_fabric(fabric_id) == default_queue():
+        return False  # (no site, or reached through its agent: any worker takes its tasks)
     seen = WorkerHeartbeat.objects.filter(queue=queue_of_site(site)).values_list("seen_at", flat=True).first()
     threshold = dt.timedelta(seconds=settings.SITE_UNREACHABLE_AFTER_S)
     return seen is None or (now or timezone.now()) - seen > threshold

@@ -221,3 +221,30 @@ def test_the_router_reconnects_once_when_the_database_dropped_its_connection(set
     with connection.cursor() as cursor:  # the connection was replaced, not just the answer
         cursor.execute("SELECT pg_backend_pid()")
         assert cursor.fetchone()[0] != pid
+
+
+def test_a_site_reached_through_its_agents_needs_no_worker_of_its_own(placed):
+    from console.fabric.agents import services as agents
+    from console.tenancy.context import Actor
+    from console.tenancy.models import Principal, Role
+
+    a, b, fa, fb, fc = placed
+    fb.driver = "agent"
+    fb.save()
+    routing.forget()
+    # its tasks go to the central workers' queue: they push through the agent's socket
+    assert routing.route("fabric.reconcile", (), {"fabric_id": fb.pk}, {}) is None
+    assert routing.route("fabric.reconcile", (), {"fabric_id": fa.pk}, {}) == {"queue": "site.a"}
+    assert not sites.heartbeat_stale(fb.pk)
+    # never a worker heartbeat at B: what counts is its agent
+    status = sites.reachability(threshold_s=90)[b.pk]
+    assert (
+        not status.reachable
+        and status.reason == "subnet manager not answering (fb: waiting for the subnet manager's agent)"
+    )
+    made = agents.create_agent(Actor.system("t"), Principal(None, Role.OPERATOR, None), fb, name="smhost-b")
+    agents.heartbeat(made.agent.pk, {"state": "MASTER"})
+    assert sites.reachability(threshold_s=90)[b.pk].reachable
+    agents.heartbeat(made.agent.pk, {"state": "NO ANSWER"})
+    status = sites.reachability(threshold_s=90)[b.pk]
+    assert status.reason == "subnet manager not answering (fb: waiting for the subnet manager on smhost-b)"
