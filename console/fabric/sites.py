@@ -25,8 +25,8 @@ from django.db import close_old_connections, connection
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from console.fabric.models import Fabric, Site, WorkerHeartbeat
 from console.fabric.agents.services import waiting_for_sm
+from console.fabric.models import Fabric, Site, WorkerHeartbeat
 from console.fabric.routing import default_queue, queue_for_fabric
 
 log = logging.getLogger(__name__)

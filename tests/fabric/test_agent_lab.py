@@ -460,3 +460,40 @@ def test_the_agent_installed_in_its_own_virtualenv_runs_with_only_the_console_ur
         assert membership(lab, g["su01-n07"], 0x0044) == "full"
     finally:
         stop_all([proc])
+
+
+def test_lab_up_with_agent_makes_the_lab_an_sm_host_like_any_other_and_lab_down_stops_it(
+    su1_revision, processes, lab_data_dir
+):
+    import io
+    import json
+
+    from django.core.management import call_command
+
+    from console.fabric.drivers import driver_for
+    from console.fabric.drivers.agent import AgentDriver
+    from console.fabric.lab.fabrics import lab_for
+
+    url = web(processes)
+    design = f"{su1_revision.design.name}/{su1_revision.number}"
+    out = io.StringIO()
+    call_command("lab", "up", "--design", design, "--name", "lab-agent-cli", "--agent", url, "--json", stdout=out)
+    status = json.loads(out.getvalue())
+    fabric = Fabric.objects.get(pk=status["fabric_id"])
+    try:
+        pid = status["agent_pid"]
+        assert pid and fabric.config["agent"] is True and fabric.through_agent
+        until(lambda: FabricAgent.objects.filter(fabric=fabric, name="lab", sm_state="MASTER").exists(), 30, "agent")
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert not [v for v in environ if v.startswith((b"DATABASE_URL=", b"REDIS_URL="))]
+        g = hca_guids(fabric)
+        changes.set_partition(ACTOR, OPERATOR, fabric, name="res", pkey=0x0045, members=[f"{g['su01-n09']:#018x}"])
+        change = apply_change(changes.request_change(ACTOR, OPERATOR, fabric).pk, worker_id="w")
+        assert change.status == ChangeRequest.Status.APPLIED, change.error
+        assert isinstance(driver_for(fabric), AgentDriver)  # the push went through the agent
+        assert membership(lab_for(fabric), g["su01-n09"], 0x0045) == "full"
+    finally:
+        call_command("lab", "down", "--fabric", fabric.name, stdout=io.StringIO())
+    fabric.refresh_from_db()
+    assert not os.path.exists(f"/proc/{pid}") or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+    assert "agent" not in fabric.config

@@ -239,7 +239,10 @@ def stop_lab(fabric: Fabric, *, actor: Actor | None = None) -> dict[str, Any]:
     except (LabError, OSError, ValueError, TypeError):
         return lab_status(fabric)
     was_running = lab.is_running()
-    lab.stop()
+    lab.stop()  # (its agent too)
+    if (fabric.config or {}).get("agent"):
+        fabric.config = {k: v for k, v in fabric.config.items() if k != "agent"}
+        fabric.save(update_fields=["config"])
     if actor is not None and was_running:
         with transaction.atomic():
             audit.record(actor, "fabric.lab.stop", fabric, before={"workdir": workdir})

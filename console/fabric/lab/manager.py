@@ -294,9 +294,10 @@ class Lab:
             self._state = fresh
 
     def stop(self) -> None:
-        """Stop OpenSM, then ibsim (whole process groups). Safe to call repeatedly."""
+        """Stop its agent, OpenSM, then ibsim (whole process groups). Safe to call repeatedly."""
         self._refresh()
         s = self._state
+        self._kill(s.agent_pid, s.agent_start)  # the agent first: it would report its OpenSM gone
         # OpenSM first: with ibsim gone it can block in a umad read and ignore SIGTERM.
         self._kill(s.opensm_pid, s.opensm_start)
         self._kill(s.ibsim_pid, s.ibsim_start)

@@ -14,7 +14,6 @@ import sys
 import threading
 import time
 from argparse import ArgumentParser
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -211,9 +210,8 @@ class Command(BaseCommand):
         """The lab is an SM host like any other: an agent per running lab fabric, started with
         nothing but this console's URL and a token (no database, no broker in its environment),
         and the fabric's pushes, verifications and audits go through it."""
-        from console.fabric.agents.services import lab_agent
+        from console.fabric.lab.agent import start_lab_agent
         from console.fabric.lab.fabrics import lab_status
-        from console.fabric.lab.manager import Lab
         from console.fabric.models import Fabric
         from console.tenancy.context import Actor
 
@@ -223,23 +221,7 @@ class Command(BaseCommand):
             status = lab_status(fabric)
             if status["state"] != "up":
                 continue
-            made = lab_agent(Actor.system("up"), fabric)
-            env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-            env["IBCONSOLE_AGENT_TOKEN"] = made.token
-            env["CONSOLE_DATA_DIR"] = str(Path(status["workdir"]) / "agent")
-            log = open(Path(status["workdir"]) / "agent.log", "ab")
-            argv = [sys.executable, "manage.py", "agent", "--console", console, "--fabric", fabric.name]
-            proc = subprocess.Popen(
-                [*argv, "--lab", status["workdir"]],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-            log.close()
-            Lab.attach(status["workdir"]).record_agent(proc.pid)
-            fabric.config = {**(fabric.config or {}), "agent": True}
-            fabric.save(update_fields=["config"])
+            proc = start_lab_agent(fabric, console, actor=Actor.system("up"))
             started.append((fabric, proc))
             self.stdout.write(
                 f"  Agent:              {fabric.name}: pid {proc.pid} (log {status['workdir']}/agent.log)\n"
@@ -248,6 +230,8 @@ class Command(BaseCommand):
 
     def _stop_agents(self, agents: list[tuple[Fabric, subprocess.Popen[bytes]]]) -> None:
         """Stop the agents this command started; their fabrics go back to the lab driver."""
+        from console.fabric.lab.agent import forget_lab_agent
+
         for fabric, proc in agents:
             if proc.poll() is None:
                 proc.terminate()
@@ -255,9 +239,7 @@ class Command(BaseCommand):
                     proc.wait(10)
                 except subprocess.TimeoutExpired:
                     proc.kill()
-            fabric.refresh_from_db()
-            fabric.config = {k: v for k, v in (fabric.config or {}).items() if k != "agent"}
-            fabric.save(update_fields=["config"])
+            forget_lab_agent(fabric)
 
     def _first_discovery(self, fabric: Fabric) -> None:
         """A lab never discovered gets one sweep now, so the fabric's compare, port table and the

@@ -1,6 +1,6 @@
 """``manage.py lab``: run lab fabrics (ibsim + a real OpenSM) and inject faults into them.
 
-    lab up --design <id|name>[/<rev>] [--name NAME] [--json]
+    lab up --design <id|name>[/<rev>] [--name NAME] [--agent CONSOLE_URL] [--json]
     lab down --fabric F [--json]
     lab status [--fabric F] [--json]
     lab cable unplug|replug --fabric F --node NAME --port N [--json]   (read back over SMPs)
@@ -18,6 +18,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from console.fabric.lab.agent import start_lab_agent
 from console.fabric.lab.fabrics import find_fabric, find_revision, lab_status, start_lab, stop_lab
 from console.fabric.lab.faults import parse_counter_assignments, replug, set_counters, unplug
 from console.fabric.lab.spec import LabError
@@ -34,6 +35,12 @@ class Command(BaseCommand):
         up = sub.add_parser("up", help="start the lab of a design revision")
         up.add_argument("--design", required=True, help="design id or name, optionally /rev")
         up.add_argument("--name", help="fabric name (default: reuse the revision's lab fabric)")
+        up.add_argument(
+            "--agent",
+            metavar="CONSOLE_URL",
+            help="also start the lab's agent, connecting out to this console (e.g. http://127.0.0.1:8000): "
+            "the fabric's pushes and reads then go through it, as on a real SM host",
+        )
         down = sub.add_parser("down", help="stop a fabric's lab")
         down.add_argument("--fabric", required=True, help="fabric id or name")
         status = sub.add_parser("status", help="where the lab is and how to reach it")
@@ -64,9 +71,11 @@ class Command(BaseCommand):
     def _emit(self, data: Any, text: str) -> None:
         self.stdout.write(json.dumps(data, indent=2, default=str) if self.as_json else text)
 
-    def _up(self, *, design: str, name: str | None, **_: Any) -> None:
+    def _up(self, *, design: str, name: str | None, agent: str | None = None, **_: Any) -> None:
         revision = find_revision(design)
         fabric = start_lab(revision, name=name, actor=Actor.cli())[0]
+        if agent:
+            start_lab_agent(fabric, agent, actor=Actor.cli())
         status = lab_status(fabric)
         self._emit(status, _describe(status))
 
@@ -112,7 +121,7 @@ def _describe(status: dict[str, Any]) -> str:
     ]
     if status.get("workdir"):
         lines.append(f"  workdir        {status['workdir']}")
-    for key in ("ibsim_sockname", "umad2sim", "sm_host", "opensm_pid", "up_seconds"):
+    for key in ("ibsim_sockname", "umad2sim", "sm_host", "opensm_pid", "agent_pid", "up_seconds"):
         if status.get(key) is not None:
             lines.append(f"  {key:<14} {status[key]}")
     routing = status.get("routing")
