@@ -296,9 +296,14 @@ def test_discovery_and_compare_run_on_the_agent_with_nothing_of_the_lab_here(age
     assert [(m["a"], m["a_port"], m["b"]) for m in fresh["missing"]] == [("su01-leaf-r1", 33, "spine-01")]
 
 
-def test_the_live_collector_reads_the_counters_and_the_routing_through_the_agent(agent_lab):
+def test_the_live_collector_reads_the_counters_and_the_routing_through_the_agent(agent_lab, make_user):
+    import json
+
+    from websockets.sync.client import connect
+
     from console.telemetry.collector import CollectorOptions, FabricCollector
     from console.telemetry.readers import MadReader
+    from tests.live.helpers import token_for
 
     served = agent_lab("agent-live", config={})  # the collector cannot reach the lab but through the agent
     fabric, lab = served.fabric, served.lab
@@ -334,6 +339,28 @@ def test_the_live_collector_reads_the_counters_and_the_routing_through_the_agent
             return not collector.last_statuses[link].up
 
         until(down, 15, "the pulled cable seen down through the agent")
+        # the live view: an operator's socket on the web process (which knows nothing of the
+        # lab) gets the next sweep's deltas
+        token = token_for(make_user("op-live", Role.OPERATOR))
+        ws_url = served.url.replace("http://", "ws://") + f"/ws/live/fabric/{fabric.pk}/"
+        with connect(ws_url, subprotocols=[f"bearer.{token}"], origin=served.url, open_timeout=10) as ws:
+            assert json.loads(ws.recv(timeout=10))["type"] == "hello"
+            assert json.loads(ws.recv(timeout=10))["type"] == "subscribed"
+            lab.replug(leaf, 33)
+            seen: list[str] = []
+
+            def delta() -> bool:
+                collector.sweep()
+                while True:
+                    try:
+                        message = json.loads(ws.recv(timeout=0.3))
+                    except TimeoutError:
+                        return False
+                    seen.append(message["type"])
+                    if message["type"] == "link.delta" and link in json.dumps(message):
+                        return True
+
+            until(delta, 20, "a delta of the replugged link on the operator's socket")
     finally:
         collector.close()
 
