@@ -330,6 +330,7 @@ class FabricCollector:
                 state = "NO ANSWER"
             self.sm["state"] = state
             out += self.alarms.sm_state(state)
+        out += services.wire_drift_transitions(self.fabric.pk, self.failures_since)
         failures, hits = services.push_failure_transitions(self.fabric.pk, self.failures_since)
         affected.update(hits)
         return out + failures

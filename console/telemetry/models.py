@@ -66,6 +66,7 @@ class FabricEvent(models.Model):
         ISOLATION_LEAK = "isolation_leak"  # two tenants' hosts can reach each other
         CONFIG_DRIFT = "config_drift"  # the SM host's files differ from what the console wrote
         AGENT_SILENT = "agent_silent"  # an SM host's agent has not been heard from in its period
+        WIRE_DRIFT = "wire_drift"  # the ports lost what was verified on them: pushed again
 
     class Severity(models.TextChoices):
         INFO = "info"

@@ -19,6 +19,7 @@ from django.db.models.functions import Cast, Coalesce, TruncMinute
 from django.utils import timezone
 
 from console.broadcast import fabric_group, publish, tenant_group
+from console.fabric.changes.requests import REPAIR_REASON
 from console.fabric.models import ChangeRequest
 from console.notify.services import iso
 from console.telemetry.alarms import Transition
@@ -316,6 +317,29 @@ def acknowledge(actor: Actor, principal: Principal, event: FabricEvent) -> Fabri
 def resolve(actor: Actor, principal: Principal, event: FabricEvent) -> FabricEvent:
     """open/acknowledged → resolved (operators), audited and streamed."""
     return _transition(actor, principal, event, FabricEvent.Status.RESOLVED)
+
+
+def wire_drift_transitions(fabric_id: int, since: dt.datetime) -> list[Transition]:
+    """The periodic verification found the wire without what was verified on it (an SM restarted
+    with other files, a reimaged SM host) and pushed it again: an alarm per repair since
+    ``since``, cleared once the repair is verified."""
+    events = dict(
+        FabricEvent.objects.filter(fabric_id=fabric_id, kind=FabricEvent.Kind.WIRE_DRIFT).values_list(
+            "subject", "status"
+        )
+    )
+    out = []
+    repairs = ChangeRequest.objects.filter(fabric_id=fabric_id, reason=REPAIR_REASON, created_at__gte=since)
+    for change in repairs.order_by("pk"):
+        subject = f"drift-{change.pk}"
+        if subject not in events:
+            message = f"the ports lost the verified partitions (an SM restart with other files?): re-pushing (change {change.pk})"
+            out.append(Transition("open", "wire_drift", subject, "critical", message, {"change": change.pk}))
+        if change.status == ChangeRequest.Status.APPLIED and events.get(subject, "open") != "resolved":
+            out.append(
+                Transition("clear", "wire_drift", subject, message=f"re-pushed and verified (change {change.pk})")
+            )
+    return out
 
 
 def push_failure_transitions(fabric_id: int, since: dt.datetime) -> tuple[list[Transition], dict[str, list]]:

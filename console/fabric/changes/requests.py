@@ -31,6 +31,8 @@ from console.tenancy.permissions import require_operator
 
 log = logging.getLogger(__name__)
 Status = ChangeRequest.Status
+#: The reason of a change that pushes again what the wire lost (an SM restarted with other files).
+REPAIR_REASON = "reconcile: applied state not on the fabric"
 OPEN = (Status.PENDING_APPROVAL, Status.QUEUED, Status.APPLYING, Status.VERIFYING)
 
 
@@ -212,7 +214,7 @@ def reconcile(fabric: Fabric, *, actor: Actor) -> ChangeRequest | None:
                 actor,
                 fabric,
                 dry_run=False,
-                reason="reconcile: applied state not on the fabric",
+                reason=REPAIR_REASON,
                 user_id=None,
                 plan=plan,
             )
