@@ -465,6 +465,9 @@ class FabricAgent(models.Model):
     sm_state = models.CharField(max_length=20, blank=True, help_text="its OpenSM's SMInfo state (MASTER, STANDBY…)")
     sm_priority = models.PositiveSmallIntegerField(null=True, blank=True)
     port_guid = models.CharField(max_length=18, blank=True, help_text="its OpenSM's port GUID")
+    sm_activity = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="SMInfo's ActCount last reported: it starts again when OpenSM restarts"
+    )
 
     audit_exclude: ClassVar[frozenset[str]] = frozenset({"secret_hash", "channel"})
 

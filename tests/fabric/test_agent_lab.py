@@ -524,3 +524,25 @@ def test_lab_up_with_agent_makes_the_lab_an_sm_host_like_any_other_and_lab_down_
     fabric.refresh_from_db()
     assert not os.path.exists(f"/proc/{pid}") or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
     assert "agent" not in fabric.config
+
+
+def test_opensm_restarted_with_a_reset_partitions_conf_gets_its_keys_back_at_once(agent_lab, worker):
+    served = agent_lab("agent-restart", "--heartbeat", "0.5")
+    fabric, lab = served.fabric, served.lab
+    g = hca_guids(fabric)
+    changes.set_partition(ACTOR, OPERATOR, fabric, name="res", pkey=0x0046, members=[f"{g['su01-n11']:#018x}"])
+    changes.request_change(ACTOR, OPERATOR, fabric)
+    until(lambda: membership(lab, g["su01-n11"], 0x0046) == "full", 30, "the key on its port")
+    until(lambda: not ChangeRequest.objects.filter(fabric=fabric, status__in=OPEN).exists(), 30, "a quiet fabric")
+    before = FabricAgent.objects.get(pk=served.made.agent.pk).sm_activity
+    assert before is not None and before > 0
+    # the SM host reimaged between two heartbeats: OpenSM back at once, with a reset file
+    lab = Lab.attach(lab.workdir)
+    lab.artefacts.path("partitions.conf").write_text("Default=0x7fff, ipoib : ALL=limited, SELF=full ;\n")
+    lab.restart_sm(wait=True)
+    back = time.monotonic()
+    # no periodic verification runs here (no beat): the agent's report of a restarted OpenSM
+    # (its activity count started again) is what brings the key back, audited
+    until(lambda: membership(lab, g["su01-n11"], 0x0046) == "full", 30, "the key back on its port")
+    assert time.monotonic() - back < 20
+    assert AuditEntry.objects.filter(action="fabric.applied.stale", object_id=str(fabric.pk)).exists()

@@ -140,3 +140,19 @@ def test_the_cli_makes_lists_and_revokes_an_agent_with_the_token_shown_once(fabr
     out = io.StringIO()
     call_command("fabric", "agent", "list", "--fabric", fabric.name, stdout=out)
     assert "smhost1" in out.getvalue() and "revoked" in out.getvalue()
+
+
+def test_an_opensm_restarted_between_two_heartbeats_reconciles_the_fabric(
+    fabric, django_capture_on_commit_callbacks, monkeypatch
+):
+    made = services.create_agent(ACTOR, OPERATOR, fabric, name="smhost1")
+    published: list[int] = []
+    monkeypatch.setattr("console.fabric.enqueue.publish_reconcile", published.append)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.heartbeat(made.agent.pk, {"state": "MASTER", "activity": 400})
+        services.heartbeat(made.agent.pk, {"state": "MASTER", "activity": 900})  # running on
+    assert published == []
+    with django_capture_on_commit_callbacks(execute=True):
+        services.heartbeat(made.agent.pk, {"state": "MASTER", "activity": 35})  # started again
+    assert published == [fabric.pk]
+    assert FabricAgent.objects.get(pk=made.agent.pk).sm_activity == 35

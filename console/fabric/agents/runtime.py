@@ -206,7 +206,13 @@ class Agent:
             info = self.host.diags(timeout=3).sminfo()
         except DiagError as exc:
             return {"state": "NO ANSWER", "error": str(exc)[:200]}
-        return {"state": info.state, "priority": info.priority, "guid": f"0x{info.guid:016x}", "lid": info.lid}
+        return {
+            "state": info.state,
+            "priority": info.priority,
+            "guid": f"0x{info.guid:016x}",
+            "lid": info.lid,
+            "activity": info.activity_count,
+        }
 
     def _push(self, payload: dict[str, Any], progress: Callable[[str, str], None]) -> dict[str, Any]:
         sm = self.sminfo()

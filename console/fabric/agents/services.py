@@ -149,22 +149,29 @@ def resume(fabric_id: int) -> None:
 
 def heartbeat(agent_id: int, sm: dict[str, Any]) -> None:
     """What the agent reports every period: alive, and its OpenSM's SMInfo. When its OpenSM
-    answers again after it did not, the fabric reconciles at once (a push that waited for it)."""
+    answers again after it did not, or restarted between two heartbeats (SMInfo's activity count
+    started again), the fabric reconciles at once: a push that waited for it goes, and the wire is
+    verified (a restart with other files loses the tenants' keys: they are pushed again)."""
     priority = sm.get("priority")
     state = str(sm.get("state") or "")[:20]
+    activity = sm.get("activity")
+    activity = activity if isinstance(activity, int) and activity >= 0 else None
     with transaction.atomic():
         agent = FabricAgent.objects.select_for_update().filter(pk=agent_id).first()
         if agent is None:
             return
         back = agent.sm_state not in SM_UP and state in SM_UP and agent.sm_state != ""
+        last = agent.sm_activity
+        restarted = state in SM_UP and activity is not None and last is not None and activity < last
         FabricAgent.objects.filter(pk=agent_id).update(
             last_seen=timezone.now(),
             connected=True,
             sm_state=state,
             sm_priority=priority if isinstance(priority, int) and 0 <= priority <= 15 else None,
             port_guid=str(sm.get("guid") or "")[:18],
+            sm_activity=activity if state in SM_UP else None,
         )
-        if back:
+        if back or restarted:
             resume(agent.fabric_id)
 
 
