@@ -91,13 +91,16 @@ class AgentLab:
 
 
 @pytest.fixture
-def agent_lab(lab_fabric, processes, agents) -> Callable[..., AgentLab]:
+def agent_lab(lab_fabric, processes, agents) -> Iterator[Callable[..., AgentLab]]:
     """Factory: ``agent_lab("x", *agent_args, config={})`` starts a lab, makes its fabric an agent
     fabric (``config``: what the console keeps of it; {}: nothing that finds the lab), starts the
     console and the agent, and returns once the agent reported its OpenSM master."""
 
+    workdirs: list[Path] = []
+
     def start(name: str, *args: str, config: dict | None = None) -> AgentLab:
         fabric, lab = lab_fabric(name)
+        workdirs.append(lab.workdir)  # (the fabric may forget where its lab is: stopped here)
         made = services.create_agent(ACTOR, OPERATOR, fabric, name="smhost1")
         fabric.driver = "agent"
         if config is not None:
@@ -108,7 +111,9 @@ def agent_lab(lab_fabric, processes, agents) -> Callable[..., AgentLab]:
         until(lambda: FabricAgent.objects.filter(pk=made.agent.pk, sm_state="MASTER").exists(), 30, "the agent's SM")
         return AgentLab(fabric, lab, made, url, proc)
 
-    return start
+    yield start
+    for workdir in workdirs:
+        Lab.attach(workdir).stop()
 
 
 def hca_guids(fabric) -> dict[str, int]:
@@ -546,3 +551,33 @@ def test_opensm_restarted_with_a_reset_partitions_conf_gets_its_keys_back_at_onc
     until(lambda: membership(lab, g["su01-n11"], 0x0046) == "full", 30, "the key back on its port")
     assert time.monotonic() - back < 20
     assert AuditEntry.objects.filter(action="fabric.applied.stale", object_id=str(fabric.pk)).exists()
+
+
+def test_many_threads_of_one_process_ask_the_agent_at_once(agent_lab):
+    # web requests in a threaded server, a worker's task beside them: each waits for its own answer
+    from console.fabric.agents import rpc
+
+    served = agent_lab("agent-threads")
+    answers: list[str] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(6)
+
+    def ask() -> None:
+        try:
+            barrier.wait(10)
+            for _ in range(5):
+                answers.append(rpc.call(served.fabric, "sminfo", {}, timeout=20)["state"])
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            from django.db import connection
+
+            connection.close()
+
+    threads = [threading.Thread(target=ask) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors[:3]
+    assert answers == ["MASTER"] * 30

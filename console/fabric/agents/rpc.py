@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import threading
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
-from channels.layers import InMemoryChannelLayer, get_channel_layer
+from channels import DEFAULT_CHANNEL_LAYER
+from channels.layers import BaseChannelLayer, InMemoryChannelLayer, channel_layers, get_channel_layer
 from django.conf import settings
 from django.utils import timezone
 
@@ -92,6 +94,25 @@ def remember_server_loop() -> None:
     _server_loop = asyncio.get_running_loop()
 
 
+_local = threading.local()
+
+
+def _layer() -> BaseChannelLayer:
+    """This thread's channel layer. A caller waits for its answer on a reply channel of the
+    layer, and a Redis layer lets one event loop at a time receive: two threads of one process
+    (two web requests, a worker task and a request) asking agents at once would collide on the
+    shared one, so each thread gets its own (the in-memory layer of embedded mode is shared: its
+    calls run on the server's loop)."""
+    shared = get_channel_layer()
+    assert shared is not None, "the console runs with a channel layer"
+    if isinstance(shared, InMemoryChannelLayer):
+        return shared
+    layer = getattr(_local, "layer", None)
+    if layer is None:
+        layer = _local.layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
+    return layer
+
+
 async def _call(
     agent_id: int,
     name: str,
@@ -100,8 +121,7 @@ async def _call(
     timeout: float,
     progress: Callable[[str, str], None] | None,
 ) -> dict[str, Any]:
-    layer = get_channel_layer()
-    assert layer is not None, "the console runs with a channel layer"
+    layer = _layer()
     reply = await layer.new_channel()
     request = {"type": "agent.request", "id": uuid.uuid4().hex, "op": op, "payload": payload, "reply_to": reply}
     await layer.group_send(group(agent_id), request)

@@ -307,7 +307,10 @@ class Lab:
             self._save()
 
     def restart_sm(self, *, wait: bool = True) -> None:
-        """Restart OpenSM with the same arguments (needed after non-reloadable option changes)."""
+        """Restart OpenSM with the same arguments (needed after non-reloadable option changes).
+        The state is read again first: another process (the agent's push, an operator) may have
+        restarted it since, and a stale pid would leave that OpenSM running beside the new one."""
+        self._refresh()
         self._kill(self._state.opensm_pid, self._state.opensm_start)
         self._start_opensm()
         self._state.state = "starting"
