@@ -556,28 +556,12 @@ def test_opensm_restarted_with_a_reset_partitions_conf_gets_its_keys_back_at_onc
 def test_many_threads_of_one_process_ask_the_agent_at_once(agent_lab):
     # web requests in a threaded server, a worker's task beside them: each waits for its own answer
     from console.fabric.agents import rpc
+    from tests.power.racing import race
 
     served = agent_lab("agent-threads")
-    answers: list[str] = []
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(6)
 
-    def ask() -> None:
-        try:
-            barrier.wait(10)
-            for _ in range(5):
-                answers.append(rpc.call(served.fabric, "sminfo", {}, timeout=20)["state"])
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            from django.db import connection
+    def five() -> list[str]:
+        return [rpc.call(served.fabric, "sminfo", {}, timeout=20)["state"] for _ in range(5)]
 
-            connection.close()
-
-    threads = [threading.Thread(target=ask) for _ in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not errors, errors[:3]
-    assert answers == ["MASTER"] * 30
+    results = race(**{f"t{i}": five for i in range(6)})
+    assert all(r == ["MASTER"] * 5 for r in results.values()), results

@@ -5,10 +5,8 @@ side says each step and how it ended."""
 from __future__ import annotations
 
 import datetime as dt
-import threading
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from console.fabric.discovery import jobs, sources
@@ -18,6 +16,7 @@ from console.tenancy.context import Actor
 from console.tenancy.models import AuditEntry
 from tests.fabric.lab_fixtures import su1_revision  # noqa: F401 (fixture)
 from tests.needs import needs
+from tests.power.racing import race
 
 ACTOR = Actor.system("test")
 
@@ -88,26 +87,9 @@ def test_the_worker_says_each_step_and_keeps_the_reason_of_a_failure(fabric, pub
 @needs("postgresql")
 @pytest.mark.django_db(transaction=True)
 def test_many_requests_at_once_make_exactly_one_job(fabric, published):
-    barrier = threading.Barrier(6)
-    answers: list[tuple[int, bool]] = []
-    errors: list[BaseException] = []
-
-    def ask() -> None:
-        try:
-            barrier.wait(10)
-            job, created = jobs.start(fabric, actor=ACTOR)
-            answers.append((job.pk, created))
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=ask) for _ in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    assert not errors, errors
+    results = race(**{f"r{i}": lambda: jobs.start(fabric, actor=ACTOR) for i in range(6)})
+    assert not [r for r in results.values() if isinstance(r, BaseException)], results
+    answers = [(job.pk, created) for job, created in results.values()]
     assert len({pk for pk, _ in answers}) == 1 and sum(created for _, created in answers) == 1
     assert DiscoveryJob.objects.filter(fabric=fabric).count() == 1
     assert len(published) == 1
