@@ -159,6 +159,7 @@ SCAN_PARAMETERS = frozenset(
         "other",
         "fmt",
         "change_id",
+        "job_id",
         "switch",
         "link_id",
         "node_id",

@@ -16,7 +16,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import Client
 
-from console.fabric.models import ChangeRequest
+from console.fabric.models import ChangeRequest, DiscoveryJob
 from console.telemetry import services
 from console.telemetry.alarms import Transition
 from console.telemetry.models import FabricEvent
@@ -112,6 +112,8 @@ def scan(world, make_user, admin_a, tenant_a, tenant_b):  # noqa: F811
         "rest": ["resources/links"],
         # an agent of the fabric (none in this world: the revoke route answers the same for all)
         "agent_pk": ["1"],
+        # a discovery job of the fabric (finished: a compare does not wait for it)
+        "job_id": [str(DiscoveryJob.objects.create(fabric=fabric, state=DiscoveryJob.State.DONE).pk)],
     }
     queries: dict[str, list[str]] = {
         "fabric-live": ["", "?level=fabric", "?level=pod"] + [f"?switch={leaf}" for leaf in graph_leaves],

@@ -13,7 +13,7 @@ import re
 import pytest
 from django.test import Client
 
-from console.fabric.models import ChangeRequest
+from console.fabric.models import ChangeRequest, DiscoveryJob
 from console.tenancy.models import Tenant
 from scheduling.models import Node, Quota, Reservation
 from tests.isolation import fill_route, url_routes
@@ -31,8 +31,10 @@ POST_FORM = re.compile(r"<form\b[^>]*method=\"post\"[^>]*>", re.IGNORECASE)
 
 
 @pytest.fixture
-def params(world):  # noqa: F811
+def params(world, settings):  # noqa: F811
     fabric = world["fabric"]
+    # no worker runs discoveries here: the fabric page shows its queued job at once (both roles)
+    settings.FABRIC_COMPARE_WAIT_S = 0
     ids = {world["res_a"].pk, world["res_b"].pk, world["a"].pk, fabric.pk, fabric.revision.design_id}
     ids |= set(Quota.objects.values_list("pk", flat=True)) | set(fabric.pools.values_list("pk", flat=True))
     leaves = sorted({name for name in world["collector"].lm.ends for name in [name.split("/")[0]]})[:1]
@@ -53,6 +55,7 @@ def params(world):  # noqa: F811
         "guids": ["0002c90300000101"],
         "rest": ["resources/links"],
         "agent_pk": ["1"],
+        "job_id": [str(DiscoveryJob.objects.create(fabric=fabric, state=DiscoveryJob.State.DONE).pk)],
         "node_id": [
             str(pk) for pk in Node.objects.filter(fabric=fabric).order_by("pk").values_list("pk", flat=True)[:1]
         ],
