@@ -250,6 +250,8 @@ def collector_child(fabric_id: int, config: dict) -> None:
     from console.fabric.models import Fabric
 
     fabric = Fabric.objects.get(pk=fabric_id)
+    if config.pop("agent", False):  # read through the lab's agent, as on a real SM host
+        fabric.config = {**(fabric.config or {}), "agent": True}
     collector = AlternatingCollector(fabric, CollectorOptions(store_interval=10, **config))
     collector.setup()
     stop = threading.Event()
@@ -396,6 +398,11 @@ def main() -> None:
     parser.add_argument("--mad-reps", type=int, default=5, help="repetitions of the MAD test")
     parser.add_argument("--no-baseline", action="store_true", help="skip the baseline configuration's live window")
     parser.add_argument("--no-browser", action="store_true", help="skip the Chromium step")
+    parser.add_argument(
+        "--agent",
+        action="store_true",
+        help="one more live window: the collector reading through the lab's agent (issue 31)",
+    )
     parser.add_argument("--collector-child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--config", default="{}", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -452,6 +459,18 @@ def main() -> None:
         subs += [(f"/ws/live/fabric/{fabric.pk}/", op.bench_token, None)] * args.operators
         groups = [tenant_group(t.pk) for t in tenants] + [fabric_group(fabric.pk)]
         configs = ([] if args.no_baseline else [("baseline_", BASELINE)]) + [("", CURRENT)]
+        if args.agent:
+            from console.fabric.lab.agent import forget_lab_agent, start_lab_agent
+            from console.fabric.models import FabricAgent
+            from console.tenancy.context import Actor
+
+            start_lab_agent(fabric, f"http://127.0.0.1:{port}", actor=Actor.system("bench-live"))
+            forget_lab_agent(fabric)  # only the agent window's collector reads through it
+            deadline = time.monotonic() + 60
+            while not FabricAgent.objects.filter(fabric=fabric, name="lab", sm_state="MASTER").exists():
+                assert time.monotonic() < deadline, "the lab's agent did not connect"
+                time.sleep(0.2)
+            configs.append(("agent_", {**CURRENT, "agent": True}))
 
         def run_phases():
             return [
@@ -469,6 +488,10 @@ def main() -> None:
             figures = phase_figures(results, phase)
             print(json.dumps({"phase": f"live {prefix or 'current'}", **figures}), flush=True)
             summary.update({f"{prefix}{k}": v for k, v in figures.items()})
+        if args.agent:  # through the agent against the direct collector, same run
+            for key in ("p50_ms", "p99_ms", "fabric_p50_ms", "fabric_p99_ms", "live_publish_p50_ms"):
+                if summary.get(key) and summary.get(f"agent_{key}"):
+                    summary[f"agent_{key[:-3]}_ratio"] = round(summary[f"agent_{key}"] / summary[key], 3)
         if not args.no_baseline:
             for key in ("p99_ms", "fabric_p99_ms"):
                 if summary.get(f"baseline_{key}"):
