@@ -143,8 +143,7 @@ def reachability(*, now: dt.datetime | None = None, threshold_s: float | None = 
     by_agents = {f.site_id for f in placed} - {f.site_id for f in placed if not f.through_agent}
     down = _sm_down(fabrics)
     for fabric_id, why in waiting_for_sm(f.pk for f in placed if f.through_agent).items():
-        if why not in down.get(fabric_id, []) and fabric_id not in down:
-            down[fabric_id] = [why]
+        down.setdefault(fabric_id, [why])
     out: dict[int, SiteStatus] = {}
     for site in sites:
         queue = queue_of_site(site)

@@ -25,11 +25,10 @@ import logging
 import threading
 import zlib
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 from console.fabric.drivers.hosts import OpenSmHost
-from console.fabric.lab.routing import routing_engine_in_use
+from console.fabric.lab.routing import routing_of
 from console.telemetry.core import WATCHED_COUNTERS, PortReading
 from console.telemetry.readers import CounterReader, MadReader, PerfqueryReader, PortKey, ReaderError
 
@@ -79,20 +78,20 @@ def decode_sweep(
     return out
 
 
-class _Log:
-    def __init__(self, opensm_log: Path, routing_engine: str) -> None:
-        self.opensm_log, self.routing_engine = opensm_log, routing_engine
-
-
 def routing_on(host: OpenSmHost) -> dict[str, Any]:
     """Configured vs in-use routing engine from OpenSM's log on ``host``, and where the log ends
     now (a new routing pass moves it; -1: no log readable)."""
     log_path, engine = host.sm_log()
     if log_path is None:
         return {"configured": engine, "in_use": None, "fallback": False, "mark": -1}
-    status = routing_engine_in_use(_Log(log_path, engine))
+    routing = routing_of(log_path, engine)
     mark = log_path.stat().st_size if log_path.exists() else 0
-    return {"configured": status.configured, "in_use": status.in_use, "fallback": status.fallback, "mark": mark}
+    return {
+        "configured": routing["configured"],
+        "in_use": routing["in_use"],
+        "fallback": routing["fallback"],
+        "mark": mark,
+    }
 
 
 class CounterOps:
@@ -111,7 +110,7 @@ class CounterOps:
             "topology": lambda payload, progress: {"stdout": self.host.diags(timeout=60).run("ibnetdiscover").stdout},
             "read_counters": self._read,
             "lft": self._lft,
-            "routing": lambda payload, progress: self.routing(),
+            "routing": lambda payload, progress: routing_on(self.host),
         }
 
     def _reader(self) -> CounterReader:
@@ -150,9 +149,6 @@ class CounterOps:
     def _lft(self, payload: dict[str, Any], progress: Callable[[str, str], None]) -> dict[str, Any]:
         with self._lock:
             return {"table": self._reader().lft(int(payload["lid"]), int(payload["top"]))}
-
-    def routing(self) -> dict[str, Any]:
-        return routing_on(self.host)
 
     def close(self) -> None:
         if self.reader is not None:

@@ -34,7 +34,7 @@ from django.utils import timezone
 
 from console.fabric.diags.runner import DiagEnv, DiagError, DiagRunner
 from console.fabric.diags.topology import Topology
-from console.fabric.drivers import driver_for
+from console.fabric.discovery.sources import local_host
 from console.fabric.drivers.hosts import LabHost, OpenSmHost
 from console.fabric.lab.fabrics import LabNotRunning, lab_for
 from console.fabric.lab.manager import Lab
@@ -164,11 +164,9 @@ class FabricCollector:
             return None
 
     def _diags(self) -> tuple[DiagRunner, DiagEnv]:
-        if self.fabric.driver == Fabric.Driver.LAB:
-            self.lab = lab_for(self.fabric)
-            self.host = LabHost(self.lab)
-        else:
-            self.host = driver_for(self.fabric).host  # type: ignore[attr-defined]
+        self.host = local_host(self.fabric)
+        if isinstance(self.host, LabHost):
+            self.lab = self.host.lab
         runner = self.host.diags(timeout=30)
         return runner, runner.env
 

@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from console.fabric.agents import rpc
-from console.fabric.diags.runner import DiagEnv, DiagError, DiagRunner
+from console.fabric.diags.runner import DiagError, DiagRunner
+from console.fabric.drivers import driver_for
 from console.fabric.drivers.base import DriverError, Progress, no_progress
+from console.fabric.drivers.hosts import LabHost, OpenSmHost
 from console.fabric.lab.fabrics import LabNotRunning, lab_for
-from console.fabric.lab.routing import log_mark, routing_engine_in_use, swept_since
+from console.fabric.lab.routing import log_mark, routing_of, swept_since
 from console.fabric.models import Fabric
 from console.tenancy.errors import ConsoleError, Invalid
 
@@ -54,12 +56,6 @@ class SweepSource(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class _Log:
-    opensm_log: Path
-    routing_engine: str
-
-
 def read_sweep(diags: DiagRunner, log: Path | None, engine: str, progress: Progress = no_progress) -> Sweep:
     """The three readings on the host that has the HCA and OpenSM's log (the agent's and the
     local source's common core)."""
@@ -73,13 +69,7 @@ def read_sweep(diags: DiagRunner, log: Path | None, engine: str, progress: Progr
     if log is None:
         routing = {**NO_ROUTING, "evidence": ["no OpenSM log readable on the SM host (config opensm_log)"]}
     else:
-        status = routing_engine_in_use(_Log(log, engine))
-        routing = {
-            "configured": status.configured,
-            "in_use": status.in_use,
-            "fallback": status.fallback,
-            "evidence": list(status.evidence),
-        }
+        routing = routing_of(log, engine)
     return Sweep(stdout, mark, routing)
 
 
@@ -88,43 +78,36 @@ def log_swept_since(log: Path | None, mark: int) -> bool | None:
     return swept_since(log, mark) if log is not None else None
 
 
+def local_host(fabric: Fabric) -> OpenSmHost:
+    """The SM host of a fabric read on this machine: a lab's (LabNotRunning when it is down), or
+    an ``opensm`` fabric's OpenSM here (the collector reads through the same)."""
+    if fabric.driver == Fabric.Driver.LAB:
+        return LabHost(lab_for(fabric))
+    if fabric.driver == Fabric.Driver.OPENSM:
+        host: OpenSmHost = driver_for(fabric).host  # type: ignore[attr-defined]
+        return host
+    raise Invalid(f"discovery through the {fabric.driver} driver is not supported yet")
+
+
 class LocalSource:
     """This host's HCA and OpenSM log (a lab without an agent; an ``opensm`` fabric)."""
 
     def __init__(self, fabric: Fabric) -> None:
         self.fabric = fabric
 
-    def _diags(self) -> DiagRunner:
-        fabric = self.fabric
-        if fabric.driver == Fabric.Driver.LAB:
-            return lab_for(fabric).diags(timeout=DISCOVERY_TIMEOUT)  # LabNotRunning: 409, said as it is
-        if fabric.driver == Fabric.Driver.OPENSM:
-            cfg = fabric.config
-            env = DiagEnv(ca=cfg.get("ca"), ca_port=cfg.get("ca_port"))
-            return DiagRunner(env, timeout=float(cfg.get("diag_timeout", DISCOVERY_TIMEOUT)))
-        raise Invalid(f"discovery through the {fabric.driver} driver is not supported yet")
-
-    def log(self) -> tuple[Path | None, str]:
-        fabric = self.fabric
-        if fabric.driver == Fabric.Driver.LAB:
-            try:
-                lab = lab_for(fabric)
-            except LabNotRunning:
-                return None, "ftree"
-            return lab.opensm_log, lab.routing_engine
-        configured = fabric.config.get("opensm_log")
-        return (Path(configured) if configured else None), str(fabric.config.get("routing_engine") or "ftree")
-
     def sweep(self, progress: Progress = no_progress) -> Sweep:
-        diags = self._diags()
-        log, engine = self.log()
+        host = local_host(self.fabric)  # a lab that is down: LabNotRunning (409), said as it is
         try:
-            return read_sweep(diags, log, engine, progress)
+            return read_sweep(host.diags(timeout=DISCOVERY_TIMEOUT), *host.sm_log(), progress)
         except DriverError as exc:
             raise DiscoveryFailed(f"{exc} on {self.fabric.name}") from exc
 
     def swept_since(self, mark: int) -> bool | None:
-        return log_swept_since(self.log()[0], mark)
+        try:
+            host = local_host(self.fabric)
+        except (LabNotRunning, DriverError):
+            return None
+        return log_swept_since(host.sm_log()[0], mark)
 
 
 class AgentSource:

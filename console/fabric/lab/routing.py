@@ -25,7 +25,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 _CONFIGURED_RE = re.compile(r"osm_ucast_mgr_process: (\S+) tables configured on all switches")
 _FAILED_RE = re.compile(r"ucast_mgr_route: (\S+): cannot build lid matrices")
@@ -108,6 +108,24 @@ def routing_engine_in_use(lab: HasOpenSmLog) -> RoutingStatus:
     except FileNotFoundError:
         text = ""
     return routing_status_from_log(text, lab.routing_engine)
+
+
+def routing_of(log: Path, engine: str) -> dict[str, Any]:
+    """The routing check as the console stores and shows it: ``configured``, ``in_use``,
+    ``fallback`` and ``evidence``, from OpenSM's log ``log`` (asked for ``engine``)."""
+    status = routing_engine_in_use(_LogOf(log, engine))
+    return {
+        "configured": status.configured,
+        "in_use": status.in_use,
+        "fallback": status.fallback,
+        "evidence": list(status.evidence),
+    }
+
+
+@dataclass(frozen=True)
+class _LogOf:
+    opensm_log: Path
+    routing_engine: str
 
 
 def wait_for_routing(
