@@ -24,16 +24,20 @@ import json
 import logging
 import threading
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
+from console.fabric.agents.runtime import Op, Progress
 from console.fabric.drivers.hosts import OpenSmHost
 from console.fabric.lab.routing import routing_of
 from console.telemetry.core import WATCHED_COUNTERS, PortReading
 from console.telemetry.readers import CounterReader, MadReader, PerfqueryReader, PortKey, ReaderError
 
 log = logging.getLogger(__name__)
-Op = Callable[[dict[str, Any], Callable[[str, str], None]], dict[str, Any]]
+
+
+def _numbers(last: Mapping[str, Any]) -> dict[str, int | float]:
+    return {k: v for k, v in last.items() if isinstance(v, int | float)}
 
 
 def encode_sweep(
@@ -125,28 +129,42 @@ class CounterOps:
                 self.reader, self.kind = PerfqueryReader(diags), "perfquery"
         return self.reader
 
-    def _read(self, payload: dict[str, Any], progress: Callable[[str, str], None]) -> dict[str, Any]:
+    def _read(self, payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
+        """The counters of ``ports``; with ``parts`` (lists of switches), part by part as a
+        stream: each part's sweep goes ahead as a ``part`` progress report while the reader reads
+        the next (the collector publishes what it has), and the result says how many went."""
         state = payload.get("state")
+        ports: dict[str, list[int]] = payload["ports"]
+        parts = [{sw: ports[sw] for sw in part} for part in payload.get("parts") or [list(ports)]]
+        due = None if state is None else {(str(sw), int(p)) for sw, ps in state.items() for p in ps}
         with self._lock:
             reader = self._reader()
             if payload.get("fresh"):
                 self.sent.clear()
                 if isinstance(reader, PerfqueryReader):
-                    reader.expect(payload["ports"])
+                    reader.expect(ports)
             try:
-                got = reader.read(
-                    payload["ports"],
-                    payload["lids"],
-                    state=None if state is None else {(str(sw), int(p)) for sw, ps in state.items() for p in ps},
-                )
+                for part, got in zip(parts, self._parts(reader, parts, payload["lids"], due), strict=True):
+                    last = dict(getattr(reader, "last", {}) or {})
+                    sweep = encode_sweep(got, list(part), self.sent)
+                    progress("part", "running", {"sweep": sweep, "last": _numbers(last)})
             except ReaderError:
                 self.close()  # a new helper next time (the fabric re-swept, the helper died)
                 raise
-            last = dict(getattr(reader, "last", {}) or {})
-            sweep = encode_sweep(got, list(payload["ports"]), self.sent)
-        return {"sweep": sweep, "last": {k: v for k, v in last.items() if isinstance(v, int | float)}}
+        return {"parts": len(parts)}
 
-    def _lft(self, payload: dict[str, Any], progress: Callable[[str, str], None]) -> dict[str, Any]:
+    @staticmethod
+    def _parts(
+        reader: CounterReader, parts: list[dict[str, list[int]]], lids: Mapping[str, int], due: set[PortKey] | None
+    ) -> Iterator[dict[PortKey, PortReading]]:
+        stream = getattr(reader, "read_parts", None)
+        if stream is not None:
+            yield from stream(parts, lids, state=due)
+            return
+        for part in parts:
+            yield reader.read(part, lids, state=due)
+
+    def _lft(self, payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
         with self._lock:
             return {"table": self._reader().lft(int(payload["lid"]), int(payload["top"]))}
 

@@ -4,7 +4,9 @@ The collector needs no HCA and no infiniband-diags for such a fabric."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import queue
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from console.fabric.agents import rpc
@@ -44,16 +46,23 @@ def _by_switch(keys: Collection[PortKey]) -> dict[str, list[int]]:
 
 
 class AgentReader:
-    """A :class:`~console.telemetry.readers.CounterReader` whose reads the agent makes."""
+    """A :class:`~console.telemetry.readers.CounterReader` whose reads the agent makes.
 
-    #: one request per sweep: the agent's reader streams the fabric's switches itself
-    partial_reads = False
+    A sweep in parts is one request: the agent streams each part's counters back as its MAD
+    reader reads them (``part`` reports), so the collector publishes the first switches while
+    the agent reads the rest, as it does with a local reader. The request runs on one thread of
+    this reader's own (its channel layer is that thread's, kept from sweep to sweep); the parts
+    come through a queue."""
+
+    #: the collector may read in parts: the agent streams them
+    partial_reads = True
 
     def __init__(self, fabric: Fabric) -> None:
         self.fabric = fabric
         self.last: dict[str, Any] = {}
         self._fresh = True
         self.held: dict[PortKey, tuple[dict[str, int], str]] = {}  # errors and state last received
+        self._caller = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"agent-read-{fabric.pk}")
 
     def read(
         self,
@@ -62,26 +71,68 @@ class AgentReader:
         *,
         state: Collection[PortKey] | None = None,
     ) -> dict[PortKey, PortReading]:
-        switches = list(ports)
+        return next(iter(self.read_parts([ports], lids, state=state)))
+
+    def read_parts(
+        self,
+        parts: Sequence[Mapping[str, list[int]]],
+        lids: Mapping[str, int],
+        *,
+        state: Collection[PortKey] | None = None,
+    ) -> Iterator[dict[PortKey, PortReading]]:
+        """Each part's readings, as the agent sends them."""
         fresh = self._fresh
+        ports = {sw: list(p) for part in parts for sw, p in part.items()}
         payload = {
-            "ports": {sw: list(p) for sw, p in ports.items()},
+            "ports": ports,
+            "parts": [list(part) for part in parts],
             "lids": dict(lids),
             "state": None if state is None else _by_switch(state),
             "fresh": fresh,
         }
         self._fresh = True  # until this read is done: a failed one makes the agent send everything again
-        answer = _call(self.fabric, "read_counters", payload, READ_TIMEOUT_S)
+        got: queue.SimpleQueue[dict[str, Any] | BaseException | None] = queue.SimpleQueue()
+        try:
+            agent = rpc.agent_for(self.fabric)  # (the database is asked here, not on the caller thread)
+        except rpc.AgentLost as exc:
+            raise ReaderError(f"read_counters through the agent of {self.fabric.name}: {exc}") from exc
+
+        def ask() -> None:
+            try:
+                rpc.call(agent, "read_counters", payload, timeout=READ_TIMEOUT_S, on_part=got.put)
+                got.put(None)
+            except BaseException as exc:  # handed to the reading thread
+                got.put(exc)
+
+        self._caller.submit(ask)
         if fresh:
             self.held.clear()
-        readings = decode_sweep(str(answer["sweep"]), switches, self.held)
+        for part in parts:
+            item = _next(got, self.fabric)
+            if item is None:
+                raise ReaderError(f"the agent of {self.fabric.name} sent fewer parts than asked")
+            self.last = dict(item.get("last") or {})
+            yield decode_sweep(str(item["sweep"]), list(part), self.held)
+        if _next(got, self.fabric) is not None:
+            raise ReaderError(f"the agent of {self.fabric.name} sent more parts than asked")
         self._fresh = False
-        self.last = dict(answer.get("last") or {})
-        return readings
 
     def lft(self, lid: int, top: int) -> list[int] | None:
         table = _call(self.fabric, "lft", {"lid": lid, "top": top}, 10).get("table")
         return [int(v) for v in table] if isinstance(table, list) else None
 
     def close(self) -> None:
-        return None
+        self._caller.shutdown(wait=False, cancel_futures=True)
+
+
+def _next(got: queue.SimpleQueue[dict[str, Any] | BaseException | None], fabric: Fabric) -> dict[str, Any] | None:
+    """The next part (None: the request ended), or the request's error raised."""
+    try:
+        item = got.get(timeout=READ_TIMEOUT_S + rpc.ACCEPT_TIMEOUT_S + 5)
+    except queue.Empty as exc:
+        raise ReaderError(f"read_counters through the agent of {fabric.name}: no answer") from exc
+    if isinstance(item, ReaderError):
+        raise item
+    if isinstance(item, BaseException):
+        raise ReaderError(f"read_counters through the agent of {fabric.name}: {item}") from item
+    return item

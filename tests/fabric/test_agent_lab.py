@@ -312,11 +312,15 @@ def test_the_live_collector_reads_the_counters_and_the_routing_through_the_agent
 
     served = agent_lab("agent-live", config={})  # the collector cannot reach the lab but through the agent
     fabric, lab = served.fabric, served.lab
-    collector = FabricCollector(fabric, CollectorOptions(lab_traffic=False, interval=0.2))
+    # four switches a part: the agent streams each part's counters back as it reads them
+    collector = FabricCollector(fabric, CollectorOptions(lab_traffic=False, interval=0.2, read_chunk_switches=4))
     collector.setup()
     try:
+        assert len(collector._chunks(collector.lm.measured_ports())) == 3  # 12 switches
         first = collector.sweep()  # the first sweep runs the slow checks too
         assert first.links == len(collector.lm.ends) > 0 and first.mads > 0  # the agent's MAD reader
+        assert sorted(collector.chunk_at) == [0, 1, 2]  # three parts came, one after the other
+        assert list(collector.chunk_at.values()) == sorted(collector.chunk_at.values())
         assert collector.sm["in_use"] == "ftree" and collector.sm["state"] == "MASTER"
         assert collector.sm["agent"] == "smhost1"
         # what the agent read is what a reader on the lab's own port reads (links, states, errors)

@@ -64,23 +64,29 @@ def agent_for(fabric: Fabric) -> FabricAgent:
 
 
 def call(
-    fabric: Fabric,
+    to: Fabric | FabricAgent,
     op: str,
     payload: dict[str, Any],
     *,
     timeout: float | None = None,
     progress: Callable[[str, str], None] | None = None,
+    on_part: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Run ``op`` on the fabric's agent and return its result (JSON)."""
-    agent = agent_for(fabric)
+    """Run ``op`` on the fabric's agent (or on ``to``, an agent already chosen: no database
+    query, so a thread of its own may ask) and return its result (JSON). ``on_part`` receives the
+    parts of the result an operation sends ahead (a sweep's chunks), as they come, on the layer's
+    event loop: it must not block."""
+    agent = to if isinstance(to, FabricAgent) else agent_for(to)
     limit = timeout if timeout is not None else settings.AGENT_CALL_TIMEOUT_S
     loop = _server_loop
     if isinstance(get_channel_layer(), InMemoryChannelLayer) and loop is not None and loop.is_running():
         # Embedded mode: the in-memory layer's queues belong to the server's event loop (where
         # the agent's socket lives); a reply awaited on another loop is not woken when it comes.
-        future = asyncio.run_coroutine_threadsafe(_call(agent.pk, agent.name, op, payload, limit, progress), loop)
+        future = asyncio.run_coroutine_threadsafe(
+            _call(agent.pk, agent.name, op, payload, limit, progress, on_part), loop
+        )
         return future.result(limit + ACCEPT_TIMEOUT_S + 5)
-    result: dict[str, Any] = async_to_sync(_call)(agent.pk, agent.name, op, payload, limit, progress)
+    result: dict[str, Any] = async_to_sync(_call)(agent.pk, agent.name, op, payload, limit, progress, on_part)
     return result
 
 
@@ -120,6 +126,7 @@ async def _call(
     payload: dict[str, Any],
     timeout: float,
     progress: Callable[[str, str], None] | None,
+    on_part: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     layer = _layer()
     reply = await layer.new_channel()
@@ -141,6 +148,9 @@ async def _call(
         if kind == "accepted":
             accepted = True
             deadline = loop.time() + timeout
+        elif kind == "progress" and message.get("result") is not None:
+            if on_part is not None:
+                on_part(dict(message["result"]))
         elif kind == "progress" and progress is not None:
             await sync_to_async(progress)(str(message.get("step", "")), "running")
         elif kind == "result":

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from websockets.exceptions import InvalidStatus, WebSocketException
@@ -40,8 +40,15 @@ VERSION = "1.0"
 MAX_FRAME_BYTES = 8 * 1024 * 1024
 
 
-#: An operation: its payload and a progress callback ``(step, state)`` in, its JSON result out.
-Op = Callable[[dict[str, Any], Callable[[str, str], None]], dict[str, Any]]
+class Progress(Protocol):
+    """An operation's report: a step as it starts, or (``part``) a part of its result sent ahead
+    of the rest (a sweep's counters, a chunk of switches at a time)."""
+
+    def __call__(self, step: str, status: str, part: dict[str, Any] | None = None) -> None: ...
+
+
+#: An operation: its payload and a :class:`Progress` in, its JSON result out.
+Op = Callable[[dict[str, Any], Progress], dict[str, Any]]
 
 
 class SmDown(RuntimeError):
@@ -170,8 +177,11 @@ class Agent:
     def _handle(self, ws: Connection, message: dict[str, Any]) -> None:
         rid, op = message.get("id"), str(message.get("op"))
 
-        def progress(step: str, status: str) -> None:
-            self._send(ws, {"type": "progress", "id": rid, "step": step})
+        def progress(step: str, status: str, part: dict[str, Any] | None = None) -> None:
+            message: dict[str, Any] = {"type": "progress", "id": rid, "step": step}
+            if part is not None:
+                message["result"] = part
+            self._send(ws, message)
 
         try:
             handler = self.ops.get(op)
@@ -214,7 +224,7 @@ class Agent:
             "activity": info.activity_count,
         }
 
-    def _push(self, payload: dict[str, Any], progress: Callable[[str, str], None]) -> dict[str, Any]:
+    def _push(self, payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
         sm = self.sminfo()
         if sm.get("state") not in wire.SM_UP:
             raise SmDown(f"OpenSM does not answer on this host ({sm.get('error') or sm.get('state')})")
@@ -224,24 +234,24 @@ class Agent:
         result = self.driver.push(desired, previous=previous, options=options, progress=progress)
         return wire.result_to_json(result)
 
-    def _verify(self, payload: dict[str, Any], progress: Callable[[str, str], None]) -> dict[str, Any]:
+    def _verify(self, payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
         desired = DesiredFabric.from_json(payload["desired"])
         return {"mismatches": self.driver.verify(desired, options=wire.options_from_json(payload["options"]))}
 
-    def _probe(self, payload: dict[str, Any], progress: Callable[[str, str], None]) -> dict[str, Any]:
+    def _probe(self, payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
         plan = wire.plan_from_json(payload["plan"])
         probe = self.driver.probe_isolation(plan, options=wire.options_from_json(payload["options"]))
         return wire.probe_to_json(probe)
 
-    def _discover(self, payload: dict[str, Any], progress: Callable[[str, str], None]) -> dict[str, Any]:
+    def _discover(self, payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
         log, engine = self.host.sm_log()
         sweep = read_sweep(self.host.diags(timeout=DISCOVERY_TIMEOUT), log, engine, progress)
         return {"stdout": sweep.stdout, "sm_mark": sweep.sm_mark, "routing": sweep.routing}
 
-    def _swept_since(self, payload: dict[str, Any], progress: Callable[[str, str], None]) -> dict[str, Any]:
+    def _swept_since(self, payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
         return {"swept": log_swept_since(self.host.sm_log()[0], int(payload["mark"]))}
 
-    def _port(self, payload: dict[str, Any], progress: Callable[[str, str], None]) -> dict[str, Any]:
+    def _port(self, payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
         result = self.driver.set_port_state(
             str(payload["switch"]),
             int(payload["port"]),
