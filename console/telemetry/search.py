@@ -9,9 +9,9 @@ infrastructure, but a switch's name leads to pages a tenant has no use for (it h
 designer pages), so switches and cables are found by operators and auditors only.
 
 Where identifiers live. Port GUIDs are stored per HCA (:class:`scheduling.models.HCA`). LIDs are
-OpenSM's: the fabric's last discovery run records switch and CA LIDs, and a lab records the LID
-of every HCA port when its subnet comes up (``lids.json``, read through the driver's
-``port_lids``); both are consulted, the discovery first.
+OpenSM's: the fabric's last discovery run records switch and CA LIDs (a lab's and an agent
+fabric's: discovered through the agent), and an OpenSM on this host may record the LID of every
+HCA port (read through the driver's ``port_lids``); both are consulted, the discovery first.
 """
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ class _Search:
                 if self.all:
                     self.add(self.discovered_hit(fab, row, lid=lid))
                 elif not is_switch:
-                    node = self.own_node_named(fab, str(row.get("name", "")))
+                    node = self.own_node_described(fab, str(row.get("name", "")))
                     if node is not None:
                         self.add(self.node_hit(node, lid=lid, guid=row.get("guid")))
             if found:
@@ -215,14 +215,18 @@ class _Search:
         """Port GUID → (LID, port) as the fabric's driver recorded them ({} when it has none)."""
         try:
             driver = driver_for(fabric)
-            # An OpenSM driver's host (a lab, a local OpenSM) keeps the map; other drivers may have none.
+            # A local OpenSM driver's host keeps the map; the others (agents) have none here.
             port_lids = getattr(driver, "port_lids", None) or getattr(getattr(driver, "host", None), "port_lids", None)
             return dict(port_lids()) if callable(port_lids) else {}
         except Exception:  # a driver that cannot start has no LIDs to offer
             return {}
 
-    def own_node_named(self, fabric_id: int, name: str) -> Node | None:
-        node = Node.objects.filter(fabric_id=fabric_id, name=name).first()
+    def own_node_described(self, fabric_id: int, description: str) -> Node | None:
+        """The node of a discovered CA: its NodeDescription is the node's name, or (Linux's
+        default, and the designs' "su01-n01 HCA-1") the host name, a space and the HCA's."""
+        host = description.split(" ", 1)[0]
+        names = [description] if host == description else [description, host]
+        node = Node.objects.filter(fabric_id=fabric_id, name__in=names).order_by("-name").first()
         return node if node is not None and self.node_visible(node.pk) else None
 
     def discovered(self, fabrics: list[Fabric] | None = None) -> list[tuple[int, dict[str, Any]]]:

@@ -25,6 +25,8 @@ def found(world):
     topology = {
         "nodes": [
             {"name": node.name, "kind": "ca", "guid": hca.port_guid, "lids": {"1": 377}, "known": True},
+            # a CA whose NodeDescription is Linux's default: the host name, a space, the device
+            {"name": f"{node.name} mlx5_1", "kind": "ca", "guid": "0x0002c90300aa0002", "lids": {"1": 378}},
             {"name": "leaf-su1-r1", "kind": "switch", "guid": "0x0002c90300ffee01", "lid": 5, "known": True},
         ]
     }
@@ -95,6 +97,11 @@ def test_the_owning_tenant_finds_its_reservation_and_node(found):
     assert "llama-pretrain-7" in labels(search(me, f"{found['res'].pkey | 0x8000:#06x}"))
     node_hits = [r for r in search(me, found["node"].name) if r["kind"] == "node"]
     assert node_hits and node_hits[0]["url"] == f"/reservations/{found['res'].pk}/"
+
+
+def test_a_tenant_finds_its_node_by_the_lid_of_a_ca_described_host_then_device(found):
+    assert labels(search(tenant(found, "a"), "lid:378"), "node") == {found["node"].name}
+    assert search(tenant(found, "b"), "lid:378") == []
 
 
 def test_the_other_tenant_finds_nothing_of_them(found):
