@@ -385,6 +385,9 @@ CELERY_BEAT_SCHEDULE = {
 # Agents on the subnet-manager hosts (console/fabric/agents): they heartbeat every
 # AGENT_HEARTBEAT_S; one silent for AGENT_SILENT_AFTER_S is not used and raises an alarm; a call
 # to an agent (a push) may take AGENT_CALL_TIMEOUT_S.
+# Where the agents of the labs this host runs connect (``manage.py lab up``; ``manage.py up``
+# gives its own address).
+CONSOLE_URL = os.environ.get("CONSOLE_URL", "http://127.0.0.1:8000")
 AGENT_HEARTBEAT_S = float(os.environ.get("CONSOLE_AGENT_HEARTBEAT_S", "5"))
 AGENT_SILENT_AFTER_S = float(os.environ.get("CONSOLE_AGENT_SILENT_AFTER_S", "15"))
 AGENT_CALL_TIMEOUT_S = float(os.environ.get("CONSOLE_AGENT_CALL_TIMEOUT_S", "240"))

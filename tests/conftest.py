@@ -63,6 +63,18 @@ def _fresh_anonymous_throttle():
     caches["throttle"].delete("throttle_anon_127.0.0.1")
 
 
+def flush_broker() -> None:
+    """Empty this run's Redis database of Celery's queues and results (no stale tasks), keeping
+    the channel layer's keys (``asgi…``): the agents' sockets stay in their groups."""
+    import redis
+    from django.conf import settings
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    stale = [key for key in client.scan_iter(count=1000) if not key.startswith(b"asgi")]
+    for i in range(0, len(stale), 500):
+        client.delete(*stale[i : i + 500])
+
+
 @pytest.fixture
 def worker(transactional_db):
     """A real Celery worker in this process (solo pool) on this run's broker: its own Redis
@@ -73,9 +85,7 @@ def worker(transactional_db):
     from console.celery import app
 
     if settings.REDIS_URL:
-        import redis
-
-        redis.Redis.from_url(settings.REDIS_URL).flushdb()
+        flush_broker()
     with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30) as w:
         yield w
 
@@ -168,3 +178,18 @@ def subprocess_env(transactional_db) -> dict[str, str]:
         auth = s["USER"] + (f":{s['PASSWORD']}" if s.get("PASSWORD") else "")
         env["DATABASE_URL"] = f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
     return env
+
+
+@pytest.fixture(scope="session")
+def lab_console(django_db_setup, tmp_path_factory):
+    """The console the lab fabrics' agents connect to, as on real SM hosts: one uvicorn for the
+    session on the test database and Redis (``tests.fabric.lab_fixtures`` starts each lab's
+    agent against it). Any process of the test (a worker, the test itself) reaches an agent
+    through the channel layer, whichever server holds its socket."""
+    from tests import servers
+
+    started: list = []
+    start = servers.spawner(tmp_path_factory.mktemp("lab-console"), started, servers.LAB_CONSOLE_APPLICATION_NAME)
+    url = servers.web(start)
+    yield url
+    servers.stop_all(started)

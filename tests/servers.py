@@ -18,6 +18,8 @@ from django.conf import settings
 ROOT = Path(__file__).resolve().parents[1]
 #: PostgreSQL's application_name of every database session the test servers open.
 SERVER_APPLICATION_NAME = "ibc-test-server"
+#: ... and of the session's console that the labs' agents connect to (tests/conftest.py).
+LAB_CONSOLE_APPLICATION_NAME = "ibc-test-lab-console"
 
 
 def _free_port() -> int:
@@ -26,12 +28,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _env(data_dir: Path) -> dict[str, str]:
+def _env(data_dir: Path, application_name: str = SERVER_APPLICATION_NAME) -> dict[str, str]:
     db = settings.DATABASES["default"]
     env = dict(os.environ)
     # named, so a test can tell the server's database sessions from its own and from leftovers
     env["DATABASE_URL"] = (
-        f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}?application_name={SERVER_APPLICATION_NAME}"
+        f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}?application_name={application_name}"
     )
     env["CONSOLE_DATA_DIR"] = str(data_dir)
     env["DJANGO_ALLOW_ASYNC_UNSAFE"] = ""
@@ -40,17 +42,17 @@ def _env(data_dir: Path) -> dict[str, str]:
     return env
 
 
-@pytest.fixture
-def processes(lab_data_dir):
-    started: list[subprocess.Popen] = []
-    lab_data_dir.mkdir(parents=True, exist_ok=True)
+def spawner(data_dir: Path, started: list[subprocess.Popen], application_name: str = SERVER_APPLICATION_NAME):
+    """``start(*argv)``: a console process with the test's database, Redis and ``data_dir``
+    (its log there), appended to ``started``."""
+    data_dir.mkdir(parents=True, exist_ok=True)
 
     def start(*argv: str) -> subprocess.Popen:
-        log = open(lab_data_dir / f"{argv[0].replace('.', '_')}-{len(started)}.log", "wb")
+        log = open(data_dir / f"{argv[0].replace('.', '_')}-{len(started)}.log", "wb")
         proc = subprocess.Popen(
             [sys.executable, *argv],
             cwd=ROOT,
-            env=_env(lab_data_dir),
+            env=_env(data_dir, application_name),
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -58,7 +60,13 @@ def processes(lab_data_dir):
         started.append(proc)
         return proc
 
-    yield start
+    return start
+
+
+@pytest.fixture
+def processes(lab_data_dir):
+    started: list[subprocess.Popen] = []
+    yield spawner(lab_data_dir, started)
     stop_all(started)
 
 

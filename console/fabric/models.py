@@ -110,11 +110,14 @@ class Fabric(models.Model):
 
     @property
     def through_agent(self) -> bool:
-        """Its subnet-manager host is reached through an agent (``driver=agent``, or a lab whose
-        SM host runs one: ``config["agent"]``, set by ``manage.py up``)."""
-        if self.driver == self.Driver.AGENT:
-            return True
-        return self.driver == self.Driver.LAB and bool((self.config or {}).get("agent"))
+        """Its subnet-manager host is reached through an agent: ``driver=agent``, and a lab, whose
+        SM host is one like any other (the console runs its ibsim and OpenSM, its agent does the
+        rest)."""
+        return self.driver in AGENT_DRIVERS
+
+
+#: The drivers whose SM hosts are reached through agents.
+AGENT_DRIVERS = (Fabric.Driver.AGENT, Fabric.Driver.LAB)
 
 
 class FabricPartition(models.Model):

@@ -94,6 +94,13 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
             self.greeted = True
             await self.send_json({"type": "welcome", "fabric": self.agent.fabric.name, "agent": self.agent.name})
         elif kind == "heartbeat" and self.greeted:
+            # in its group again: a broker that lost its keys (restarted without persistence,
+            # flushed) finds the socket again within one heartbeat
+            await self.channel_layer.group_add(group(self.agent.pk), self.channel_name)
+            # the callers waiting on this socket hear it is alive: one that hears nothing for a
+            # while knows this server died under its request (no "lost" comes from a dead one)
+            for waiting in list(self.pending.values()):
+                await self.channel_layer.send(waiting, {"kind": "alive"})
             await database_sync_to_async(services.heartbeat)(self.agent.pk, dict(content.get("sm") or {}))
         elif kind == "result_part":
             await self._part(content)

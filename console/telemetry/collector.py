@@ -35,7 +35,7 @@ from django.utils import timezone
 from console.fabric.diags.runner import DiagEnv, DiagError, DiagRunner
 from console.fabric.diags.topology import Topology
 from console.fabric.discovery.sources import local_host
-from console.fabric.drivers.hosts import LabHost, OpenSmHost
+from console.fabric.drivers.hosts import OpenSmHost
 from console.fabric.lab.fabrics import LabNotRunning, lab_for
 from console.fabric.lab.manager import Lab
 from console.fabric.models import Fabric, FabricAgent
@@ -138,7 +138,7 @@ class FabricCollector:
 
         graph = revision_graph(self.fabric.revision)
         topo: Topology
-        if self.fabric.through_agent:
+        if self.through_agent:
             self.lab = self._local_lab()
             topo = agent_reader.topology(self.fabric)
             self.reader = agent_reader.AgentReader(self.fabric)
@@ -153,6 +153,14 @@ class FabricCollector:
         self.alarms.seed(services.open_conditions(self.fabric.pk))
         self._refresh_routes()
 
+    @property
+    def through_agent(self) -> bool:
+        """Read through the fabric's agent (else on this host, :meth:`_local_host`)."""
+        return self.fabric.through_agent
+
+    def _local_host(self) -> OpenSmHost:
+        return local_host(self.fabric)
+
     def _local_lab(self) -> Lab | None:
         """A lab fabric's lab when it runs on this host (its traffic model writes counters into
         ibsim); the readings still come through the agent."""
@@ -164,9 +172,7 @@ class FabricCollector:
             return None
 
     def _diags(self) -> tuple[DiagRunner, DiagEnv]:
-        self.host = local_host(self.fabric)
-        if isinstance(self.host, LabHost):
-            self.lab = self.host.lab
+        self.host = self._local_host()
         runner = self.host.diags(timeout=30)
         return runner, runner.env
 
@@ -315,7 +321,7 @@ class FabricCollector:
                 self._refresh_routes()
             self.routing_mark = routing["mark"]
             self.sm = {"configured": routing["configured"], "in_use": routing["in_use"], "at": time.time()}
-        if self.fabric.through_agent:
+        if self.through_agent:
             self.sm.update(self._agent_sm())
         elif self.host is not None:
             try:
@@ -334,7 +340,7 @@ class FabricCollector:
         return out + failures
 
     def _routing(self) -> dict[str, Any] | None:
-        if self.fabric.through_agent:
+        if self.through_agent:
             try:
                 return agent_reader.routing(self.fabric)
             except ReaderError as exc:

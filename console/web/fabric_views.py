@@ -25,7 +25,7 @@ from console.fabric.discovery import jobs
 from console.fabric.discovery import services as discovery
 from console.fabric.keys import fingerprint
 from console.fabric.lab.fabrics import lab_status
-from console.fabric.models import DiscoveryJob, Fabric, FabricPartition
+from console.fabric.models import DiscoveryJob, Fabric, FabricAgent, FabricPartition
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError, NotFound
 from console.tenancy.models import Role
@@ -42,11 +42,19 @@ def _can_run(request: HttpRequest) -> bool:
     return principal.role == Role.OPERATOR and principal.can_write
 
 
-def _lab_state(fabric: Fabric) -> dict:
+def _with_agents(fabrics: list[Fabric]) -> set[int]:
+    """The fabrics (of ``fabrics``) with an agent connected now: one query."""
+    return set(
+        FabricAgent.objects.filter(fabric__in=fabrics, connected=True).values_list("fabric_id", flat=True).distinct()
+    )
+
+
+def _lab_state(fabric: Fabric, with_agents: set[int]) -> dict:
     if fabric.driver != Fabric.Driver.LAB:
         return {"state": "n/a"}
     status = lab_status(fabric)
-    if status["state"] != "up" and fabric.through_agent:  # not on this host: its agent speaks for it
+    if status["state"] != "up" and fabric.pk in with_agents:
+        # not on this host: its agent speaks for it
         return {"state": "on its SM host", "remote": True}
     return status
 
@@ -57,13 +65,14 @@ def fabrics(request: HttpRequest) -> HttpResponse:
     _can_run(request)
     fabrics = list(Fabric.objects.select_related("revision__design"))
     runs = discovery.latest_runs(fabrics)
+    with_agents = _with_agents(fabrics)
     rows = []
     for fabric in fabrics:
         run = runs.get(fabric.pk)
         rows.append(
             {
                 "fabric": fabric,
-                "lab": _lab_state(fabric),
+                "lab": _lab_state(fabric, with_agents),
                 "run": run,
                 "ok": (run.compare or {}).get("ok") if run else None,
             }
@@ -88,7 +97,7 @@ def fabric_detail(request: HttpRequest, fabric_id: int) -> HttpResponse:
     job = pending or jobs.active(fabric) or _asked_job(request, fabric)
     context = {
         "fabric": fabric,
-        "lab": _lab_state(fabric),
+        "lab": _lab_state(fabric, _with_agents([fabric])),
         "run": discovery.latest_run(fabric) if result else None,
         "result": result,
         "compare_error": error,

@@ -1,8 +1,8 @@
 """The 128-GPU grant through the SM host's agent against the direct driver, in one run.
 
 The demo's 2,048-GPU design runs as a lab; uvicorn serves the console (``/ws/agent/``, Redis
-channel layer) and ``manage.py agent --lab`` serves the lab's OpenSM, started without
-DATABASE_URL or REDIS_URL. Each round grants a new 128-GPU partition (16 DGX nodes × 8 HCAs) and
+channel layer) and the lab's agent (``manage.py agent --lab``, started as ``manage.py up`` starts
+it: without DATABASE_URL or REDIS_URL) serves the lab's OpenSM (``benchconsole.py``). Each round grants a new 128-GPU partition (16 DGX nodes × 8 HCAs) and
 releases it, once through the agent (``AgentDriver``: the request over the channel layer and the
 agent's socket, the push on the agent, every step reported back) and once with the OpenSM driver
 in this process (``LabHost``), the order alternating. Figures: medians, and the median of the
@@ -19,14 +19,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,21 +34,20 @@ import django  # noqa: E402 - path and settings set up above for direct runs
 
 django.setup()
 
+from benchconsole import console_with_agent  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
 from console.demo import seed_designs  # noqa: E402
-from console.fabric.agents import services  # noqa: E402
 from console.fabric.drivers.agent import AgentDriver  # noqa: E402
 from console.fabric.drivers.base import DesiredFabric  # noqa: E402
 from console.fabric.drivers.hosts import LabHost  # noqa: E402
 from console.fabric.drivers.opensm import OpenSmDriver  # noqa: E402
-from console.fabric.lab.fabrics import start_lab, stop_lab  # noqa: E402
-from console.fabric.models import Fabric, FabricAgent  # noqa: E402
+from console.fabric.lab.fabrics import lab_for, start_lab, stop_lab  # noqa: E402
+from console.fabric.models import Fabric  # noqa: E402
 from console.fabric.opensm.lint import format_guid  # noqa: E402
 from console.fabric.opensm.push_types import PushOptions  # noqa: E402
 from console.telemetry.collector import CollectorOptions, FabricCollector  # noqa: E402
 from console.tenancy.context import Actor  # noqa: E402
-from console.tenancy.models import Principal, Role  # noqa: E402
 from designer.models import DesignRevision  # noqa: E402
 from designer.services import revision_graph  # noqa: E402
 
@@ -89,31 +84,22 @@ def desired(i: int, members: list[int]) -> DesiredFabric:
     )
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+class OnTheSmHost(FabricCollector):
+    """The collector reading the lab from this process, as one on the SM host itself would (the
+    console before the agents): the baseline."""
 
+    through_agent = False
 
-def start(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, *argv],
-        cwd=ROOT,
-        env=env,
-        stdout=open(log, "wb"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    def _local_host(self):
+        return LabHost(lab_for(self.fabric))
 
 
 def collector_sweeps(fabric: Fabric, sweeps: int) -> dict[str, float]:
     """The live collector's whole-fabric sweep (4,096 links, the traffic model on) reading through
     the agent against reading the lab here, alternating; medians and the ratio."""
-    through = Fabric.objects.get(pk=fabric.pk)
-    through.config = {**(through.config or {}), "agent": True}  # (not saved: only this collector)
     collectors = {
-        "direct": FabricCollector(fabric, CollectorOptions(interval=1.0)),
-        "agent": FabricCollector(through, CollectorOptions(interval=1.0)),
+        "direct": OnTheSmHost(fabric, CollectorOptions(interval=1.0)),
+        "agent": FabricCollector(fabric, CollectorOptions(interval=1.0)),
     }
     cycles: dict[str, list[float]] = {"agent": [], "direct": []}
     published: dict[str, list[float]] = {"agent": [], "direct": []}
@@ -154,82 +140,34 @@ def main() -> None:
         "runs": args.runs,
         "loadavg_1m_start": round(os.getloadavg()[0], 2),
     }
-    procs: list[subprocess.Popen] = []
     with tempfile.TemporaryDirectory(prefix="bench-agent-") as tmp:
         base = Path(tmp)
         fabric, lab = start_lab(revision, name="bench-agent-2048", actor=ACTOR, workdir=base / "lab")
         try:
-            FabricAgent.objects.filter(fabric=fabric).delete()
-            made = services.create_agent(ACTOR, Principal(None, Role.OPERATOR, None), fabric, name="bench-smhost")
-            port = free_port()
-            url = f"http://127.0.0.1:{port}"
-            web_env = dict(os.environ, CONSOLE_DATA_DIR=str(base / "web"))
-            procs.append(
-                start(
-                    [
-                        "-m",
-                        "uvicorn",
-                        "console.asgi:application",
-                        "--port",
-                        str(port),
-                        "--lifespan",
-                        "off",
-                        "--log-level",
-                        "warning",
-                    ],
-                    web_env,
-                    base / "web.log",
+            with console_with_agent(fabric, base, ACTOR):  # the lab's agent, as `manage.py up` runs it
+                drivers = {"agent": AgentDriver(fabric), "direct": OpenSmDriver(LabHost(lab))}
+                options = PushOptions(non_member_sample=8)
+                grants: dict[str, list[float]] = {"agent": [], "direct": []}
+                for i in range(args.runs):
+                    members = [g for n in nodes[(i * 16) % len(nodes) :][:16] for g in n.port_guids]
+                    order = ("agent", "direct") if i % 2 == 0 else ("direct", "agent")
+                    for j, way in enumerate(order):
+                        key = 2 * i + j
+                        t = time.monotonic()
+                        result = drivers[way].push(desired(key, members), options=options)
+                        grants[way].append(time.monotonic() - t)
+                        assert result.outcome == "verified", (way, result.mismatches)
+                        released = drivers[way].push(desired(key, []), options=options)
+                        assert released.ok, (way, released.mismatches)
+                figures.update(collector_sweeps(fabric, args.sweeps))
+                added = [a - d for a, d in zip(grants["agent"], grants["direct"], strict=True)]
+                figures.update(
+                    grant_agent_s_median=round(statistics.median(grants["agent"]), 3),
+                    grant_direct_s_median=round(statistics.median(grants["direct"]), 3),
+                    agent_added_s_median=round(statistics.median(added), 3),
+                    agent_added_s_max=round(max(added), 3),
                 )
-            )
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    urllib.request.urlopen(url + "/healthz", timeout=2)
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.2)
-            agent_env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-            agent_env.update(IBCONSOLE_AGENT_TOKEN=made.token, CONSOLE_DATA_DIR=str(base / "agent"))
-            procs.append(
-                start(
-                    ["manage.py", "agent", "--console", url, "--fabric", fabric.name, "--lab", str(lab.workdir)],
-                    agent_env,
-                    base / "agent.log",
-                )
-            )
-            while not FabricAgent.objects.filter(pk=made.agent.pk, connected=True).exists():
-                if time.monotonic() > deadline + 30:
-                    raise SystemExit("the agent did not connect: " + (base / "agent.log").read_text()[-2000:])
-                time.sleep(0.2)
-            drivers = {"agent": AgentDriver(fabric), "direct": OpenSmDriver(LabHost(lab))}
-            options = PushOptions(non_member_sample=8)
-            grants: dict[str, list[float]] = {"agent": [], "direct": []}
-            for i in range(args.runs):
-                members = [g for n in nodes[(i * 16) % len(nodes) :][:16] for g in n.port_guids]
-                order = ("agent", "direct") if i % 2 == 0 else ("direct", "agent")
-                for j, way in enumerate(order):
-                    key = 2 * i + j
-                    t = time.monotonic()
-                    result = drivers[way].push(desired(key, members), options=options)
-                    grants[way].append(time.monotonic() - t)
-                    assert result.outcome == "verified", (way, result.mismatches)
-                    released = drivers[way].push(desired(key, []), options=options)
-                    assert released.ok, (way, released.mismatches)
-            figures.update(collector_sweeps(fabric, args.sweeps))
-            added = [a - d for a, d in zip(grants["agent"], grants["direct"], strict=True)]
-            figures.update(
-                grant_agent_s_median=round(statistics.median(grants["agent"]), 3),
-                grant_direct_s_median=round(statistics.median(grants["direct"]), 3),
-                agent_added_s_median=round(statistics.median(added), 3),
-                agent_added_s_max=round(max(added), 3),
-            )
         finally:
-            for proc in procs:
-                if proc.poll() is None:
-                    os.killpg(proc.pid, signal.SIGTERM)
-                    proc.wait(10)
             stop_lab(fabric)
     figures["loadavg_1m_end"] = round(os.getloadavg()[0], 2)
     figures["target_added_s"] = TARGET_ADDED_S

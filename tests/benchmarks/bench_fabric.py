@@ -49,6 +49,7 @@ import django  # noqa: E402 - path and settings set up above for direct runs
 
 django.setup()
 
+from benchconsole import console_with_agent  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
 from console.demo import seed_designs  # noqa: E402
@@ -131,7 +132,8 @@ def main() -> None:
         figures["lab_up_opensm_s_median"] = median(opensm)
         fabric, lab = start_lab(revision, name=BENCH_FABRIC, actor=ACTOR, workdir=base / "lab")
         try:
-            figures.update(measure_discovery(fabric, args.runs))
+            with console_with_agent(fabric, base, ACTOR):  # discovery runs on the lab's agent
+                figures.update(measure_discovery(fabric, args.runs))
             figures.update(measure_partitions(lab, graph, args.runs, args.parallel, use_mad=not args.no_mad))
             figures.update(measure_audit_probe(lab, graph, args.runs))
         finally:

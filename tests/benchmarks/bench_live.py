@@ -59,6 +59,7 @@ django.setup()
 from benchutil import cpu_seconds, free_port, load_average, pct  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
+from console.fabric.drivers.hosts import LabHost  # noqa: E402
 from console.fabric.lab.fabrics import lab_for, start_lab, stop_lab  # noqa: E402
 from console.telemetry.collector import CollectorOptions, FabricCollector  # noqa: E402
 from console.telemetry.traffic import Job  # noqa: E402
@@ -115,6 +116,16 @@ class AlternatingCollector(FabricCollector):
         keep = {r.id: j for r, j in work.jobs if r is not None}
         super()._refresh_jobs()
         work.jobs = [(r, keep.get(r.id, j) if r else j) for r, j in work.jobs]
+
+
+class OnTheSmHost(AlternatingCollector):
+    """The same collector reading the lab from its own process, as one on the SM host itself
+    would (the console before the agents): the agent window's baseline."""
+
+    through_agent = False
+
+    def _local_host(self):
+        return LabHost(lab_for(self.fabric))
 
 
 #: The collector before issue 6's changes: one MAD in flight, every port's link state and
@@ -250,9 +261,9 @@ def collector_child(fabric_id: int, config: dict) -> None:
     from console.fabric.models import Fabric
 
     fabric = Fabric.objects.get(pk=fabric_id)
-    if config.pop("agent", False):  # read through the lab's agent, as on a real SM host
-        fabric.config = {**(fabric.config or {}), "agent": True}
-    collector = AlternatingCollector(fabric, CollectorOptions(store_interval=10, **config))
+    # through the lab's agent, as on a real SM host; else reading the lab here
+    kind = AlternatingCollector if config.pop("agent", False) else OnTheSmHost
+    collector = kind(fabric, CollectorOptions(store_interval=10, **config))
     collector.setup()
     stop = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
@@ -445,7 +456,7 @@ def main() -> None:
             start_new_session=True,
         )
         time.sleep(3)
-        probe = AlternatingCollector(fabric, CollectorOptions(store_interval=1e9, lab_traffic=False))
+        probe = OnTheSmHost(fabric, CollectorOptions(store_interval=1e9, lab_traffic=False))
         probe.setup()
         probe._refresh_jobs()
         links_of = {int(t): set(v) for t, v in probe.workload.tenant_links.items()}
@@ -460,12 +471,11 @@ def main() -> None:
         groups = [tenant_group(t.pk) for t in tenants] + [fabric_group(fabric.pk)]
         configs = ([] if args.no_baseline else [("baseline_", BASELINE)]) + [("", CURRENT)]
         if args.agent:
-            from console.fabric.lab.agent import forget_lab_agent, start_lab_agent
+            from console.fabric.lab.agent import start_lab_agent
             from console.fabric.models import FabricAgent
             from console.tenancy.context import Actor
 
             start_lab_agent(fabric, f"http://127.0.0.1:{port}", actor=Actor.system("bench-live"))
-            forget_lab_agent(fabric)  # only the agent window's collector reads through it
             deadline = time.monotonic() + 60
             while not FabricAgent.objects.filter(fabric=fabric, name="lab", sm_state="MASTER").exists():
                 assert time.monotonic() < deadline, "the lab's agent did not connect"

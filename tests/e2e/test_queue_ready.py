@@ -30,7 +30,7 @@ from scheduling.services import quotas
 from tests.e2e.conftest import sign_in
 from tests.e2e.test_reservations import ACTOR, FABRIC_WAIT_MS, ONE_SU, OPERATOR, card_named
 from tests.fabric.conftest import requires_lab
-from tests.fabric.lab_fixtures import whole_lab_pool
+from tests.fabric.lab_fixtures import whole_lab_pool, with_agent
 from tests.notify.documented import documented_schemas, signature_ok
 from tests.notify.receiver import Receiver
 
@@ -56,7 +56,7 @@ RESERVE = """async (body) => {
 
 
 @pytest.fixture
-def lab_pool(tmp_path, tenant_a, tenant_b):
+def lab_pool(tmp_path, tenant_a, tenant_b, lab_console):
     """The lab of a 1-SU design (256 GPUs) pooled whole; A may hold all of it, B only borrows."""
     uid = uuid.uuid4().hex[:6]
     _, revision = create_design(ACTOR, OPERATOR, name=f"e2e-queue-{uid}", options=ONE_SU)
@@ -64,6 +64,7 @@ def lab_pool(tmp_path, tenant_a, tenant_b):
         revision, name=f"e2e-queue-{uid}", actor=ACTOR, workdir=tmp_path / "lab", socket_name=f"q-{uid}"
     )
     try:
+        with_agent(fabric, lab_console)
         pool = whole_lab_pool(fabric, ACTOR)
         quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_a, pool=pool, guaranteed_gpus=256)
         # Borrowing only: B's request cannot reclaim A's guaranteed GPUs, it has to wait for them.

@@ -23,6 +23,7 @@ from scheduling.models import Node, Pool, Reservation
 from scheduling.services import inventory, quotas
 from tests.e2e.conftest import sign_in
 from tests.fabric.conftest import requires_lab
+from tests.fabric.lab_fixtures import with_agent
 
 pytestmark = [
     pytest.mark.e2e,
@@ -40,7 +41,7 @@ FABRIC_WAIT_MS = 150_000
 
 
 @pytest.fixture
-def su1_pool(tmp_path, tenant_a, tenant_b):
+def su1_pool(tmp_path, tenant_a, tenant_b, lab_console):
     """The lab of a 1-SU design, its inventory, pool ``su1`` and both tenants' quotas."""
     uid = uuid.uuid4().hex[:6]
     _, revision = create_design(ACTOR, OPERATOR, name=f"e2e-su1-{uid}", options=ONE_SU)
@@ -52,6 +53,7 @@ def su1_pool(tmp_path, tenant_a, tenant_b):
         socket_name=f"e2e-res-{uid}",
     )
     try:
+        with_agent(fabric, lab_console)
         inventory.import_inventory(fabric, actor=ACTOR)
         nodes = list(Node.objects.filter(fabric=fabric))
         pool = inventory.create_pool(ACTOR, OPERATOR, fabric=fabric, name="su1", kind=Pool.Kind.BY_SU, nodes=nodes)

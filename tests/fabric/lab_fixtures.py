@@ -15,9 +15,10 @@ import pytest
 
 from console.fabric import changes
 from console.fabric.changes.pipeline import apply_change
+from console.fabric.lab.agent import start_lab_agent
 from console.fabric.lab.fabrics import start_lab, stop_lab
 from console.fabric.lab.manager import Lab
-from console.fabric.models import ChangeRequest, Fabric
+from console.fabric.models import ChangeRequest, Fabric, FabricAgent
 from console.tenancy.context import Actor
 from console.tenancy.models import Principal, Role
 from designer.models import DesignRevision
@@ -45,13 +46,29 @@ def su1_revision(db) -> DesignRevision:
     return revision
 
 
+def with_agent(fabric: Fabric, console: str, timeout: float = 30.0) -> Fabric:
+    """Start the agent of ``fabric``'s running lab against ``console`` (what ``manage.py up`` and
+    ``lab up`` do) and wait until it reported its OpenSM master: the fabric's pushes, reads and
+    discoveries then go through it, as on a real SM host. The agent's credentials must be
+    visible to the console's process (committed: a transactional test, or a module's lab)."""
+    start_lab_agent(fabric, console, actor=ACTOR)
+    deadline = time.monotonic() + timeout
+    while not FabricAgent.objects.filter(fabric=fabric, name="lab", connected=True, sm_state="MASTER").exists():
+        assert time.monotonic() < deadline, f"the agent of {fabric.name} did not report its OpenSM master"
+        time.sleep(0.1)
+    return fabric
+
+
 @pytest.fixture
-def lab_fabric(lab_data_dir: Path, su1_revision: DesignRevision) -> Iterator[Callable[..., tuple[Fabric, Lab]]]:
+def lab_fabric(
+    lab_data_dir: Path, su1_revision: DesignRevision, transactional_db, lab_console: str
+) -> Iterator[Callable[..., tuple[Fabric, Lab]]]:
     """Factory: ``lab_fabric("a")`` starts a lab of the 1-SU design as fabric ``a-<uid>``, with
-    its own socket name; every lab it started is stopped at teardown."""
+    its own socket name, and its agent (``agent=False``: none, for a test that starts its own);
+    every lab it started is stopped at teardown (its agent with it)."""
     started: list[Fabric] = []
 
-    def start(name: str = "lab", revision: DesignRevision | None = None) -> tuple[Fabric, Lab]:
+    def start(name: str = "lab", revision: DesignRevision | None = None, *, agent: bool = True) -> tuple[Fabric, Lab]:
         uid = uuid.uuid4().hex[:6]
         fabric, lab = start_lab(
             revision or su1_revision,
@@ -60,6 +77,8 @@ def lab_fabric(lab_data_dir: Path, su1_revision: DesignRevision) -> Iterator[Cal
             socket_name=f"t-{name}-{uid}",
         )
         started.append(fabric)
+        if agent:
+            with_agent(fabric, lab_console)
         return fabric, lab
 
     yield start

@@ -17,6 +17,7 @@ from console.fabric.models import Fabric
 from console.tenancy.context import Actor
 from console.tenancy.models import Principal, Role
 from designer.models import Design, DesignRevision
+from tests.fabric.lab_fixtures import with_agent
 
 __all__ = [
     "OPERATOR",
@@ -93,8 +94,9 @@ def make_fabric(revision):
 
 
 @pytest.fixture
-def lab_fabric(start_lab, make_fabric):
-    """A running lab and the Fabric bound to it (``config.workdir``, as lab_for expects)."""
+def lab_fabric(start_lab, make_fabric, transactional_db, lab_console):
+    """A running lab, the Fabric bound to it (``config.workdir``, as lab_for expects) and the
+    lab's agent, through which the fabric's pushes go."""
     lab = start_lab("pipe")
     fabric = make_fabric("lab-pipe", workdir=str(lab.workdir), verify_timeout=8)
-    return lab, fabric
+    return lab, with_agent(fabric, lab_console)

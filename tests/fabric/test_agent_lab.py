@@ -11,142 +11,36 @@ the lab's own diags, independently of the agent.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from console.fabric import changes
 from console.fabric.agents import services
-from console.fabric.agents.rpc import AgentLost
 from console.fabric.changes.pipeline import apply_change
-from console.fabric.changes.requests import OPEN
-from console.fabric.lab.manager import Lab
 from console.fabric.models import ChangeRequest, DiscoveryRun, Fabric, FabricAgent
-from console.tenancy.context import Actor
-from console.tenancy.models import AuditEntry, Principal, Role
-from designer.services import revision_graph
-from tests import servers
-from tests.fabric import lab_fixtures
+from console.tenancy.models import AuditEntry, Role
+from tests.fabric import agent_fixtures
+from tests.fabric.agent_fixtures import ACTOR, OPERATOR, agent_log, hca_guids, membership, until
 from tests.fabric.conftest import requires_lab
 from tests.servers import ROOT, stop_all, web
 
-lab_data_dir = lab_fixtures.lab_data_dir
-processes = servers.processes
-lab_fabric = lab_fixtures.lab_fabric
-su1_revision = lab_fixtures.su1_revision
+agent_lab = agent_fixtures.agent_lab
+agents = agent_fixtures.agents
+lab_data_dir = agent_fixtures.lab_data_dir
+lab_fabric = agent_fixtures.lab_fabric
+processes = agent_fixtures.processes
+su1_revision = agent_fixtures.su1_revision
 
 pytestmark = [requires_lab, pytest.mark.lab, pytest.mark.timeout(240), pytest.mark.django_db(transaction=True)]
-ACTOR = Actor.system("test")
-OPERATOR = Principal(None, Role.OPERATOR, None)
-
-
-@pytest.fixture
-def agents(lab_data_dir: Path) -> Iterator:
-    """Factory: start ``manage.py agent`` as an SM host would run it; stopped at teardown."""
-    started: list[subprocess.Popen] = []
-
-    def start(console: str, fabric: str, workdir: str, token: str, *extra: str) -> subprocess.Popen:
-        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "TEST_DATABASE_URL")}
-        env["IBCONSOLE_AGENT_TOKEN"] = token
-        env["CONSOLE_DATA_DIR"] = str(lab_data_dir / f"agent-{len(started)}")  # its own: it has no database
-        log = open(lab_data_dir / f"agent-{len(started)}.log", "wb")
-        argv = [
-            sys.executable,
-            "manage.py",
-            "agent",
-            "--console",
-            console,
-            "--fabric",
-            fabric,
-            "--lab",
-            workdir,
-            *extra,
-        ]
-        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        started.append(proc)
-        return proc
-
-    yield start
-    stop_all(started)
-
-
-@dataclass
-class AgentLab:
-    """A lab fabric served by a real agent: the fabric (driver ``agent``), its lab, the agent's
-    credentials, the console's URL and the agent's process."""
-
-    fabric: Fabric
-    lab: Any
-    made: Any
-    url: str
-    proc: subprocess.Popen
-
-
-@pytest.fixture
-def agent_lab(lab_fabric, processes, agents) -> Iterator[Callable[..., AgentLab]]:
-    """Factory: ``agent_lab("x", *agent_args, config={})`` starts a lab, makes its fabric an agent
-    fabric (``config``: what the console keeps of it; {}: nothing that finds the lab), starts the
-    console and the agent, and returns once the agent reported its OpenSM master."""
-
-    workdirs: list[Path] = []
-
-    def start(name: str, *args: str, config: dict | None = None) -> AgentLab:
-        fabric, lab = lab_fabric(name)
-        workdirs.append(lab.workdir)  # (the fabric may forget where its lab is: stopped here)
-        made = services.create_agent(ACTOR, OPERATOR, fabric, name="smhost1")
-        fabric.driver = "agent"
-        if config is not None:
-            fabric.config = config
-        fabric.save()
-        url = web(processes)
-        proc = agents(url, fabric.name, str(lab.workdir), made.token, *args)
-        until(lambda: FabricAgent.objects.filter(pk=made.agent.pk, sm_state="MASTER").exists(), 30, "the agent's SM")
-        return AgentLab(fabric, lab, made, url, proc)
-
-    yield start
-    for workdir in workdirs:
-        Lab.attach(workdir).stop()
-
-
-def hca_guids(fabric) -> dict[str, int]:
-    """The port GUID of each node's HCA-1, from the fabric's design."""
-    return {n.name: n.port_guids[0] for n in revision_graph(fabric.revision).nodes.values()}
-
-
-def membership(lab, guid: int, pkey: int) -> str | None:
-    """The port's membership of ``pkey``, read from its P_Key table with smpquery."""
-    lid = {n.guid + 1: n.lid for n in lab.diags().ibnetdiscover().nodes.values() if not n.is_switch}[guid]
-    return lab.diags().pkeys(lid).membership(pkey)
-
-
-def agent_log(data_dir: Path, n: int) -> str:
-    """What the n-th agent started by the fixture printed."""
-    return (data_dir / f"agent-{n}.log").read_text(errors="replace")
-
-
-def until(predicate, seconds: float, what: str):
-    deadline = time.monotonic() + seconds
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not within {seconds:.0f}s")
-        time.sleep(0.2)
 
 
 def test_a_partition_is_pushed_verified_and_released_through_the_agent(
     lab_fabric, processes, agents, client, make_user, lab_data_dir
 ):
-    fabric, lab = lab_fabric("agent")
+    fabric, lab = lab_fabric("agent", agent=False)
     made = services.create_agent(ACTOR, OPERATOR, fabric, name="smhost1")
     fabric.driver = "agent"
     fabric.save()
@@ -201,7 +95,7 @@ def test_a_partition_is_pushed_verified_and_released_through_the_agent(
 
 
 def test_an_agent_acts_for_its_own_fabric_only_and_revoking_it_stops_it(lab_fabric, processes, agents):
-    fabric, lab = lab_fabric("agent-auth")
+    fabric, lab = lab_fabric("agent-auth", agent=False)
     made = services.create_agent(ACTOR, OPERATOR, fabric, name="smhost1")
     url = web(processes)
     # an agent that says it serves another fabric is refused, audited, and stops
@@ -219,55 +113,6 @@ def test_an_agent_acts_for_its_own_fabric_only_and_revoking_it_stops_it(lab_fabr
     services.revoke_agent(ACTOR, OPERATOR, made.agent)
     assert agent.wait(30) != 0
     assert AuditEntry.objects.filter(action="agent.revoke").count() == 1
-
-
-def test_an_agent_killed_mid_push_resumes_on_its_return_with_nothing_stray(lab_fabric, processes, agents):
-    fabric, lab = lab_fabric("agent-kill")
-    made = services.create_agent(ACTOR, OPERATOR, fabric, name="smhost1")
-    fabric.driver = "agent"
-    fabric.save()
-    url = web(processes)
-    agent = agents(url, fabric.name, str(lab.workdir), made.token)
-    until(lambda: FabricAgent.objects.filter(pk=made.agent.pk, connected=True).exists(), 30, "the agent connected")
-    g = hca_guids(fabric)
-    changes.set_partition(ACTOR, OPERATOR, fabric, name="res", pkey=0x0043, members=[f"{g['su01-n05']:#018x}"])
-    change = changes.request_change(ACTOR, OPERATOR, fabric)
-    outcome: dict[str, object] = {}
-
-    def push() -> None:
-        try:
-            apply_change(change.pk, worker_id="w")
-        except Exception as exc:  # what the task's retry sees
-            outcome["error"] = exc
-        finally:
-            from django.db import connection
-
-            connection.close()
-
-    worker = threading.Thread(target=push)
-    worker.start()
-    # the agent dies (kill -9) once its push reports the verify step
-    until(lambda: change.steps.filter(name="verify").exists(), 30, "the push reaching verify on the agent")
-    socket_before = FabricAgent.objects.get(pk=made.agent.pk).channel
-    os.killpg(agent.pid, signal.SIGKILL)
-    worker.join(60)
-    assert isinstance(outcome.get("error"), AgentLost), outcome
-    change.refresh_from_db()
-    # still running, its lease released for the task's retry
-    assert change.status in (ChangeRequest.Status.APPLYING, ChangeRequest.Status.VERIFYING) and change.lease_owner == ""
-    # the agent comes back (its supervisor restarts it); the retry resumes the change
-    agents(url, fabric.name, str(lab.workdir), made.token)
-    until(
-        lambda: FabricAgent.objects.filter(pk=made.agent.pk, connected=True).exclude(channel=socket_before).exists(),
-        30,
-        "the agent back on a new socket",
-    )
-    done = apply_change(change.pk, worker_id="w2")
-    assert done.status == ChangeRequest.Status.APPLIED and done.attempts == 2, (done.error, done.outcome)
-    # exactly the desired key on the wire: on its member, on nobody else
-    assert membership(lab, g["su01-n05"], 0x0043) == "full"
-    assert membership(lab, g["su01-n06"], 0x0043) is None
-    assert AuditEntry.objects.filter(action="fabric.change.applied", object_id=str(change.pk)).count() == 1
 
 
 def test_discovery_and_compare_run_on_the_agent_with_nothing_of_the_lab_here(agent_lab, worker, client_for, make_user):
@@ -374,69 +219,6 @@ def test_the_live_collector_reads_the_counters_and_the_routing_through_the_agent
         collector.close()
 
 
-def test_opensm_killed_is_an_alarm_and_a_reservation_made_meanwhile_is_ready_soon_after_it_returns(
-    agent_lab, worker, tenant_a
-):
-    from console.telemetry.agents import watch
-    from console.telemetry.models import FabricEvent
-    from scheduling.models import Reservation
-    from scheduling.services import power, quotas
-    from tests.fabric.lab_fixtures import book, whole_lab_pool
-
-    served = agent_lab("agent-smdown", "--heartbeat", "0.5")
-    fabric, lab, made = served.fabric, served.lab, served.made
-    pool = whole_lab_pool(fabric, ACTOR)
-    quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_a, pool=pool, guaranteed_gpus=64)
-    # a fabric in service: a first reservation ready (its QoS class made OpenSM restart once)
-    first = book(pool, tenant_a, 16, "before")
-    until(lambda: Reservation.objects.filter(pk=first.pk, status=Reservation.Status.READY).exists(), 60, "ready")
-    until(lambda: not ChangeRequest.objects.filter(fabric=fabric, status__in=OPEN).exists(), 30, "a quiet fabric")
-    # OpenSM dies on its host: the agent's next heartbeat says so, and that is an alarm
-    lab = Lab.attach(lab.workdir)  # as it is now: the agent's pushes restarted its OpenSM
-    os.kill(lab.status()["opensm_pid"], signal.SIGKILL)
-    until(lambda: FabricAgent.objects.filter(pk=made.agent.pk, sm_state="NO ANSWER").exists(), 10, "NO ANSWER")
-    watch()
-    alarm = FabricEvent.objects.get(kind="sm_state", subject="sm-smhost1", status="open")
-    assert alarm.severity == "critical"
-    # a reservation made meanwhile waits, and says for what (the worker tries its push meanwhile)
-    reservation = book(pool, tenant_a, 16, "while-down")
-    until(lambda: ChangeRequest.objects.filter(fabric=fabric).exists(), 10, "the reservation's change")
-    reservation.refresh_from_db()
-    assert reservation.status == Reservation.Status.PROVISIONING, reservation.status
-    step = power.progress([reservation])[reservation.pk]
-    assert step is not None and step["message"] == "waiting for the subnet manager on smhost1", step
-    # OpenSM back: ready within 10 s of its return, the key on its ports
-    lab.restart_sm(wait=True)
-    back = time.monotonic()
-    try:
-        until(
-            lambda: Reservation.objects.filter(pk=reservation.pk, status=Reservation.Status.READY).exists(),
-            30,
-            "the reservation ready",
-        )
-    except AssertionError:
-        for c in ChangeRequest.objects.filter(fabric=fabric).order_by("pk"):
-            print(
-                "CHANGE",
-                c.pk,
-                c.status,
-                c.attempts,
-                c.lease_owner,
-                c.error[:300],
-                list(c.steps.values_list("name", "status", "log")),
-            )
-        raise
-    assert time.monotonic() - back <= 10
-    assert power.progress([Reservation.objects.get(pk=reservation.pk)])[reservation.pk] is None
-    guids = {int(g, 16) for g in reservation.allocations.values_list("node__hcas__port_guid", flat=True)}
-    diags = lab.diags()
-    lid_of = {n.guid + 1: n.lid for n in diags.ibnetdiscover().nodes.values() if not n.is_switch}
-    assert len(guids) == 16 and {diags.pkeys(lid_of[g]).membership(reservation.pkey) for g in guids} == {"full"}
-    watch()
-    alarm.refresh_from_db()
-    assert alarm.status == "resolved"
-
-
 @pytest.fixture(scope="module")
 def agent_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The agent installed as docs/deploy.md says: its own virtualenv, ``pip install`` of the
@@ -466,7 +248,7 @@ def test_the_agent_installed_in_its_own_virtualenv_runs_with_only_the_console_ur
 
     from django.core.management import call_command
 
-    fabric, lab = lab_fabric("agent-venv")
+    fabric, lab = lab_fabric("agent-venv", agent=False)
     # on the console: the agent's token, from the CLI as the guide says (shown once)
     out = io.StringIO()
     call_command("fabric", "agent", "create", "--fabric", fabric.name, "--name", "smhost1", "--json", stdout=out)
@@ -498,8 +280,8 @@ def test_the_agent_installed_in_its_own_virtualenv_runs_with_only_the_console_ur
         stop_all([proc])
 
 
-def test_lab_up_with_agent_makes_the_lab_an_sm_host_like_any_other_and_lab_down_stops_it(
-    su1_revision, processes, lab_data_dir
+def test_lab_up_starts_the_labs_agent_the_lab_is_an_sm_host_like_any_other_and_lab_down_stops_it(
+    su1_revision, processes, lab_data_dir, settings
 ):
     import io
     import json
@@ -513,12 +295,13 @@ def test_lab_up_with_agent_makes_the_lab_an_sm_host_like_any_other_and_lab_down_
     url = web(processes)
     design = f"{su1_revision.design.name}/{su1_revision.number}"
     out = io.StringIO()
-    call_command("lab", "up", "--design", design, "--name", "lab-agent-cli", "--agent", url, "--json", stdout=out)
+    settings.CONSOLE_URL = url  # (the default of --agent)
+    call_command("lab", "up", "--design", design, "--name", "lab-agent-cli", "--json", stdout=out)
     status = json.loads(out.getvalue())
     fabric = Fabric.objects.get(pk=status["fabric_id"])
     try:
         pid = status["agent_pid"]
-        assert pid and fabric.config["agent"] is True and fabric.through_agent
+        assert pid and fabric.through_agent
         until(lambda: FabricAgent.objects.filter(fabric=fabric, name="lab", sm_state="MASTER").exists(), 30, "agent")
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         assert not [v for v in environ if v.startswith((b"DATABASE_URL=", b"REDIS_URL="))]
@@ -530,31 +313,7 @@ def test_lab_up_with_agent_makes_the_lab_an_sm_host_like_any_other_and_lab_down_
         assert membership(lab_for(fabric), g["su01-n09"], 0x0045) == "full"
     finally:
         call_command("lab", "down", "--fabric", fabric.name, stdout=io.StringIO())
-    fabric.refresh_from_db()
     assert not os.path.exists(f"/proc/{pid}") or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
-    assert "agent" not in fabric.config
-
-
-def test_opensm_restarted_with_a_reset_partitions_conf_gets_its_keys_back_at_once(agent_lab, worker):
-    served = agent_lab("agent-restart", "--heartbeat", "0.5")
-    fabric, lab = served.fabric, served.lab
-    g = hca_guids(fabric)
-    changes.set_partition(ACTOR, OPERATOR, fabric, name="res", pkey=0x0046, members=[f"{g['su01-n11']:#018x}"])
-    changes.request_change(ACTOR, OPERATOR, fabric)
-    until(lambda: membership(lab, g["su01-n11"], 0x0046) == "full", 30, "the key on its port")
-    until(lambda: not ChangeRequest.objects.filter(fabric=fabric, status__in=OPEN).exists(), 30, "a quiet fabric")
-    before = FabricAgent.objects.get(pk=served.made.agent.pk).sm_activity
-    assert before is not None and before > 0
-    # the SM host reimaged between two heartbeats: OpenSM back at once, with a reset file
-    lab = Lab.attach(lab.workdir)
-    lab.artefacts.path("partitions.conf").write_text("Default=0x7fff, ipoib : ALL=limited, SELF=full ;\n")
-    lab.restart_sm(wait=True)
-    back = time.monotonic()
-    # no periodic verification runs here (no beat): the agent's report of a restarted OpenSM
-    # (its activity count started again) is what brings the key back, audited
-    until(lambda: membership(lab, g["su01-n11"], 0x0046) == "full", 30, "the key back on its port")
-    assert time.monotonic() - back < 20
-    assert AuditEntry.objects.filter(action="fabric.applied.stale", object_id=str(fabric.pk)).exists()
 
 
 def test_many_threads_of_one_process_ask_the_agent_at_once(agent_lab):

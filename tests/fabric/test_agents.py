@@ -108,16 +108,16 @@ def test_the_end_of_a_socket_the_agent_already_replaced_leaves_it_connected(fabr
 
 
 def test_what_a_push_waits_for_is_said_per_fabric(fabric, su1_revision):  # noqa: F811 (fixture)
-    direct = Fabric.objects.create(name="lab-direct", driver="lab", revision=su1_revision)
+    direct = Fabric.objects.create(name="opensm-here", driver="opensm", revision=su1_revision)
+    lab = Fabric.objects.create(name="lab", driver="lab", revision=su1_revision)
     assert services.waiting_for_sm([fabric.pk, direct.pk]) == {fabric.pk: "waiting for the subnet manager's agent"}
     made = services.create_agent(ACTOR, OPERATOR, fabric, name="smhost1")
     services.heartbeat(made.agent.pk, {"state": "NO ANSWER"})
     assert services.waiting_for_sm([fabric.pk]) == {fabric.pk: "waiting for the subnet manager on smhost1"}
     services.heartbeat(made.agent.pk, {"state": "MASTER"})
     assert services.waiting_for_sm([fabric.pk]) == {}
-    direct.config = {"agent": True}  # a lab reached through its agent (make run)
-    direct.save()
-    assert services.waiting_for_sm([direct.pk]) == {direct.pk: "waiting for the subnet manager's agent"}
+    # a lab's SM host is reached through its agent too
+    assert services.waiting_for_sm([lab.pk]) == {lab.pk: "waiting for the subnet manager's agent"}
 
 
 def test_the_cli_makes_lists_and_revokes_an_agent_with_the_token_shown_once(fabric):

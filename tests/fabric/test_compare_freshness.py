@@ -52,9 +52,10 @@ def shared_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 
 @pytest.fixture
-def fabric(shared_lab: Lab, su1_revision: DesignRevision) -> Iterator[Fabric]:
-    """A lab Fabric bound to the shared lab; its cable is plugged back in if a test left it out
-    (and OpenSM's sweep after that awaited, so the next test starts on a quiet subnet)."""
+def fabric(shared_lab: Lab, su1_revision: DesignRevision, transactional_db, lab_console: str) -> Iterator[Fabric]:
+    """A lab Fabric bound to the shared lab, with the lab's agent; its cable is plugged back in
+    if a test left it out (and OpenSM's sweep after that awaited, so the next test starts on a
+    quiet subnet)."""
     status = shared_lab.status()
     fabric = Fabric.objects.create(
         name=f"cmp-{uuid.uuid4().hex[:6]}",
@@ -62,7 +63,8 @@ def fabric(shared_lab: Lab, su1_revision: DesignRevision) -> Iterator[Fabric]:
         revision=su1_revision,
         config={"workdir": status["workdir"], "ibsim_sockname": status["ibsim_sockname"]},
     )
-    yield fabric
+    yield lab_fixtures.with_agent(fabric, lab_console)
+    shared_lab.stop_agent()
     node_id = shared_lab.node_id("S-0002c90200000001")  # su01-leaf-r1
     if read_port(shared_lab, node_id, PORT).is_down:
         _after_sweep(shared_lab, lambda: shared_lab.replug(node_id, PORT))

@@ -21,7 +21,8 @@ from console.fabric.discovery.compare import (
     compare_topology,
     discovered_topology,
 )
-from console.fabric.lab.fabrics import LabNotRunning, stop_lab
+from console.fabric.discovery.sources import DiscoveryFailed
+from console.fabric.lab.fabrics import stop_lab
 from console.fabric.lab.faults import replug, unplug
 from console.fabric.models import DiscoveryJob, DiscoveryRun
 from console.management.commands.up import Command as UpCommand
@@ -216,21 +217,26 @@ def test_unplugged_hca_cable_is_reported_with_its_hca_name(lab_fabric):
 
 
 @lab_test
-def test_discovery_of_a_stopped_lab_says_so(lab_fabric):
+def test_up_discovers_a_new_lab_through_its_agent_once_and_a_stopped_lab_says_so(lab_fabric, worker):
     fabric, _ = lab_fabric("stopped")
-    # `manage.py up` sweeps a lab that was never discovered once (ports table, drift), then leaves it
-    out = io.StringIO()
-    up = UpCommand(stdout=out)
-    up._first_discovery(fabric)
-    up._first_discovery(fabric)
-    runs = DiscoveryRun.objects.filter(fabric=fabric)
-    assert runs.count() == 1 and f"First discovery:    run {runs.get().pk} of {fabric.name}" in out.getvalue()
+    # `manage.py up` queues one discovery of a lab never discovered (ports table, drift) once its
+    # agent reports the master; a worker runs it through the agent
+    up = UpCommand(stdout=io.StringIO())
+    up.lab_fabrics = (fabric,)
+    up._first_discoveries()
+    job = DiscoveryJob.objects.get(fabric=fabric)
+    deadline = time.monotonic() + 60
+    while DiscoveryJob.objects.get(pk=job.pk).state in DiscoveryJob.ACTIVE:
+        assert time.monotonic() < deadline, "the first discovery did not run"
+        time.sleep(0.1)
+    job.refresh_from_db()
+    assert job.state == DiscoveryJob.State.DONE and DiscoveryRun.objects.get(fabric=fabric).pk == job.run_id
+    up._first_discoveries()  # discovered already: nothing more
+    assert DiscoveryJob.objects.filter(fabric=fabric).count() == 1
+    # the lab stopped (its agent with it): a discovery says what it waits for
     stop_lab(fabric)
-    with pytest.raises(LabNotRunning, match="not running"):
+    with pytest.raises(DiscoveryFailed, match="agent of fabric .* none connected"):
         services.discover(fabric, actor=ACTOR)
-    runs.delete()
-    up._first_discovery(fabric)  # a lab that is down: said, not raised
-    assert "First discovery:    not made:" in out.getvalue() and not runs.exists()
 
 
 # -- REST and the console page ----------------------------------------------------------------
@@ -293,7 +299,7 @@ def test_discovery_api_queues_a_job_for_operators_reads_for_auditors_and_403s_te
     assert op.get(f"/api/fabrics/999999/discovery/jobs/{job['id']}/").status_code == 404
     stop_lab(fabric)
     failed = _job_until_done(op, op.post(url).json()["url"])
-    assert failed["state"] == "failed" and "not running" in failed["error"], failed
+    assert failed["state"] == "failed" and "none connected" in failed["error"], failed
     assert AuditEntry.objects.filter(action="fabric.discover_requested", object_id=str(fabric.pk)).count() == 4
 
 

@@ -28,7 +28,7 @@ from designer.services import create_design
 from scheduling.models import HCA, Node, Reservation
 from scheduling.services import quotas
 from tests.fabric.conftest import requires_lab
-from tests.fabric.lab_fixtures import book, converge, whole_lab_pool
+from tests.fabric.lab_fixtures import book, converge, whole_lab_pool, with_agent
 from tests.fabric.rogue_sm import logged, rogue_sm, wait_for
 
 pytestmark = [requires_lab, pytest.mark.lab, pytest.mark.timeout(300), pytest.mark.django_db]
@@ -41,14 +41,16 @@ STORAGE_NODE = "su01-n31"
 
 
 @pytest.fixture
-def su1(tmp_path, tenant_a, tenant_b):
-    """The lab of a 1-SU design, pool ``su1`` without the storage node, quotas for A and B."""
+def su1(tmp_path, tenant_a, tenant_b, transactional_db, lab_console):
+    """The lab of a 1-SU design (its agent connected), pool ``su1`` without the storage node,
+    quotas for A and B."""
     uid = uuid.uuid4().hex[:6]
     _, revision = create_design(ACTOR, OPERATOR, name=f"iso-{uid}", options=ONE_SU)
     fabric, lab = start_lab(
         revision, name=f"iso-{uid}", actor=ACTOR, workdir=tmp_path / "lab", socket_name=f"iso-{uid}"
     )
     try:
+        with_agent(fabric, lab_console)
         pool = whole_lab_pool(fabric, ACTOR)
         pool.nodes.remove(Node.objects.get(fabric=fabric, name=STORAGE_NODE))  # a storage server
         quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_a, pool=pool, guaranteed_gpus=64)

@@ -24,15 +24,17 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def placed(db, settings):
-    """Fabric ``fa`` at site A, ``fb`` at site B, ``fc`` at no site; production mode (routing)."""
+    """Fabric ``fa`` at site A, ``fb`` at site B, ``fc`` at no site, each an OpenSM host the
+    site's workers reach (not through an agent); production mode (routing)."""
     settings.EMBEDDED = False
     design = Design.objects.create(name="routing", topology="fat-tree")
     revision = DesignRevision.objects.create(design=design, number=1, graph={}, summary={})
     a = Site.objects.create(name="A", slug="a")
     b = Site.objects.create(name="B", slug="b")
-    fa = Fabric.objects.create(name="fa", revision=revision, site=a)
-    fb = Fabric.objects.create(name="fb", revision=revision, site=b)
-    fc = Fabric.objects.create(name="fc", revision=revision)
+    opensm = Fabric.Driver.OPENSM
+    fa = Fabric.objects.create(name="fa", revision=revision, site=a, driver=opensm)
+    fb = Fabric.objects.create(name="fb", revision=revision, site=b, driver=opensm)
+    fc = Fabric.objects.create(name="fc", revision=revision, driver=opensm)
     routing.forget()
     return a, b, fa, fb, fc
 
@@ -174,19 +176,23 @@ def test_up_starts_one_worker_per_site_on_its_queue_only(placed):
 
     from console.management.commands.up import Command
 
-    workers = Command(stdout=io.StringIO())._workers("python")
+    a, b, fa, fb, fc = placed
+    lab_site = Site.objects.create(name="L", slug="l")  # its fabric's SM host runs an agent
+    Fabric.objects.create(name="fl", revision=fa.revision, site=lab_site, driver=Fabric.Driver.LAB)
+    out = io.StringIO()
+    workers = Command(stdout=out)._workers("python")
     assert {name: argv[argv.index("-Q") + 1] for name, argv in workers.items()} == {
         "worker": "console",
         "worker-a": "site.a",
         "worker-b": "site.b",
     }
+    assert "Site L:             reached through its SM hosts' agents (no worker of its own)" in out.getvalue()
 
 
 def test_the_fallback_collector_sweeps_each_fabric_on_its_sites_queue(placed, published):
     from console.telemetry.tasks import collect
 
     a, b, fa, fb, fc = placed
-    Fabric.objects.filter(pk__in=[fa.pk, fb.pk, fc.pk]).update(driver=Fabric.Driver.LAB)
     answer = collect()
     assert answer == {"fa": "sweep queued", "fb": "sweep queued", "fc": "sweep queued"}
     assert sorted(published) == [
@@ -205,7 +211,8 @@ def test_the_router_reconnects_once_when_the_database_dropped_its_connection(set
     settings.EMBEDDED = False
     design = Design.objects.create(name="routing-drop", topology="fat-tree")
     revision = DesignRevision.objects.create(design=design, number=1, graph={}, summary={})
-    fabric = Fabric.objects.create(name="fd", revision=revision, site=Site.objects.create(name="D", slug="d"))
+    site = Site.objects.create(name="D", slug="d")
+    fabric = Fabric.objects.create(name="fd", revision=revision, site=site, driver=Fabric.Driver.OPENSM)
     change = change_of(fabric)
     routing.forget()
     with connection.cursor() as cursor:
@@ -231,7 +238,9 @@ def test_a_site_reached_through_its_agents_needs_no_worker_of_its_own(placed):
     a, b, fa, fb, fc = placed
     fb.driver = "agent"
     fb.save()
+    lab = Fabric.objects.create(name="lab-at-a", revision=fa.revision, site=a)  # a lab: an SM host with its agent
     routing.forget()
+    assert routing.route("fabric.reconcile", (), {"fabric_id": lab.pk}, {}) is None
     # its tasks go to the central workers' queue: they push through the agent's socket
     assert routing.route("fabric.reconcile", (), {"fabric_id": fb.pk}, {}) is None
     assert routing.route("fabric.reconcile", (), {"fabric_id": fa.pk}, {}) == {"queue": "site.a"}

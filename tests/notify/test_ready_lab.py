@@ -19,7 +19,7 @@ from designer.services import create_design
 from scheduling.models import Reservation
 from scheduling.services import quotas
 from tests.fabric.conftest import requires_lab
-from tests.fabric.lab_fixtures import whole_lab_pool
+from tests.fabric.lab_fixtures import whole_lab_pool, with_agent
 from tests.notify.conftest import add_webhook
 
 pytestmark = [requires_lab, pytest.mark.lab, pytest.mark.timeout(300), pytest.mark.django_db(transaction=True)]
@@ -30,12 +30,13 @@ SECRET = "lab-secret-lab-secret"
 
 
 @pytest.fixture
-def lab_pool(tmp_path, tenant_a):
+def lab_pool(tmp_path, tenant_a, lab_console):
     uid = uuid.uuid4().hex[:6]
     options = {"topology": "rail-optimized", "gpus": 256, "node_type": "DGX-H100", "switch": "QM9700"}
     _, revision = create_design(ACTOR, OPERATOR, name=f"notify-{uid}", options=options)
     fabric, _ = start_lab(revision, name=f"notify-{uid}", actor=ACTOR, workdir=tmp_path / "lab", socket_name=f"n-{uid}")
     try:
+        with_agent(fabric, lab_console)
         pool = whole_lab_pool(fabric, ACTOR)
         quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_a, pool=pool, guaranteed_gpus=64)
         yield pool

@@ -24,9 +24,10 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from console.fabric.agents.services import lab_agent
 from console.fabric.lab.fabrics import start_lab, stop_lab
 from console.fabric.lab.manager import Lab
-from console.fabric.models import Fabric
+from console.fabric.models import Fabric, FabricAgent
 from console.tenancy.context import Actor
 from console.tenancy.models import Principal, Role, Tenant
 from designer.services import create_design
@@ -188,7 +189,9 @@ class Stack:
         return process
 
     def start(self, *names: str) -> None:
-        """Start the named processes (all by default): web, worker, beat, collector."""
+        """Start the named processes (all by default): web, the lab's agent (connected to web,
+        as an SM host's is: the fabric is reached through nothing else), worker, beat,
+        collector. Web and the agent start first whatever is named."""
         (self.workdir / "data").mkdir(parents=True, exist_ok=True)
         if self.redis is None:
             self.redis = Redis(self.workdir)
@@ -202,10 +205,27 @@ class Stack:
             schedule = str(self.workdir / "celerybeat-schedule")
             self.add("beat", [*beat, "-s", schedule], _log_says("beat: Starting..."))
             if self.fabric is not None:
+                self._add_agent(self.fabric)
                 collector = ["manage.py", "collector", "--fabric", str(self.fabric.pk), "--interval", "0.5"]
                 self.add("collector", collector, lambda p: p.proc is not None and _alive_for(p, 2.0))
-        for name in names or tuple(self.processes):
-            self.processes[name].start()
+        first = tuple(n for n in ("web", "agent") if n in self.processes and not self._running(n))
+        for name in first + tuple(n for n in names or tuple(self.processes) if n not in first):
+            if name not in first or not self._running(name):
+                self.processes[name].start()
+
+    def _running(self, name: str) -> bool:
+        proc = self.processes[name].proc
+        return proc is not None and proc.poll() is None
+
+    def _add_agent(self, fabric: Fabric) -> None:
+        """The lab's agent: ``manage.py agent --lab`` with only web's URL and its token (no
+        database, no broker in its environment); up once it reported its OpenSM master."""
+        made = lab_agent(ACTOR, fabric)
+        workdir = str(fabric.config["workdir"])
+        argv = ["manage.py", "agent", "--console", self.url, "--fabric", fabric.name, "--lab", workdir]
+        agent = self.add("agent", argv, lambda p: _agent_master(fabric))
+        agent.env = {k: v for k, v in agent.env.items() if not k.endswith(("DATABASE_URL", "REDIS_URL"))}
+        agent.env.update(IBCONSOLE_AGENT_TOKEN=made.token, CONSOLE_DATA_DIR=str(self.workdir / "agent"))
 
     def _web_ready(self, process: Process) -> bool:
         try:
@@ -222,6 +242,10 @@ class Stack:
             process.stop()
         if self.redis is not None:
             self.redis.stop()
+
+
+def _agent_master(fabric: Fabric) -> bool:
+    return FabricAgent.objects.filter(fabric=fabric, name="lab", connected=True, sm_state="MASTER").exists()
 
 
 def _alive_for(process: Process, seconds: float) -> bool:

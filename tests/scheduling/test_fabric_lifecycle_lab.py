@@ -26,7 +26,7 @@ from scheduling.models import HCA, Node, Reservation
 from scheduling.services import lifecycle, power, queue, quotas, snapshots
 from scheduling.services.reservations import ReservationRequest, reserve
 from tests.fabric.conftest import requires_lab
-from tests.fabric.lab_fixtures import book, converge, whole_lab_pool
+from tests.fabric.lab_fixtures import book, converge, whole_lab_pool, with_agent
 from tests.scheduling.conftest import report_power
 
 pytestmark = [requires_lab, pytest.mark.lab, pytest.mark.timeout(300), pytest.mark.django_db]
@@ -38,8 +38,9 @@ S = Reservation.Status
 
 
 @pytest.fixture
-def su1(tmp_path, tenant_a, tenant_b):
-    """The lab of a 1-SU design, its inventory, pool ``su1``; A guaranteed 128, B 64 + 192."""
+def su1(tmp_path, tenant_a, tenant_b, transactional_db, lab_console):
+    """The lab of a 1-SU design (its agent connected), its inventory, pool ``su1``; A guaranteed
+    128, B 64 + 192."""
     uid = uuid.uuid4().hex[:6]
     _, revision = create_design(ACTOR, OPERATOR, name=f"life-{uid}", options=ONE_SU)
     fabric, lab = start_lab(
@@ -50,6 +51,7 @@ def su1(tmp_path, tenant_a, tenant_b):
         socket_name=f"life-{uid}",
     )
     try:
+        with_agent(fabric, lab_console)
         pool = whole_lab_pool(fabric, ACTOR)
         quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_a, pool=pool, guaranteed_gpus=128)
         quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_b, pool=pool, guaranteed_gpus=64, borrow_limit_gpus=192)
@@ -243,7 +245,7 @@ def test_a_cancelled_reservation_keeps_its_pkey_while_an_open_change_still_pushe
 
 
 def test_after_a_lab_restart_a_reservation_is_ready_only_once_its_pkey_is_pushed_again(
-    su1, tenant_a, django_capture_on_commit_callbacks
+    su1, tenant_a, django_capture_on_commit_callbacks, lab_console
 ):
     fabric, lab, pool = su1
     # given a reservation starting in 30 minutes whose partition was pushed and verified ahead
@@ -252,6 +254,7 @@ def test_after_a_lab_restart_a_reservation_is_ready_only_once_its_pkey_is_pushed
     workdir, socket = fabric.config["workdir"], fabric.config["ibsim_sockname"]
     stop_lab(fabric)
     fabric, lab = start_lab(fabric.revision, name=fabric.name, actor=ACTOR, workdir=workdir, socket_name=socket)
+    with_agent(fabric, lab_console)  # (the lab's stop stopped its agent)
     assert set(holders_of(lab, reservation.pkey, guids_of(reservation)).values()) == {None}
 
     # when its start comes and the reconcile finds the desired state equal to the stored applied one

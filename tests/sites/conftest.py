@@ -40,6 +40,7 @@ from designer.serialize import graph_from_dict, graph_to_dict
 from designer.services import add_revision, create_design
 from scheduling.models import Node, Pool
 from scheduling.services import inventory
+from tests.fabric.lab_fixtures import with_agent
 
 ACTOR = Actor.system("test")
 OPERATOR = Principal(None, Role.OPERATOR, None)
@@ -146,9 +147,10 @@ def _pool(fabric: Fabric, name: str, nodes: list[Node]) -> Pool:
 
 
 @pytest.fixture
-def two_labs(two_lab_processes: tuple[Lab, Lab], db: None) -> TwoLabs:
+def two_labs(two_lab_processes: tuple[Lab, Lab], transactional_db: None, lab_console: str) -> Iterator[TwoLabs]:
     """Sites ``site-a`` and ``site-b`` (queues ``site.site-a`` / ``site.site-b``), their link, a
-    Fabric per site bound to its running lab with nodes, GPUs and HCAs imported, and the pools."""
+    Fabric per site bound to its running lab (its agent connected: an SM host at each site) with
+    nodes, GPUs and HCAs imported, and the pools."""
     lab_a, lab_b = two_lab_processes
     uid = uuid.uuid4().hex[:6]
     site_a = Site.objects.create(name="Site A", slug="site-a", location="hall 1")
@@ -158,7 +160,9 @@ def two_labs(two_lab_processes: tuple[Lab, Lab], db: None) -> TwoLabs:
     fabric_b = _fabric(site_b, DESIGN_B, GRAPH_B, lab_b, f"fab-b-{uid}")
     nodes_a = list(Node.objects.filter(fabric=fabric_a))
     nodes_b = list(Node.objects.filter(fabric=fabric_b))
-    return TwoLabs(
+    with_agent(fabric_a, lab_console)
+    with_agent(fabric_b, lab_console)
+    yield TwoLabs(
         site_a=site_a,
         site_b=site_b,
         link=link,
@@ -170,3 +174,5 @@ def two_labs(two_lab_processes: tuple[Lab, Lab], db: None) -> TwoLabs:
         pool_b=_pool(fabric_b, "b", nodes_b),
         pool_both=_pool(fabric_a, "both", nodes_a + nodes_b),
     )
+    for lab in (lab_a, lab_b):
+        lab.stop_agent()

@@ -3,9 +3,11 @@
 The request goes over the channel layer to the group of the agent's socket
 (``console/live/agent_consumer.py``), which hands it to the agent and sends the agent's answers
 back to the caller's own reply channel: ``accepted`` at once (else the agent is not there),
-``progress`` as the agent's steps start (the pipeline renews its lease on each), then ``result``
-or ``error``; ``lost`` when the socket closes under a request (the caller retries: every agent
-operation is set-style). One coroutine does the whole exchange, so the layer's connections stay
+``progress`` as the agent's steps start (the pipeline renews its lease on each), ``alive`` on each
+of the agent's heartbeats, then ``result`` or ``error``; ``lost`` when the socket closes under a
+request (the caller retries: every agent operation is set-style). A caller that hears nothing for
+``AGENT_SILENT_AFTER_S`` counts the agent lost too: the server holding its socket died (killed,
+no ``lost`` sent) and the agent's next socket is on another server or the same one restarted. One coroutine does the whole exchange, so the layer's connections stay
 on one event loop.
 """
 
@@ -135,15 +137,22 @@ async def _call(
     loop = asyncio.get_running_loop()
     accepted = False
     deadline = loop.time() + ACCEPT_TIMEOUT_S
+    silent_after = float(settings.AGENT_SILENT_AFTER_S)
+    heard = loop.time()
     while True:
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            what = "answer" if accepted else "take"
-            raise AgentLost(f"agent {name!r} did not {what} {op} in time")
+        now = loop.time()
+        if now >= deadline:
+            raise AgentLost(f"agent {name!r} did not {'answer' if accepted else 'take'} {op} in time")
+        if accepted and now - heard >= silent_after:
+            # the server holding the agent's socket died under the request (its "lost" never
+            # comes): the caller retries, through the agent's next socket
+            raise AgentLost(f"agent {name!r}: its socket went silent during {op}")
+        limit = min(deadline, heard + silent_after) if accepted else deadline
         try:
-            message = await asyncio.wait_for(layer.receive(reply), remaining)
+            message = await asyncio.wait_for(layer.receive(reply), limit - now)
         except TimeoutError:
             continue
+        heard = loop.time()
         kind = message.get("kind")
         if kind == "accepted":
             accepted = True

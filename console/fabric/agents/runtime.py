@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import socket
 import threading
 import time
@@ -38,6 +39,10 @@ from console.fabric.drivers.opensm import OpenSmDriver
 log = logging.getLogger("console.agent")
 VERSION = "1.0"
 MAX_FRAME_BYTES = 8 * 1024 * 1024
+#: The longest wait between two connection attempts: a console restarted (a deploy, a crash) is
+#: found within seconds, which a push waiting for the agent needs; an agent per SM host makes a
+#: few attempts a second at most against a console that is down.
+MAX_BACKOFF_S = 5.0
 
 
 class Progress(Protocol):
@@ -114,7 +119,8 @@ class Agent:
     # -- the connection ------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
-        """Connect, serve, reconnect (1 s, doubling to 30 s) until ``stop`` or a refusal."""
+        """Connect, serve, reconnect (1 s, doubling to :data:`MAX_BACKOFF_S`, ±20 %) until
+        ``stop`` or a refusal."""
         backoff = 1.0
         while not stop.is_set():
             try:
@@ -133,9 +139,9 @@ class Agent:
                 log.warning("console answered %s; retrying in %.0f s", exc.response.status_code, backoff)
             except (OSError, WebSocketException, TimeoutError) as exc:
                 log.warning("no connection to the console (%s); retrying in %.0f s", exc, backoff)
-            if stop.wait(backoff):
+            if stop.wait(backoff * random.uniform(0.8, 1.2)):
                 return
-            backoff = min(backoff * 2, 30.0)
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
 
     def _send(self, ws: Connection, message: dict[str, Any]) -> None:
         with self._send_lock:

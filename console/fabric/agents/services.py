@@ -12,13 +12,12 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from console.broadcast import close_agent_socket
 from console.fabric.agents.wire import SM_UP
 from console.fabric.enqueue import enqueue_apply, enqueue_reconcile
-from console.fabric.models import ChangeRequest, Fabric, FabricAgent
+from console.fabric.models import AGENT_DRIVERS, ChangeRequest, Fabric, FabricAgent
 from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Invalid
@@ -183,9 +182,7 @@ def waiting_for_sm(fabric_ids: Iterable[int]) -> dict[int, str]:
     ids = set(fabric_ids)
     if not ids:
         return {}
-    agent_fabrics = Fabric.objects.filter(pk__in=ids).filter(
-        Q(driver=Fabric.Driver.AGENT) | Q(driver=Fabric.Driver.LAB, config__agent=True)
-    )
+    agent_fabrics = Fabric.objects.filter(pk__in=ids, driver__in=AGENT_DRIVERS)
     rows = FabricAgent.objects.filter(fabric__in=agent_fabrics, revoked_at__isnull=True).order_by("name")
     by_fabric: dict[int, list[FabricAgent]] = {pk: [] for pk in agent_fabrics.values_list("pk", flat=True)}
     for agent in rows:

@@ -19,8 +19,7 @@ from console.fabric.agents import rpc
 from console.fabric.diags.runner import DiagError, DiagRunner
 from console.fabric.drivers import driver_for
 from console.fabric.drivers.base import DriverError, Progress, no_progress
-from console.fabric.drivers.hosts import LabHost, OpenSmHost
-from console.fabric.lab.fabrics import LabNotRunning, lab_for
+from console.fabric.drivers.hosts import OpenSmHost
 from console.fabric.lab.routing import log_mark, routing_of, swept_since
 from console.fabric.models import Fabric
 from console.tenancy.errors import ConsoleError, Invalid
@@ -79,10 +78,8 @@ def log_swept_since(log: Path | None, mark: int) -> bool | None:
 
 
 def local_host(fabric: Fabric) -> OpenSmHost:
-    """The SM host of a fabric read on this machine: a lab's (LabNotRunning when it is down), or
-    an ``opensm`` fabric's OpenSM here (the collector reads through the same)."""
-    if fabric.driver == Fabric.Driver.LAB:
-        return LabHost(lab_for(fabric))
+    """The SM host of a fabric read on this machine: an ``opensm`` fabric's OpenSM here (the
+    collector reads through the same). A lab's SM host is reached through its agent."""
     if fabric.driver == Fabric.Driver.OPENSM:
         host: OpenSmHost = driver_for(fabric).host  # type: ignore[attr-defined]
         return host
@@ -90,13 +87,13 @@ def local_host(fabric: Fabric) -> OpenSmHost:
 
 
 class LocalSource:
-    """This host's HCA and OpenSM log (a lab without an agent; an ``opensm`` fabric)."""
+    """This host's HCA and OpenSM log (an ``opensm`` fabric)."""
 
     def __init__(self, fabric: Fabric) -> None:
         self.fabric = fabric
 
     def sweep(self, progress: Progress = no_progress) -> Sweep:
-        host = local_host(self.fabric)  # a lab that is down: LabNotRunning (409), said as it is
+        host = local_host(self.fabric)
         try:
             return read_sweep(host.diags(timeout=DISCOVERY_TIMEOUT), *host.sm_log(), progress)
         except DriverError as exc:
@@ -105,7 +102,7 @@ class LocalSource:
     def swept_since(self, mark: int) -> bool | None:
         try:
             host = local_host(self.fabric)
-        except (LabNotRunning, DriverError):
+        except DriverError:
             return None
         return log_swept_since(host.sm_log()[0], mark)
 

@@ -2,10 +2,10 @@
 
 :func:`start_lab_agent` gives the lab fabric's agent (named ``lab``) a fresh token (audited),
 starts ``manage.py agent --lab`` with nothing but the console's URL and that token in its
-environment (no database, no broker), records its pid in the lab's state and marks the fabric
-``config["agent"]``: its pushes, verifications, audits, discoveries and counters then go through
-the agent. The lab's stop stops the agent first (:meth:`Lab.stop`); :func:`forget_lab_agent`
-clears the mark. ``manage.py up`` and ``manage.py lab up --agent URL`` use it.
+environment (no database, no broker) and records its pid in the lab's state: the fabric's pushes,
+verifications, audits, discoveries and counters go through it (a lab fabric has no other way to
+its SM host). The lab's stop stops the agent first (:meth:`Lab.stop`). ``manage.py up``,
+``manage.py lab up`` and the lab tests use it.
 """
 
 from __future__ import annotations
@@ -32,8 +32,10 @@ def start_lab_agent(fabric: Fabric, console: str, *, actor: Actor) -> subprocess
     if status["state"] != "up":
         raise LabError(f"the lab of {fabric.name} is {status['state']}: start it first")
     workdir = Path(status["workdir"])
+    Lab.attach(workdir).stop_agent()  # one agent per SM host
     made = lab_agent(actor, fabric)
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    # no database, no broker: nothing of either in its environment
+    env = {k: v for k, v in os.environ.items() if not k.endswith(("DATABASE_URL", "REDIS_URL"))}
     env["IBCONSOLE_AGENT_TOKEN"] = made.token
     env["CONSOLE_DATA_DIR"] = str(workdir / "agent")
     argv = [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "agent", "--console", console]
@@ -46,14 +48,4 @@ def start_lab_agent(fabric: Fabric, console: str, *, actor: Actor) -> subprocess
             start_new_session=True,
         )
     Lab.attach(workdir).record_agent(proc.pid)
-    fabric.config = {**(fabric.config or {}), "agent": True}
-    fabric.save(update_fields=["config"])
     return proc
-
-
-def forget_lab_agent(fabric: Fabric) -> None:
-    """The fabric goes back to the lab driver in this process (its agent stopped)."""
-    fabric.refresh_from_db()
-    if (fabric.config or {}).get("agent"):
-        fabric.config = {k: v for k, v in fabric.config.items() if k != "agent"}
-        fabric.save(update_fields=["config"])

@@ -240,9 +240,6 @@ def stop_lab(fabric: Fabric, *, actor: Actor | None = None) -> dict[str, Any]:
         return lab_status(fabric)
     was_running = lab.is_running()
     lab.stop()  # (its agent too)
-    if (fabric.config or {}).get("agent"):
-        fabric.config = {k: v for k, v in fabric.config.items() if k != "agent"}
-        fabric.save(update_fields=["config"])
     if actor is not None and was_running:
         with transaction.atomic():
             audit.record(actor, "fabric.lab.stop", fabric, before={"workdir": workdir})

@@ -318,6 +318,12 @@ class Lab:
         if wait:
             self.wait_until_up()
 
+    def stop_agent(self) -> None:
+        """Stop the agent recorded for this lab, if it runs (a new one is about to start)."""
+        self._refresh()
+        self._kill(self._state.agent_pid, self._state.agent_start)
+        self.record_agent(None)
+
     def record_agent(self, pid: int | None) -> None:
         """Note (or, with None, forget) the agent process serving this lab's OpenSM."""
         self._refresh()

@@ -90,6 +90,8 @@ class Command(BaseCommand):
             publish_reconcile(lab_fabric.pk)
         if self.demo_webhook_id is not None:
             threading.Thread(target=self._demo_webhook_test, name="demo-webhook-test", daemon=True).start()
+        if self.lab_fabrics:
+            threading.Thread(target=self._first_discoveries, name="first-discoveries", daemon=True).start()
 
     def _demo_webhook(self, host: str, port: int) -> None:
         """Demo only: on a seeded demo, the demo tenant's webhook points at the receiver this
@@ -203,7 +205,6 @@ class Command(BaseCommand):
             f"/fabrics/{fabric.pk}/\n"
             f"    diags: {status['env_line']}\n"
         )
-        self._first_discovery(fabric)
         return None if was_up else fabric
 
     def _start_agents(self, host: str, port: int) -> list[tuple[Fabric, subprocess.Popen[bytes]]]:
@@ -229,33 +230,37 @@ class Command(BaseCommand):
         return started
 
     def _stop_agents(self, agents: list[tuple[Fabric, subprocess.Popen[bytes]]]) -> None:
-        """Stop the agents this command started; their fabrics go back to the lab driver."""
-        from console.fabric.lab.agent import forget_lab_agent
-
-        for fabric, proc in agents:
+        """Stop the agents this command started (their labs' stop would too)."""
+        for _fabric, proc in agents:
             if proc.poll() is None:
                 proc.terminate()
                 try:
                     proc.wait(10)
                 except subprocess.TimeoutExpired:
                     proc.kill()
-            forget_lab_agent(fabric)
 
-    def _first_discovery(self, fabric: Fabric) -> None:
-        """A lab never discovered gets one sweep now, so the fabric's compare, port table and the
-        overview's drift have something to show from the first page on."""
+    def _first_discoveries(self) -> None:
+        """A lab never discovered gets one sweep as soon as its agent is connected (a discovery
+        job, run by a worker through the agent), so the fabric's compare, port table and the
+        overview's drift have something to show from the first minutes on."""
+        from django.db import connection
+
+        from console.fabric.discovery import jobs
         from console.fabric.discovery import services as discovery
+        from console.fabric.models import FabricAgent
         from console.tenancy.context import Actor
-        from console.tenancy.errors import ConsoleError
 
-        if discovery.latest_run(fabric) is not None:
-            return
         try:
-            run = discovery.discover(fabric, actor=Actor.system("up"))
-        except ConsoleError as exc:
-            self.stdout.write(f"  First discovery:    not made: {exc}\n")
-            return
-        self.stdout.write(f"  First discovery:    run {run.pk} of {fabric.name}: /fabrics/{fabric.pk}/ports/\n")
+            waiting = [f for f in self.lab_fabrics if discovery.latest_run(f) is None]
+            deadline = time.monotonic() + 120
+            while waiting and time.monotonic() < deadline:
+                for fabric in list(waiting):
+                    if FabricAgent.objects.filter(fabric=fabric, connected=True, sm_state="MASTER").exists():
+                        jobs.start(fabric, actor=Actor.system("up"))
+                        waiting.remove(fabric)
+                time.sleep(1.0)
+        finally:
+            connection.close()  # this thread's own connection
 
     def _lab_fabrics_exist(self) -> bool:
         from console.fabric.models import Fabric
@@ -315,9 +320,11 @@ class Command(BaseCommand):
 
     def _workers(self, python: str) -> dict[str, list[str]]:
         """One worker for the default queue, and one per site consuming only ``site.<slug>`` (the
-        tasks that talk to that site's fabrics: console/fabric/routing.py). Here they all run on
-        this machine; in production each site's worker runs at its site (docs/operations.md)."""
-        from console.fabric.models import Site
+        tasks that talk to that site's fabrics: console/fabric/routing.py) for each site with a
+        fabric not reached through an agent: a site whose SM hosts run agents needs no worker of
+        its own (its fabrics' tasks take the default queue). Here they all run on this machine; in
+        production each site's worker runs at its site (docs/operations.md)."""
+        from console.fabric.models import AGENT_DRIVERS, Site
 
         def worker(name: str, queue: str, concurrency: int) -> list[str]:
             return [
@@ -327,8 +334,11 @@ class Command(BaseCommand):
 
         workers = {"worker": worker("worker", settings.CELERY_TASK_DEFAULT_QUEUE, 2)}
         for site in Site.objects.order_by("slug"):
-            workers[f"worker-{site.slug}"] = worker(f"site-{site.slug}", site.queue, 2)
             label = f"Site {site.name}:"
+            if not site.fabrics.exclude(driver__in=AGENT_DRIVERS).exists():
+                self.stdout.write(f"  {label:<20}reached through its SM hosts' agents (no worker of its own)\n")
+                continue
+            workers[f"worker-{site.slug}"] = worker(f"site-{site.slug}", site.queue, 2)
             self.stdout.write(f"  {label:<20}its worker consumes queue {site.queue}\n")
         return workers
 

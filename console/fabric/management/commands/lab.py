@@ -1,6 +1,7 @@
 """``manage.py lab``: run lab fabrics (ibsim + a real OpenSM) and inject faults into them.
 
     lab up --design <id|name>[/<rev>] [--name NAME] [--agent CONSOLE_URL] [--json]
+           (the lab's agent connects out to CONSOLE_URL, default $CONSOLE_URL or http://127.0.0.1:8000)
     lab down --fabric F [--json]
     lab status [--fabric F] [--json]
     lab cable unplug|replug --fabric F --node NAME --port N [--json]   (read back over SMPs)
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from console.fabric.lab.agent import start_lab_agent
@@ -38,8 +40,8 @@ class Command(BaseCommand):
         up.add_argument(
             "--agent",
             metavar="CONSOLE_URL",
-            help="also start the lab's agent, connecting out to this console (e.g. http://127.0.0.1:8000): "
-            "the fabric's pushes and reads then go through it, as on a real SM host",
+            help="the console the lab's agent connects out to (default: $CONSOLE_URL, else "
+            "http://127.0.0.1:8000): the fabric's pushes and reads go through it, as on a real SM host",
         )
         down = sub.add_parser("down", help="stop a fabric's lab")
         down.add_argument("--fabric", required=True, help="fabric id or name")
@@ -74,8 +76,7 @@ class Command(BaseCommand):
     def _up(self, *, design: str, name: str | None, agent: str | None = None, **_: Any) -> None:
         revision = find_revision(design)
         fabric = start_lab(revision, name=name, actor=Actor.cli())[0]
-        if agent:
-            start_lab_agent(fabric, agent, actor=Actor.cli())
+        start_lab_agent(fabric, agent or settings.CONSOLE_URL, actor=Actor.cli())
         status = lab_status(fabric)
         self._emit(status, _describe(status))
 
