@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 from collections import Counter
 
 from designer.cabling import HEADER, cabling_plan
+from designer.exports.csvcells import SafeWriter
 from designer.graph import FabricGraph
 from designer.metrics import compute_metrics
 from designer.serialize import graph_to_dict
@@ -15,7 +15,7 @@ from designer.serialize import graph_to_dict
 
 def render_cabling_csv(graph: FabricGraph) -> str:
     buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
+    writer = SafeWriter(buf, lineterminator="\n")
     writer.writerow(HEADER)
     writer.writerows(cabling_plan(graph))
     return buf.getvalue()
@@ -81,7 +81,7 @@ def bom_rows(graph: FabricGraph) -> list[tuple]:
 
 def render_bom_csv(graph: FabricGraph) -> str:
     buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
+    writer = SafeWriter(buf, lineterminator="\n")
     writer.writerow(BOM_HEADER)
     writer.writerows(bom_rows(graph))
     return buf.getvalue()

@@ -4,7 +4,6 @@ to the caller (a tenant reads only itself)."""
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import io
 from collections.abc import Mapping
@@ -19,6 +18,7 @@ from rest_framework.views import APIView
 
 from console.tenancy.api.base import PrincipalMixin
 from console.tenancy.api.renderers import ScopedBrowsableAPIRenderer
+from designer.exports.csvcells import SafeDictWriter, SafeWriter
 from scheduling.services.usage import UsageQuery, usage_report
 from scheduling.usage import GroupBy
 
@@ -61,11 +61,11 @@ class UsageCsvRenderer(renderers.BaseRenderer):
         out = io.StringIO()
         if isinstance(data, dict) and "rows" in data:
             columns = [c for c in self.columns if any(c in row for row in data["rows"]) or c in data["total"]]
-            writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+            writer = SafeDictWriter(out, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
             writer.writeheader()
             writer.writerows(data["rows"])
         else:
-            writer2 = csv.writer(out, lineterminator="\n")
+            writer2 = SafeWriter(out, lineterminator="\n")
             writer2.writerow(["error"])
             writer2.writerow([data.get("detail", data) if isinstance(data, dict) else data])
         return out.getvalue().encode()

@@ -18,6 +18,8 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django_tables2.export import TableExport
 
+from designer.exports.csvcells import safe_row
+
 #: Rows per page; ``?per_page=`` may ask for up to MAX_PER_PAGE.
 PER_PAGE = 50
 MAX_PER_PAGE = 500
@@ -61,8 +63,12 @@ def respond(request: HttpRequest, table: ConsoleTable, export_name: str) -> Http
 
 
 def export_csv(table: ConsoleTable, export_name: str) -> HttpResponse:
-    """Every row of ``table`` as CSV (tablib), named ``<export_name>-<UTC time>.csv``."""
+    """Every row of ``table`` as CSV (tablib), named ``<export_name>-<UTC time>.csv``; every cell
+    a spreadsheet would run as a formula made inert (:mod:`designer.exports.csvcells`)."""
     exporter = TableExport("csv", table, exclude_columns=table.screen_only)
+    data = exporter.dataset
+    for i, row in enumerate(list(data)):
+        data[i] = tuple(safe_row(row))
     stamp = timezone.now().strftime("%Y%m%d-%H%M%SZ")
     response: HttpResponse = exporter.response(f"{export_name}-{stamp}.csv")
     return response
