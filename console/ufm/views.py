@@ -11,6 +11,7 @@ from django.contrib.auth import authenticate
 from rest_framework import authentication, exceptions
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.parsers import JSONParser
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -58,15 +59,57 @@ class JsonOnly(DefaultContentNegotiation):
         return first, first.media_type
 
 
+#: Methods that change something: JSON bodies only, and never from another site.
+UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def cross_site(request: Request) -> str | None:
+    """Why a browser sent ``request`` from another site (None: it did not, or it is no browser).
+
+    A browser holding an operator's Basic credentials sends them with a form another site posts
+    (no CSRF token is asked of Basic auth): the Fetch metadata header says so (``cross-site``, and
+    ``same-site``: a sibling host may be someone else's), else the ``Origin`` does when it is not
+    the console's own (scheme and host as the request reached it) nor one of
+    ``CONSOLE_ALLOWED_ORIGINS``. Clients that are not browsers send neither."""
+    site = request.headers.get("Sec-Fetch-Site", "").strip().lower()
+    if site in ("cross-site", "same-site"):
+        return f"Sec-Fetch-Site: {site}"
+    origin = request.headers.get("Origin")
+    if origin is None:
+        return None
+    own = f"{request.scheme}://{request.get_host()}".lower()
+    allowed = {own, *(o.strip().rstrip("/").lower() for o in settings.CONSOLE_ALLOWED_ORIGINS)}
+    return None if origin.strip().rstrip("/").lower() in allowed else f"Origin: {origin[:100]}"
+
+
+def json_body(request: Request) -> bool:
+    """Whether the body (if any) is declared JSON: ``application/json`` or ``…+json``."""
+    declared = request.content_type.split(";", 1)[0].strip().lower()
+    has_body = int(request.META.get("CONTENT_LENGTH") or 0) > 0 or "HTTP_TRANSFER_ENCODING" in request.META
+    return not has_body and not declared or declared == "application/json" or declared.endswith("+json")
+
+
 class UfmView(APIView):
     """Base: console users by Basic or bearer token (or a browser's session, CSRF-checked); any
-    role reads; answers JSON; errors as ``{"error": …}``."""
+    role reads; answers JSON; errors as ``{"error": …}``. A write takes a JSON body only (415
+    otherwise: a form or multipart post is what another site's page can send without asking) and
+    is refused (403) when a browser says it comes from another site (:func:`cross_site`)."""
 
     authentication_classes = [BasicAuthentication, BearerTokenAuthentication, SessionAuthentication]
     permission_classes: list[Any] = []
+    parser_classes = [JSONParser]
     renderer_classes = [JSONRenderer]
     content_negotiation_class = JsonOnly
     schema = None  # not part of the console's own OpenAPI document (docs/api.md describes it)
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        if request.method in UNSAFE:
+            why = cross_site(request)
+            if why is not None:
+                raise UfmError(403, f"cross-site requests are refused ({why})")
+            if not json_body(request):
+                raise UfmError(415, f"send JSON (Content-Type: application/json), not {request.content_type!r}")
+        super().initial(request, *args, **kwargs)
 
     def principal(self, request: Request) -> Principal:
         if not (request.user and request.user.is_authenticated):

@@ -229,3 +229,42 @@ def test_a_reservations_tenant_adds_and_removes_pod_vf_guids_of_its_own_range(
     reservation.refresh_from_db()
     assert reservation.virtual_guids == [[f"0x{vf2}", "full"]]
     assert a.delete(f"/ufmRest/resources/pkeys/{key}").status_code == 403
+
+
+def test_another_sites_page_cannot_write_with_an_operators_basic_credentials(fabric, operator):
+    """What a page on another site can make an operator's browser send (it holds the Basic
+    credentials): a form post, a multipart post, or a fetch with the other site's Origin and
+    ``Sec-Fetch-Site: cross-site``. None of them writes; a JSON client and the console's own
+    origin still do."""
+    client = basic("op")
+    browser = {"HTTP_ORIGIN": "https://attacker.example", "HTTP_SEC_FETCH_SITE": "cross-site"}
+    form = {"pkey": "0x35", "guids": G1}
+    # the classic cross-site form: urlencoded, sent by the browser with the site's headers
+    r = client.post(
+        "/ufmRest/resources/pkeys", form, format=None, content_type="application/x-www-form-urlencoded", **browser
+    )
+    assert r.status_code == 403 and "cross-site" in r.json()["error"], r.content
+    # the same without the Fetch metadata (an older browser): refused for its body type
+    r = client.generic(
+        "POST", "/ufmRest/resources/pkeys", "pkey=0x35&guids=" + G1, content_type="application/x-www-form-urlencoded"
+    )
+    assert r.status_code == 415 and "send JSON" in r.json()["error"], r.content
+    r = client.post("/ufmRest/resources/pkeys", form)  # the test client's multipart
+    assert r.status_code == 415, r.content
+    r = client.generic("POST", "/ufmRest/resources/pkeys", "{}", content_type="text/plain")  # a no-preflight fetch
+    assert r.status_code == 415, r.content
+    # JSON from another origin (a CORS preflight would not stop a same-named header; the Origin does)
+    body = {"pkey": "0x35", "guids": [G1]}
+    r = client.post("/ufmRest/resources/pkeys", body, format="json", HTTP_ORIGIN="https://attacker.example")
+    assert r.status_code == 403 and "Origin: https://attacker.example" in r.json()["error"]
+    r = client.delete("/ufmRest/resources/pkeys/0x35", HTTP_SEC_FETCH_SITE="same-site")
+    assert r.status_code == 403
+    assert not FabricPartition.objects.filter(fabric=fabric, pkey=0x35).exists()
+    assert not ChangeRequest.objects.filter(fabric=fabric).exists()
+    # a JSON client, and the console's own page (same origin), write
+    assert client.post("/ufmRest/resources/pkeys", body, format="json").status_code in (200, 202)
+    own = {"HTTP_ORIGIN": "http://testserver", "HTTP_SEC_FETCH_SITE": "same-origin"}
+    again = {"pkey": "0x36", "guids": [G2]}
+    assert client.post("/ufmRest/resources/pkeys", again, format="json", **own).status_code in (200, 202)
+    # reads are not writes: a cross-site GET answers as before (JSON, nothing changes)
+    assert client.get("/ufmRest/resources/pkeys", **browser).status_code == 200
