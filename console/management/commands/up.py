@@ -29,6 +29,23 @@ if TYPE_CHECKING:
     from console.power.emulator import Emulator
 
 
+#: The ASGI server's options wherever the console starts one (``up``, embedded or not, and
+#: ``deploy/systemd/ibconsole-asgi.service``): no lifespan; frames up to 64 KiB (an agent's larger
+#: results come in parts); and **no proxy headers**: uvicorn would otherwise take the client's
+#: address from ``X-Forwarded-For`` when the peer is 127.0.0.1 (its default), so a local client
+#: picked the address that lockouts and throttles count. The console reads that header itself,
+#: from ``CONSOLE_TRUSTED_PROXIES`` proxies only (``console.tenancy.throttling.client_address``).
+UVICORN_OPTIONS: dict[str, Any] = {"lifespan": "off", "ws_max_size": 65536, "proxy_headers": False}
+
+
+def web_command(python: str, host: str, port: int) -> list[str]:
+    """The uvicorn command line ``up`` runs (:data:`UVICORN_OPTIONS` as flags)."""
+    return [
+        *(python, "-m", "uvicorn", "console.asgi:application", "--host", host, "--port", str(port)),
+        *("--lifespan", "off", "--ws-max-size", str(UVICORN_OPTIONS["ws_max_size"]), "--no-proxy-headers"),
+    ]
+
+
 def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
@@ -305,14 +322,7 @@ class Command(BaseCommand):
         self._recover()
         stop_collector = self._collector_thread() if self.collect else None
         try:
-            uvicorn.run(
-                "console.asgi:application",
-                host=host,
-                port=port,
-                lifespan="off",
-                log_level="info",
-                ws_max_size=65536,
-            )
+            uvicorn.run("console.asgi:application", host=host, port=port, log_level="info", **UVICORN_OPTIONS)
         finally:
             if stop_collector is not None:
                 stop_collector.set()
@@ -345,20 +355,7 @@ class Command(BaseCommand):
     def _run_processes(self, host: str, port: int) -> None:
         python = sys.executable
         commands = {
-            "web": [
-                python,
-                "-m",
-                "uvicorn",
-                "console.asgi:application",
-                "--host",
-                host,
-                "--port",
-                str(port),
-                "--lifespan",
-                "off",
-                "--ws-max-size",
-                "65536",
-            ],
+            "web": web_command(python, host, port),
             "beat": [
                 python,
                 "-m",
