@@ -68,7 +68,7 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
             return
         try:
             content = json.loads(text_data)
-        except ValueError:
+        except (ValueError, RecursionError):  # (a few KB of "[[[[" is a RecursionError)
             content = None
         if not isinstance(content, dict):
             await self.send_json({"type": "error", "detail": "send JSON objects"})

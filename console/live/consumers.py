@@ -20,6 +20,34 @@ from console.tenancy.models import Principal
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_REVOKED = 4403
+CLOSE_NO_ROUTE = 4404
+#: RFC 6455: "data within a message that was not consistent with the type of the message".
+CLOSE_INCONSISTENT_DATA = 1007
+#: What :meth:`AuthenticatedConsumer.decode_json` gives for a frame that is not JSON, and for one
+#: nested deeper than the parser goes (a few KB of ``[[[[``: RecursionError, not ValueError).
+MALFORMED = {"type": "__malformed__"}
+TOO_DEEP = {"type": "__too_deep__"}
+
+
+def decode_frame(text_data: str) -> Any:
+    """A frame's JSON, or :data:`MALFORMED` / :data:`TOO_DEEP` (never an exception)."""
+    try:
+        return json.loads(text_data)
+    except ValueError:
+        return MALFORMED
+    except RecursionError:
+        return TOO_DEEP
+
+
+class NoRouteConsumer(AsyncJsonWebsocketConsumer):
+    """A socket on a path the console does not serve: taken and closed at once with 4404 (the
+    router would raise, and the server answer 500 with a traceback)."""
+
+    async def connect(self) -> None:
+        await self.accept()
+        await self.close(code=CLOSE_NO_ROUTE)
+
+
 MAX_FRAME_BYTES = 4096
 #: waking this long after a session's or token's expiry makes sure it has ended when rechecked
 EXPIRY_GRACE_S = 0.05
@@ -107,13 +135,14 @@ class AuthenticatedConsumer(AsyncJsonWebsocketConsumer):
 
     @classmethod
     async def decode_json(cls, text_data: str) -> Any:
-        try:
-            return json.loads(text_data)
-        except ValueError:
-            return {"type": "__malformed__"}
+        return decode_frame(text_data)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        if not isinstance(content, dict) or content.get("type") == "__malformed__":
+        if content is TOO_DEEP:
+            await self.send_json({"type": "error", "code": "too_deep", "detail": "JSON nested too deeply"})
+            await self.close(code=CLOSE_INCONSISTENT_DATA)
+            return
+        if not isinstance(content, dict) or content is MALFORMED:
             await self.send_json({"type": "error", "code": "malformed", "detail": "send JSON objects"})
             return
         if content.get("type") == "ping":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from django.urls import path
+from django.urls import path, re_path
 
 from console.live import consumers
 from console.live.agent_consumer import AgentConsumer
@@ -24,6 +24,7 @@ websocket_urlpatterns: list[_ExtendedURLPattern | URLRouter] = [
     _route("ws/live/fabric/<int:object_id>/", consumers.FabricConsumer.as_asgi()),
     _route("ws/live/tenant/<int:object_id>/", consumers.TenantConsumer.as_asgi()),
     _route("ws/live/change/<int:object_id>/", consumers.ChangeConsumer.as_asgi()),
+    re_path(r"", consumers.NoRouteConsumer.as_asgi()),  # type: ignore[arg-type,list-item]  # (else: 4404)
 ]
 
 #: The agents' socket (console/live/agent_consumer.py): routed outside the browsers' Origin check.

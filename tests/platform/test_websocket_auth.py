@@ -136,3 +136,36 @@ async def test_own_origin_needs_an_allowed_host(member_a):
     )
     connected, _ = await communicator.connect(timeout=5)
     assert not connected
+
+
+async def test_an_unrouted_path_and_a_deeply_nested_frame_close_cleanly_with_a_code(member_a):
+    # a path the console does not serve: taken and closed with 4404, not a 500 and a traceback
+    lost = WebsocketCommunicator(application, "/ws/nowhere/", headers=[HOST, ORIGIN])
+    connected, _ = await lost.connect(timeout=5)
+    assert connected
+    closed = await lost.receive_output(timeout=5)
+    assert closed == {"type": "websocket.close", "code": 4404}
+    # 3 KB of nesting: the parser's RecursionError is an error frame and close code 1007
+    _, plaintext = await sync_to_async(_issue)(member_a)
+    communicator, connected, _ = await _connect([f"bearer.{plaintext}"])
+    assert connected
+    await communicator.receive_json_from(timeout=5)
+    await communicator.send_to(text_data="[" * 1500 + "]" * 1500)
+    assert (await communicator.receive_json_from(timeout=5))["code"] == "too_deep"
+    closed = await communicator.receive_output(timeout=5)
+    assert closed["type"] == "websocket.close" and closed["code"] == 1007
+
+
+async def test_the_agents_socket_answers_a_deeply_nested_frame_with_an_error():
+    from console.live.agent_consumer import AgentConsumer
+
+    # (the consumer's frame handling, before any hello: the JSON is refused, the socket stays)
+    consumer = AgentConsumer()
+    sent: list = []
+
+    async def send_json(content, close=False):
+        sent.append(content)
+
+    consumer.send_json = send_json
+    await consumer.receive(text_data="[" * 1500 + "]" * 1500)
+    assert sent == [{"type": "error", "detail": "send JSON objects"}]
