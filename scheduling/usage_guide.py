@@ -25,6 +25,8 @@ add to the P_Key; :mod:`console.fabric.opensm.vguids`).
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from dataclasses import dataclass, field, replace
 
 from console.fabric.changes.desired import qos_table_of
@@ -406,8 +408,26 @@ def environment(guide: UsageGuide) -> dict[str, str]:
     return env
 
 
+def _comment(text: str) -> str:
+    """One comment line: a line break in a name (imported node names are anyone's) would end the
+    comment and start a command."""
+    return "".join(" " if ch in "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029" else ch for ch in text)
+
+
+#: Characters an assignment's value may hold bare: no expansion happens to them there (a hostlist's
+#: brackets are not globbed in ``X=node-[01-04]``).
+_BARE = re.compile(r"[A-Za-z0-9_@%+=:,./\-\[\]]*")
+
+
+def _value(value: str) -> str:
+    return value if _BARE.fullmatch(value) else shlex.quote(value)
+
+
 def env_file(guide: UsageGuide) -> str:
-    """``KEY=VALUE`` lines (``# `` comments), for ``set -a; . ./use.env`` or ``--env-file``."""
+    """``KEY=VALUE`` lines (``# `` comments), for ``set -a; . ./use.env``: every value quoted for
+    the shell where it needs it (a value of only safe characters, as almost all are, stays bare,
+    so ``docker --env-file``, which takes values literally, reads those as they are), every
+    comment one line. Imported node names can hold shell metacharacters and line breaks."""
     lines = [f"# reservation {guide.reservation_id} ({guide.status})"]
     for subnet in guide.subnets:
         lines.append(
@@ -424,5 +444,6 @@ def env_file(guide: UsageGuide) -> str:
         lines.append("# SHARP: NCCL_COLLNET_ENABLE needs the nccl-rdma-sharp-plugins (HPC-X) on the job's library path")
     if guide.sites_note:
         lines.append(f"# sites: {guide.sites_note}")
-    lines += [f"{k}={v}" for k, v in guide.env.items()]
+    lines = [_comment(line) for line in lines]
+    lines += [f"{k}={_value(v)}" for k, v in guide.env.items()]
     return "\n".join(lines) + "\n"

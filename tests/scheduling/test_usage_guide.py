@@ -100,3 +100,28 @@ def test_ready_without_a_recorded_index_says_so(client, admin_a, booked):  # noq
     assert "NCCL_IB_PKEY" not in env  # no verified change recorded where the key sits
     html = client.get(reverse("web:reservation-use", args=[mine.pk])).content.decode()
     assert "did not record the index" in html and "use-not-verified" not in html
+
+
+def test_the_env_file_sourced_by_bash_runs_nothing_a_node_name_holds(client, admin_a, booked, tmp_path):  # noqa: F811
+    """Imported node names are anyone's: one holding shell syntax and a line break, sourced as
+    the file says (``set -a; . ./use.env``) by a real bash, runs nothing and reads back as
+    written."""
+    import subprocess
+
+    from scheduling.models import Node
+
+    mine, _ = booked
+    marker = tmp_path / "ran"
+    hostile = "n$(touch ran);`touch ran`'\n touch ran #"
+    first = sorted(mine.placement["nodes"])[0]
+    Node.objects.filter(fabric=mine.fabric, name=first).update(name=hostile)
+    placement = dict(mine.placement, nodes=[hostile if n == first else n for n in mine.placement["nodes"]])
+    Reservation.objects.filter(pk=mine.pk).update(placement=placement)
+    logged_in(client, admin_a)
+    text = client.get(reverse("web:reservation-use-env", args=[mine.pk])).content.decode()
+    (tmp_path / "use.env").write_text(text)
+    script = 'set -a; . ./use.env; printf "%s" "$IBC_HOSTS"'
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=10)
+    assert done.returncode == 0, done.stderr
+    assert not marker.exists(), text
+    assert hostile in done.stdout.split(",")
