@@ -367,14 +367,16 @@ def reap_stuck(now: dt.datetime | None = None) -> list[int]:
 
 
 def check_address(driver: str, address: str) -> None:
-    """A BMC address carries no credentials: no ``user:password@`` (they would end up in logs and
-    audit rows, and bypass the encrypted password)."""
+    """A BMC address carries no credentials: no ``user:password@``, and no query or fragment
+    (``?password=…``): they would end up in logs and audit rows, and bypass the encrypted
+    password. A Redfish base URL and an IPMI host[:port] need neither."""
     host = urlsplit(address).netloc if "//" in address else address
-    if "@" in host:
+    if "@" in host or "?" in address or "#" in address:
         raise Invalid(
-            "a BMC address must not contain credentials (user:password@); set username and password instead",
+            "a BMC address must not contain credentials (user:password@, ?password=…); "
+            "set username and password instead",
             code="bmc_address",
-            fields={"address": "no user:password@ in the address"},
+            fields={"address": "no user:password@, query or fragment in the address"},
         )
     if driver == Bmc.Driver.REDFISH and not address.startswith(("http://", "https://")):
         raise Invalid(

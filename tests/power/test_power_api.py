@@ -159,6 +159,10 @@ def test_a_new_address_needs_the_password_again(node, operator, client_for):
         ("redfish", "https://admin:pw@bmc-1.example"),
         ("redfish", "https://admin@bmc-1.example:443/"),
         ("ipmi", "admin:pw@bmc-1.example:623"),
+        ("redfish", "https://bmc-1.example/?password=pw"),
+        ("redfish", "https://bmc-1.example/redfish/v1?user=admin&token=t0k"),
+        ("redfish", "https://bmc-1.example/#pw"),
+        ("ipmi", "bmc-1.example:623?password=pw"),
     ],
 )
 def test_an_address_with_credentials_is_refused(node, driver, address):
