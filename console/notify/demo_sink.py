@@ -6,9 +6,11 @@ sees a notification delivered, signed and verified, without running a receiver o
 exactly that URL past the private-address guard (``NOTIFY_DEMO_SINK_URL``; nothing else on
 loopback is allowed). The receiver checks each POST the way the docs tell a real receiver to
 (:mod:`.signing`: HMAC-SHA256 over ``"<timestamp>." + body`` with the webhook's secret, compared
-in constant time, timestamps at most ``MAX_SKEW_S`` old), records a :class:`DemoSinkReceipt`
-and answers 204, or 401 when the signature does not verify (so the delivery log shows it). With
-no demo webhook the receiver answers 404: outside the demo it is not there.
+in constant time, timestamps at most ``MAX_SKEW_S`` old) and only then records a
+:class:`DemoSinkReceipt` and answers 204; a POST that does not verify answers 401 with the reason
+(so the delivery log shows it) and is not stored: anyone can post here, and unsigned posts must
+not push genuine receipts out of the ``KEEP`` kept. With no demo webhook the receiver answers 404:
+outside the demo it is not there.
 """
 
 from __future__ import annotations
@@ -53,23 +55,26 @@ def check(secret: str, headers: Mapping[str, str], body: bytes, now: float) -> s
     return ""
 
 
-def receive(headers: Mapping[str, str], body: bytes) -> DemoSinkReceipt | None:
-    """Verify and record one POST; None when the demo has no webhook (the receiver is off)."""
+def receive(headers: Mapping[str, str], body: bytes) -> DemoSinkReceipt | str | None:
+    """Verify one POST and record it: its receipt; why it does not verify (not recorded); or
+    None when the demo has no webhook (the receiver is off)."""
     webhook = sink_webhook()
     if webhook is None:
         return None
     problem = check(decrypt_secret(webhook.secret_encrypted), headers, body, time.time())
+    if problem:
+        return problem
     try:
         payload: Any = json.loads(body)
     except ValueError:
-        payload, problem = None, problem or "body is not JSON"
+        return "body is not JSON"
     event_type = str(payload.get("type", "")) if isinstance(payload, dict) else ""
     with transaction.atomic():
         receipt = DemoSinkReceipt.objects.create(
             event_id=headers.get(EVENT_ID_HEADER, "")[:64],
             event_type=event_type[:40],
-            verified=not problem,
-            problem=problem[:200],
+            verified=True,
+            problem="",
             payload=payload if isinstance(payload, dict) else None,
         )
         stale = DemoSinkReceipt.objects.order_by("-received_at", "-id").values_list("pk", flat=True)[KEEP:]

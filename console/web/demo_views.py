@@ -29,7 +29,9 @@ def webhook_sink(request: HttpRequest) -> HttpResponse:
         receipt = demo_sink.receive(request.headers, request.body)
         if receipt is None:
             raise Http404
-        return HttpResponse(status=204 if receipt.verified else 401)
+        if isinstance(receipt, str):  # not verified: refused, not recorded
+            return HttpResponse(receipt, status=401, content_type="text/plain")
+        return HttpResponse(status=204)
     return _receipts(request)
 
 

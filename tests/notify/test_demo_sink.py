@@ -16,7 +16,7 @@ import requests
 
 from console.notify import demo_sink
 from console.notify.models import DemoSinkReceipt, Webhook
-from console.notify.signing import check_url
+from console.notify.signing import check_url, decrypt_secret
 from console.tenancy.errors import Invalid
 from console.tenancy.models import AuditEntry, Tenant
 from tests.notify.test_delivery import settled
@@ -31,6 +31,11 @@ def demo(settings, monkeypatch):
     settings.NOTIFY_DEMO_SINK_URL = ""  # restored after the test (ensure_webhook sets it)
     monkeypatch.setenv("NOTIFY_DEMO_SINK_URL", "")
     return Tenant.objects.create(name="Aurora Labs", slug=demo_sink.DEMO_SINK_TENANT)
+
+
+def webhook_secret(webhook: Webhook) -> str:
+    """The secret the console signs with (what a real receiver is configured with)."""
+    return decrypt_secret(webhook.secret_encrypted)
 
 
 def signed(secret: str, body: bytes, timestamp: int) -> dict[str, str]:
@@ -56,18 +61,23 @@ def test_the_demo_webhook_delivers_a_signed_event_the_sink_verifies(demo, worker
     assert receipt.payload == delivery.event.payload
 
 
-def test_a_forged_or_stale_signature_is_refused_and_recorded(demo, live_server):
+def test_a_forged_or_stale_signature_is_refused_and_never_evicts_a_genuine_receipt(demo, live_server):
     webhook = demo_sink.ensure_webhook(live_server.url)
     assert webhook is not None
     body = json.dumps({"id": "e1", "type": "reservation.ready"}).encode()
     url = webhook.url
+    genuine = requests.post(url, data=body, headers=signed(webhook_secret(webhook), body, int(time.time())), timeout=10)
+    assert genuine.status_code == 204
     forged = requests.post(url, data=body, headers=signed("not-the-secret-000", body, int(time.time())), timeout=10)
     stale = requests.post(url, data=body, headers=signed("x", body, int(time.time()) - 3600), timeout=10)
     unsigned = requests.post(url, data=body, timeout=10)
     assert (forged.status_code, stale.status_code, unsigned.status_code) == (401, 401, 401)
-    problems = list(DemoSinkReceipt.objects.order_by("id").values_list("verified", "problem"))
-    assert [v for v, _ in problems] == [False, False, False]
-    assert "does not match" in problems[0][1] and "replay" in problems[1][1] and "missing" in problems[2][1]
+    assert "does not match" in forged.text and "replay" in stale.text and "missing" in unsigned.text
+    # anyone can post here: more unsigned posts than the sink keeps receipts push nothing out
+    with requests.Session() as session:
+        for _ in range(demo_sink.KEEP + 5):
+            assert session.post(url, data=body, timeout=10).status_code == 401
+    assert list(DemoSinkReceipt.objects.values_list("verified", flat=True)) == [True]
 
 
 def test_the_guard_lets_exactly_the_sink_url_through_and_re_points_it(demo, live_server):
