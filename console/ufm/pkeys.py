@@ -138,8 +138,9 @@ def _check_owner(principal: Principal, owner: Owner, pkey: int) -> None:
 
 def _writable_row(principal: Principal, fabric: Fabric, pkey: int, *, verb: str) -> FabricPartition | None:
     """The operator-owned partition ``pkey`` (None if there is none yet), after the protection
-    rules: another tenant's reservation P_Key does not exist (404); one's own, or any reservation
-    P_Key for an operator, is protected (403); a tenant changes no operator partition (403)."""
+    rules: one's own reservation P_Key, or any reservation P_Key for an operator, is protected
+    (403); for a tenant every other P_Key does not exist (404), another tenant's reservation's and
+    a free one alike: a different answer would let a tenant find its neighbours' keys by guessing."""
     owner = _reservation_pkey(fabric, pkey)
     if owner is not None:
         _check_owner(principal, owner, pkey)
@@ -151,7 +152,7 @@ def _writable_row(principal: Principal, fabric: Fabric, pkey: int, *, verb: str)
     if not (principal.is_operator and principal.can_write):
         if principal.sees_all_tenants:
             raise UfmError(403, "auditors have read-only access")
-        raise UfmError(403, "only operators change partitions that belong to no reservation of yours")
+        raise UfmError(404, f"pkey {ufm_pkey(pkey)} not found")  # (as another tenant's: _check_owner)
     return FabricPartition.objects.filter(fabric=fabric, pkey=pkey).first()
 
 
