@@ -21,6 +21,7 @@ from console.tenancy.errors import Forbidden
 from console.tenancy.models import Principal
 from scheduling.models import Reservation
 from scheduling.services.locks import reservation_for_update
+from scheduling.services.rights import check_manage
 
 
 def outside_range(reservation_id: int, guids: Iterable[int]) -> list[int]:
@@ -39,7 +40,10 @@ def change_virtual_guids(
 ) -> bool:
     """Add (GUID → full|limited) and remove virtual GUIDs of the reservation; True if anything changed.
 
-    Raises Forbidden for anyone but the reservation's tenant (with write access), for a GUID
+    Raises Forbidden for anyone but the reservation's tenant (with write access), and within it
+    for whoever may not change the reservation (:func:`scheduling.services.rights.check_manage`:
+    a member changes only the reservations they made, an admin any of the tenant's: the rule of
+    extend and release, whether the call comes through the REST API or ``/ufmRest/``), for a GUID
     outside the reservation's range, or when the reservation no longer holds its nodes.
     """
     add = dict(add or {})
@@ -54,6 +58,7 @@ def change_virtual_guids(
         res = reservation_for_update(reservation_id)
         if res.tenant_id != principal.tenant_id:
             raise Forbidden("only the reservation's tenant adds its pods' virtual GUIDs")
+        check_manage(principal, res)
         if res.status not in Reservation.HOLDING:
             raise Forbidden(f"reservation {res.pk} is {res.status}: its P_Key takes no new members")
         before = [list(m) for m in res.virtual_guids or []]

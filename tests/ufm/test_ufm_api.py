@@ -211,8 +211,9 @@ def test_a_browser_session_reads_json_and_cannot_write_without_csrf(fabric, rese
 
 
 def test_a_reservations_tenant_adds_and_removes_pod_vf_guids_of_its_own_range(
-    fabric, reservation, operator, member_a, member_b
+    fabric, reservation, operator, member_a, member_b, make_user, client_for
 ):
+    member_a2 = make_user("member-a2", Role.TENANT_MEMBER, reservation.tenant)  # member-a's colleague
     key, hosts = f"{reservation.pkey:#x}", host_guids(reservation)
     owned = vguid_range(reservation.pk)
     vf1, vf2 = f"{owned.first + 7:016x}", f"{owned.first + 8:016x}"
@@ -235,6 +236,21 @@ def test_a_reservations_tenant_adds_and_removes_pod_vf_guids_of_its_own_range(
         r = client.post("/ufmRest/resources/pkeys", {"pkey": key, "guids": [guid]}, format="json")
         assert r.status_code == 403 and set(r.json()) == {"error"}, r.json()
     assert b.post("/ufmRest/resources/pkeys", {"pkey": key, "guids": [vf1]}, format="json").status_code == 404
+    # a colleague (another member of the tenant) may not, as the REST API refuses them the
+    # reservation's release: one rule, one answer
+    colleague = basic("member-a2")
+    r = colleague.post("/ufmRest/resources/pkeys", {"pkey": key, "guids": [vf1]}, format="json")
+    rest = client_for(member_a2).post(f"/api/reservations/{reservation.pk}/release/", {}, format="json")
+    assert (r.status_code, rest.status_code) == (403, 403)
+    assert (
+        r.json()["error"]
+        == rest.json()["detail"]
+        == ("a tenant member changes only the reservations they made; ask a tenant admin")
+    )
+    r = colleague.delete(f"/ufmRest/resources/pkeys/{key}/guids/{vf1}")
+    assert (
+        r.status_code == 403 and reservation.virtual_guids == Reservation.objects.get(pk=reservation.pk).virtual_guids
+    )
     # removal: its hosts' ports never (not even with a VF), its VFs by its tenant only
     mixed = {"pkey": key, "guids": [vf1, hosts[0]]}
     assert a.post("/ufmRest/actions/remove_guids_from_pkey", mixed, format="json").status_code == 403

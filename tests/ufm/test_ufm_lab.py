@@ -189,12 +189,12 @@ def test_ib_kubernetes_ufm_plugin_request_sequence(console):
 
 def test_a_reservation_pkey_takes_only_its_own_hosts_and_survives_every_removal(console, tenant_a, tenant_b, make_user):
     fabric, lab, url = console
-    make_user("member-a", Role.TENANT_MEMBER, tenant_a)
+    member_a = make_user("member-a", Role.TENANT_MEMBER, tenant_a)
     make_user("member-b", Role.TENANT_MEMBER, tenant_b)
     pool = whole_lab_pool(fabric)
     quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_a, pool=pool, guaranteed_gpus=64)
     request = ReservationRequest(pool_id=pool.pk, gpus=16, duration=dt.timedelta(hours=1), tenant_id=tenant_a.pk)
-    res = reserve(ACTOR, OPERATOR, request)
+    res = reserve(ACTOR, Principal(member_a.pk, Role.TENANT_MEMBER, tenant_a.pk), request)  # member-a's
     # the worker reconciles and pushes the reservation's partition
     wait_for(lambda: Reservation.objects.get(pk=res.pk).status == Reservation.Status.READY, timeout=240)
     res.refresh_from_db()
