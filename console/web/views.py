@@ -82,10 +82,19 @@ def server_error(request: HttpRequest) -> HttpResponse:
 def login_locked_out(
     request: HttpRequest, original_response: HttpResponse | None = None, credentials: dict[str, Any] | None = None
 ) -> HttpResponse:
-    """django-axes' answer to a locked-out login: the login page saying so, 429 + Retry-After."""
+    """django-axes' answer to a locked-out login: the login page saying so, 429 + Retry-After; to a
+    client of the JSON APIs (``/api/``, the UFM-compatible ``/ufmRest/``: HTTP Basic logins count
+    too), the same in JSON, UFM's ``{"error": …}`` shape."""
     period = cool_off()
     minutes = max(1, round(period.total_seconds() / 60)) if period is not None else None
-    response = render(request, "registration/login.html", {"locked_out": True, "cooloff_minutes": minutes}, status=429)
+    if request.path.startswith(("/api/", "/ufm/", "/ufmRest/", "/ufmRestV2/")):
+        wait = f"; try again in {minutes} minutes" if minutes is not None else ""
+        message = f"too many failed logins for this user from this address{wait}"
+        response: HttpResponse = JsonResponse({"error": message, "detail": message}, status=429)
+    else:
+        response = render(
+            request, "registration/login.html", {"locked_out": True, "cooloff_minutes": minutes}, status=429
+        )
     if period is not None:
         response["Retry-After"] = str(int(period.total_seconds()))
     return response

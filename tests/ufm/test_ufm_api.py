@@ -299,3 +299,20 @@ def test_another_sites_page_cannot_write_with_an_operators_basic_credentials(fab
     assert client.post("/ufmRest/resources/pkeys", again, format="json", **own).status_code in (200, 202)
     # reads are not writes: a cross-site GET answers as before (JSON, nothing changes)
     assert client.get("/ufmRest/resources/pkeys", **browser).status_code == 200
+
+
+def test_wrong_basic_logins_lock_the_user_at_that_address_only_and_say_so_in_json(fabric, operator, settings):
+    """The console's lockout rule (django-axes: the username and address pair) for Basic logins
+    to /ufmRest/: after the limit the pair answers 429 in UFM's JSON shape, with Retry-After;
+    the same operator from another address still gets in."""
+    here = {"REMOTE_ADDR": "198.51.100.7"}
+    codes = [
+        basic("op", "wrong-password").get("/ufmRest/resources/pkeys", **here).status_code
+        for _ in range(settings.AXES_FAILURE_LIMIT)
+    ]
+    assert set(codes[:-1]) == {401} and codes[-1] == 429  # (the limit-th failure locks)
+    locked = basic("op").get("/ufmRest/resources/pkeys", **here)  # the right password, too late
+    assert locked.status_code == 429 and locked["Content-Type"] == "application/json"
+    assert locked.json()["error"].startswith("too many failed logins for this user from this address")
+    assert int(locked["Retry-After"]) > 0
+    assert basic("op").get("/ufmRest/resources/pkeys", REMOTE_ADDR="198.51.100.8").status_code == 200
