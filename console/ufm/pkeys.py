@@ -366,4 +366,7 @@ def push_and_wait(
         # A newer change, requested after this call's partition was written, carried it and was
         # verified first (the pipeline cancels the older one): the call's effect is on the ports.
         return change
+    if not principal.sees_all_tenants:
+        # a driver's words (paths on the SM host, other ports' GUIDs) are an operator's to read
+        raise UfmError(500, f"change {change.pk} {change.status}: an operator has the detail (change {change.pk})")
     raise UfmError(500, f"change {change.pk} {change.status}: {change.error or 'see the change in the console'}")

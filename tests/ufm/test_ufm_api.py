@@ -316,3 +316,24 @@ def test_wrong_basic_logins_lock_the_user_at_that_address_only_and_say_so_in_jso
     assert locked.json()["error"].startswith("too many failed logins for this user from this address")
     assert int(locked["Retry-After"]) > 0
     assert basic("op").get("/ufmRest/resources/pkeys", REMOTE_ADDR="198.51.100.8").status_code == 200
+
+
+def test_a_failed_changes_driver_detail_is_an_operators_a_tenant_gets_its_id(fabric, reservation, monkeypatch):
+    from console.ufm import pkeys
+    from console.ufm.wire import UfmError
+
+    detail = "verify: port 0x0002c90300000999 (tenant B's host) shows 0x8042; /var/lib/opensm/partitions.conf"
+    failed = ChangeRequest.objects.create(fabric=fabric, status=ChangeRequest.Status.FAILED, error=detail)
+    monkeypatch.setattr(pkeys.changes, "request_change", lambda *a, **k: failed)
+    monkeypatch.setattr(pkeys.changes, "reconcile", lambda *a, **k: failed)
+    tenant = Principal(None, Role.TENANT_MEMBER, reservation.tenant_id)
+    for principal, reservation_change in ((OPERATOR, False), (tenant, True)):
+        with pytest.raises(UfmError) as refused:
+            pkeys.push_and_wait(ACTOR, principal, fabric, "test", reservation=reservation_change)
+        assert refused.value.status == 500
+        said = refused.value.message
+        if principal is OPERATOR:
+            assert detail in said
+        else:
+            assert said == f"change {failed.pk} failed: an operator has the detail (change {failed.pk})"
+            assert "0x0002c90300000999" not in said and "/var/lib" not in said
