@@ -65,16 +65,42 @@ def check_url(url: str) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise Invalid("webhook URLs are http:// or https:// with a host", fields={"url": ["http or https only"]})
+    try:
+        port = parts.port
+    except ValueError:
+        raise Invalid("the URL's port is not a port (1-65535)", fields={"url": ["port out of range"]}) from None
+    if parts.username is not None or parts.password is not None:
+        # (a delivery would send them, and the requests library would not even try)
+        raise Invalid("a webhook URL carries no user or password", fields={"url": ["no user:password@"]})
     if settings.NOTIFY_ALLOW_PRIVATE_URLS or (settings.NOTIFY_DEMO_SINK_URL and url == settings.NOTIFY_DEMO_SINK_URL):
         return  # the demo's own receiver is that one URL exactly, not its host
+    refused = Invalid(
+        f"{parts.hostname} is not a public address",  # (never how it resolves: that would tell)
+        fields={"url": ["private, loopback, link-local, multicast and reserved addresses are refused"]},
+    )
     try:
-        infos = socket.getaddrinfo(parts.hostname, parts.port or 443, proto=socket.IPPROTO_TCP)
-    except OSError as exc:
-        raise Invalid(f"cannot resolve {parts.hostname}", fields={"url": ["host does not resolve"]}) from exc
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0])
-        if not address.is_global:
-            raise Invalid(
-                f"{parts.hostname} resolves to a non-public address ({address})",
-                fields={"url": ["private, loopback and link-local addresses are refused"]},
-            )
+        infos = socket.getaddrinfo(parts.hostname, port or 443, proto=socket.IPPROTO_TCP)
+    except OSError:
+        raise refused from None
+    if not infos or not all(public(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])) for info in infos):
+        raise refused
+
+
+#: IPv6 prefixes that carry an IPv4 address in their last 32 bits: NAT64 (RFC 6052, the metadata
+#: address included: 64:ff9b::a9fe:a9fe) and the deprecated IPv4-compatible form (::a.b.c.d).
+_EMBEDS_V4 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("::/96"))
+
+
+def public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """An address a webhook may reach: global unicast, and for an IPv6 address that carries an
+    IPv4 one (mapped, 6to4, NAT64, IPv4-compatible, Teredo) that one too; never multicast,
+    site-local or reserved (Python's ``is_global`` lets several of those through)."""
+    if address.is_multicast or address.is_reserved or address.is_unspecified or not address.is_global:
+        return False
+    if isinstance(address, ipaddress.IPv4Address):
+        return True
+    if address.is_site_local:
+        return False
+    inner = [address.ipv4_mapped, address.sixtofour, *(address.teredo or ())]
+    inner += [ipaddress.IPv4Address(int(address) & 0xFFFFFFFF) for net in _EMBEDS_V4 if address in net]
+    return all(public(v4) for v4 in inner if v4 is not None)

@@ -79,6 +79,46 @@ def test_private_addresses_are_refused_unless_allowed(client_for, admin_a, setti
     assert client_for(admin_a).post("/api/webhooks/", {"name": "x", "url": url}, format="json").status_code == 201
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://[::a9fe:a9fe]/",  # IPv4-compatible form of the metadata address
+        "http://[::169.254.169.254]/",
+        "http://[::ffff:169.254.169.254]/",  # IPv4-mapped
+        "http://[64:ff9b::a9fe:a9fe]/latest/",  # NAT64 of the metadata address
+        "http://[2002:a9fe:a9fe::1]/",  # 6to4 of it
+        "http://[2002:7f00:1::1]:8080/",  # 6to4 of loopback
+        "http://[fec0::1]/",  # site-local
+        "http://[ff02::1]/",  # multicast
+        "http://224.0.0.1/",
+        "http://240.0.0.1/",  # reserved
+    ],
+)
+def test_addresses_that_lead_inside_in_every_spelling_are_refused(client_for, admin_a, settings, url):
+    settings.NOTIFY_ALLOW_PRIVATE_URLS = False
+    response = client_for(admin_a).post("/api/webhooks/", {"name": "x", "url": url}, format="json")
+    assert response.status_code == 400 and "url" in response.json()["fields"], response.content
+
+
+def test_a_bad_port_or_a_user_part_is_a_400_naming_the_url_and_errors_tell_no_resolution(client_for, admin_a, settings):
+    settings.NOTIFY_ALLOW_PRIVATE_URLS = False
+    api = client_for(admin_a)
+    for url in ("https://example.org:99999/hook", "https://user:pw@example.org/hook", "https://user@example.org/"):
+        response = api.post("/api/webhooks/", {"name": "x", "url": url}, format="json")
+        assert response.status_code == 400 and "url" in response.json()["fields"], (url, response.content)
+    settings.NOTIFY_ALLOW_PRIVATE_URLS = True
+    made = api.post("/api/webhooks/", {"name": "x", "url": "http://127.0.0.1:9/"}, format="json").json()
+    patched = api.patch(f"/api/webhooks/{made['id']}/", {"url": "http://127.0.0.1:70000/"}, format="json")
+    assert patched.status_code == 400 and "url" in patched.json()["fields"]
+    settings.NOTIFY_ALLOW_PRIVATE_URLS = False
+    refused = api.post("/api/webhooks/", {"name": "y", "url": "http://localhost:9/"}, format="json")
+    assert (
+        refused.status_code == 400
+        and "127.0.0.1" not in refused.content.decode()
+        and "::1" not in refused.content.decode()
+    )
+
+
 def test_unknown_events_are_refused(client_for, admin_a):
     body = {"name": "x", "url": "http://127.0.0.1:9/", "events": ["reservation.exploded"]}
     assert client_for(admin_a).post("/api/webhooks/", body, format="json").status_code == 400
