@@ -74,7 +74,7 @@ class Fabric(models.Model):
     """One managed subnet: what it should look like (a design revision) and how to reach it."""
 
     class Driver(models.TextChoices):
-        LAB = "lab", "Lab (OpenSM on ibsim)"
+        LAB = "lab", "Lab (OpenSM on ibsim, through its agent)"
         OPENSM = "opensm", "OpenSM host"
         AGENT = "agent", "OpenSM host through its agent"
         UFM = "ufm", "NVIDIA UFM"
