@@ -164,6 +164,12 @@ def close_user_sockets(user_id: int) -> None:
     _group_send([(user_group(user_id), {"type": "access.revoked"})])
 
 
+def close_other_session_sockets(user_id: int, keep_session_key: str | None) -> None:
+    """Tell every socket this user opened with a browser session, but ``keep_session_key``'s, to
+    close (after a password change: the other sessions are signed out; API tokens stay)."""
+    _group_send([(user_group(user_id), {"type": "access.password_changed", "keep": keep_session_key or ""})])
+
+
 def close_session_sockets(session_key: str) -> None:
     """Tell every socket a browser session opened to close (called once the user logged out)."""
     _group_send([(session_group(session_key), {"type": "access.ended"})])

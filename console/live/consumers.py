@@ -159,6 +159,12 @@ class AuthenticatedConsumer(AsyncJsonWebsocketConsumer):
     async def access_revoked(self, event: dict[str, Any]) -> None:
         await self._end(CLOSE_REVOKED, "access.revoked")
 
+    async def access_password_changed(self, event: dict[str, Any]) -> None:
+        """The user changed the password: a socket of another browser session ends (that session
+        is signed out); the changing browser's and the API tokens' stay."""
+        if self.token_id is None and self.session_key != (event.get("keep") or None):
+            await self._end(CLOSE_UNAUTHENTICATED, "access.ended")
+
     async def access_ended(self, event: dict[str, Any]) -> None:
         """The session this socket was opened with was logged out."""
         await self._end(CLOSE_UNAUTHENTICATED, "access.ended")

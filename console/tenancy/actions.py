@@ -16,7 +16,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from console.broadcast import close_token_sockets, close_user_sockets
+from console.broadcast import close_other_session_sockets, close_token_sockets, close_user_sockets
 from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Forbidden, Invalid
@@ -140,8 +140,13 @@ def check_password_strength(password: str, *, username: str, email: str = "") ->
         raise Invalid(f"password: {' '.join(exc.messages)}", fields={"password": list(exc.messages)}) from exc
 
 
-def change_password(actor: Actor, principal: Principal, user: AuthUser, *, new_password: str) -> None:
-    """Set a user's own new password (checked against the validators); audited without the secret."""
+def change_password(
+    actor: Actor, principal: Principal, user: AuthUser, *, new_password: str, keep_session_key: str | None = None
+) -> None:
+    """Set a user's own new password (checked against the validators); audited without the secret.
+    The user's other browser sessions are signed out by it (Django's session hash), and their open
+    sockets close at once (``access.ended``, 4401): only ``keep_session_key``'s (the browser that
+    changed it) stay. API tokens are separate credentials and stay valid (revoke them on their own)."""
     if principal.user_id != user.pk:
         raise Forbidden("you can change your own password only")
     check_password_strength(new_password, username=user.get_username(), email=user.email)
@@ -157,6 +162,7 @@ def change_password(actor: Actor, principal: Principal, user: AuthUser, *, new_p
             object_id=None if membership is not None else user.pk,
             object_repr=user.get_username(),
         )
+        transaction.on_commit(lambda: close_other_session_sockets(user.pk, keep_session_key))
 
 
 def update_member(actor: Actor, principal: Principal, membership: Membership, *, role: str) -> Membership:

@@ -94,6 +94,7 @@ def change_password(request: AuthenticatedHttpRequest) -> HttpResponse:
                 principal_for(request),
                 request.user,
                 new_password=form.cleaned_data["new_password1"],
+                keep_session_key=request.session.session_key,  # (before the hash update cycles it)
             )
         except ConsoleError as exc:
             form.add_error(None, exc.detail)

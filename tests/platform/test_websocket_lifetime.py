@@ -175,3 +175,36 @@ def test_token_socket_closes_when_the_token_expires(server, member_a):
         at, code, seen = closed_at(ws, 10)
     assert code == 4401 and seen == ["access.expired"]
     assert_closed_at_expiry(at, expires)
+
+
+def test_a_password_change_closes_the_other_sessions_sockets_and_keeps_tokens(server, member_a):
+    """Decided and documented (docs/api.md): a password change signs the user's other browser
+    sessions out and closes their sockets at once; the browser that changed it stays; API tokens
+    are separate credentials and stay (as at logout)."""
+    url, ws_url = server
+    changing, other = session_cookie(member_a), session_cookie(member_a)
+    _, token = actions.issue_token(Actor.for_user(member_a), Principal.of(member_a), user=member_a, name="ci")
+    with (
+        socket(ws_url, origin=url, cookie=changing) as ws_changing,
+        socket(ws_url, origin=url, cookie=other) as ws_other,
+        socket(ws_url, origin=url, token=token) as ws_token,
+    ):
+        for ws in (ws_changing, ws_other, ws_token):
+            hello(ws)
+        import requests
+
+        new = "a-new-long-passphrase-42"
+        response = requests.post(
+            f"{url}/account/password/",
+            data={"old_password": "pw-12345678", "new_password1": new, "new_password2": new},
+            headers={"Cookie": f"sessionid={changing}; csrftoken={CSRF}", "X-CSRFToken": CSRF, "Origin": url},
+            allow_redirects=False,
+            timeout=10,
+        )
+        assert response.status_code == 302 and response.headers["Location"] == "/", response.text[:500]
+        _, code, seen = closed_at(ws_other, 5)
+        assert code == 4401 and seen == ["access.ended"]
+        for ws in (ws_changing, ws_token):
+            ws.send('{"type": "ping"}')
+            assert json.loads(ws.recv(timeout=5))["type"] == "pong"
+    assert ApiToken.objects.get(user=member_a).revoked_at is None
