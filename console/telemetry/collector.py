@@ -138,8 +138,8 @@ class FabricCollector:
 
         graph = revision_graph(self.fabric.revision)
         topo: Topology
+        self.lab = self._local_lab()
         if self.through_agent:
-            self.lab = self._local_lab()
             topo = agent_reader.topology(self.fabric)
             self.reader = agent_reader.AgentReader(self.fabric)
         else:
@@ -163,7 +163,8 @@ class FabricCollector:
 
     def _local_lab(self) -> Lab | None:
         """A lab fabric's lab when it runs on this host (its traffic model writes counters into
-        ibsim); the readings still come through the agent."""
+        ibsim); the readings come through the agent (or, for a benchmark's baseline reading the
+        lab here, :meth:`_local_host`)."""
         if self.fabric.driver != Fabric.Driver.LAB or not self.options.lab_traffic:
             return None
         try:

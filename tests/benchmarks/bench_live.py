@@ -173,7 +173,7 @@ def mad_throughput(fabric, reps: int) -> dict:
 
 
 def cycle_times(fabric, config: dict, prefix: str = "") -> dict:
-    collector = AlternatingCollector(fabric, CollectorOptions(store_interval=1e9, **config))
+    collector = OnTheSmHost(fabric, CollectorOptions(store_interval=1e9, **config))
     collector.setup()
     times, reads, writes, mads, pubs = [], [], [], [], []
     try:
@@ -201,7 +201,7 @@ def cycle_times(fabric, config: dict, prefix: str = "") -> dict:
 
 
 def perfquery_cycle(fabric) -> float:
-    pq = FabricCollector(fabric, CollectorOptions(reader="perfquery", lab_traffic=False, store_interval=1e9))
+    pq = OnTheSmHost(fabric, CollectorOptions(reader="perfquery", lab_traffic=False, store_interval=1e9))
     pq.setup()
     pq.sweep()
     pq_s = pq.sweep().cycle_s

@@ -18,6 +18,7 @@ from benchutil import free_port
 
 from console.fabric.lab.agent import start_lab_agent
 from console.fabric.models import Fabric, FabricAgent
+from console.management.commands.up import web_command
 from console.tenancy.context import Actor
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,10 +29,9 @@ def console_with_agent(fabric: Fabric, base: Path, actor: Actor) -> Iterator[str
     """The console's URL, once the lab's agent reported its OpenSM master."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    argv = ["-m", "uvicorn", "console.asgi:application", "--port", str(port), "--lifespan", "off"]
     with open(base / "web.log", "wb") as log:
         web = subprocess.Popen(
-            [sys.executable, *argv, "--log-level", "warning"],
+            [*web_command(sys.executable, "127.0.0.1", port), "--log-level", "warning"],  # as `up` runs it
             cwd=ROOT,
             env=dict(os.environ, CONSOLE_DATA_DIR=str(base / "web")),
             stdout=log,
