@@ -7,8 +7,8 @@ back to the caller's own reply channel: ``accepted`` at once (else the agent is 
 of the agent's heartbeats, then ``result`` or ``error``; ``lost`` when the socket closes under a
 request (the caller retries: every agent operation is set-style). A caller that hears nothing for
 ``AGENT_SILENT_AFTER_S`` counts the agent lost too: the server holding its socket died (killed,
-no ``lost`` sent) and the agent's next socket is on another server or the same one restarted. One coroutine does the whole exchange, so the layer's connections stay
-on one event loop.
+no ``lost`` sent) and the agent's next socket is on another server or the same one restarted.
+One coroutine does the whole exchange, so the layer's connections stay on one event loop.
 """
 
 from __future__ import annotations

@@ -102,7 +102,7 @@ class LocalSource:
     def swept_since(self, mark: int) -> bool | None:
         try:
             host = local_host(self.fabric)
-        except DriverError:
+        except (DriverError, Invalid):  # (a driver with no SM host here: cannot tell)
             return None
         return log_swept_since(host.sm_log()[0], mark)
 

@@ -40,9 +40,11 @@ UVICORN_OPTIONS: dict[str, Any] = {"lifespan": "off", "ws_max_size": 65536, "pro
 
 def web_command(python: str, host: str, port: int) -> list[str]:
     """The uvicorn command line ``up`` runs (:data:`UVICORN_OPTIONS` as flags)."""
+    options = UVICORN_OPTIONS
     return [
         *(python, "-m", "uvicorn", "console.asgi:application", "--host", host, "--port", str(port)),
-        *("--lifespan", "off", "--ws-max-size", str(UVICORN_OPTIONS["ws_max_size"]), "--no-proxy-headers"),
+        *("--lifespan", str(options["lifespan"]), "--ws-max-size", str(options["ws_max_size"])),
+        *(() if options["proxy_headers"] else ("--no-proxy-headers",)),
     ]
 
 
