@@ -86,7 +86,9 @@ def json_body(request: Request) -> bool:
     """Whether the body (if any) is declared JSON: ``application/json`` or ``…+json``."""
     declared = request.content_type.split(";", 1)[0].strip().lower()
     has_body = int(request.META.get("CONTENT_LENGTH") or 0) > 0 or "HTTP_TRANSFER_ENCODING" in request.META
-    return not has_body and not declared or declared == "application/json" or declared.endswith("+json")
+    if not declared:
+        return not has_body
+    return declared == "application/json" or declared.endswith("+json")
 
 
 class UfmView(APIView):
