@@ -132,9 +132,9 @@ def seed_scheduling(actor: Actor) -> list[str]:
     if any(inventory.import_inventory(fabric, actor=actor).as_dict().values()):
         created.append(f"inventory of {fabric.name}")
     pool = Pool.objects.filter(fabric=fabric, name=DEMO_POOL).first()
-    management = management_node(fabric)
+    management = management_nodes(fabric)
     if pool is None:
-        nodes = list(Node.objects.filter(fabric=fabric).exclude(name=management))
+        nodes = list(Node.objects.filter(fabric=fabric).exclude(name__in=management))
         pool = inventory.create_pool(
             actor,
             operator,
@@ -142,10 +142,11 @@ def seed_scheduling(actor: Actor) -> list[str]:
             name=DEMO_POOL,
             kind=Pool.Kind.BY_SU,
             nodes=nodes,
-            description=f"scalable unit 1: 31 DGX H100 ({management} runs the subnet manager and is the login node)",
+            description=f"scalable unit 1: {len(nodes)} DGX H100 ({' and '.join(management)} run the subnet "
+            f"managers, master and standby; {management[0]} is the login node)",
         )
         created.append(f"pool {pool.name}")
-    created += seed_login_service(actor, fabric, management)
+    created += seed_login_service(actor, fabric, management[0])
     created += [f"quota {slug}" for slug in seed_quotas(actor, pool, DEMO_QUOTAS)]
     tenants = {t.slug: t for t in Tenant.objects.filter(slug__in=[q[0] for q in DEMO_QUOTAS])}
     for slug, name, gpus, hours, priority in DEMO_RESERVATIONS:
@@ -165,13 +166,14 @@ def seed_scheduling(actor: Actor) -> list[str]:
     return created + seed_usage_history(pool, tenants)
 
 
-def management_node(fabric: Any) -> str:
-    """The node of ``fabric`` its lab's subnet manager runs on (kept out of pools: its port is a
-    full member of the Default partition, so its holder would reach every host)."""
-    from console.fabric.lab.plan import sm_node
+def management_nodes(fabric: Any) -> list[str]:
+    """The nodes of ``fabric`` its lab's subnet managers run on, master and standby (kept out of
+    pools: their ports are full members of the Default partition, so a holder would reach every
+    host)."""
+    from console.fabric.lab.plan import sm_nodes
     from designer.services import revision_graph
 
-    return sm_node(revision_graph(fabric.revision))
+    return sm_nodes(revision_graph(fabric.revision))
 
 
 #: The login node's service partition: every tenant's hosts reach it (limited members), not

@@ -133,12 +133,13 @@ def _second_fabric(actor: Actor, site: Any) -> tuple[Any, list[str]]:
     return fabric, created
 
 
-def _sm_nodes(*fabrics: Any) -> list[str]:
-    """The nodes the labs' subnet managers run on (no tenant may hold one: see console.demo)."""
-    from console.fabric.lab.plan import sm_node
+def _sm_nodes(first: Any, second: Any) -> list[str]:
+    """The nodes the labs' subnet managers run on (no tenant may hold one: see console.demo): the
+    first site's master and standby, the second site's one."""
+    from console.fabric.lab.plan import sm_node, sm_nodes
     from designer.services import revision_graph
 
-    return [sm_node(revision_graph(f.revision)) for f in fabrics]
+    return [*sm_nodes(revision_graph(first.revision)), sm_node(revision_graph(second.revision))]
 
 
 def _spanning_pool(actor: Actor, first: Any, second: Any) -> list[str]:
@@ -156,8 +157,8 @@ def _spanning_pool(actor: Actor, first: Any, second: Any) -> list[str]:
             name=DEMO_SPANNING_POOL,
             kind=Pool.Kind.MANUAL,
             nodes=list(Node.objects.filter(fabric__in=[first, second]).exclude(name__in=_sm_nodes(first, second))),
-            description="both sites: Frankfurt's SU1 (31 DGX H100) and Amsterdam's 7 DGX H100 "
-            "(each site's subnet manager runs on a node of its own)",
+            description="both sites: Frankfurt's SU1 (30 DGX H100) and Amsterdam's 7 DGX H100 "
+            "(the subnet managers run on nodes of their own: Frankfurt's master and standby, Amsterdam's)",
         )
         created.append(f"pool {pool.name} spanning two sites")
     return created

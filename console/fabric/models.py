@@ -471,6 +471,13 @@ class FabricAgent(models.Model):
     sm_activity = models.PositiveBigIntegerField(
         null=True, blank=True, help_text="SMInfo's ActCount last reported: it starts again when OpenSM restarts"
     )
+    config_hash = models.CharField(
+        max_length=64, blank=True, help_text="hash of the files its OpenSM runs (per-host lines left out)"
+    )
+    conf_priority = models.PositiveSmallIntegerField(null=True, blank=True, help_text="sm_priority in its opensm.conf")
+    master_since = models.DateTimeField(
+        null=True, blank=True, help_text="when its OpenSM became MASTER after another state (a takeover)"
+    )
 
     audit_exclude: ClassVar[frozenset[str]] = frozenset({"secret_hash", "channel"})
 

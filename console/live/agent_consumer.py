@@ -101,7 +101,9 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
             # while knows this server died under its request (no "lost" comes from a dead one)
             for waiting in list(self.pending.values()):
                 await self.channel_layer.send(waiting, {"kind": "alive"})
-            await database_sync_to_async(services.heartbeat)(self.agent.pk, dict(content.get("sm") or {}))
+            await database_sync_to_async(services.heartbeat)(
+                self.agent.pk, dict(content.get("sm") or {}), dict(content.get("config") or {})
+            )
         elif kind == "result_part":
             await self._part(content)
         elif kind in ANSWERS:

@@ -46,14 +46,15 @@ def su1_revision(db) -> DesignRevision:
     return revision
 
 
-def with_agent(fabric: Fabric, console: str, timeout: float = 30.0) -> Fabric:
+def with_agent(fabric: Fabric, console: str, timeout: float = 30.0, *, sm: str = "primary") -> Fabric:
     """Start the agent of ``fabric``'s running lab against ``console`` (what ``manage.py up`` and
     ``lab up`` do) and wait until it reported its OpenSM master: the fabric's pushes, reads and
     discoveries then go through it, as on a real SM host. The agent's credentials must be
     visible to the console's process (committed: a transactional test, or a module's lab)."""
-    start_lab_agent(fabric, console, actor=ACTOR)
+    start_lab_agent(fabric, console, actor=ACTOR, sm=sm)
     deadline = time.monotonic() + timeout
-    while not FabricAgent.objects.filter(fabric=fabric, name="lab", connected=True, sm_state="MASTER").exists():
+    name, state = ("lab", "MASTER") if sm == "primary" else (f"lab-{sm}", "STANDBY")
+    while not FabricAgent.objects.filter(fabric=fabric, name=name, connected=True, sm_state=state).exists():
         assert time.monotonic() < deadline, f"the agent of {fabric.name} did not report its OpenSM master"
         time.sleep(0.1)
     return fabric
@@ -68,17 +69,22 @@ def lab_fabric(
     every lab it started is stopped at teardown (its agent with it)."""
     started: list[Fabric] = []
 
-    def start(name: str = "lab", revision: DesignRevision | None = None, *, agent: bool = True) -> tuple[Fabric, Lab]:
+    def start(
+        name: str = "lab", revision: DesignRevision | None = None, *, agent: bool = True, standby: bool = False
+    ) -> tuple[Fabric, Lab]:
         uid = uuid.uuid4().hex[:6]
         fabric, lab = start_lab(
             revision or su1_revision,
             name=f"{name}-{uid}",
             actor=ACTOR,
             socket_name=f"t-{name}-{uid}",
+            standby=standby,
         )
         started.append(fabric)
         if agent:
             with_agent(fabric, lab_console)
+        if agent and standby:
+            with_agent(fabric, lab_console, sm="standby")
         return fabric, lab
 
     yield start

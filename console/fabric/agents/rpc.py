@@ -18,6 +18,7 @@ import datetime as dt
 import threading
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -30,6 +31,7 @@ from console.broadcast import agent_group
 from console.fabric.agents.wire import SM_DOWN
 from console.fabric.drivers.base import DriverError
 from console.fabric.models import Fabric, FabricAgent
+from console.fabric.opensm import ha
 
 #: How long an agent has to say it took a request before it counts as not there.
 ACCEPT_TIMEOUT_S = 5.0
@@ -53,16 +55,58 @@ class SmNotAnswering(AgentLost):
 
 
 def agent_for(fabric: Fabric) -> FabricAgent:
-    """The agent that speaks for ``fabric`` now: connected, not revoked, heard from recently."""
+    """The agent that speaks for ``fabric`` now: connected, not revoked, heard from recently, the
+    master's SM host's when one reports MASTER."""
     recent = timezone.now() - dt.timedelta(seconds=settings.AGENT_SILENT_AFTER_S)
-    agent = (
-        FabricAgent.objects.filter(fabric=fabric, connected=True, revoked_at__isnull=True, last_seen__gte=recent)
-        .order_by("-last_seen")
-        .first()
-    )
+    live = FabricAgent.objects.filter(fabric=fabric, connected=True, revoked_at__isnull=True, last_seen__gte=recent)
+    # the master's SM host first (with a standby, the reads and checks are the master's)
+    agent = live.filter(sm_state="MASTER").order_by("-last_seen").first() or live.order_by("-last_seen").first()
     if agent is None:
         raise AgentLost(f"waiting for the subnet manager's agent of fabric {fabric.name!r}: none connected")
     return agent
+
+
+@dataclass(frozen=True)
+class SmHosts:
+    """A fabric's SM hosts as their agents last reported: the master's agent, the other agents
+    connected now (standbys, or hosts whose OpenSM is down), and the ones away (not connected,
+    silent): what a push to every SM host sees."""
+
+    master: FabricAgent
+    others: list[FabricAgent]
+    away: list[FabricAgent]
+
+    def in_step(self) -> bool:
+        """True when no other SM host's files can claim more than a standby's priority: all are
+        connected and their opensm.conf says so."""
+        return not self.away and all((a.conf_priority or 0) <= ha.STANDBY_PRIORITY for a in self.others)
+
+
+def sm_hosts(fabric: Fabric) -> SmHosts:
+    """The fabric's SM hosts (:class:`SmHosts`); :class:`AgentLost` when no agent is connected,
+    :class:`SmNotAnswering` when none reports its OpenSM MASTER (a takeover under way, or every
+    OpenSM down): the push waits and is resumed when one does."""
+    recent = timezone.now() - dt.timedelta(seconds=settings.AGENT_SILENT_AFTER_S)
+    agents = list(FabricAgent.objects.filter(fabric=fabric, revoked_at__isnull=True).order_by("name"))
+    live = [a for a in agents if a.connected and a.last_seen is not None and a.last_seen >= recent]
+    if not live:
+        raise AgentLost(f"waiting for the subnet manager's agent of fabric {fabric.name!r}: none connected")
+    masters = [a for a in live if a.sm_state == "MASTER"]
+    if not masters and len(agents) == 1 and not live[0].sm_state:
+        masters = live  # a single SM host that has not reported yet: try it (its push says)
+    if not masters:
+        states = ", ".join(f"{a.name} {a.sm_state or 'not reported'}" for a in live)
+        raise SmNotAnswering(f"waiting for a master subnet manager on fabric {fabric.name!r} ({states})")
+    master = max(masters, key=lambda a: a.master_since or a.last_seen or timezone.now())
+    return SmHosts(master, [a for a in live if a.pk != master.pk], [a for a in agents if a not in live])
+
+
+def note_config(agent: FabricAgent, config: dict[str, Any]) -> None:
+    """Record what an agent's files hash to and the priority they set (from a push's answer)."""
+    priority = config.get("priority")
+    FabricAgent.objects.filter(pk=agent.pk).update(
+        config_hash=str(config["hash"])[:64], conf_priority=priority if isinstance(priority, int) else None
+    )
 
 
 def call(

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
@@ -30,11 +31,13 @@ from websockets.sync.client import connect
 from websockets.sync.connection import Connection
 
 from console.fabric.agents import wire
-from console.fabric.diags.runner import DiagError
+from console.fabric.diags.runner import DiagError, DiagRunner
 from console.fabric.discovery.sources import DISCOVERY_TIMEOUT, log_swept_since, read_sweep
 from console.fabric.drivers.base import DesiredFabric
 from console.fabric.drivers.hosts import OpenSmHost
 from console.fabric.drivers.opensm import OpenSmDriver
+from console.fabric.opensm import ha
+from console.fabric.opensm.files import ArtefactStore
 
 log = logging.getLogger("console.agent")
 VERSION = "1.0"
@@ -175,7 +178,7 @@ class Agent:
     def _heartbeats(self, ws: Connection, stop: threading.Event) -> None:
         while not stop.is_set():
             try:
-                self._send(ws, {"type": "heartbeat", "sm": self.sminfo()})
+                self._send(ws, {"type": "heartbeat", "sm": self.sminfo(), "config": self.config_state()})
             except (OSError, WebSocketException):
                 return  # the connection is gone; the main loop reconnects
             stop.wait(self.config.heartbeat_s)
@@ -217,9 +220,10 @@ class Agent:
     # -- the operations ------------------------------------------------------------------------
 
     def sminfo(self) -> dict[str, Any]:
-        """The SMInfo of the SM its host's port sees (the master's, from a standby)."""
+        """The SMInfo of the SM on this host's own port: MASTER, STANDBY…, or NO ANSWER when no
+        OpenSM runs here."""
         try:
-            info = self.host.diags(timeout=3).sminfo()
+            info = self.host.diags(timeout=3).own_sminfo()
         except DiagError as exc:
             return {"state": "NO ANSWER", "error": str(exc)[:200]}
         return {
@@ -230,15 +234,29 @@ class Agent:
             "activity": info.activity_count,
         }
 
+    def config_state(self) -> dict[str, Any]:
+        """The hash of the files this host's OpenSM runs (what every SM host of the fabric must
+        run alike) and the priority its opensm.conf sets."""
+        try:
+            files = self.driver.read_live()
+        except OSError as exc:
+            return {"error": str(exc)[:200]}
+        return {"hash": ha.config_hash(files), "priority": ha.conf_priority(files)}
+
     def _push(self, payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
-        sm = self.sminfo()
-        if sm.get("state") not in wire.SM_UP:
-            raise SmDown(f"OpenSM does not answer on this host ({sm.get('error') or sm.get('state')})")
         desired = DesiredFabric.from_json(payload["desired"])
         previous = DesiredFabric.from_json(payload["previous"]) if payload.get("previous") else None
         options = wire.options_from_json(payload["options"])
-        result = self.driver.push(desired, previous=previous, options=options, progress=progress)
-        return wire.result_to_json(result)
+        driver = self.driver
+        sm = self.sminfo()
+        if sm.get("state") not in wire.SM_UP:
+            if not options.standby:
+                raise SmDown(f"OpenSM does not answer on this host ({sm.get('error') or sm.get('state')})")
+            # A standby whose OpenSM is down gets the files all the same: it reads them when it
+            # starts, so it comes back with the fabric's partitions and its standby priority.
+            driver = OpenSmDriver(FilesOnly(self.host), diag_timeout=driver.diag_timeout)
+        result = driver.push(desired, previous=previous, options=options, progress=progress)
+        return {**wire.result_to_json(result), "config": self.config_state()}
 
     def _verify(self, payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
         desired = DesiredFabric.from_json(payload["desired"])
@@ -266,6 +284,33 @@ class Agent:
             speed=payload.get("speed"),
         )
         return wire.port_state_to_json(result)
+
+
+class FilesOnly:
+    """An SM host whose OpenSM is not running: its files are written, nothing is signalled."""
+
+    def __init__(self, host: OpenSmHost) -> None:
+        self.host = host
+
+    @property
+    def artefacts(self) -> ArtefactStore:
+        return self.host.artefacts
+
+    def reload(self) -> None:
+        log.info("OpenSM is not running here: it reads the new files when it starts")
+
+    def restart(self) -> None:
+        self.reload()
+
+    def diags(self, *, timeout: float | None = None) -> DiagRunner:
+        return self.host.diags(timeout=timeout)
+
+    def sm_log(self) -> tuple[Path | None, str]:
+        return self.host.sm_log()
+
+    def conf_needs(self) -> dict[str, str]:
+        needs = getattr(self.host, "conf_needs", None)
+        return dict(needs()) if callable(needs) else {}
 
 
 def run_forever(agent: Agent, stop: threading.Event | None = None) -> None:

@@ -18,6 +18,7 @@ from console.broadcast import close_agent_socket
 from console.fabric.agents.wire import SM_UP
 from console.fabric.enqueue import enqueue_apply, enqueue_reconcile
 from console.fabric.models import AGENT_DRIVERS, ChangeRequest, Fabric, FabricAgent
+from console.fabric.opensm import ha
 from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Invalid
@@ -72,12 +73,13 @@ def rotate_agent(actor: Actor, principal: Principal, agent: FabricAgent) -> NewA
     return NewAgent(agent, f"{TOKEN_PREFIX}_{prefix}_{secret}")
 
 
-def lab_agent(actor: Actor, fabric: Fabric) -> NewAgent:
-    """The agent of a lab fabric (named ``lab``), created or given a new token."""
+def lab_agent(actor: Actor, fabric: Fabric, *, name: str = "lab") -> NewAgent:
+    """The agent of a lab fabric's SM host (``lab``, ``lab-standby``), created or given a new
+    token."""
     operator = Principal(None, Role.OPERATOR, None)
-    agent = FabricAgent.objects.filter(fabric=fabric, name="lab").first()
+    agent = FabricAgent.objects.filter(fabric=fabric, name=name).first()
     if agent is None:
-        return create_agent(actor, operator, fabric, name="lab")
+        return create_agent(actor, operator, fabric, name=name)
     return rotate_agent(actor, operator, agent)
 
 
@@ -146,15 +148,20 @@ def resume(fabric_id: int) -> None:
     enqueue_reconcile(fabric_id)
 
 
-def heartbeat(agent_id: int, sm: dict[str, Any]) -> None:
-    """What the agent reports every period: alive, and its OpenSM's SMInfo. When its OpenSM
-    answers again after it did not, or restarted between two heartbeats (SMInfo's activity count
-    started again), the fabric reconciles at once: a push that waited for it goes, and the wire is
-    verified (a restart with other files loses the tenants' keys: they are pushed again)."""
+def heartbeat(agent_id: int, sm: dict[str, Any], config: dict[str, Any] | None = None) -> None:
+    """What the agent reports every period: alive, its own OpenSM's SMInfo (MASTER, STANDBY…)
+    and the hash of the files it runs. When its OpenSM answers again after it did not, restarted
+    between two heartbeats (SMInfo's activity count started again), or took over as master, the
+    fabric reconciles at once: a push that waited for it goes, the wire is verified (a restart
+    with other files loses the tenants' keys: they are pushed again) and every SM host gets the
+    priorities that keep the new master master."""
     priority = sm.get("priority")
     state = str(sm.get("state") or "")[:20]
     activity = sm.get("activity")
     activity = activity if isinstance(activity, int) and activity >= 0 else None
+    config = config or {}
+    digest = config.get("hash")
+    conf_priority = config.get("priority")
     with transaction.atomic():
         agent = FabricAgent.objects.select_for_update().filter(pk=agent_id).first()
         if agent is None:
@@ -162,23 +169,60 @@ def heartbeat(agent_id: int, sm: dict[str, Any]) -> None:
         back = agent.sm_state not in SM_UP and state in SM_UP and agent.sm_state != ""
         last = agent.sm_activity
         restarted = state in SM_UP and activity is not None and last is not None and activity < last
-        FabricAgent.objects.filter(pk=agent_id).update(
-            last_seen=timezone.now(),
-            connected=True,
-            sm_state=state,
-            sm_priority=priority if isinstance(priority, int) and 0 <= priority <= 15 else None,
-            port_guid=str(sm.get("guid") or "")[:18],
-            sm_activity=activity if state in SM_UP else None,
-        )
-        if back or restarted:
+        took_over = state == "MASTER" and agent.sm_state not in ("", "MASTER")
+        values: dict[str, Any] = {
+            "last_seen": timezone.now(),
+            "connected": True,
+            "sm_state": state,
+            "sm_priority": priority if isinstance(priority, int) and 0 <= priority <= 15 else None,
+            "port_guid": str(sm.get("guid") or "")[:18],
+            "sm_activity": activity if state in SM_UP else None,
+        }
+        if isinstance(digest, str):
+            values["config_hash"] = digest[:64]
+            values["conf_priority"] = conf_priority if isinstance(conf_priority, int) else None
+        if took_over:
+            values["master_since"] = timezone.now()
+        FabricAgent.objects.filter(pk=agent_id).update(**values)
+        if back or restarted or took_over or _out_of_step(agent, digest):
             resume(agent.fabric_id)
+
+
+def _out_of_step(agent: FabricAgent, digest: Any) -> bool:
+    """True when this heartbeat first shows the agent's files differing from the master's."""
+    if not isinstance(digest, str) or digest == agent.config_hash or agent.sm_state == "MASTER":
+        return False
+    master = FabricAgent.objects.filter(fabric_id=agent.fabric_id, sm_state="MASTER", revoked_at__isnull=True)
+    return master.exclude(pk=agent.pk).exclude(config_hash=digest).exclude(config_hash="").exists()
+
+
+def out_of_step(fabric: Fabric) -> list[str]:
+    """The SM hosts of an agent fabric whose files differ from the master's, or whose priority is
+    not the one :mod:`console.fabric.opensm.ha` gives them (the master's included): a push to
+    every SM host puts them right. Only connected agents count (one away gets the files when it
+    returns); no master, nothing to compare with: []."""
+    if fabric.driver not in AGENT_DRIVERS:
+        return []
+    agents = list(FabricAgent.objects.filter(fabric=fabric, revoked_at__isnull=True).order_by("name"))
+    live = [a for a in agents if a.connected and not silent(a)]
+    master = next((a for a in live if a.sm_state == "MASTER"), None)
+    if master is None or not master.config_hash:
+        return []
+    others = [a for a in live if a.pk != master.pk]
+    in_step = len(live) == len(agents) and all((a.conf_priority or 0) <= ha.STANDBY_PRIORITY for a in others)
+    out = [master.name] if master.conf_priority != ha.priority_for(master=True, all_in_step=in_step) else []
+    for agent in others:
+        if agent.config_hash != master.config_hash or agent.conf_priority != ha.STANDBY_PRIORITY:
+            out.append(agent.name)
+    return out
 
 
 def waiting_for_sm(fabric_ids: Iterable[int]) -> dict[int, str]:
     """What each agent fabric's pushes wait for, in words, when its subnet manager cannot take
-    them now: ``waiting for the subnet manager on smhost1`` (its OpenSM does not answer) or
-    ``waiting for the subnet manager's agent`` (no agent connected). Fabrics that can take a push
-    now are left out. One query."""
+    them now: ``waiting for the subnet manager on smhost1`` (its OpenSM does not answer),
+    ``waiting for a master subnet manager (…)`` (SMs answer, none as master: a takeover under
+    way) or ``waiting for the subnet manager's agent`` (no agent connected). Fabrics that can
+    take a push now are left out. One query."""
     ids = set(fabric_ids)
     if not ids:
         return {}
@@ -194,6 +238,9 @@ def waiting_for_sm(fabric_ids: Iterable[int]) -> dict[int, str]:
             out[fabric_id] = "waiting for the subnet manager's agent"
         elif all(a.sm_state and a.sm_state not in SM_UP for a in live):  # (not yet reported: try)
             out[fabric_id] = f"waiting for the subnet manager on {live[0].name}"
+        elif all(a.sm_state for a in live) and not any(a.sm_state == "MASTER" for a in live):
+            states = ", ".join(f"{a.name} {a.sm_state}" for a in live)
+            out[fabric_id] = f"waiting for a master subnet manager ({states})"
     return out
 
 
@@ -212,7 +259,9 @@ def silent(agent: FabricAgent, *, now: Any = None) -> bool:
 
 
 def agents_json(fabric: Fabric) -> list[dict[str, Any]]:
-    """``GET /api/fabrics/{id}/agents/``: each agent and its OpenSM as it last reported."""
+    """``GET /api/fabrics/{id}/agents/``: each agent and its OpenSM as it last reported, with the
+    hash of the files it runs and whether it is in step (:func:`out_of_step`)."""
+    behind = set(out_of_step(fabric))
     out = []
     for agent in FabricAgent.objects.filter(fabric=fabric).order_by("name"):
         out.append(
@@ -227,6 +276,10 @@ def agents_json(fabric: Fabric) -> list[dict[str, Any]]:
                 "sm_state": agent.sm_state,
                 "sm_priority": agent.sm_priority,
                 "port_guid": agent.port_guid,
+                "config_hash": agent.config_hash,
+                "conf_priority": agent.conf_priority,
+                "master_since": agent.master_since.isoformat() if agent.master_since else None,
+                "in_step": agent.name not in behind and (agent.connected or agent.revoked_at is not None),
             }
         )
     return out

@@ -325,6 +325,14 @@ class AgentSerializer(serializers.Serializer):
     sm_state = serializers.CharField(help_text="its OpenSM's SMInfo state: MASTER, STANDBY, … (NO ANSWER)")
     sm_priority = serializers.IntegerField(allow_null=True)
     port_guid = serializers.CharField()
+    config_hash = serializers.CharField(
+        help_text="SHA-256 of the files its OpenSM runs, per-host lines left out: equal on every SM host of a fabric"
+    )
+    conf_priority = serializers.IntegerField(allow_null=True, help_text="the sm_priority its opensm.conf sets")
+    master_since = serializers.DateTimeField(allow_null=True, help_text="when its OpenSM last took over as MASTER")
+    in_step = serializers.BooleanField(
+        help_text="its files and priority are the ones the console gives it (false: a push to it is pending)"
+    )
 
 
 class AgentCreateSerializer(serializers.Serializer):

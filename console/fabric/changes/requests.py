@@ -14,6 +14,7 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
+from console.fabric.agents.services import out_of_step
 from console.fabric.changes.desired import applied_of, build_desired, diff_artefacts, present_pkeys
 from console.fabric.changes.desired import render_artefacts as render
 from console.fabric.changes.locks import change_for_update, fabric_for_update
@@ -203,6 +204,10 @@ def reconcile(fabric: Fabric, *, actor: Actor) -> ChangeRequest | None:
                 return None
             if checked is None or known is None or known.change_id != applied.change_id:
                 return None  # not verified now (or a newer change verified itself meanwhile)
+            if not checked and (hosts := out_of_step(fabric)):
+                # the wire is right; an SM host's files or priority are not: the same state again
+                reason = f"reconcile: SM hosts out of step ({', '.join(hosts)})"
+                return _create(actor, fabric, dry_run=False, reason=reason[:200], user_id=None, plan=plan)
             if not checked:
                 absent = ((applied.change.outcome if applied.change else None) or {}).get("absent_members")
                 present, change_id = present_pkeys(applied.desired, absent), applied.change_id

@@ -163,6 +163,11 @@ class DiagRunner:
         """The master SM as seen from our port."""
         return parse_sminfo(self.run("sminfo", timeout=timeout).stdout)
 
+    def own_sminfo(self, *, timeout: float | None = None) -> SmInfo:
+        """The SMInfo of the SM on our own port (``sminfo -D 0``, the empty directed route): a
+        standby answers STANDBY; no SM on this port, no answer (DiagError)."""
+        return parse_sminfo(self.run("sminfo", "-D", "0", timeout=timeout).stdout)
+
     def pkeys(self, lid: int, port: int | None = None, *, timeout: float | None = None) -> PkeyTable:
         """P_Key table of ``lid`` (CA: its port; switch: give ``port``)."""
         args = [str(lid)] + ([str(port)] if port is not None else [])

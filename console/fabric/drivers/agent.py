@@ -8,13 +8,16 @@ arrive as they start, so the pipeline renews its lease and shows them live.
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
 from typing import Any
 
 from console.fabric.agents import rpc, wire
-from console.fabric.drivers.base import DesiredFabric, PortStateResult, Progress, no_progress
+from console.fabric.drivers.base import DesiredFabric, DriverError, PortStateResult, Progress, no_progress
 from console.fabric.drivers.registry import register_driver
+from console.fabric.opensm import ha
 from console.fabric.opensm.isolation_audit import AuditPlan, ProbeResult
-from console.fabric.opensm.push_types import PushOptions, PushResult
+from console.fabric.opensm.push_types import PushOptions, PushResult, PushStep
 
 
 def _json(state: DesiredFabric | None) -> Any:
@@ -41,12 +44,49 @@ class AgentDriver:
         options: PushOptions | None = None,
         progress: Progress = no_progress,
     ) -> PushResult:
-        payload = {
-            "desired": _json(desired),
-            "previous": _json(previous),
-            "options": wire.options_to_json(options or PushOptions()),
-        }
-        return wire.result_from_json(rpc.call(self.fabric, "push", payload, progress=progress))
+        """The push on the master's SM host (verified on the ports), then the same files on every
+        other SM host (``standby:<name>`` steps: written and reloaded, or pending on a host whose
+        agent is away: it gets them when it returns). Each host gets its own priority
+        (:mod:`console.fabric.opensm.ha`)."""
+        options = options or PushOptions()
+        hosts = rpc.sm_hosts(self.fabric)
+        every = _polled(self.fabric, options)
+        master = replace(every, sm_priority=ha.priority_for(master=True, all_in_step=hosts.in_step()), standby=False)
+        result = _pushed(
+            hosts.master, rpc.call(hosts.master, "push", self._payload(desired, previous, master), progress=progress)
+        )
+        if not result.ok:
+            return result
+        standby = replace(every, sm_priority=ha.STANDBY_PRIORITY, standby=True)
+        for agent in hosts.others:
+            progress(f"standby:{agent.name}", "running")
+            result.steps.append(self._stage(agent, self._payload(desired, previous, standby)))
+        for agent in hosts.away:
+            step = PushStep(f"standby:{agent.name}", status="pending")
+            step.log.append(f"pending on {agent.name}: its agent is not connected; it gets this change when it returns")
+            result.steps.append(step)
+        return result
+
+    @staticmethod
+    def _payload(desired: DesiredFabric, previous: DesiredFabric | None, options: PushOptions) -> dict[str, Any]:
+        return {"desired": _json(desired), "previous": _json(previous), "options": wire.options_to_json(options)}
+
+    @staticmethod
+    def _stage(agent: Any, payload: dict[str, Any]) -> PushStep:
+        """The change written on one more SM host: its step (``pending`` when it cannot take it now)."""
+        step = PushStep(f"standby:{agent.name}", status="running")
+        started = time.monotonic()
+        try:
+            staged = _pushed(agent, rpc.call(agent, "push", payload))
+        except (rpc.AgentLost, DriverError) as exc:
+            step.status = "pending"
+            step.log.append(f"pending on {agent.name}: {exc}")
+        else:
+            step.status = "ok" if staged.ok else "failed"
+            step.log.append(f"{agent.name}: {staged.outcome}")
+            step.log += [line for s in staged.steps for line in s.log][:20]
+        step.duration_s = round(time.monotonic() - started, 3)
+        return step
 
     def verify(self, desired: DesiredFabric, *, options: PushOptions | None = None) -> list[str]:
         payload = {"desired": _json(desired), "options": wire.options_to_json(options or PushOptions())}
@@ -68,6 +108,26 @@ class AgentDriver:
     ) -> PortStateResult:
         payload = {"switch": switch, "port": port, "enabled": enabled, "width": width, "speed": speed}
         return wire.port_state_from_json(rpc.call(self.fabric, "set_port_state", payload, timeout=60))
+
+
+def _pushed(agent: Any, answer: dict[str, Any]) -> PushResult:
+    """A host's push result; what its files hash to now is noted at once (its next heartbeat
+    would say so a few seconds later: the HA check must not take it for out of step)."""
+    config = answer.get("config") or {}
+    if isinstance(config.get("hash"), str):
+        rpc.note_config(agent, config)
+    return wire.result_from_json(answer)
+
+
+def _polled(fabric: Any, options: PushOptions) -> PushOptions:
+    """``options`` with the SMInfo polling every SM host gets: the console's, or
+    ``Fabric.config``'s ``sminfo_polling_ms`` / ``polling_retries`` (:mod:`console.fabric.opensm.ha`)."""
+    config = getattr(fabric, "config", None) or {}
+    return replace(
+        options,
+        sminfo_polling_ms=int(config.get("sminfo_polling_ms") or ha.SMINFO_POLLING_MS),
+        polling_retries=int(config.get("polling_retries") or ha.POLLING_RETRIES),
+    )
 
 
 @register_driver("agent")

@@ -98,39 +98,41 @@ class LocalOpenSmHost:
 
 
 class LabHost:
-    """A running lab (:class:`console.fabric.lab.manager.Lab`) as an OpenSM host."""
+    """A running lab (:class:`console.fabric.lab.manager.Lab`) as an OpenSM host: its primary
+    OpenSM, or (``sm="standby"``) its standby's, each with its own files, log and CA."""
 
-    def __init__(self, lab: Any) -> None:
+    def __init__(self, lab: Any, sm: str = "primary") -> None:
         self.lab = lab
+        self.sm = sm
 
     @property
     def artefacts(self) -> ArtefactStore:
-        """The lab's OpenSM directory."""
-        return self.lab.artefacts
+        """That OpenSM's directory."""
+        return self.lab.store_of(self.sm)
 
     def reload(self) -> None:
-        """SIGHUP the lab's OpenSM."""
-        self.lab.reload()
+        """SIGHUP that OpenSM."""
+        self.lab.reload(self.sm)
 
     def restart(self) -> None:
-        """Restart the lab's OpenSM with its arguments and wait for the subnet."""
-        self.lab.restart_sm(wait=True)
+        """Restart that OpenSM with its arguments and wait for it."""
+        self.lab.restart_sm(wait=True, sm=self.sm)
 
     def diags(self, *, timeout: float | None = None) -> DiagRunner:
-        """Diags pointed at the lab."""
-        return self.lab.diags(timeout=timeout)
+        """Diags from that OpenSM's CA."""
+        return self.lab.diags(timeout=timeout, host=self.lab.host_of(self.sm))
 
     def sm_log(self) -> tuple[Path | None, str]:
-        """The lab's OpenSM log and the engine it was started with."""
-        return self.lab.opensm_log, self.lab.routing_engine
+        """That OpenSM's log and the engine it was started with."""
+        return self.lab.log_of(self.sm), self.lab.routing_engine
 
     def sweep_mark(self) -> int:
-        """Where OpenSM's (flushed) log ends now; see :meth:`swept_since`."""
-        return self.lab.sweep_mark()
+        """Where that OpenSM's (flushed) log ends now; see :meth:`swept_since`."""
+        return self.lab.sweep_mark(self.sm)
 
     def swept_since(self, mark: int) -> bool:
-        """True once OpenSM logged the end of a heavy sweep after ``mark``."""
-        return self.lab.swept_since(mark)
+        """True once that OpenSM logged the end of a heavy sweep after ``mark``."""
+        return self.lab.swept_since(mark, self.sm)
 
     def port_lids(self) -> dict[int, tuple[int, int]]:
         """HCA port GUID → (LID, port) as discovered when the lab came up (a hint)."""

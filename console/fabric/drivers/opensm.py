@@ -38,7 +38,6 @@ from console.fabric.opensm.partitions import Membership
 from console.fabric.opensm.partitions_file import lint_file, live_differences, parse_file, render_file
 from console.fabric.opensm.probe import probe_isolation
 from console.fabric.opensm.push import PushOptions, PushResult, PushStep, push_partitions
-from console.fabric.opensm.push_types import SmKeys
 from console.fabric.opensm.qos import QosOptions, QosPolicy, render_qos_options
 from console.fabric.opensm.qos_verify import ports_to_check, verify_qos_tables
 from console.fabric.opensm.verify import verify_partitions
@@ -132,18 +131,23 @@ class OpenSmDriver:
             )  # refused, with precise steps
         pre: list[PushStep] = []
         qos_on = desired.qos is not None or desired.qos_options is not None
-        conf_on = qos_on or options.keys is not None or self._needs_conf(store)
+        conf_on = qos_on or options.keys is not None or self._needs_conf(store, options)
         conf_before = store.read(OPENSM_CONF)
-        if conf_on and (qos_on or self._conf_pending(desired, store, options.keys)):
+        if conf_on and (qos_on or self._conf_pending(desired, store, options)):
             name = "qos" if qos_on else "conf"
             progress(name, "running")
-            step, problems = self._swap_conf(name, desired, store, options.keys)
+            step, problems = self._swap_conf(name, desired, store, options)
             pre.append(step)
             if problems:
                 return _refused(pre, problems, started)
         progress("render", "running")
         result = push_partitions(target, partitions, options, operator=desired.operator, dropped=desired.dropped)
         result.steps[:0] = pre
+        if result.outcome == "staged":  # a standby: nothing of the wire is its to check
+            if conf_on:
+                store.mark_good([QOS_POLICY, OPENSM_CONF] if qos_on else [OPENSM_CONF])
+            result.duration_s = round(time.monotonic() - started, 3)
+            return result
         if result.ok and desired.qos is not None:
             progress("verify-qos", "running")
             self._verify_qos(desired, result, options)
@@ -173,15 +177,16 @@ class OpenSmDriver:
     # -- QoS ---------------------------------------------------------------------------------
 
     def _swap_conf(
-        self, name: str, desired: DesiredFabric, store: ArtefactStore, keys: SmKeys | None
+        self, name: str, desired: DesiredFabric, store: ArtefactStore, options: PushOptions
     ) -> tuple[PushStep, list[LintProblem]]:
         """Swap ``qos-policy.conf`` and ``opensm.conf`` (edited in place), then SIGHUP, or restart
         OpenSM when a non-reloadable option changed (named in the step's log)."""
         t = time.monotonic()
         step = PushStep(name, status="running")
+        keys = options.keys
         qos = desired.qos or (QosPolicy() if desired.qos_options is not None else None)
         try:
-            artefacts = conf_artefacts(store, qos, desired.qos_options, keys, self._host_needs())
+            artefacts = conf_artefacts(store, qos, desired.qos_options, keys, self._host_needs(options))
         except ValueError as exc:
             step.status, step.log = "failed", [str(exc)]
             return step, [LintProblem(QOS_POLICY, None, "render", str(exc))]
@@ -212,26 +217,28 @@ class OpenSmDriver:
         step.status, step.duration_s = "ok", time.monotonic() - t
         return step, []
 
-    def _conf_pending(self, desired: DesiredFabric, store: ArtefactStore, keys: SmKeys | None) -> bool:
+    def _conf_pending(self, desired: DesiredFabric, store: ArtefactStore, options: PushOptions) -> bool:
         """True when opensm.conf must be written or reloaded: the options the console sets
         differ from the live file, or the live file is not the last known good."""
         qos = desired.qos or (QosPolicy() if desired.qos_options is not None else None)
         try:
-            wanted = conf_artefacts(store, qos, desired.qos_options, keys, self._host_needs())
+            wanted = conf_artefacts(store, qos, desired.qos_options, options.keys, self._host_needs(options))
         except ValueError:
             return True  # the step says why
         if any(store.read(a.filename) != a.text for a in wanted):
             return True
         return store.has_lkg() and store.read_lkg(OPENSM_CONF) not in (None, store.read(OPENSM_CONF))
 
-    def _needs_conf(self, store: ArtefactStore) -> bool:
-        """True when opensm.conf lacks what the host needs (an operator's file, say)."""
+    def _needs_conf(self, store: ArtefactStore, options: PushOptions) -> bool:
+        """True when opensm.conf lacks what the host needs (an operator's file, say) or the
+        subnet-manager HA options of this push."""
         live = parse_opensm_conf(store.read(OPENSM_CONF) or "")
-        return any(live.get(k) != v for k, v in self._host_needs().items())
+        return any(live.get(k) != v for k, v in self._host_needs(options).items())
 
-    def _host_needs(self) -> dict[str, str]:
+    def _host_needs(self, options: PushOptions) -> dict[str, str]:
+        """What the host needs in opensm.conf, and this push's HA options for this host."""
         needs = getattr(self.host, "conf_needs", None)
-        return dict(needs()) if callable(needs) else {}
+        return {**(dict(needs()) if callable(needs) else {}), **options.ha_options()}
 
     def _verify_qos(self, desired: DesiredFabric, result: PushResult, options: PushOptions) -> None:
         """PathRecords between two full members of a partition must carry its class's SL."""

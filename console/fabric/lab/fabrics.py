@@ -170,13 +170,15 @@ def start_lab(
     workdir: Path | str | None = None,
     socket_name: str | None = None,
     wait: bool = True,
+    standby: bool = False,
 ) -> tuple[Fabric, Lab]:
     """Start (or find already running) the lab of ``revision``, bound to its lab Fabric.
 
     Creates or reuses the Fabric (driver ``lab``); its lab lives in ``workdir`` (default
     ``DATA_DIR/labs/<fabric name>``) with its own ``IBSIM_SOCKNAME`` (derived from the workdir
     unless ``socket_name`` is given). Returns once OpenSM has brought the subnet up (polled
-    through sminfo/ibnetdiscover, never the log) unless ``wait`` is False.
+    through sminfo/ibnetdiscover, never the log) unless ``wait`` is False. ``standby``: with a
+    standby OpenSM on a second CA (started on a running lab that has none).
     """
     require_lab_packages()
     fabric = _fabric_for(revision, name, actor)
@@ -187,6 +189,8 @@ def start_lab(
                 f"the lab of {fabric.name} already runs in {running.workdir}; stop it first (manage.py lab down)"
             )
         _bind(fabric, running)
+        if standby and len(running.sms) == 1:
+            _add_standby(fabric, running, revision, actor)
         return fabric, running
     target = Path(workdir) if workdir else default_workdir(fabric)
     with _workdir_lock(target):
@@ -195,7 +199,7 @@ def start_lab(
             _bind(fabric, running)
             return fabric, running
         plan = lab_plan(revision_graph(revision))
-        spec = design_spec(plan, target.resolve(), socket_name)
+        spec = design_spec(plan, target.resolve(), socket_name, standby=standby)
         try:
             running = Lab.start(spec, wait=wait)
         except LabError as exc:
@@ -204,6 +208,18 @@ def start_lab(
         _bind(fabric, running, plan.sm_host_name)
         audit.record(actor, "fabric.lab.start", fabric, after={"lab": running.status()})
     return fabric, running
+
+
+def _add_standby(fabric: Fabric, lab: Lab, revision: DesignRevision, actor: Actor) -> None:
+    """Start a standby OpenSM beside a running lab's (audited)."""
+    plan = lab_plan(revision_graph(revision))
+    spec = design_spec(plan, lab.workdir, lab.status()["ibsim_sockname"], standby=True)
+    try:
+        lab.start_standby(spec)
+    except LabError as exc:
+        raise ConsoleError(f"the standby OpenSM of {fabric.name} did not start: {exc}", code="lab_failed") from exc
+    with transaction.atomic():
+        audit.record(actor, "fabric.lab.standby", fabric, after={"sms": lab.sms_status()})
 
 
 def lab_for(fabric: Fabric) -> Lab:
@@ -254,8 +270,9 @@ def env_line(status: Mapping[str, Any]) -> str:
     return " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items() if value)
 
 
-def lab_status(fabric: Fabric) -> dict[str, Any]:
-    """Operator-facing status of a fabric's lab (``state`` ``not_started`` if it never ran)."""
+def lab_status(fabric: Fabric, *, probe: bool = False) -> dict[str, Any]:
+    """Operator-facing status of a fabric's lab (``state`` ``not_started`` if it never ran);
+    ``probe``: each SM's role and priority as its own port answers (``sms``)."""
     base: dict[str, Any] = {
         "fabric_id": fabric.pk,
         "fabric": fabric.name,
@@ -276,11 +293,12 @@ def lab_status(fabric: Fabric) -> dict[str, Any]:
             umad2sim=None,
             sm_host=None,
             opensm_pid=None,
+            sms=[],
             env={},
             env_line="",
         )
         return base
-    status = lab.status()
+    status = lab.status(probe=probe)
     status.update(base)
     status["sm_host_name"] = fabric.config.get("sm_host_name", "")
     status["env_line"] = "export " + env_line(status) if status["state"] == "up" else ""

@@ -37,7 +37,7 @@ from console.fabric.diags import mad
 from console.fabric.diags.runner import DiagEnv, DiagError, DiagRunner
 from console.fabric.diags.topology import Topology, parse_topology
 from console.fabric.lab.ibsim_console import IBSIM_READY, read_log, reap_dead_clients, refused, send_command
-from console.fabric.lab.routing import log_mark, swept_since
+from console.fabric.lab.sms import PRIMARY, SubnetManagers
 from console.fabric.lab.spec import LabError, LabLimits, LabSpec, find_umad2sim
 from console.fabric.lab.state import (
     STATE_FILE,
@@ -52,8 +52,9 @@ from console.fabric.lab.state import (
 from console.fabric.opensm.files import ArtefactStore
 
 
-class Lab:
-    """A running (or stopped) lab fabric. Create with :meth:`start`, find with :meth:`attach`."""
+class Lab(SubnetManagers):
+    """A running (or stopped) lab fabric. Create with :meth:`start`, find with :meth:`attach`;
+    its OpenSM processes (and a standby's) are :class:`~console.fabric.lab.sms.SubnetManagers`'."""
 
     def __init__(self, workdir: Path, state: LabState) -> None:
         self.workdir = Path(workdir)
@@ -98,6 +99,8 @@ class Lab:
             if wait:
                 lab.wait_until_up()
                 store.mark_good()
+                if spec.standby_host:
+                    lab.start_standby(spec)
         except BaseException:
             lab.stop()
             raise
@@ -220,44 +223,10 @@ class Lab:
                 raise LabError("ibsim did not become ready")
             time.sleep(0.05)
 
-    def _start_opensm(self, spec: LabSpec | None = None) -> None:
-        if spec is not None:
-            d = spec.artefact_dir
-            argv = ["opensm", "-f", str(self.opensm_log), "-F", str(d / "opensm.conf")]
-            argv += ["-R", spec.routing_engine, "-P", str(d / "partitions.conf")]
-            if spec.root_guids:
-                argv += ["-a", str(d / "root_guids.conf")]
-            if spec.cn_guids:
-                argv += ["-u", str(d / "cn_guids.conf")]
-            if spec.qos_policy:
-                argv += ["-Q", "-Y", str(d / "qos-policy.conf")]
-            self._state.opensm_argv = argv
-        argv = self._state.opensm_argv or []
-        env = self._lab_env(self._state.sm_host)
-        tmp = str(self.workdir / "osm-tmp")
-        env["OSM_TMP_DIR"] = tmp
-        env["OSM_CACHE_DIR"] = tmp
-        out = open(self.workdir / "opensm.out", "ab")
-        try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=self.workdir,
-                env=env,
-                start_new_session=True,
-            )
-        finally:
-            out.close()
-        self._children.append(proc)
-        self._state.opensm_pid = proc.pid
-        self._state.opensm_start = proc_start_time(proc.pid)
-
     def is_running(self) -> bool:
-        """True when both ibsim and OpenSM are alive."""
+        """True when ibsim and an OpenSM (the primary, or the standby that took over) are alive."""
         s = self._state
-        return alive(s.ibsim_pid, s.ibsim_start) and alive(s.opensm_pid, s.opensm_start)
+        return alive(s.ibsim_pid, s.ibsim_start) and any(self.sm_alive(sm) for sm in self.sms)
 
     def _kill(self, pid: int | None, start: int | None) -> None:
         if not alive(pid, start):
@@ -297,60 +266,17 @@ class Lab:
         """Stop its agent, OpenSM, then ibsim (whole process groups). Safe to call repeatedly."""
         self._refresh()
         s = self._state
-        self._kill(s.agent_pid, s.agent_start)  # the agent first: it would report its OpenSM gone
+        # the agents first: they would report their OpenSM gone
+        self._kill(s.agent_pid, s.agent_start)
+        self._kill(s.standby_agent_pid, s.standby_agent_start)
         # OpenSM first: with ibsim gone it can block in a umad read and ignore SIGTERM.
+        self._kill(s.standby_pid, s.standby_start)
         self._kill(s.opensm_pid, s.opensm_start)
         self._kill(s.ibsim_pid, s.ibsim_start)
         s.state = "stopped"
         mad.close_shared(lambda env: env.ibsim_sockname == s.ibsim_sockname)
         if self.workdir.exists():
             self._save()
-
-    def restart_sm(self, *, wait: bool = True) -> None:
-        """Restart OpenSM with the same arguments (needed after non-reloadable option changes).
-        The state is read again first: another process (the agent's push, an operator) may have
-        restarted it since, and a stale pid would leave that OpenSM running beside the new one."""
-        self._refresh()
-        self._kill(self._state.opensm_pid, self._state.opensm_start)
-        self._start_opensm()
-        self._state.state = "starting"
-        self._save()
-        if wait:
-            self.wait_until_up()
-
-    def stop_agent(self) -> None:
-        """Stop the agent recorded for this lab, if it runs (a new one is about to start)."""
-        self._refresh()
-        self._kill(self._state.agent_pid, self._state.agent_start)
-        self.record_agent(None)
-
-    def record_agent(self, pid: int | None) -> None:
-        """Note (or, with None, forget) the agent process serving this lab's OpenSM."""
-        self._refresh()
-        self._state.agent_pid = pid
-        self._state.agent_start = proc_start_time(pid) if pid is not None else None
-        self._save()
-
-    def reload(self) -> None:
-        """SIGHUP OpenSM: re-read partitions, QoS policy and reloadable options; heavy sweep."""
-        self._refresh()
-        if not alive(self._state.opensm_pid, self._state.opensm_start):
-            raise LabError("OpenSM is not running")
-        assert self._state.opensm_pid is not None
-        os.kill(self._state.opensm_pid, signal.SIGHUP)
-
-    def sweep_mark(self) -> int:
-        """A mark in OpenSM's log; :meth:`swept_since` tells whether a sweep ended after it.
-
-        Take it before :meth:`reload`: a heavy sweep that ends after the mark ran (at least its
-        end did) after the SIGHUP. The lab's OpenSM flushes every line (force_log_flush TRUE).
-        """
-        return log_mark(self.opensm_log)
-
-    def swept_since(self, mark: int) -> bool:
-        """True when OpenSM logged the end of a heavy sweep after ``mark`` (see
-        :func:`console.fabric.lab.routing.swept_since`)."""
-        return swept_since(self.opensm_log, mark)
 
     def port_lids(self) -> dict[int, tuple[int, int]]:
         """Port GUID → (LID, port) of every HCA port as discovered when the subnet came up.
@@ -406,7 +332,7 @@ class Lab:
         """Operator-facing status: everything needed to point infiniband-diags at the lab."""
         s = self._state
         ibsim_ok = alive(s.ibsim_pid, s.ibsim_start)
-        opensm_ok = alive(s.opensm_pid, s.opensm_start)
+        opensm_ok = any(self.sm_alive(sm) for sm in self.sms)
         if ibsim_ok and opensm_ok:
             state = s.state if s.state in ("up", "starting") else "up"
         elif ibsim_ok or opensm_ok:
@@ -420,12 +346,13 @@ class Lab:
             "umad2sim": s.umad2sim,
             "sm_host": s.sm_host,
             "diag_host": s.diag_host,
-            "opensm_pid": s.opensm_pid if opensm_ok else None,
+            "opensm_pid": s.opensm_pid if self.sm_alive(PRIMARY) else None,
             "ibsim_pid": s.ibsim_pid if ibsim_ok else None,
             "routing_engine": s.routing_engine,
             "agent_pid": s.agent_pid if alive(s.agent_pid, s.agent_start) else None,
             "opensm_log": str(self.opensm_log),
             "up_seconds": s.up_seconds,
+            "sms": self.sms_status(probe=probe and ibsim_ok),
             "env": {
                 "LD_PRELOAD": s.umad2sim,
                 "IBSIM_SOCKNAME": s.ibsim_sockname,

@@ -32,6 +32,7 @@ class LabPlan:
     torus_conf: str | None = None
     sm_host: str = ""  # ibsim node id of the CA OpenSM runs on
     sm_host_name: str = ""  # the same CA as the design names it
+    standby_host: str = ""  # ibsim node id of the CA a standby OpenSM runs on (when asked for)
 
 
 @dataclass(frozen=True)
@@ -40,9 +41,9 @@ class DesignLabSpec(LabSpec):
 
     opensm_options: Mapping[str, str] = field(default_factory=dict)
 
-    def opensm_config(self) -> OpenSmConfig:
+    def opensm_config(self, *, standby: bool = False) -> OpenSmConfig:
         """The base lab options plus this design's own."""
-        base = super().opensm_config()
+        base = super().opensm_config(standby=standby)
         extra = dict(base.extra)
         extra.update(self.opensm_options)
         return OpenSmConfig(
@@ -58,44 +59,64 @@ class DesignLabSpec(LabSpec):
         )
 
 
-def _sm_node(graph: FabricGraph) -> tuple[str, str]:
-    """(ibsim node id, design name) of the CA OpenSM runs on: a manager node if the design has
-    one (where the subnet manager lives in a SuperPOD), else the last compute node's first HCA,
-    far from the first leaf ports tests and demos unplug."""
+def _sm_candidates(graph: FabricGraph) -> list[tuple[str, str]]:
+    """(ibsim node id, design name) of the CAs subnet managers run on, the master's first: the
+    design's manager nodes (where the subnet manager lives in a SuperPOD), else the last compute
+    nodes' first HCAs, far from the first leaf ports tests and demos unplug."""
     nodes = [n for n in graph.nodes.values() if n.port_guids]
     if not nodes:
         raise LabError("the design has no HCAs: OpenSM needs a CA port to run on")
     managers = [n for n in nodes if n.role == "manager"]
-    node = managers[0] if managers else nodes[-1]
-    return f"H-{node.ca_guids[0]:016x}", f"{node.name} {node.hca_name(1)}"
+    ordered = managers + [n for n in reversed(nodes) if n.role != "manager"]
+    return [(f"H-{n.ca_guids[0]:016x}", f"{n.name} {n.hca_name(1)}") for n in ordered[:2]]
+
+
+def _sm_node(graph: FabricGraph) -> tuple[str, str]:
+    return _sm_candidates(graph)[0]
+
+
+def sm_nodes(graph: FabricGraph) -> list[str]:
+    """The design's nodes whose HCAs the lab's subnet managers run on (the master's, then the
+    standby's). Their ports are full members of the Default partition (an SM's own port always
+    is), so a tenant given one would reach every host: they are management nodes, never in a
+    pool (the demo keeps both out of them, whether or not the standby runs)."""
+    return [name.split(" ")[0] for _, name in _sm_candidates(graph)]
 
 
 def sm_node(graph: FabricGraph) -> str:
-    """The design's node whose HCA the lab's OpenSM runs on. Its port is a full member of the
-    Default partition (OpenSM's own port always is), so a tenant given this node would reach
-    every host: it is a management node, not for pools (the demo keeps it out of them)."""
-    return _sm_node(graph)[1].split(" ")[0]
+    """The node of the lab's (master) subnet manager: :func:`sm_nodes`' first."""
+    return sm_nodes(graph)[0]
 
 
 def lab_plan(graph: FabricGraph) -> LabPlan:
     """The lab a design calls for (pure: no database, no processes)."""
     net_text, _, _ = export(graph, "ibnetdiscover")
-    sm_host, sm_name = _sm_node(graph)
+    candidates = _sm_candidates(graph)
+    sm_host, sm_name = candidates[0]
+    standby = candidates[1][0] if len(candidates) > 1 else ""
     routing = graph.meta.get("routing")
     if graph.meta.get("dims"):
         torus_conf, _, _ = export(graph, "torus-2qos")
-        return LabPlan(net_text, "torus-2QoS,minhop", torus_conf=torus_conf, sm_host=sm_host, sm_host_name=sm_name)
+        return LabPlan(
+            net_text,
+            "torus-2QoS,minhop",
+            torus_conf=torus_conf,
+            sm_host=sm_host,
+            sm_host_name=sm_name,
+            standby_host=standby,
+        )
     roots = tuple(graph.switches[name].guid for name in root_switches(graph))
     if routing == "ftree":
         cns = tuple(g for n in graph.nodes.values() if n.role == "compute" for g in n.port_guids)
-        return LabPlan(net_text, "ftree", roots, cns, sm_host=sm_host, sm_host_name=sm_name)
+        return LabPlan(net_text, "ftree", roots, cns, sm_host=sm_host, sm_host_name=sm_name, standby_host=standby)
     if roots and routing != "minhop":
-        return LabPlan(net_text, "updn", roots, sm_host=sm_host, sm_host_name=sm_name)
-    return LabPlan(net_text, "minhop", sm_host=sm_host, sm_host_name=sm_name)
+        return LabPlan(net_text, "updn", roots, sm_host=sm_host, sm_host_name=sm_name, standby_host=standby)
+    return LabPlan(net_text, "minhop", sm_host=sm_host, sm_host_name=sm_name, standby_host=standby)
 
 
-def design_spec(plan: LabPlan, workdir: Path, socket_name: str | None) -> LabSpec:
-    """The lab spec of ``plan`` in ``workdir`` (writes a torus design's torus file there)."""
+def design_spec(plan: LabPlan, workdir: Path, socket_name: str | None, *, standby: bool = False) -> LabSpec:
+    """The lab spec of ``plan`` in ``workdir`` (writes a torus design's torus file there), with a
+    standby OpenSM when ``standby``."""
     options: dict[str, str] = {}
     if plan.torus_conf:
         # A design input, not a managed artefact: written next to the net file, never swapped.
@@ -114,4 +135,5 @@ def design_spec(plan: LabPlan, workdir: Path, socket_name: str | None) -> LabSpe
         # then silently uses minhop: a default policy turns QoS on.
         qos_policy=QosPolicy() if plan.torus_conf else None,
         opensm_options=options,
+        standby_host=plan.standby_host if standby else None,
     )

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from console.fabric.opensm import ha
 from console.fabric.opensm.conf import OpenSmConfig, render_opensm_conf
 from console.fabric.opensm.files import Artefact
 from console.fabric.opensm.lint import render_guid_file
@@ -62,7 +63,9 @@ class LabLimits:
 class LabSpec:
     """Everything needed to bring one lab fabric up.
 
-    ``sm_host`` names the CA OpenSM runs on (node description such as ``hca01`` or ibsim node id).
+    ``sm_host`` names the CA OpenSM runs on (node description such as ``hca01`` or ibsim node id);
+    ``standby_host``, when given, the CA of a standby OpenSM with its own directory
+    (``<workdir>/standby``), the same files and a lower priority (:mod:`console.fabric.opensm.ha`).
     ``socket_name`` defaults to one derived from ``workdir`` so labs never share a socket.
     """
 
@@ -78,6 +81,7 @@ class LabSpec:
     qos_policy: QosPolicy | None = None
     qos_options: QosOptions | None = None
     limits: LabLimits = field(default_factory=LabLimits)
+    standby_host: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "workdir", Path(self.workdir).resolve())
@@ -98,9 +102,16 @@ class LabSpec:
         """Directory OpenSM reads its files from."""
         return self.workdir / "opensm"
 
-    def opensm_config(self) -> OpenSmConfig:
-        """The ``opensm.conf`` this lab starts with (file paths point into the workdir)."""
-        d = self.artefact_dir
+    @property
+    def standby_dir(self) -> Path:
+        """Directory the standby OpenSM reads its files from."""
+        return self.workdir / "standby" / "opensm"
+
+    def opensm_config(self, *, standby: bool = False) -> OpenSmConfig:
+        """The ``opensm.conf`` the lab's (standby) OpenSM starts with (file paths point into its
+        own directory): the console's HA priority and polling settings included."""
+        d = self.standby_dir if standby else self.artefact_dir
+        priority = ha.STANDBY_PRIORITY if standby else ha.MASTER_PRIORITY
         return OpenSmConfig(
             routing_engine=self.routing_engine,
             partition_config_file=str(d / "partitions.conf"),
@@ -109,14 +120,20 @@ class LabSpec:
             cn_guid_file=str(d / "cn_guids.conf") if self.cn_guids else None,
             qos=(self.qos_options or QosOptions()) if self.qos_policy else None,
             force_log_flush=True,
-            extra={"dump_files_dir": str(self.workdir / "osm-tmp")},
+            extra={
+                "dump_files_dir": str(d.parent / "osm-tmp"),
+                "sm_priority": str(priority),
+                "sminfo_polling_timeout": str(ha.SMINFO_POLLING_MS),
+                "polling_retry_number": str(ha.POLLING_RETRIES),
+            },
         )
 
-    def artefacts(self) -> list[Artefact]:
+    def artefacts(self, *, standby: bool = False) -> list[Artefact]:
         """Rendered start-up artefacts (all lint clean by construction)."""
+        conf = render_opensm_conf(self.opensm_config(standby=standby))
         out = [
             Artefact("partitions", "partitions.conf", render_file(self.partitions)),
-            Artefact("opensm-conf", "opensm.conf", render_opensm_conf(self.opensm_config())),
+            Artefact("opensm-conf", "opensm.conf", conf),
         ]
         if self.root_guids:
             out.append(Artefact("root-guids", "root_guids.conf", render_guid_file(self.root_guids)))

@@ -41,6 +41,13 @@ class LabState:
     limits: dict[str, Any] | None = None  # LabLimits as a dict (ints and floats)
     agent_pid: int | None = None  # the agent serving this lab's OpenSM (manage.py up starts one)
     agent_start: int | None = None
+    # A standby OpenSM on a second CA (``lab up --standby-sm``), and its own agent.
+    standby_host: str = ""
+    standby_pid: int | None = None
+    standby_start: int | None = None
+    standby_argv: list[str] | None = None
+    standby_agent_pid: int | None = None
+    standby_agent_start: int | None = None
 
 
 def proc_start_time(pid: int) -> int | None:

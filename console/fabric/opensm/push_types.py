@@ -80,6 +80,25 @@ class PushOptions:
     check_default: bool = True
     # The fabric's management keys (None: opensm.conf's keys are left as they are).
     keys: SmKeys | None = field(default=None, repr=False)
+    # Subnet-manager high availability, set per SM host in its opensm.conf: this host's SM
+    # priority and how its SM polls the master when standby (None: left as the file has them).
+    sm_priority: int | None = None
+    sminfo_polling_ms: int | None = None
+    polling_retries: int | None = None
+    # This host's SM is a standby: its files are written and its OpenSM reloaded, the ports are
+    # not read (the master programs them and the master's push verifies them): outcome "staged".
+    standby: bool = False
+
+    def ha_options(self) -> dict[str, str]:
+        """The ``opensm.conf`` options of subnet-manager HA this push sets."""
+        out = {}
+        if self.sm_priority is not None:
+            out["sm_priority"] = str(int(self.sm_priority))
+        if self.sminfo_polling_ms is not None:
+            out["sminfo_polling_timeout"] = str(int(self.sminfo_polling_ms))
+        if self.polling_retries is not None:
+            out["polling_retry_number"] = str(int(self.polling_retries))
+        return out
 
 
 @dataclass
@@ -101,7 +120,8 @@ class PushStep:
 
 @dataclass
 class PushResult:
-    """Outcome of a push: ``verified``, ``unchanged`` (verified, nothing to swap), ``refused``
+    """Outcome of a push: ``verified``, ``unchanged`` (verified, nothing to swap), ``staged``
+    (a standby SM host: written and reloaded, the ports are the master's to program), ``refused``
     (lint/render failed, nothing written), ``rolled_back`` (mismatch, LKG restored and verified)
     or ``rollback_failed``."""
 
@@ -117,8 +137,8 @@ class PushResult:
 
     @property
     def ok(self) -> bool:
-        """True when the desired partitions are live and verified."""
-        return self.outcome in ("verified", "unchanged")
+        """True when the desired partitions are live and verified (on a standby: written)."""
+        return self.outcome in ("verified", "unchanged", "staged")
 
     @property
     def opensm_restarted(self) -> bool:

@@ -5,7 +5,8 @@ because it composes both.
     export IBCONSOLE_AGENT_TOKEN=ibca_…          # or --token-file /etc/ibconsole/agent.token
     manage.py agent --console https://console.example.com --fabric prod-ib \\
         --opensm-dir /etc/opensm --pid-file /run/opensm.pid [--ca mlx5_0 --ca-port 1]
-    manage.py agent --console http://127.0.0.1:8000 --fabric superpod-su1 --lab var/labs/superpod-su1
+    manage.py agent --console http://127.0.0.1:8000 --fabric superpod-su1 --lab var/labs/superpod-su1 \
+        [--lab-sm standby]
 
 It needs no database and no broker: only the console's URL and its token (an operator creates
 it: ``POST /api/fabrics/{id}/agents/``). Ctrl-C or SIGTERM stops it.
@@ -25,6 +26,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from console.fabric.agents.runtime import Agent, AgentConfig, Refused
 from console.fabric.drivers.hosts import LabHost, LocalOpenSmHost, OpenSmHost
 from console.fabric.lab.manager import Lab
+from console.fabric.lab.sms import PRIMARY, SMS
 from console.fabric.lab.spec import LabError
 from console.telemetry.agent_ops import CounterOps
 
@@ -51,6 +53,12 @@ class Command(BaseCommand):
         where = parser.add_mutually_exclusive_group(required=True)
         where.add_argument("--lab", help="a lab's workdir: serve the lab's OpenSM (ibsim)")
         where.add_argument("--opensm-dir", help="OpenSM's file directory on this host (e.g. /etc/opensm)")
+        parser.add_argument(
+            "--lab-sm",
+            choices=SMS,
+            default=PRIMARY,
+            help="with --lab: which of the lab's subnet managers this agent serves (default primary)",
+        )
         parser.add_argument("--pid-file", help="OpenSM's pid file (SIGHUP reloads it)")
         parser.add_argument("--reload-command", nargs="+", help="command that reloads OpenSM instead of SIGHUP")
         parser.add_argument("--restart-command", nargs="+", help="command that restarts OpenSM")
@@ -101,7 +109,7 @@ class Command(BaseCommand):
     def _host(self, opts: dict[str, Any]) -> OpenSmHost:
         if opts.get("lab"):
             try:
-                return LabHost(Lab.attach(opts["lab"]))
+                return LabHost(Lab.attach(opts["lab"]), opts.get("lab_sm") or PRIMARY)
             except LabError as exc:
                 raise CommandError(str(exc)) from None
         config = {"directory": opts["opensm_dir"]}

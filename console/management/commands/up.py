@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from argparse import ArgumentParser
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -188,10 +189,11 @@ class Command(BaseCommand):
     def _start_demo_labs(self) -> tuple[Fabric, ...]:
         """Start the lab of every demo site (console.demo_sites: one after the other, about a
         second each); returns the Fabrics whose labs this command started, to stop on exit."""
-        started = [self._start_demo_lab(design) for design in DEMO_LAB_DESIGNS]
+        # the first site's fabric runs a standby subnet manager too: master and standby on its page
+        started = [self._start_demo_lab(design, standby=i == 0) for i, design in enumerate(DEMO_LAB_DESIGNS)]
         return tuple(fabric for fabric in started if fabric is not None)
 
-    def _start_demo_lab(self, design: str) -> Fabric | None:
+    def _start_demo_lab(self, design: str, *, standby: bool = False) -> Fabric | None:
         """Start the demo design's lab (reusing its Fabric); returns the Fabric to stop on exit,
         or None when there is no lab to stop (packages missing, no demo design, already up)."""
         from console.fabric.lab.fabrics import INSTALL_HINT, lab_status, missing_packages, start_lab
@@ -212,7 +214,7 @@ class Command(BaseCommand):
         try:
             existing = Fabric.objects.filter(revision=revision, driver="lab").first()
             was_up = existing is not None and lab_status(existing)["state"] == "up"
-            fabric, _ = start_lab(revision, actor=Actor.system("up"))
+            fabric, _ = start_lab(revision, actor=Actor.system("up"), standby=standby)
         except (ConsoleError, LabError) as exc:
             self.stdout.write(f"  Lab fabric:         not started: {exc}\n")
             return None
@@ -230,7 +232,7 @@ class Command(BaseCommand):
         """The lab is an SM host like any other: an agent per running lab fabric, started with
         nothing but this console's URL and a token (no database, no broker in its environment),
         and the fabric's pushes, verifications and audits go through it."""
-        from console.fabric.lab.agent import start_lab_agent
+        from console.fabric.lab.agent import agent_name, start_lab_agent
         from console.fabric.lab.fabrics import lab_status
         from console.fabric.models import Fabric
         from console.tenancy.context import Actor
@@ -241,11 +243,13 @@ class Command(BaseCommand):
             status = lab_status(fabric)
             if status["state"] != "up":
                 continue
-            proc = start_lab_agent(fabric, console, actor=Actor.system("up"))
-            started.append((fabric, proc))
-            self.stdout.write(
-                f"  Agent:              {fabric.name}: pid {proc.pid} (log {status['workdir']}/agent.log)\n"
-            )
+            for sm in status["sms"]:
+                proc = start_lab_agent(fabric, console, actor=Actor.system("up"), sm=sm["name"])
+                started.append((fabric, proc))
+                self.stdout.write(
+                    f"  Agent:              {fabric.name} ({agent_name(sm['name'])}): pid {proc.pid} "
+                    f"(log {Path(sm['directory']).parent}/agent.log)\n"
+                )
         return started
 
     def _stop_agents(self, agents: list[tuple[Fabric, subprocess.Popen[bytes]]]) -> None:

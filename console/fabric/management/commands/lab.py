@@ -1,7 +1,8 @@
 """``manage.py lab``: run lab fabrics (ibsim + a real OpenSM) and inject faults into them.
 
-    lab up --design <id|name>[/<rev>] [--name NAME] [--agent CONSOLE_URL] [--json]
-           (the lab's agent connects out to CONSOLE_URL, default $CONSOLE_URL or http://127.0.0.1:8000)
+    lab up --design <id|name>[/<rev>] [--name NAME] [--agent CONSOLE_URL] [--standby-sm] [--json]
+           (the lab's agents connect out to CONSOLE_URL, default $CONSOLE_URL or http://127.0.0.1:8000;
+           --standby-sm: a standby OpenSM on a second CA, with its own agent)
     lab down --fabric F [--json]
     lab status [--fabric F] [--json]
     lab cable unplug|replug --fabric F --node NAME --port N [--json]   (read back over SMPs)
@@ -20,7 +21,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from console.fabric.lab.agent import start_lab_agent
+from console.fabric.lab.agent import start_lab_agents
 from console.fabric.lab.fabrics import find_fabric, find_revision, lab_status, start_lab, stop_lab
 from console.fabric.lab.faults import parse_counter_assignments, replug, set_counters, unplug
 from console.fabric.lab.spec import LabError
@@ -42,6 +43,11 @@ class Command(BaseCommand):
             metavar="CONSOLE_URL",
             help="the console the lab's agent connects out to (default: $CONSOLE_URL, else "
             "http://127.0.0.1:8000): the fabric's pushes and reads go through it, as on a real SM host",
+        )
+        up.add_argument(
+            "--standby-sm",
+            action="store_true",
+            help="run a standby OpenSM on a second CA of the lab too (its own files and agent)",
         )
         down = sub.add_parser("down", help="stop a fabric's lab")
         down.add_argument("--fabric", required=True, help="fabric id or name")
@@ -73,11 +79,13 @@ class Command(BaseCommand):
     def _emit(self, data: Any, text: str) -> None:
         self.stdout.write(json.dumps(data, indent=2, default=str) if self.as_json else text)
 
-    def _up(self, *, design: str, name: str | None, agent: str | None = None, **_: Any) -> None:
+    def _up(
+        self, *, design: str, name: str | None, agent: str | None = None, standby_sm: bool = False, **_: Any
+    ) -> None:
         revision = find_revision(design)
-        fabric = start_lab(revision, name=name, actor=Actor.cli())[0]
-        start_lab_agent(fabric, agent or settings.CONSOLE_URL, actor=Actor.cli())
-        status = lab_status(fabric)
+        fabric = start_lab(revision, name=name, actor=Actor.cli(), standby=standby_sm)[0]
+        start_lab_agents(fabric, agent or settings.CONSOLE_URL, actor=Actor.cli())
+        status = lab_status(fabric, probe=True)
         self._emit(status, _describe(status))
 
     def _down(self, *, fabric: str, **_: Any) -> None:
@@ -86,7 +94,7 @@ class Command(BaseCommand):
 
     def _status(self, *, fabric: str | None, **_: Any) -> None:
         if fabric:
-            status = lab_status(find_fabric(fabric))
+            status = lab_status(find_fabric(fabric), probe=True)
             self._emit(status, _describe(status))
             return
         rows = [
@@ -125,6 +133,9 @@ def _describe(status: dict[str, Any]) -> str:
     for key in ("ibsim_sockname", "umad2sim", "sm_host", "opensm_pid", "agent_pid", "up_seconds"):
         if status.get(key) is not None:
             lines.append(f"  {key:<14} {status[key]}")
+    for sm in status.get("sms") or []:
+        role = f", {sm['role']} (priority {sm['priority']})" if sm.get("role") else ""
+        lines.append(f"  sm {sm['name']:<11} pid {sm['pid'] or '-'} on {sm['host']}{role}")
     routing = status.get("routing")
     if routing:
         flag = "  FALLBACK" if routing["fallback"] else ""

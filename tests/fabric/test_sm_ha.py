@@ -1,0 +1,163 @@
+"""Subnet-manager high availability on the lab: a master and a standby OpenSM on two CAs of one
+ibsim fabric, each with its own files and its own agent (``manage.py agent --lab-sm``), both
+connected to a real uvicorn. The console pushes every change to both; the master dies; the
+standby takes over with the console's partitions. The wire is read here with infiniband-diags
+(``smpquery``, ``sminfo``), independently of the console's own readers.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from console.fabric import changes
+from console.fabric.agents import services
+from console.fabric.changes.pipeline import apply_change
+from console.fabric.models import ChangeRequest, FabricAgent
+from tests.fabric import agent_fixtures
+from tests.fabric.agent_fixtures import ACTOR, OPERATOR, hca_guids, until
+from tests.fabric.conftest import requires_lab
+from tests.fabric.lab_fixtures import with_agent
+
+lab_data_dir = agent_fixtures.lab_data_dir
+lab_fabric = agent_fixtures.lab_fabric
+su1_revision = agent_fixtures.su1_revision
+
+pytestmark = [requires_lab, pytest.mark.lab, pytest.mark.timeout(300), pytest.mark.django_db(transaction=True)]
+
+#: The issue's bound: from the master's death to the standby's port answering MASTER.
+TAKEOVER_BOUND_S = 15.0
+
+
+def lids_of(lab, guids: list[int]) -> dict[int, int]:
+    """Port GUID → LID, from ibnetdiscover (the CA ports' GUIDs)."""
+    by_guid = {n.guid + 1: n.lid for n in lab.diags().ibnetdiscover().nodes.values() if not n.is_switch}
+    return {g: by_guid[g] for g in guids}
+
+
+def port_tables(lab, lids: list[int]) -> dict[int, tuple[str, str, str]]:
+    """Each port's P_Key table, SL2VL table and VL arbitration tables as smpquery prints them."""
+    diags = lab.diags(timeout=10)
+    return {
+        lid: tuple(diags.run("smpquery", what, str(lid)).stdout.strip() for what in ("pkeys", "sl2vl", "vlarb"))
+        for lid in lids
+    }
+
+
+def apply(change_id: int, seconds: float = 60.0) -> ChangeRequest:
+    """Apply a change as a worker would: a transient error (no master yet, an agent away) is
+    retried, as the task's autoretry does."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            change = apply_change(change_id, worker_id="w")
+        except Exception as exc:  # the pipeline's TRANSIENT errors: the task retries
+            assert time.monotonic() < deadline, f"change {change_id} still not applied: {exc}"
+            time.sleep(0.5)
+            continue
+        assert change is not None
+        return change
+
+
+def agent(fabric, name: str) -> FabricAgent:
+    return FabricAgent.objects.get(fabric=fabric, name=name)
+
+
+def test_the_standby_holds_the_same_files_takes_over_in_seconds_and_no_port_changes(lab_fabric):
+    fabric, lab = lab_fabric("ha", standby=True)
+    g = hca_guids(fabric)
+    members = [g["su01-n01"], g["su01-n02"]]
+    changes.set_partition(ACTOR, OPERATOR, fabric, name="res", pkey=0x0042, members=[f"{m:#018x}" for m in members])
+    change = apply(changes.request_change(ACTOR, OPERATOR, fabric).pk)
+    assert change.status == ChangeRequest.Status.APPLIED, (change.error, change.outcome)
+    assert change.steps.get(name="standby", target="lab-standby").status == "ok"
+    # both SM hosts hold the same files, each its own priority (read from the files themselves)
+    primary, standby = lab.store_of("primary"), lab.store_of("standby")
+    assert primary.read("partitions.conf") == standby.read("partitions.conf")
+    assert "0x0042" in (standby.read("partitions.conf") or "")
+    assert "sm_priority 14" in (primary.read("opensm.conf") or "")
+    assert "sm_priority 13" in (standby.read("opensm.conf") or "")
+    assert "sminfo_polling_timeout 1000" in (standby.read("opensm.conf") or "")
+    until(
+        lambda: agent(fabric, "lab").config_hash == agent(fabric, "lab-standby").config_hash != "", 15, "hashes equal"
+    )
+    assert services.out_of_step(fabric) == []
+
+    lids = list(lids_of(lab, members).values())
+    before = port_tables(lab, lids)
+    assert "0x0042" in before[lids[0]][0] or "0x8042" in before[lids[0]][0]
+
+    # the master dies (SIGKILL): the standby's own port answers MASTER within the bound
+    killed = time.monotonic()
+    lab.kill_sm("primary")
+    until(lambda: lab.sm_role("standby")["state"] == "MASTER", TAKEOVER_BOUND_S, "the standby MASTER")
+    takeover_s = time.monotonic() - killed
+    assert takeover_s <= TAKEOVER_BOUND_S
+    lab.reap_dead_clients()
+
+    # a reservation's partition made during the takeover is pushed through the new master
+    changes.set_partition(
+        ACTOR,
+        OPERATOR,
+        fabric,
+        name="during",
+        pkey=0x0043,
+        members=[f"{g['su01-n03']:#018x}", f"{g['su01-n04']:#018x}"],
+    )
+    during = apply(changes.request_change(ACTOR, OPERATOR, fabric).pk)
+    assert during.status == ChangeRequest.Status.APPLIED, (during.error, during.outcome)
+    # the new master runs at the takeover priority; the old master's files say standby already
+    # (its agent wrote them while its OpenSM was down)
+    assert "sm_priority 15" in (standby.read("opensm.conf") or "")
+    assert "sm_priority 13" in (primary.read("opensm.conf") or "")
+    assert "0x0043" in (primary.read("partitions.conf") or "")
+    assert port_tables(lab, lids) == before  # the first tenant's ports: not one entry changed
+
+    # the old master comes back: standby, and after the master's next sweep still standby
+    lab.restart_sm(sm="primary")
+    assert lab.sm_role("primary")["state"] == "STANDBY"
+    mark = lab.sweep_mark("standby")
+    lab.reload("standby")
+    until(lambda: lab.swept_since(mark, "standby"), 30, "a heavy sweep of the master")
+    assert lab.sm_role("standby")["state"] == "MASTER"
+    assert lab.sm_role("primary")["state"] == "STANDBY"
+    assert port_tables(lab, lids) == before
+
+    # every SM host holds the current files: the master goes back to its usual priority
+    until(lambda: agent(fabric, "lab").sm_state == "STANDBY", 15, "the old master's agent reports STANDBY")
+    assert services.out_of_step(fabric) == ["lab-standby"]  # its priority: 15 → 14
+    repair = changes.reconcile(fabric, actor=ACTOR)
+    assert repair is not None and repair.reason.startswith("reconcile: SM hosts out of step")
+    assert apply(repair.pk).status == ChangeRequest.Status.UNCHANGED  # the same partitions: a priority only
+    assert "sm_priority 14" in (standby.read("opensm.conf") or "")
+    assert services.out_of_step(fabric) == []
+    assert port_tables(lab, lids) == before
+
+
+def test_a_standby_away_during_a_push_gets_the_change_on_its_return(lab_fabric, lab_console):
+    fabric, lab = lab_fabric("ha-away", standby=True)
+    g = hca_guids(fabric)
+    lab.stop_agent("standby")
+    FabricAgent.objects.filter(fabric=fabric, name="lab-standby").update(connected=False)
+    changes.set_partition(ACTOR, OPERATOR, fabric, name="res", pkey=0x0044, members=[f"{g['su01-n05']:#018x}"])
+    change = apply(changes.request_change(ACTOR, OPERATOR, fabric).pk)
+    assert change.status == ChangeRequest.Status.APPLIED, (change.error, change.outcome)
+    pending = change.steps.get(name="standby", target="lab-standby")
+    assert pending.status == "pending" and "pending on lab-standby" in pending.log
+    assert "0x0044" not in (lab.store_of("standby").read("partitions.conf") or "")
+    listed = {a["name"]: a for a in services.agents_json(fabric)}  # what GET …/agents/ answers
+    assert listed["lab-standby"]["in_step"] is False and listed["lab"]["sm_state"] == "MASTER"
+
+    # back: its heartbeat shows its files differ from the master's; the reconcile its return
+    # starts pushes to it first thing
+    with_agent(fabric, lab_console, sm="standby")
+    # (the master too: it ran at the takeover priority while a standby was away)
+    until(lambda: services.out_of_step(fabric) == ["lab", "lab-standby"], 20, "the returned standby out of step")
+    sync = changes.reconcile(fabric, actor=ACTOR)
+    assert sync is not None and "lab-standby" in sync.reason
+    assert apply(sync.pk).status == ChangeRequest.Status.UNCHANGED  # nothing new for the master
+    assert "0x0044" in (lab.store_of("standby").read("partitions.conf") or "")
+    until(lambda: agent(fabric, "lab").config_hash == agent(fabric, "lab-standby").config_hash, 15, "hashes equal")
+    assert services.out_of_step(fabric) == []
+    assert all(a["in_step"] and a["config_hash"] for a in services.agents_json(fabric))
