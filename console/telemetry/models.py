@@ -67,6 +67,7 @@ class FabricEvent(models.Model):
         CONFIG_DRIFT = "config_drift"  # the SM host's files differ from what the console wrote
         AGENT_SILENT = "agent_silent"  # an SM host's agent has not been heard from in its period
         WIRE_DRIFT = "wire_drift"  # the ports lost what was verified on them: pushed again
+        SM_TAKEOVER = "sm_takeover"  # a standby subnet manager took over as master
 
     class Severity(models.TextChoices):
         INFO = "info"

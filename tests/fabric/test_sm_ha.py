@@ -15,10 +15,16 @@ from console.fabric import changes
 from console.fabric.agents import services
 from console.fabric.changes.pipeline import apply_change
 from console.fabric.models import ChangeRequest, FabricAgent
+from console.notify.models import Event as NotifyEvent
+from console.telemetry.agents import watch
+from console.telemetry.models import FabricEvent
+from console.telemetry.sm_ha import TAKEOVER_NOTICE
+from scheduling.models import HCA, Reservation
+from scheduling.services import quotas
 from tests.fabric import agent_fixtures
 from tests.fabric.agent_fixtures import ACTOR, OPERATOR, hca_guids, until
 from tests.fabric.conftest import requires_lab
-from tests.fabric.lab_fixtures import with_agent
+from tests.fabric.lab_fixtures import book, whole_lab_pool, with_agent
 
 lab_data_dir = agent_fixtures.lab_data_dir
 lab_fabric = agent_fixtures.lab_fabric
@@ -64,18 +70,27 @@ def agent(fabric, name: str) -> FabricAgent:
     return FabricAgent.objects.get(fabric=fabric, name=name)
 
 
-def test_the_standby_holds_the_same_files_takes_over_in_seconds_and_no_port_changes(lab_fabric):
+def test_the_standby_holds_the_same_files_takes_over_in_seconds_and_no_port_changes(lab_fabric, tenant_a):
     fabric, lab = lab_fabric("ha", standby=True)
-    g = hca_guids(fabric)
-    members = [g["su01-n01"], g["su01-n02"]]
-    changes.set_partition(ACTOR, OPERATOR, fabric, name="res", pkey=0x0042, members=[f"{m:#018x}" for m in members])
-    change = apply(changes.request_change(ACTOR, OPERATOR, fabric).pk)
+    pool = whole_lab_pool(fabric)
+    quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_a, pool=pool, guaranteed_gpus=64)
+    reservation = book(pool, tenant_a, 16, "before-takeover")
+    change = changes.reconcile(fabric, actor=ACTOR)
+    assert change is not None
+    change = apply(change.pk)
     assert change.status == ChangeRequest.Status.APPLIED, (change.error, change.outcome)
+    reservation.refresh_from_db()
+    assert reservation.status == Reservation.Status.READY
+    members = [
+        int(h, 16)
+        for h in HCA.objects.filter(node__in=reservation.allocations.values("node")).values_list("port_guid", flat=True)
+    ]
+    pkey = reservation.pkey
     assert change.steps.get(name="standby", target="lab-standby").status == "ok"
     # both SM hosts hold the same files, each its own priority (read from the files themselves)
     primary, standby = lab.store_of("primary"), lab.store_of("standby")
     assert primary.read("partitions.conf") == standby.read("partitions.conf")
-    assert "0x0042" in (standby.read("partitions.conf") or "")
+    assert f"{pkey:#06x}" in (standby.read("partitions.conf") or "")
     assert "sm_priority 14" in (primary.read("opensm.conf") or "")
     assert "sm_priority 13" in (standby.read("opensm.conf") or "")
     assert "sminfo_polling_timeout 1000" in (standby.read("opensm.conf") or "")
@@ -86,32 +101,42 @@ def test_the_standby_holds_the_same_files_takes_over_in_seconds_and_no_port_chan
 
     lids = list(lids_of(lab, members).values())
     before = port_tables(lab, lids)
-    assert "0x0042" in before[lids[0]][0] or "0x8042" in before[lids[0]][0]
+    assert f"{pkey | 0x8000:#06x}" in before[lids[0]][0]  # a full member, read with smpquery
 
     # the master dies (SIGKILL): the standby's own port answers MASTER within the bound
     killed = time.monotonic()
     lab.kill_sm("primary")
+    during = book(pool, tenant_a, 16, "during-takeover")  # a reservation made meanwhile
     until(lambda: lab.sm_role("standby")["state"] == "MASTER", TAKEOVER_BOUND_S, "the standby MASTER")
     takeover_s = time.monotonic() - killed
     assert takeover_s <= TAKEOVER_BOUND_S
     lab.reap_dead_clients()
 
-    # a reservation's partition made during the takeover is pushed through the new master
-    changes.set_partition(
-        ACTOR,
-        OPERATOR,
-        fabric,
-        name="during",
-        pkey=0x0043,
-        members=[f"{g['su01-n03']:#018x}", f"{g['su01-n04']:#018x}"],
-    )
-    during = apply(changes.request_change(ACTOR, OPERATOR, fabric).pk)
-    assert during.status == ChangeRequest.Status.APPLIED, (during.error, during.outcome)
+    # the takeover is an event with its time, for the operators and the tenants on the fabric
+    until(lambda: agent(fabric, "lab-standby").master_since is not None, 15, "the standby's agent reports MASTER")
+    watch()
+    event = FabricEvent.objects.get(fabric=fabric, kind=FabricEvent.Kind.SM_TAKEOVER)
+    assert event.detail["name"] == "lab-standby" and event.status == FabricEvent.Status.OPEN
+    assert list(event.tenants.values_list("pk", flat=True)) == [tenant_a.pk]
+    notices = NotifyEvent.objects.filter(tenant=tenant_a, type="reservation.fabric_fault")
+    assert {n.reservation_id for n in notices} == {reservation.pk, during.pk}  # each reservation on it
+    for notice in notices:
+        fault = notice.payload["data"]["fault"]
+        assert fault["kind"] == "sm_takeover" and fault["message"] == TAKEOVER_NOTICE
+        assert "lab" not in str(fault)  # nothing of the operators' SM hosts
+
+    # the reservation made during the takeover is pushed through the new master and ready
+    change = changes.reconcile(fabric, actor=ACTOR)
+    assert change is not None
+    change = apply(change.pk)
+    assert change.status == ChangeRequest.Status.APPLIED, (change.error, change.outcome)
+    during.refresh_from_db()
+    assert during.status == Reservation.Status.READY
     # the new master runs at the takeover priority; the old master's files say standby already
     # (its agent wrote them while its OpenSM was down)
     assert "sm_priority 15" in (standby.read("opensm.conf") or "")
     assert "sm_priority 13" in (primary.read("opensm.conf") or "")
-    assert "0x0043" in (primary.read("partitions.conf") or "")
+    assert f"{during.pkey:#06x}" in (primary.read("partitions.conf") or "")
     assert port_tables(lab, lids) == before  # the first tenant's ports: not one entry changed
 
     # the old master comes back: standby, and after the master's next sweep still standby
@@ -133,6 +158,10 @@ def test_the_standby_holds_the_same_files_takes_over_in_seconds_and_no_port_chan
     assert "sm_priority 14" in (standby.read("opensm.conf") or "")
     assert services.out_of_step(fabric) == []
     assert port_tables(lab, lids) == before
+    # every SM host back and in step: the failover is over
+    watch()
+    event.refresh_from_db()
+    assert event.status == FabricEvent.Status.RESOLVED and "failover complete" in event.resolution
 
 
 def test_a_standby_away_during_a_push_gets_the_change_on_its_return(lab_fabric, lab_console):
@@ -154,6 +183,11 @@ def test_a_standby_away_during_a_push_gets_the_change_on_its_return(lab_fabric, 
     with_agent(fabric, lab_console, sm="standby")
     # (the master too: it ran at the takeover priority while a standby was away)
     until(lambda: services.out_of_step(fabric) == ["lab", "lab-standby"], 20, "the returned standby out of step")
+    # the difference is an alarm with the diff of the two hosts' files
+    watch()
+    drift = FabricEvent.objects.get(fabric=fabric, kind=FabricEvent.Kind.CONFIG_DRIFT)
+    assert drift.status == FabricEvent.Status.OPEN and "a push to it is pending" in drift.message
+    assert any(line.startswith("-") and "0x0044" in line for line in drift.detail["diff"].splitlines())
     sync = changes.reconcile(fabric, actor=ACTOR)
     assert sync is not None and "lab-standby" in sync.reason
     assert apply(sync.pk).status == ChangeRequest.Status.UNCHANGED  # nothing new for the master
@@ -161,3 +195,6 @@ def test_a_standby_away_during_a_push_gets_the_change_on_its_return(lab_fabric, 
     until(lambda: agent(fabric, "lab").config_hash == agent(fabric, "lab-standby").config_hash, 15, "hashes equal")
     assert services.out_of_step(fabric) == []
     assert all(a["in_step"] and a["config_hash"] for a in services.agents_json(fabric))
+    watch()
+    drift.refresh_from_db()
+    assert drift.status == FabricEvent.Status.RESOLVED
