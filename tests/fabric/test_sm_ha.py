@@ -7,9 +7,12 @@ standby takes over with the console's partitions. The wire is read here with inf
 
 from __future__ import annotations
 
+import io
+import json
 import time
 
 import pytest
+from django.core.management import CommandError, call_command
 
 from console.fabric import changes
 from console.fabric.agents import services
@@ -19,6 +22,7 @@ from console.notify.models import Event as NotifyEvent
 from console.telemetry.agents import watch
 from console.telemetry.models import FabricEvent
 from console.telemetry.sm_ha import TAKEOVER_NOTICE
+from console.tenancy.models import AuditEntry, Role
 from scheduling.models import HCA, Reservation
 from scheduling.services import quotas
 from tests.fabric import agent_fixtures
@@ -112,6 +116,10 @@ def test_the_standby_holds_the_same_files_takes_over_in_seconds_and_no_port_chan
     assert takeover_s <= TAKEOVER_BOUND_S
     lab.reap_dead_clients()
 
+    # its agent raises its priority at once, before any push: the old master cannot take back
+    until(lambda: "sm_priority 15" in (standby.read("opensm.conf") or ""), 5, "the new master's raised priority")
+    until(lambda: lab.sm_role("standby")["priority"] == 15, 10, "OpenSM running at the raised priority")
+
     # the takeover is an event with its time, for the operators and the tenants on the fabric
     until(lambda: agent(fabric, "lab-standby").master_since is not None, 15, "the standby's agent reports MASTER")
     watch()
@@ -198,3 +206,42 @@ def test_a_standby_away_during_a_push_gets_the_change_on_its_return(lab_fabric, 
     watch()
     drift.refresh_from_db()
     assert drift.status == FabricEvent.Status.RESOLVED
+
+
+def test_the_failover_drill_measures_a_takeover_and_finds_no_port_changed(lab_fabric, tenant_a, make_user):
+    fabric, lab = lab_fabric("ha-drill", standby=True)
+    pool = whole_lab_pool(fabric)
+    quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_a, pool=pool, guaranteed_gpus=64)
+    reservation = book(pool, tenant_a, 16, "drilled")
+    change = changes.reconcile(fabric, actor=ACTOR)
+    assert change is not None and apply(change.pk).status == ChangeRequest.Status.APPLIED
+    until(lambda: agent(fabric, "lab").config_hash == agent(fabric, "lab-standby").config_hash, 15, "hashes equal")
+
+    # tenants may not; a change being pushed refuses it
+    make_user("alice-drill", Role.TENANT_ADMIN, tenant_a)
+    with pytest.raises(CommandError):
+        call_command("fabric", "--as", "alice-drill", "failover-drill", "--fabric", fabric.name, stdout=io.StringIO())
+    ChangeRequest.objects.filter(pk=change.pk).update(status=ChangeRequest.Status.APPLYING)
+    with pytest.raises(CommandError, match="being pushed"):
+        call_command("fabric", "failover-drill", "--fabric", fabric.name, stdout=io.StringIO())
+    ChangeRequest.objects.filter(pk=change.pk).update(status=ChangeRequest.Status.APPLIED)
+
+    # the dry run touches nothing and finds the standby ready
+    out = io.StringIO()
+    call_command("fabric", "failover-drill", "--fabric", fabric.name, "--dry-run", "--json", stdout=out)
+    dry = json.loads(out.getvalue())
+    assert dry["mode"] == "dry-run" and dry["ready"] and dry["standbys"][0]["problems"] == [], dry["standbys"]
+    assert lab.sm_role("primary")["state"] == "MASTER"
+
+    out = io.StringIO()
+    call_command("fabric", "failover-drill", "--fabric", fabric.name, "--json", stdout=out)
+    report = json.loads(out.getvalue())
+    assert report["mode"] == "lab" and report["master"] == "lab" and report["new_master"] == "lab-standby"
+    assert 0 < report["detection_s"] <= report["takeover_s"] <= TAKEOVER_BOUND_S
+    members = HCA.objects.filter(node__in=reservation.allocations.values("node")).count()
+    assert report["ports_checked"] == members == 16
+    assert report["differences"] == []
+    assert report["old_master"] == "STANDBY"
+    # the wire and the SMs agree with the report, read here with infiniband-diags
+    assert lab.sm_role("standby")["state"] == "MASTER" and lab.sm_role("primary")["state"] == "STANDBY"
+    assert AuditEntry.objects.filter(action="fabric.failover_drill", object_id=str(fabric.pk)).count() == 2

@@ -219,13 +219,18 @@ class Stack:
 
     def _add_agent(self, fabric: Fabric) -> None:
         """The lab's agent: ``manage.py agent --lab`` with only web's URL and its token (no
-        database, no broker in its environment); up once it reported its OpenSM master."""
-        made = lab_agent(ACTOR, fabric)
+        database, no broker in its environment); up once it reported its OpenSM master. A lab
+        with a standby OpenSM gets the standby's agent too (``agent-standby``), up once it
+        reported its OpenSM answering."""
         workdir = str(fabric.config["workdir"])
-        argv = ["manage.py", "agent", "--console", self.url, "--fabric", fabric.name, "--lab", workdir]
-        agent = self.add("agent", argv, lambda p: _agent_master(fabric))
-        agent.env = {k: v for k, v in agent.env.items() if not k.endswith(("DATABASE_URL", "REDIS_URL"))}
-        agent.env.update(IBCONSOLE_AGENT_TOKEN=made.token, CONSOLE_DATA_DIR=str(self.workdir / "agent"))
+        for sm in Lab.attach(workdir).sms:
+            name = "lab" if sm == "primary" else f"lab-{sm}"
+            made = lab_agent(ACTOR, fabric, name=name)
+            argv = ["manage.py", "agent", "--console", self.url, "--fabric", fabric.name, "--lab", workdir]
+            ready = (lambda p: _agent_master(fabric)) if sm == "primary" else (lambda p, n=name: _agent_up(fabric, n))
+            agent = self.add("agent" if sm == "primary" else f"agent-{sm}", [*argv, "--lab-sm", sm], ready)
+            agent.env = {k: v for k, v in agent.env.items() if not k.endswith(("DATABASE_URL", "REDIS_URL"))}
+            agent.env.update(IBCONSOLE_AGENT_TOKEN=made.token, CONSOLE_DATA_DIR=str(self.workdir / f"agent-{sm}"))
 
     def _web_ready(self, process: Process) -> bool:
         try:
@@ -246,6 +251,11 @@ class Stack:
 
 def _agent_master(fabric: Fabric) -> bool:
     return FabricAgent.objects.filter(fabric=fabric, name="lab", connected=True, sm_state="MASTER").exists()
+
+
+def _agent_up(fabric: Fabric, name: str) -> bool:
+    live = FabricAgent.objects.filter(fabric=fabric, name=name, connected=True)
+    return live.filter(sm_state__in=("MASTER", "STANDBY")).exists()
 
 
 def _alive_for(process: Process, seconds: float) -> bool:
@@ -274,11 +284,16 @@ class LabPool:
         stop_lab(self.fabric)
 
 
-def lab_pool(workdir: Path, tenants: list[Tenant], *, quota_gpus: int = 64, borrow_gpus: int = 0) -> LabPool:
-    """Start the lab and book-keep it: every tenant guaranteed ``quota_gpus`` of pool su1."""
+def lab_pool(
+    workdir: Path, tenants: list[Tenant], *, quota_gpus: int = 64, borrow_gpus: int = 0, standby: bool = False
+) -> LabPool:
+    """Start the lab (with a standby OpenSM when ``standby``) and book-keep it: every tenant
+    guaranteed ``quota_gpus`` of pool su1 (the SM hosts' nodes kept out, as the demo does)."""
     uid = uuid.uuid4().hex[:6]
     _, revision = create_design(ACTOR, OPERATOR, name=f"rel-{uid}", options=ONE_SU)
-    fabric, lab = start_lab(revision, name=f"rel-{uid}", actor=ACTOR, workdir=workdir, socket_name=f"rel-{uid}")
+    fabric, lab = start_lab(
+        revision, name=f"rel-{uid}", actor=ACTOR, workdir=workdir, socket_name=f"rel-{uid}", standby=standby
+    )
     inventory.import_inventory(fabric, actor=ACTOR)
     nodes = list(Node.objects.filter(fabric=fabric))
     pool = inventory.create_pool(ACTOR, OPERATOR, fabric=fabric, name="su1", kind=Pool.Kind.BY_SU, nodes=nodes)

@@ -12,6 +12,9 @@ books new ones concurrently, and injects one fault a random delay into the burst
 - ``kill -9`` of the web process, the worker (aimed into a running push), beat or the collector,
   then a restart;
 - a Redis restart (kill -9 of the private ``redis-server`` and a start on the same port);
+- the master subnet manager killed (``kill -9`` of the master OpenSM: the lab runs a standby with
+  its own agent, which takes over), then started again as systemd would once the takeover is
+  done (it must come back standby);
 - a PostgreSQL "restart" as the console sees one: every backend of the test database terminated
   (``pg_terminate_backend``). The machine's cluster is shared with other test runs, so it is
   not restarted, and a private cluster (initdb + migrations) would cost most of the suite's
@@ -61,7 +64,7 @@ pytestmark = [
 ]
 
 SEED = int(os.environ.get("CONSOLE_CHAOS_SEED", "14"))
-FAULTS = ("web", "worker", "beat", "collector", "redis", "postgres")
+FAULTS = ("web", "worker", "beat", "collector", "redis", "postgres", "sm")
 ROUNDS = int(os.environ.get("CONSOLE_CHAOS_ROUNDS", str(len(FAULTS))))
 RECOVERY_S = 30.0
 S = Reservation.Status
@@ -70,7 +73,7 @@ S = Reservation.Status
 @pytest.fixture
 def world(tmp_path, tenant_a, tenant_b, make_user):
     """One lab and one console stack for the whole suite; a token per tenant."""
-    pool = lab_pool(tmp_path / "lab", [tenant_a, tenant_b], quota_gpus=64)
+    pool = lab_pool(tmp_path / "lab", [tenant_a, tenant_b], quota_gpus=64, standby=True)
     tokens = []
     for tenant in (tenant_a, tenant_b):
         user = make_user(f"chaos-{tenant.slug}", Role.TENANT_ADMIN, tenant)
@@ -85,9 +88,16 @@ def world(tmp_path, tenant_a, tenant_b, make_user):
         pool.stop()
 
 
-def inject(stack: Stack, fault: str) -> None:
+def inject(stack: Stack, lab, fault: str) -> None:
     """One fault; returns once the faulted part is back."""
-    if fault == "redis":
+    if fault == "sm":
+        master = next(sm for sm in lab.sms if lab.sm_role(sm)["state"] == "MASTER")
+        other = next(sm for sm in lab.sms if sm != master)
+        lab.kill_sm(master)
+        wait_for(lambda: lab.sm_role(other, timeout=1.0)["state"] == "MASTER", 30, what="the standby's takeover")
+        lab.reap_dead_clients()
+        lab.restart_sm(sm=master)  # as systemd would; it must come back standby
+    elif fault == "redis":
         assert stack.redis is not None
         stack.redis.kill9()
         stack.redis.start()
@@ -150,7 +160,7 @@ def test_chaos(world, tenant_a, tenant_b):
             in_flight = ChangeRequest.objects.filter(status__in=OPEN).count()
             pushing = ChangeRequest.objects.filter(status__in=RUNNING).count()
             fault_at = time.monotonic()
-            inject(stack, fault)
+            inject(stack, pool.lab, fault)
             back_after = time.monotonic() - fault_at
             # kill -9 says no goodbye to ibsim: the killed process's client slots stay taken
             # (ten in all) until the lab frees them, and the checks below need one

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
@@ -31,13 +31,16 @@ from websockets.sync.client import connect
 from websockets.sync.connection import Connection
 
 from console.fabric.agents import wire
+from console.fabric.diags.mad import MadError, shared_session
 from console.fabric.diags.runner import DiagError, DiagRunner
 from console.fabric.discovery.sources import DISCOVERY_TIMEOUT, log_swept_since, read_sweep
 from console.fabric.drivers.base import DesiredFabric
 from console.fabric.drivers.hosts import OpenSmHost
 from console.fabric.drivers.opensm import OpenSmDriver
-from console.fabric.opensm import ha
-from console.fabric.opensm.files import ArtefactStore
+from console.fabric.opensm import drill, ha
+from console.fabric.opensm.conf import edit_opensm_conf, parse_opensm_conf
+from console.fabric.opensm.files import Artefact, ArtefactStore
+from console.fabric.opensm.push_types import PushOptions
 
 log = logging.getLogger("console.agent")
 VERSION = "1.0"
@@ -46,6 +49,9 @@ MAX_FRAME_BYTES = 8 * 1024 * 1024
 #: found within seconds, which a push waiting for the agent needs; an agent per SM host makes a
 #: few attempts a second at most against a console that is down.
 MAX_BACKOFF_S = 5.0
+#: How often the agent asks its own OpenSM for its state (one local SMInfo MAD): a change is sent
+#: at once, and a takeover raises the SM's priority within this long.
+SM_WATCH_S = 1.0
 
 
 class Progress(Protocol):
@@ -107,6 +113,7 @@ class Agent:
         self.host = host
         self.driver = OpenSmDriver(host, diag_timeout=diag_timeout)
         self._send_lock = threading.Lock()
+        self._own_lid: int | None = None  # this host's port's LID, once looked up
         self.ops: dict[str, Op] = {
             "push": self._push,
             "verify": self._verify,
@@ -116,6 +123,9 @@ class Agent:
             "sminfo": lambda payload, progress: self.sminfo(),
             "discover": self._discover,
             "swept_since": self._swept_since,
+            "port_tables": self._port_tables,
+            "sm_stop": self._sm_stop,
+            "sm_start": lambda payload, progress: self._sm_start(),
             **(extra_ops or {}),  # the live collector's reads (console.telemetry.agent_ops)
         }
 
@@ -176,12 +186,49 @@ class Agent:
                     log.warning("the console says: %s", message.get("detail"))
 
     def _heartbeats(self, ws: Connection, stop: threading.Event) -> None:
+        """A heartbeat every period, and at once when this host's OpenSM changes state (it looks
+        every :data:`SM_WATCH_S`): a takeover reaches the console within a second. When it took
+        over from standby, its priority is raised first (:meth:`_hold_mastership`)."""
+        last_sent = 0.0
+        previous = ""
+        was_standby = False
         while not stop.is_set():
-            try:
-                self._send(ws, {"type": "heartbeat", "sm": self.sminfo(), "config": self.config_state()})
-            except (OSError, WebSocketException):
-                return  # the connection is gone; the main loop reconnects
-            stop.wait(self.config.heartbeat_s)
+            sm = self.sminfo()
+            state = str(sm.get("state") or "")
+            if state == "STANDBY":
+                was_standby = True
+            elif state == "MASTER" and was_standby:
+                was_standby = False
+                self._hold_mastership()
+            elif state != "DISCOVERING":
+                was_standby = False
+            if state != previous or time.monotonic() - last_sent >= self.config.heartbeat_s:
+                try:
+                    self._send(ws, {"type": "heartbeat", "sm": sm, "config": self.config_state()})
+                except (OSError, WebSocketException):
+                    return  # the connection is gone; the main loop reconnects
+                last_sent, previous = time.monotonic(), state
+            stop.wait(min(SM_WATCH_S, self.config.heartbeat_s))
+
+    def _hold_mastership(self) -> None:
+        """This host's OpenSM just took over from standby: raise its priority to the takeover
+        priority at once (its opensm.conf edited, SIGHUP), before the old master can come back
+        with its own higher one and take mastership back (OpenSM hands over to any SM of higher
+        priority it finds). The console's next push sets the priorities it decides; this is the
+        same one (:mod:`console.fabric.opensm.ha`)."""
+        store = self.host.artefacts
+        live = store.read("opensm.conf") or ""
+        wanted = {"sm_priority": str(ha.TAKEOVER_PRIORITY)}
+        if parse_opensm_conf(live).get("sm_priority") == wanted["sm_priority"]:
+            return
+        try:
+            store.swap([Artefact("opensm-conf", "opensm.conf", edit_opensm_conf(live, wanted))])
+            self.host.reload()
+            store.mark_good(["opensm.conf"])
+        except Exception:  # reported; the console's next push sets it anyway
+            log.exception("could not raise this SM's priority after its takeover")
+            return
+        log.info("took over as master: sm_priority %s", ha.TAKEOVER_PRIORITY)
 
     def _handle(self, ws: Connection, message: dict[str, Any]) -> None:
         rid, op = message.get("id"), str(message.get("op"))
@@ -221,17 +268,38 @@ class Agent:
 
     def sminfo(self) -> dict[str, Any]:
         """The SMInfo of the SM on this host's own port: MASTER, STANDBY…, or NO ANSWER when no
-        OpenSM runs here."""
+        OpenSM runs here. Asked every second (:data:`SM_WATCH_S`) through the host's long-lived
+        MAD helper at the port's own LID (one MAD, no process, no new umad client); the LID is
+        looked up with ``smpquery -D portinfo 0`` when not known yet, and the slow way
+        (``sminfo -D 0``) answers while the port has none."""
+        diags = self.host.diags(timeout=3)
         try:
-            info = self.host.diags(timeout=3).own_sminfo()
-        except DiagError as exc:
+            if self._own_lid is None:
+                self._own_lid = diags.portinfo_local().lid or None
+            info = shared_session(diags.env, timeout=3).sminfo(self._own_lid) if self._own_lid else None
+        except (DiagError, MadError) as exc:
+            self._own_lid = None
             return {"state": "NO ANSWER", "error": str(exc)[:200]}
+        if self._own_lid is None:
+            try:
+                slow = diags.own_sminfo()
+            except DiagError as exc:
+                return {"state": "NO ANSWER", "error": str(exc)[:200]}
+            return {
+                "state": slow.state,
+                "priority": slow.priority,
+                "guid": f"0x{slow.guid:016x}",
+                "activity": slow.activity_count,
+            }
+        if info is None:  # no SM answers at this port (or its LID changed: looked up again)
+            self._own_lid = None
+            return {"state": "NO ANSWER", "error": "no SMInfo answer from this port"}
         return {
-            "state": info.state,
-            "priority": info.priority,
-            "guid": f"0x{info.guid:016x}",
-            "lid": info.lid,
-            "activity": info.activity_count,
+            "state": str(info["state"]),
+            "priority": int(info["priority"]),
+            "guid": f"0x{int(info['guid']):016x}",
+            "lid": self._own_lid,
+            "activity": int(info["act_count"]),
         }
 
     def config_state(self) -> dict[str, Any]:
@@ -246,7 +314,7 @@ class Agent:
     def _push(self, payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
         desired = DesiredFabric.from_json(payload["desired"])
         previous = DesiredFabric.from_json(payload["previous"]) if payload.get("previous") else None
-        options = wire.options_from_json(payload["options"])
+        options = self._options(payload)
         driver = self.driver
         sm = self.sminfo()
         if sm.get("state") not in wire.SM_UP:
@@ -258,13 +326,20 @@ class Agent:
         result = driver.push(desired, previous=previous, options=options, progress=progress)
         return {**wire.result_to_json(result), "config": self.config_state()}
 
+    def _options(self, payload: dict[str, Any]) -> PushOptions:
+        """The request's push options, its diag processes at once capped by what this host can
+        run (a lab's ibsim serves ten umad clients in all: ``LabHost.parallel_diags``)."""
+        options = wire.options_from_json(payload["options"])
+        limit = getattr(self.host, "parallel_diags", None)
+        return replace(options, parallel=min(options.parallel, limit)) if isinstance(limit, int) else options
+
     def _verify(self, payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
         desired = DesiredFabric.from_json(payload["desired"])
-        return {"mismatches": self.driver.verify(desired, options=wire.options_from_json(payload["options"]))}
+        return {"mismatches": self.driver.verify(desired, options=self._options(payload))}
 
     def _probe(self, payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
         plan = wire.plan_from_json(payload["plan"])
-        probe = self.driver.probe_isolation(plan, options=wire.options_from_json(payload["options"]))
+        probe = self.driver.probe_isolation(plan, options=self._options(payload))
         return wire.probe_to_json(probe)
 
     def _discover(self, payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
@@ -274,6 +349,26 @@ class Agent:
 
     def _swept_since(self, payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
         return {"swept": log_swept_since(self.host.sm_log()[0], int(payload["mark"]))}
+
+    def _port_tables(self, payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
+        """The P_Key and QoS tables of the given ports, read over SMPs from this host."""
+        diags = self.host.diags(timeout=60)
+        guids = [int(g, 16) for g in payload["guids"]]
+        return {"ports": drill.read_tables(diags, shared_session(diags.env, timeout=60), guids)}
+
+    def _sm_stop(self, payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
+        """Kill this host's OpenSM (a failover drill on a lab; a real SM host refuses: its drill
+        is a dry run)."""
+        stop = getattr(self.host, "stop_sm", None)
+        if not callable(stop):
+            raise ValueError("this SM host does not stop its OpenSM for a drill (a lab's does): run it as a dry run")
+        stop()
+        return {"stopped": True}
+
+    def _sm_start(self) -> dict[str, Any]:
+        """Start this host's OpenSM again (its files as they are now) and say what it is."""
+        self.host.restart()
+        return {"sm": self.sminfo()}
 
     def _port(self, payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
         result = self.driver.set_port_state(

@@ -163,6 +163,10 @@ class DiagRunner:
         """The master SM as seen from our port."""
         return parse_sminfo(self.run("sminfo", timeout=timeout).stdout)
 
+    def portinfo_local(self, *, timeout: float | None = None) -> PortInfo:
+        """PortInfo of our own port (``smpquery -D portinfo 0``): its LID (0 before an SM gave it one)."""
+        return parse_portinfo(self.run("smpquery", "-D", "portinfo", "0", timeout=timeout).stdout)
+
     def own_sminfo(self, *, timeout: float | None = None) -> SmInfo:
         """The SMInfo of the SM on our own port (``sminfo -D 0``, the empty directed route): a
         standby answers STANDBY; no SM on this port, no answer (DiagError)."""

@@ -101,6 +101,11 @@ class LabHost:
     """A running lab (:class:`console.fabric.lab.manager.Lab`) as an OpenSM host: its primary
     OpenSM, or (``sm="standby"``) its standby's, each with its own files, log and CA."""
 
+    #: diag processes one request may run at once: ibsim serves ten umad clients in all, and
+    #: the lab's OpenSMs, its agents' MAD helpers, the collector's reader and the tests' own
+    #: diags hold some of them (a client refused panics: "sim_init: connect failed")
+    parallel_diags = 3
+
     def __init__(self, lab: Any, sm: str = "primary") -> None:
         self.lab = lab
         self.sm = sm
@@ -116,7 +121,12 @@ class LabHost:
 
     def restart(self) -> None:
         """Restart that OpenSM with its arguments and wait for it."""
+        self.lab.reap_dead_clients()  # a killed OpenSM's ibsim slot
         self.lab.restart_sm(wait=True, sm=self.sm)
+
+    def stop_sm(self) -> None:
+        """Kill that OpenSM (SIGKILL, as a crash): a failover drill's fault."""
+        self.lab.kill_sm(self.sm)
 
     def diags(self, *, timeout: float | None = None) -> DiagRunner:
         """Diags from that OpenSM's CA."""

@@ -36,6 +36,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from console.fabric import changes
 from console.fabric.agents import services as agent_services
+from console.fabric.agents.drill import failover_drill
 from console.fabric.api.serializers import ChangeSerializer
 from console.fabric.changes.pipeline import apply_change
 from console.fabric.discovery.services import compare, discover
@@ -108,6 +109,16 @@ class Command(BaseCommand):
             common(p := asub.add_parser(verb, help=what), wait=False)
             if verb != "list":
                 p.add_argument("--name", required=True, help="the agent's name, e.g. the SM host's (smhost1)")
+        common(
+            p := sub.add_parser(
+                "failover-drill",
+                help="kill the master OpenSM of a lab fabric and measure the standby's takeover "
+                "(any other fabric, or --dry-run: check the standbys' readiness, touching nothing)",
+            ),
+            wait=False,
+        )
+        p.add_argument("--dry-run", action="store_true", help="only check the standbys' readiness")
+        p.add_argument("--timeout", type=float, default=60.0, help="seconds the takeover may take")
         common(sub.add_parser("discover", help="ibnetdiscover and store the graph"), wait=False)
         common(p := sub.add_parser("compare", help="discovered vs designed"), wait=False)
         p.add_argument(
@@ -123,6 +134,8 @@ class Command(BaseCommand):
         try:
             if opts["action"] == "agent":
                 return self._agent(actor, principal, fabric, opts)
+            if opts["action"] == "failover-drill":
+                return self._drill(actor, principal, fabric, opts)
             if opts["action"] == "discover":
                 run = discover(fabric, actor=actor, progress=lambda step, _: self.stderr.write(f"… {step}"))
                 body = {"duration_s": run.duration_s, "summary": run.summary}
@@ -207,6 +220,27 @@ class Command(BaseCommand):
         if opts.get("json"):
             return self._print(opts, {"agents": rows})
         self.stdout.write("\n".join(_agent_row(r) for r in rows) or f"no agent on {fabric.name}")
+        return None
+
+    def _drill(self, actor: Actor, principal: Principal, fabric: Fabric, opts: dict[str, Any]) -> None:
+        report = failover_drill(actor, principal, fabric, dry_run=opts["dry_run"], timeout=opts["timeout"])
+        if opts.get("json"):
+            return self._print(opts, report)
+        lines = [f"failover drill of {fabric.name} ({report['mode']}): master {report['master']}"]
+        for s in report["standbys"]:
+            lines.append(
+                f"  standby {s['name']}: {'ready' if s['ready'] else 'NOT READY: ' + '; '.join(s['problems'])}"
+            )
+        if report["mode"] == "lab":
+            lines.append(
+                f"  killed {report['master']}: {report['new_master']} left STANDBY after {report['detection_s']} s, "
+                f"MASTER after {report['takeover_s']} s"
+            )
+            diffs = report["differences"]
+            lines.append(f"  {report['ports_checked']} member ports: {len(diffs)} P_Key/QoS table differences")
+            lines += [f"    {d}" for d in diffs]
+            lines.append(f"  {report['master']} restarted: {report['old_master']}")
+        self.stdout.write("\n".join(lines))
         return None
 
     def _who(self, username: str | None) -> tuple[Actor, Principal]:
