@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from designer.errors import ParseError
+from designer.imports.lines import bounded_lines
 from designer.imports.model import Discovery, Finding
 
 
@@ -18,27 +19,49 @@ class NodeNameMapError(ParseError):
     """The node-name map (not the dump) could not be read; ``line`` is the map's line."""
 
 
-_ENTRY = re.compile(r'^(\S+)(?:\s+(?:"([^"]*)"|([^#"]*?)))?\s*(?:#.*)?$')
 _GUID = re.compile(r"^(?:0x|[SHR]-)?([0-9a-fA-F]{1,16})$")
+
+
+def _entry(line: str) -> tuple[str, str] | None:
+    """``(guid text, name)`` of a map line (stripped, not a comment), read in one pass:
+    ``<guid> "<name>" [# comment]`` or ``<guid> name [# comment]``; None when malformed (an
+    unterminated quote, text after the quoted name, a quote inside an unquoted name)."""
+    parts = line.split(None, 1)
+    guid, rest = parts[0], (parts[1].strip() if len(parts) > 1 else "")
+    if rest.startswith('"'):
+        end = rest.find('"', 1)
+        if end < 0:
+            return None
+        tail = rest[end + 1 :].strip()
+        if tail and not tail.startswith("#"):
+            return None
+        return guid, rest[1:end].strip()
+    name = rest.split("#", 1)[0]
+    if '"' in name:
+        return None
+    return guid, name.strip()
 
 
 def read_node_name_map(text: str) -> tuple[dict[int, str], list[Finding]]:
     """GUID → name, and a finding for each entry without a name; ParseError names bad GUIDs."""
     names: dict[int, str] = {}
     findings: list[Finding] = []
-    for lineno, raw in enumerate(text.lstrip("\ufeff").splitlines(), 1):
+    try:
+        lines = list(bounded_lines(text, "a node-name map"))
+    except ParseError as exc:
+        raise NodeNameMapError(exc.reason, line=exc.line, text=exc.text) from None
+    for lineno, raw in lines:
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        m = _ENTRY.match(line)
-        guid = _GUID.match(m.group(1)) if m else None
-        if m is None or guid is None:
+        entry = _entry(line)
+        guid = _GUID.match(entry[0]) if entry else None
+        if entry is None or guid is None:
             raise NodeNameMapError('malformed node-name-map entry: expected <guid> "<name>"', line=lineno, text=raw)
-        name = (m.group(2) if m.group(2) is not None else m.group(3) or "").strip()
-        if not name:
-            findings.append(Finding("map-entry-without-name", m.group(1), f"node-name-map line {lineno} has no name"))
+        if not entry[1]:
+            findings.append(Finding("map-entry-without-name", entry[0], f"node-name-map line {lineno} has no name"))
             continue
-        names[int(guid.group(1), 16)] = name
+        names[int(guid.group(1), 16)] = entry[1]
     return names, findings
 
 

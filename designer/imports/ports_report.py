@@ -14,13 +14,32 @@ from __future__ import annotations
 import re
 
 from designer.errors import ParseError
+from designer.imports.lines import bounded_lines
 from designer.imports.model import AGGREGATION_NODE, Discovery, Finding, IbNode, IbPort
 from designer.imports.reader import check_consistency, noise, skip_note
 
 _END = r"(CA|SW|RT)\s+(\S+)\s+(\d+)\s+(\S+)"
-_LINKED = re.compile(rf"^{_END}\s+(\d+)x\s*(\S+)\s+-\s+{_END}\s+\(\s*'(.*)'\s+-\s+'(.*)'\s*\)\s*$")
+_LINKED = re.compile(rf"^{_END}\s+(\d+)x\s*(\S+)\s+-\s+{_END}\s+\((.*)\)\s*$")
+_BETWEEN = re.compile(r"'\s+-\s+'")
 _UNLINKED = re.compile(rf"^{_END}\s+(\d+)x\s*(\S+)\s+(?:'(.*)'|(.*))$")
 _KIND = {"CA": ("Ca", "H"), "SW": ("Switch", "S"), "RT": ("Rt", "R")}
+
+
+def _descs(inner: str) -> tuple[str, str] | None:
+    """The two descriptions of ``'a' - 'b'`` (a linked line's parenthesis): split at the last
+    ``' - '`` (a description may hold one), as a greedy pattern would, looking only at the
+    quotes from the right instead of backtracking over every split."""
+    inner = inner.strip()
+    if len(inner) < 2 or inner[0] != "'" or inner[-1] != "'":
+        return None
+    middle = inner[1:-1]
+    pos = middle.rfind("'")
+    while pos >= 0:
+        found = _BETWEEN.match(middle, pos)
+        if found:
+            return middle[:pos], middle[found.end() :]
+        pos = middle.rfind("'", 0, pos)
+    return None
 
 
 def _guid(text: str, lineno: int, raw: str) -> int:
@@ -54,17 +73,18 @@ def read_ports_report(text: str) -> Discovery:
             found.lid = lid if node_kind == "Switch" else None
         return found
 
-    for lineno, raw in enumerate(text.lstrip("\ufeff").splitlines(), 1):
+    for lineno, raw in bounded_lines(text, "a ports report"):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
         m = _LINKED.match(line)
-        if m:
+        descs = _descs(m.group(11)) if m else None
+        if m and descs:
             kind, lid, port, guid, width, speed = m.group(1, 2, 3, 4, 5, 6)
             pkind, plid, pport, pguid = m.group(7, 8, 9, 10)
             g, pg = _guid(guid, lineno, raw), _guid(pguid, lineno, raw)
-            here = node(kind, _lid(lid, lineno, raw), g, m.group(11), lineno, pg if pkind == "SW" else None)
-            there = node(pkind, _lid(plid, lineno, raw), pg, m.group(12), lineno, g if kind == "SW" else None)
+            here = node(kind, _lid(lid, lineno, raw), g, descs[0], lineno, pg if pkind == "SW" else None)
+            there = node(pkind, _lid(plid, lineno, raw), pg, descs[1], lineno, g if kind == "SW" else None)
             if any(p.port == int(port) for p in here.ports):
                 continue  # each link is listed from both ends; one of them is enough per port
             entry = IbPort(int(port), there.node_id, int(pport), peer_desc=there.desc, line=lineno)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from designer.errors import ParseError
+from designer.imports.lines import MAX_LINE, bounded_lines
 from designer.imports.model import Discovery, Finding, IbNode, IbPort
 
 _HEADER = re.compile(r'^(Switch|Ca|Hca|Rt)\s+(\d+)\s+"([^"]+)"\s*(?:#\s*(.*))?$')
@@ -107,7 +108,7 @@ def _parse_comment(comment: str, port: IbPort, is_ca: bool, lineno: int, raw: st
 def is_ports_report(text: str) -> bool:
     """True when the text is an ``ibnetdiscover -p`` ports report."""
     for raw in text.lstrip("\ufeff").splitlines():
-        line = raw.strip()
+        line = raw.strip()[:MAX_LINE]  # (only its start is looked at: the reader refuses a longer line)
         if not line or line.startswith("#") or _PROMPT.match(line) or _STDERR.match(line):
             continue
         return bool(_PORTS_REPORT.match(line))
@@ -133,14 +134,13 @@ def noise(line: str) -> bool:
 
 def read_topology(text: str) -> Discovery:
     """Parse ibnetdiscover (or ibsim net file) text; ParseError names the line."""
-    text = text.lstrip("\ufeff")
     nodes: list[IbNode] = []
     pending: dict[str, tuple[int, int | None]] = {}
     current: IbNode | None = None
     ids: dict[str, int] = {}
     skipped: list[int] = []
     slot = ""
-    for lineno, raw in enumerate(text.splitlines(), 1):
+    for lineno, raw in bounded_lines(text, "ibnetdiscover's output"):
         line = raw.strip()
         if not line:
             current = None

@@ -245,3 +245,10 @@ def test_the_failover_drill_measures_a_takeover_and_finds_no_port_changed(lab_fa
     # the wire and the SMs agree with the report, read here with infiniband-diags
     assert lab.sm_role("standby")["state"] == "MASTER" and lab.sm_role("primary")["state"] == "STANDBY"
     assert AuditEntry.objects.filter(action="fabric.failover_drill", object_id=str(fabric.pk)).count() == 2
+    # lab status --json lists the SMs with pid, role and priority, as their own ports answer
+    out = io.StringIO()
+    call_command("lab", "status", "--fabric", fabric.name, "--json", stdout=out)
+    sms = {sm["name"]: sm for sm in json.loads(out.getvalue())["sms"]}
+    assert sms["standby"]["role"] == "MASTER" and sms["primary"]["role"] == "STANDBY"
+    assert sms["standby"]["priority"] == 15 and sms["primary"]["priority"] == 13
+    assert all(sm["pid"] and sm["agent_pid"] for sm in sms.values())
