@@ -485,13 +485,16 @@ AXES_ENABLE_ADMIN = False
 AXES_DISABLE_ACCESS_LOG = True  # no row per successful login: the audit log is the record
 AXES_VERBOSE = False
 # DRF throttling: per client address for requests without valid credentials ("anon", also counts
-# failed bearer tokens), per user for session requests ("session"), per API token ("token").
+# failed bearer tokens), per user for session requests ("session"), per API token ("token"), and
+# design computations per user or token ("plan").
 # "N/second|minute|hour|day"; an empty value switches that limit off. CONSOLE_TRUSTED_PROXIES is
 # the number of reverse proxies in front whose X-Forwarded-For entries are believed (default 0).
 CONSOLE_THROTTLE_RATES = {
     "anon": os.environ.get("CONSOLE_THROTTLE_ANON", "300/minute"),
     "session": os.environ.get("CONSOLE_THROTTLE_SESSION", "6000/minute"),
     "token": os.environ.get("CONSOLE_THROTTLE_TOKEN", "6000/minute"),
+    # design plans, compares and graph validations per user or token (seconds of CPU each)
+    "plan": os.environ.get("CONSOLE_THROTTLE_PLAN", "30/minute"),
 }
 # Throttle counters are shared by every web process: Redis when configured.
 CACHES = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
 
 from designer.catalogue import Catalogue, NodeType, SwitchModel
@@ -154,6 +155,22 @@ MAX_ENDPOINTS = 131_072
 MAX_SWITCHES = 32_768
 
 
+@dataclass(frozen=True)
+class Budget:
+    """How much one plan may build: its endpoints (HCA ports) and, for a torus, its switches. A
+    web request plans within :data:`REQUEST_BUDGET`; the CLI (the operator's own machine) up to
+    the design limits (:data:`MAX_ENDPOINTS`, :data:`MAX_SWITCHES`)."""
+
+    endpoints: int
+    switches: int
+
+
+#: One request's plan: a 65,536-endpoint fat tree plans in about 2 s on a 2-core machine, a
+#: 16x16x32 torus (8,192 switches) in about 2 s; the 32x32x32 torus of 32,768 switches took 15 s
+#: (docs/reliability.md, the second hardening round).
+REQUEST_BUDGET = Budget(endpoints=65_536, switches=8_192)
+
+
 def _positive(name: str, value: int | None) -> None:
     if value is None:
         return
@@ -163,8 +180,20 @@ def _positive(name: str, value: int | None) -> None:
         raise PlanError(f"{name} must be at least 1, got {value}", element=name)
 
 
-def resolve(options: PlanOptions, catalogue: Catalogue) -> ResolvedOptions:
-    """Check options against the catalogue; every problem is collected into one PlanError."""
+def _within(budget: Budget, endpoints: int, switches: int, fail: Callable[[str, str, str], None]) -> None:
+    """Refuse, naming the limit, a plan bigger than one request may build."""
+    where = "plan it with `manage.py design plan` (the CLI plans up to the design limits)"
+    if endpoints > budget.endpoints:
+        message = f"{endpoints:,} endpoints is more than one request plans (at most {budget.endpoints:,}): {where}"
+        fail("gpus", message, "over-budget")
+    if switches > budget.switches:
+        message = f"{switches:,} switches is more than one request plans (at most {budget.switches:,}): {where}"
+        fail("dims", message, "over-budget")
+
+
+def resolve(options: PlanOptions, catalogue: Catalogue, budget: Budget | None = None) -> ResolvedOptions:
+    """Check options against the catalogue (and ``budget``); every problem is collected into
+    one PlanError."""
     issues: list[Issue] = []
     warnings: list[Issue] = []
 
@@ -273,6 +302,8 @@ def resolve(options: PlanOptions, catalogue: Catalogue) -> ResolvedOptions:
     dims = parse_dims(options.dims) if options.dims else None
     if dims is not None and math.prod(dims) > MAX_SWITCHES:
         fail("dims", f"{options.dims} is {math.prod(dims):,} switches: at most {MAX_SWITCHES:,}")
+    if budget is not None:
+        _within(budget, nodes * max(hpn, 1), math.prod(dims) if dims else 0, fail)
     if issues:
         raise PlanError(issues)
     assert switch is not None and node_type is not None

@@ -14,7 +14,7 @@ from designer.errors import DesignerError, Issue, PlanError
 from designer.generators import generate
 from designer.graph import FabricGraph
 from designer.metrics import compute_metrics
-from designer.options import PlanOptions, resolve
+from designer.options import Budget, PlanOptions, resolve
 from designer.validation import IbsimLimits, ValidationReport, validate
 
 __all__ = ["PlanOptions", "PlanResult", "plan", "evaluate"]
@@ -94,8 +94,10 @@ def plan(
     catalogue: Catalogue | None = None,
     *,
     limits: IbsimLimits | None = None,
+    budget: Budget | None = None,
 ) -> PlanResult:
-    """Generate, validate and measure a design; never raises for bad input."""
+    """Generate, validate and measure a design (within ``budget`` when given: a web request's);
+    never raises for bad input."""
     catalogue = catalogue or DEFAULT_CATALOGUE
     try:
         if isinstance(options, dict):
@@ -104,7 +106,7 @@ def plan(
         issues = exc.issues if isinstance(exc, PlanError) else [Issue("error", "invalid-option", "options", str(exc))]
         return PlanResult(PlanOptions(), None, list(issues))
     try:
-        ro = resolve(options, catalogue)
+        ro = resolve(options, catalogue, budget)
         graph = generate(ro, catalogue)
     except PlanError as exc:
         return PlanResult(options, None, list(exc.issues), topology=str(options.topology))

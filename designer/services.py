@@ -28,7 +28,7 @@ from designer.imports.ibnetdiscover import import_fabric
 from designer.imports.namemap import NodeNameMapError
 from designer.imports.summary import import_summary
 from designer.models import CatalogueEntry, Design, DesignRevision
-from designer.options import PlanOptions
+from designer.options import Budget, PlanOptions
 from designer.plan import PlanResult, evaluate, plan
 from designer.serialize import graph_from_dict, graph_to_dict
 from designer.validation import validate
@@ -62,13 +62,14 @@ def catalogue_as_dict(catalogue: Catalogue) -> dict[str, list[dict[str, Any]]]:
     }
 
 
-def preview(options: dict[str, Any]) -> PlanResult:
-    """Plan without saving (the API preview, the CLI without --save, the browser form)."""
-    return plan(options, load_catalogue())
+def preview(options: dict[str, Any], *, budget: Budget | None = None) -> PlanResult:
+    """Plan without saving (the API preview, the CLI without --save, the browser form); a web
+    request plans within ``budget`` (:data:`designer.options.REQUEST_BUDGET`)."""
+    return plan(options, load_catalogue(), budget=budget)
 
 
-def _plan_or_invalid(options: dict[str, Any]) -> PlanResult:
-    result = preview(options)
+def _plan_or_invalid(options: dict[str, Any], budget: Budget | None = None) -> PlanResult:
+    result = preview(options, budget=budget)
     if not result.ok:
         raise Invalid(
             result.summary()["errors"][0] if result.summary()["errors"] else "impossible design",
@@ -102,10 +103,12 @@ def create_design(
     name: str,
     options: dict[str, Any],
     description: str = "",
+    budget: Budget | None = None,
 ) -> tuple[Design, DesignRevision]:
-    """Plan from options and save the design with its first revision."""
+    """Plan from options (within ``budget``: a web request's) and save the design with its first
+    revision."""
     require_operator(principal, to="change designs and the catalogue")
-    result = _plan_or_invalid(options)
+    result = _plan_or_invalid(options, budget)
     assert result.graph is not None  # an ok plan has a graph
     try:
         with transaction.atomic():
@@ -124,12 +127,23 @@ def create_design(
     return design, revision
 
 
-def graph_from_payload(data: Any) -> FabricGraph:
-    """A graph posted by the browser designer or a script, or a precise 400."""
+def graph_from_payload(data: Any, *, budget: Budget | None = None) -> FabricGraph:
+    """A graph posted by the browser designer or a script (within ``budget``: a web request's),
+    or a precise 400."""
     try:
-        return graph_from_dict(data, load_catalogue())
+        graph = graph_from_dict(data, load_catalogue())
     except ParseError as exc:
         raise Invalid(str(exc), fields={"graph": [str(exc)]}) from None
+    if budget is not None:
+        endpoints = sum(len(n.port_guids) or 1 for n in graph.nodes.values())
+        for count, limit, what in (
+            (endpoints, budget.endpoints, "endpoints"),
+            (len(graph.switches), budget.switches, "switches"),
+        ):
+            if count > limit:
+                detail = f"the graph has {count:,} {what}: one request validates at most {limit:,}"
+                raise Invalid(detail, fields={"graph": [detail]}, code="over_budget")
+    return graph
 
 
 def validate_graph(graph: FabricGraph) -> dict[str, Any]:
@@ -159,11 +173,18 @@ def _options_of(graph: FabricGraph) -> PlanOptions:
 
 
 def add_revision(
-    actor: Actor, principal: Principal, design: Design, *, graph_data: Any, message: str = ""
+    actor: Actor,
+    principal: Principal,
+    design: Design,
+    *,
+    graph_data: Any,
+    message: str = "",
+    budget: Budget | None = None,
 ) -> DesignRevision:
-    """Save an edited graph as the design's next revision (validation findings kept)."""
+    """Save an edited graph as the design's next revision (validation findings kept); a web
+    request's graph is held to ``budget``."""
     require_operator(principal, to="change designs and the catalogue")
-    graph = graph_from_payload(graph_data)
+    graph = graph_from_payload(graph_data, budget=budget)
     checked = validate_graph(graph)
     with transaction.atomic():
         return _save_revision(actor, design, graph, checked["summary"], message or "edited", principal.user_id)

@@ -90,6 +90,20 @@ class TokenRateThrottle(ConsoleRateThrottle):
         return self.cache_format % {"scope": self.scope, "ident": request.auth.pk}
 
 
+class PlanRateThrottle(ConsoleRateThrottle):
+    """Design computations (plans, compares, validations of posted graphs), per user or token:
+    each can cost seconds of CPU, so an account gets ``CONSOLE_THROTTLE_RATES["plan"]`` of them."""
+
+    scope = "plan"
+
+    def get_cache_key(self, request: Request, view: Any) -> str | None:
+        if isinstance(request.auth, ApiToken):
+            return self.cache_format % {"scope": self.scope, "ident": f"token-{request.auth.pk}"}
+        if request.user and request.user.is_authenticated:
+            return self.cache_format % {"scope": self.scope, "ident": f"user-{request.user.pk}"}
+        return None
+
+
 def check_anonymous(request: HttpRequest) -> None:
     """Count one credential-less (or failed-credential) request of this address; raise
     ``Throttled`` once its rate is spent."""

@@ -3,6 +3,7 @@ canvas, diff and exports. Operators write; operators and auditors read."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from django.db.models import Prefetch
@@ -15,10 +16,12 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
+from rest_framework.throttling import BaseThrottle
 
 from console.tenancy.api.base import GlobalResourceMixin
 from console.tenancy.errors import Invalid
 from console.tenancy.models import Role
+from console.tenancy.throttling import PlanRateThrottle
 from designer import services
 from designer.api.serializers import (
     CanISerializer,
@@ -39,9 +42,14 @@ from designer.errors import UnknownItemError
 from designer.exports import FORMATS, export
 from designer.feasibility import can_i
 from designer.models import CatalogueEntry, Design, DesignRevision
+from designer.options import REQUEST_BUDGET
 
 READERS = frozenset({Role.OPERATOR, Role.AUDITOR})
 REVISION = r"revisions/(?P<number>[0-9]+)"
+
+
+#: actions that plan or validate a fabric (seconds of CPU each): counted per account
+PLAN_ACTIONS = frozenset({"plan", "compare", "validate", "create", "can_i"})
 
 
 class DesignViewSet(
@@ -68,6 +76,12 @@ class DesignViewSet(
     def get_serializer_class(self) -> type[BaseSerializer]:
         return DesignListSerializer if self.action == "list" else DesignSerializer
 
+    def get_throttles(self) -> list[BaseThrottle]:
+        """The account's design computations are counted too (``CONSOLE_THROTTLE_PLAN``)."""
+        throttles = super().get_throttles()
+        computes = self.action in PLAN_ACTIONS or (self.action == "revisions" and self.request.method == "POST")
+        return [*throttles, PlanRateThrottle()] if computes else throttles
+
     # --- previews (nothing saved) ---------------------------------------------------------
     @extend_schema(request=PlanOptionsSerializer, responses={200: PlanSummarySerializer})
     @action(detail=False, methods=["post"], safe_post=True)
@@ -75,7 +89,7 @@ class DesignViewSet(
         """Plan a fabric from parameters and return its summary; saves nothing.
         Impossible input answers 400 with the errors (and the summary) in the body."""
         options = _options(request.data)
-        summary = services.preview(options).summary()
+        summary = services.preview(options, budget=REQUEST_BUDGET).summary()
         if summary["errors"]:
             body = {
                 "code": "invalid",
@@ -89,10 +103,16 @@ class DesignViewSet(
     @extend_schema(request=CompareSerializer, responses={200: CompareResultSerializer})
     @action(detail=False, methods=["post"], safe_post=True)
     def compare(self, request: Request) -> Response:
-        """Side-by-side summaries of several parameter sets."""
+        """Side-by-side summaries of several parameter sets (within one request's plan budget,
+        all rows together)."""
         serializer = CompareSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        rows = [services.preview(opts).summary() for opts in serializer.validated_data["options"]]
+        rows, left = [], REQUEST_BUDGET.endpoints  # the request's budget, shared by its rows
+        for opts in serializer.validated_data["options"]:
+            result = services.preview(opts, budget=replace(REQUEST_BUDGET, endpoints=left))
+            rows.append(result.summary())
+            if result.graph is not None:
+                left -= sum(len(n.port_guids) or 1 for n in result.graph.nodes.values())
         return Response({"rows": rows})
 
     @extend_schema(request=GraphPayloadSerializer, responses={200: ValidationResultSerializer})
@@ -101,7 +121,7 @@ class DesignViewSet(
         """Re-validate and re-measure an edited graph; saves nothing."""
         serializer = GraphPayloadSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        graph = services.graph_from_payload(serializer.validated_data["graph"])
+        graph = services.graph_from_payload(serializer.validated_data["graph"], budget=REQUEST_BUDGET)
         return Response(services.validate_graph(graph))
 
     @extend_schema(request=CanISerializer, responses={200: OpenApiTypes.OBJECT})
@@ -127,6 +147,7 @@ class DesignViewSet(
             name=data["name"],
             options=data["options"],
             description=data.get("description", ""),
+            budget=REQUEST_BUDGET,
         )
         return Response(DesignSerializer(self.queryset.get(pk=design.pk)).data, status=201)
 
@@ -173,6 +194,7 @@ class DesignViewSet(
             design,
             graph_data=serializer.validated_data["graph"],
             message=serializer.validated_data.get("message", ""),
+            budget=REQUEST_BUDGET,
         )
         return Response(RevisionSerializer(revision).data, status=201)
 
