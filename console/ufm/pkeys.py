@@ -257,7 +257,7 @@ def _change_virtual(
     try:
         change_virtual_guids(actor, principal, owner.reservation_id, add=add, remove=remove or [])
     except ConsoleError as exc:
-        raise UfmError(exc.status, exc.detail) from exc
+        raise UfmError(exc.status, exc.detail, retry_after=exc.retry_after) from exc
     return push_and_wait(actor, principal, fabric, f"UFM API: {what}", reservation=True)
 
 

@@ -142,7 +142,10 @@ class UfmView(APIView):
 
     def handle_exception(self, exc: Exception) -> Response:
         if isinstance(exc, UfmError):
-            return Response(exc.body(), status=exc.status)
+            response = Response(exc.body(), status=exc.status)
+            if exc.retry_after is not None:
+                response["Retry-After"] = str(exc.retry_after)
+            return response
         if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
             response = Response({"error": str(exc.detail)}, status=401)
             response["WWW-Authenticate"] = 'Basic realm="ufmRest"'

@@ -22,10 +22,11 @@ NAME_PREFIX = "api_pkey_"
 class UfmError(Exception):
     """A refusal in UFM's shape: ``status`` and ``{"error": message}``."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, *, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.retry_after = retry_after  # seconds, sent as Retry-After (a 429)
 
     def body(self) -> dict[str, str]:
         return {"error": self.message}

@@ -10,6 +10,7 @@ change of the fabric carries them as members of the reservation's partition
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any, cast
 
 from django.db import transaction
 
@@ -17,11 +18,43 @@ from console.fabric.opensm.lint import format_guid
 from console.fabric.services import vguid_range
 from console.tenancy import audit
 from console.tenancy.context import Actor
-from console.tenancy.errors import Forbidden
+from console.tenancy.errors import ConsoleError, Forbidden
 from console.tenancy.models import Principal
+from console.tenancy.throttling import ConsoleRateThrottle
 from scheduling.models import Reservation
 from scheduling.services.locks import reservation_for_update
 from scheduling.services.rights import check_manage
+
+
+class TooManyWrites(ConsoleError):
+    """A tenant changed its virtual GUIDs faster than ``CONSOLE_THROTTLE_RATES["vguid"]``."""
+
+    status = 429
+    code = "throttled"
+
+
+class TenantWriteThrottle(ConsoleRateThrottle):
+    """Virtual-GUID writes (each one a change of the fabric) per tenant, whichever way they come
+    (the REST API, ``/ufmRest/``, the CLI): ``CONSOLE_THROTTLE_RATES["vguid"]``."""
+
+    scope = "vguid"
+
+    def __init__(self, tenant_id: int) -> None:
+        self.tenant_id = tenant_id
+        super().__init__()
+
+    def get_cache_key(self, request: Any, view: Any) -> str | None:
+        return self.cache_format % {"scope": self.scope, "ident": f"tenant-{self.tenant_id}"}
+
+
+def _count_write(tenant_id: int) -> None:
+    """Count one effective write of the tenant; TooManyWrites (429, Retry-After) past its rate."""
+    throttle = TenantWriteThrottle(tenant_id)
+    if not throttle.allow_request(cast(Any, None), cast(Any, None)):
+        wait = int(throttle.wait() or 1)
+        error = TooManyWrites(f"too many virtual GUID changes for this tenant; retry in {wait} s")
+        error.retry_after = wait
+        raise error
 
 
 def outside_range(reservation_id: int, guids: Iterable[int]) -> list[int]:
@@ -69,6 +102,7 @@ def change_virtual_guids(
         after = [[format_guid(g), m] for g, m in sorted(current.items())]
         if after == sorted(before):
             return False
+        _count_write(res.tenant_id)
         res.virtual_guids = after
         res.save(update_fields=["virtual_guids", "updated_at"])
         audit.record(

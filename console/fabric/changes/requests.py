@@ -225,7 +225,33 @@ def reconcile(fabric: Fabric, *, actor: Actor) -> ChangeRequest | None:
             )
         if any(c.desired == desired for c in open_changes):
             return None
+        waiting = next((c for c in open_changes if _coalescable(c)), None)
+        if waiting is not None:
+            return _coalesce(actor, waiting, plan)
         return _create(actor, fabric, dry_run=False, reason="reconcile: desired ≠ applied", user_id=None, plan=plan)
+
+
+def _coalescable(change: ChangeRequest) -> bool:
+    """A change a newer desired state may fold into: one reconcile queued that no worker has
+    taken yet (it carries no operator's request, no approval, nothing of it reached OpenSM)."""
+    return (
+        change.status == Status.QUEUED
+        and not change.lease_owner
+        and change.attempts == 0
+        and change.reason.startswith("reconcile: desired")
+    )
+
+
+def _coalesce(actor: Actor, change: ChangeRequest, plan: tuple[dict, dict[str, str], str]) -> ChangeRequest:
+    """Fold the newer desired state into the waiting change (under the fabric's lock, which the
+    pipeline's acquire takes too): a burst of writes (a tenant's pods adding virtual GUIDs one by
+    one) is one push, not one each. Audited."""
+    desired, artefacts, diff = plan
+    before = {"diff": change.diff}
+    ChangeRequest.objects.filter(pk=change.pk).update(desired=desired, artefacts=artefacts, diff=diff)
+    change.desired, change.artefacts, change.diff = desired, artefacts, diff
+    audit.record(actor, "fabric.change.coalesce", change, before=before, after={"diff": diff})
+    return change
 
 
 def _refuse(actor: Actor, fabric: Fabric, exc: IsolationRefused) -> ChangeRequest | None:
