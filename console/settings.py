@@ -380,6 +380,7 @@ CELERY_BEAT_SCHEDULE = {
     # Fallback when no `manage.py collector` process runs (skips while one heartbeats).
     "telemetry-collect": {"task": "telemetry.collect", "schedule": 5.0},
     "telemetry-prune": {"task": "telemetry.prune", "schedule": 60.0},
+    "notify-redeliver": {"task": "notify.redeliver", "schedule": 60.0},
 }
 
 # Agents on the subnet-manager hosts (console/fabric/agents): they heartbeat every

@@ -56,12 +56,14 @@ def decrypt_secret(token: str) -> str:
     return _fernet().decrypt(token.encode()).decode()
 
 
-def check_url(url: str) -> None:
-    """Refuse what a webhook must not reach: schemes other than http(s), and unless
+def check_url(url: str) -> list[str]:
+    """Refuse what a webhook must not reach: schemes other than http(s), a user part, and unless
     ``NOTIFY_ALLOW_PRIVATE_URLS`` (the demo and tests, whose receivers are local) hosts that
     resolve to loopback, private, link-local or reserved addresses (save the demo's own receiver,
-    ``NOTIFY_DEMO_SINK_URL``, exactly). Checked at registration and
-    again before every POST (a name may resolve elsewhere later)."""
+    ``NOTIFY_DEMO_SINK_URL``, exactly). Checked at registration and again before every POST (a
+    name may resolve elsewhere later); returns the addresses it checked, which the POST connects
+    to (never resolving the name again: a rebinding DNS answer cannot slip in between), [] when
+    the name did not resolve and private addresses are allowed (the POST then fails)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise Invalid("webhook URLs are http:// or https:// with a host", fields={"url": ["http or https only"]})
@@ -72,18 +74,24 @@ def check_url(url: str) -> None:
     if parts.username is not None or parts.password is not None:
         # (a delivery would send them, and the requests library would not even try)
         raise Invalid("a webhook URL carries no user or password", fields={"url": ["no user:password@"]})
-    if settings.NOTIFY_ALLOW_PRIVATE_URLS or (settings.NOTIFY_DEMO_SINK_URL and url == settings.NOTIFY_DEMO_SINK_URL):
-        return  # the demo's own receiver is that one URL exactly, not its host
+    private_ok = settings.NOTIFY_ALLOW_PRIVATE_URLS or bool(
+        settings.NOTIFY_DEMO_SINK_URL and url == settings.NOTIFY_DEMO_SINK_URL
+    )  # the demo's own receiver is that one URL exactly, not its host
     refused = Invalid(
         f"{parts.hostname} is not a public address",  # (never how it resolves: that would tell)
         fields={"url": ["private, loopback, link-local, multicast and reserved addresses are refused"]},
     )
+    default = 443 if parts.scheme == "https" else 80
     try:
-        infos = socket.getaddrinfo(parts.hostname, port or 443, proto=socket.IPPROTO_TCP)
+        infos = socket.getaddrinfo(parts.hostname, port or default, proto=socket.IPPROTO_TCP)
     except OSError:
+        if private_ok:
+            return []
         raise refused from None
-    if not infos or not all(public(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])) for info in infos):
+    addresses = [str(info[4][0]).split("%", 1)[0] for info in infos]
+    if not private_ok and (not addresses or not all(public(ipaddress.ip_address(a)) for a in addresses)):
         raise refused
+    return list(dict.fromkeys(addresses))
 
 
 #: IPv6 prefixes that carry an IPv4 address in their last 32 bits: NAT64 (RFC 6052, the metadata

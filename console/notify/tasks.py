@@ -22,3 +22,12 @@ def deliver_task(self: Any, delivery_id: int) -> None:
 @shared_task(name="notify.email", acks_late=True, ignore_result=True)
 def email_task(event_id: str) -> int:
     return mail.send_event_mail(event_id)
+
+
+@shared_task(name="notify.redeliver", ignore_result=True)
+def redeliver_task() -> int:
+    """Periodic: send the overdue deliveries again (their messages were lost); how many."""
+    ids = delivery.overdue()
+    for delivery_id in ids:
+        deliver_task.delay(delivery_id)
+    return len(ids)

@@ -29,7 +29,7 @@ class Receiver:
         host, port = self.server.server_address[:2]
         return f"http://{host}:{port}/hook"
 
-    def start(self) -> Receiver:
+    def start(self, host: str = "127.0.0.1", port: int = 0) -> Receiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -46,7 +46,7 @@ class Receiver:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer((host, port), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return self
 
