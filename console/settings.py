@@ -495,7 +495,7 @@ CONSOLE_THROTTLE_RATES = {
     "session": os.environ.get("CONSOLE_THROTTLE_SESSION", "6000/minute"),
     "token": os.environ.get("CONSOLE_THROTTLE_TOKEN", "6000/minute"),
     # design plans, compares and graph validations per user or token (seconds of CPU each)
-    "plan": os.environ.get("CONSOLE_THROTTLE_PLAN", "30/minute"),
+    "plan": os.environ.get("CONSOLE_THROTTLE_PLAN", "60/minute"),
     # a tenant's virtual-GUID writes (each is a change of the fabric; a burst folds into one push)
     "vguid": os.environ.get("CONSOLE_THROTTLE_VGUID", "120/minute"),
 }
