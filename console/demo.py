@@ -97,6 +97,9 @@ DEMO_FABRIC_DESIGN = "superpod-su1"
 DEMO_POOL = "su1"
 # (tenant slug, guaranteed GPUs, borrowable GPUs)
 DEMO_QUOTAS = [("aurora", 128, 64), ("borealis", 64, 32)]
+#: The priority classes each demo tenant's quota allows (inference is granted: Borealis serves
+#: models, up to 32 GPUs of it at once; Aurora trains) and its inference share.
+DEMO_CLASSES = {"borealis": (["training", "inference", "best-effort"], 32)}
 # (tenant slug, reservation name, GPUs, hours, priority class)
 DEMO_RESERVATIONS = [
     ("aurora", "llm-pretrain-7b", 64, 8, "training"),
@@ -208,8 +211,16 @@ def seed_quotas(actor: Actor, pool: Any, rows: list[tuple[str, int, int]]) -> li
     tenants = {t.slug: t for t in Tenant.objects.filter(slug__in=[row[0] for row in rows])}
     for slug, guaranteed, borrow in rows:
         if slug in tenants and not Quota.objects.filter(tenant=tenants[slug], pool=pool).exists():
+            classes, high = DEMO_CLASSES.get(slug, (None, None))
             quotas.set_quota(
-                actor, operator, tenant=tenants[slug], pool=pool, guaranteed_gpus=guaranteed, borrow_limit_gpus=borrow
+                actor,
+                operator,
+                tenant=tenants[slug],
+                pool=pool,
+                guaranteed_gpus=guaranteed,
+                borrow_limit_gpus=borrow,
+                classes=classes,
+                high_priority_gpus=high,
             )
             made.append(slug)
     return made

@@ -197,6 +197,17 @@ class PriorityClass(models.TextChoices):
     BEST_EFFORT = "best-effort"
 
 
+#: The classes a new quota allows: inference (the high-priority VL table, the last to be preempted)
+#: is an entitlement an operator grants (issue 33).
+DEFAULT_QUOTA_CLASSES = (PriorityClass.TRAINING.value, PriorityClass.BEST_EFFORT.value)
+#: Classes whose GPUs count against a quota's ``high_priority_gpus``.
+HIGH_PRIORITY_CLASSES = frozenset({PriorityClass.INFERENCE.value})
+
+
+def default_quota_classes() -> list[str]:
+    return list(DEFAULT_QUOTA_CLASSES)
+
+
 class GpuHourPrice(models.Model):
     """What one GPU-hour costs in a pool for one priority class (chargeback; unset: the setting's default)."""
 
@@ -249,6 +260,12 @@ class Quota(TenantOwnedModel):
     guaranteed_gpus = models.PositiveIntegerField(default=0)
     borrow_limit_gpus = models.PositiveIntegerField(default=0)
     guaranteed_leaf_groups = models.PositiveSmallIntegerField(null=True, blank=True)
+    classes = models.JSONField(
+        default=default_quota_classes, help_text="the priority classes this quota allows its tenant to book"
+    )
+    high_priority_gpus = models.PositiveIntegerField(
+        null=True, blank=True, help_text="most GPUs held at once in high-priority classes (None: up to the limit)"
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -216,6 +216,8 @@ class QuotaForm(forms.Form):
     guaranteed_gpus = forms.IntegerField(min_value=0, max_value=1_000_000)
     borrow_limit_gpus = forms.IntegerField(min_value=0, max_value=1_000_000, initial=0)
     guaranteed_leaf_groups = forms.IntegerField(min_value=0, max_value=10_000, required=False)
+    classes = forms.MultipleChoiceField(choices=PriorityClass.choices, required=False)  # none ticked: as they are
+    high_priority_gpus = forms.IntegerField(min_value=0, max_value=1_000_000, required=False)
 
 
 @login_required
@@ -238,6 +240,8 @@ def reservation_quotas(request: HttpRequest) -> HttpResponse:
                     guaranteed_gpus=data["guaranteed_gpus"],
                     borrow_limit_gpus=data["borrow_limit_gpus"],
                     guaranteed_leaf_groups=data["guaranteed_leaf_groups"] or None,
+                    classes=data["classes"] or None,
+                    high_priority_gpus=data["high_priority_gpus"],
                 )
             except ConsoleError as exc:
                 messages.error(request, exc.detail)
@@ -245,7 +249,8 @@ def reservation_quotas(request: HttpRequest) -> HttpResponse:
                 messages.success(
                     request,
                     f"Quota of {data['tenant'].name} in {data['pool'].name}: "
-                    f"{quota.guaranteed_gpus} guaranteed + {quota.borrow_limit_gpus} borrowable.",
+                    f"{quota.guaranteed_gpus} guaranteed + {quota.borrow_limit_gpus} borrowable; "
+                    f"classes {', '.join(quota.classes)}.",
                 )
         return redirect("web:reservation-quotas")
     # A fixed number of queries whatever the pools × tenants grid holds (tests/platform/test_query_counts.py).

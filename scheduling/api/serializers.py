@@ -128,6 +128,19 @@ class QuotaSerializer(serializers.ModelSerializer):
     guaranteed_gpus = serializers.IntegerField(min_value=0, max_value=MAX_SIZE)
     borrow_limit_gpus = serializers.IntegerField(min_value=0, max_value=MAX_SIZE, default=0)
     guaranteed_leaf_groups = serializers.IntegerField(min_value=1, max_value=10_000, required=False, allow_null=True)
+    classes = serializers.ListField(
+        child=serializers.ChoiceField(choices=PriorityClass.values),
+        min_length=1,
+        required=False,
+        help_text="the priority classes the tenant may book (a new quota: training and best-effort)",
+    )
+    high_priority_gpus = serializers.IntegerField(
+        min_value=0,
+        max_value=MAX_SIZE,
+        required=False,
+        allow_null=True,
+        help_text="most GPUs held at once in inference (null: up to the limit)",
+    )
 
     class Meta:
         model = Quota
@@ -138,6 +151,8 @@ class QuotaSerializer(serializers.ModelSerializer):
             "guaranteed_gpus",
             "borrow_limit_gpus",
             "guaranteed_leaf_groups",
+            "classes",
+            "high_priority_gpus",
             "usage",
             "updated_at",
         ]

@@ -179,6 +179,8 @@ class QuotaViewSet(TenantScopedModelViewSet):
             guaranteed_gpus=data["guaranteed_gpus"],
             borrow_limit_gpus=data.get("borrow_limit_gpus", 0),
             guaranteed_leaf_groups=data.get("guaranteed_leaf_groups"),
+            classes=data.get("classes"),
+            high_priority_gpus=data.get("high_priority_gpus"),
         )
 
     def perform_update(self, serializer: BaseSerializer[Quota]) -> None:
@@ -195,6 +197,8 @@ class QuotaViewSet(TenantScopedModelViewSet):
             guaranteed_gpus=data.get("guaranteed_gpus", quota.guaranteed_gpus),
             borrow_limit_gpus=data.get("borrow_limit_gpus", quota.borrow_limit_gpus),
             guaranteed_leaf_groups=data.get("guaranteed_leaf_groups", quota.guaranteed_leaf_groups),
+            classes=data.get("classes"),
+            high_priority_gpus=data.get("high_priority_gpus", quota.high_priority_gpus),
         )
 
     def perform_destroy(self, instance: Quota) -> None:

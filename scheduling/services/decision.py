@@ -17,7 +17,7 @@ from django.utils import timezone
 from console.tenancy.errors import Forbidden, Invalid, NotFound
 from console.tenancy.horizon import check_within_horizon
 from console.tenancy.models import Principal, Tenant
-from scheduling.models import Pool, PriorityClass, Quota, Reservation
+from scheduling.models import HIGH_PRIORITY_CLASSES, Pool, PriorityClass, Quota, Reservation
 from scheduling.placement import Owner, Placement, Rejection, Request, reclaim_plan
 from scheduling.placement.queue import packed_limit
 from scheduling.placement.registry import ConstraintError, build_constraints
@@ -190,6 +190,37 @@ def pool_of(pool_id: int) -> Pool:
 # ---------------------------------------------------------------- engine from database state
 
 
+def _class_refusal(
+    request: ReservationRequest,
+    tenant: Tenant,
+    pool: Pool,
+    quota: Quota,
+    gpus: int,
+    start: dt.datetime,
+    end: dt.datetime,
+) -> Rejection | None:
+    """The quota's entitlement to the request's priority class: a class it does not allow, or
+    high-priority GPUs past its share, is refused naming what it allows."""
+    allowed = list(quota.classes or [])
+    if request.priority_class not in allowed:
+        message = (
+            f"priority class {request.priority_class!r} is not in tenant {tenant.name!r}'s quota in pool "
+            f"{pool.name!r}: it allows {', '.join(allowed) or 'none'} (an operator grants classes)"
+        )
+        return Rejection("class_not_allowed", message, {"allowed_classes": allowed})
+    if request.priority_class in HIGH_PRIORITY_CLASSES and quota.high_priority_gpus is not None:
+        held = usage(tenant.pk, pool.pk, start, end, classes=HIGH_PRIORITY_CLASSES)
+        if held + gpus > quota.high_priority_gpus:
+            message = (
+                f"over the high-priority share: {gpus} {request.priority_class} GPUs requested; tenant "
+                f"{tenant.name!r} holds up to {held} of its {quota.high_priority_gpus} in pool {pool.name!r} "
+                f"then (other classes allowed: {', '.join(c for c in allowed if c not in HIGH_PRIORITY_CLASSES)})"
+            )
+            details = {"high_priority_gpus": quota.high_priority_gpus, "held_high_priority_gpus": held}
+            return Rejection("over_high_priority_share", message, details)
+    return None
+
+
 def decide(
     snap: Snapshot,
     request: ReservationRequest,
@@ -237,6 +268,9 @@ def decide(
         }
         rejection = Rejection("over_quota", message, details)
         return Decision(start, end, gpus, quota, held, True, rejection, "over_quota")
+    refused = _class_refusal(request, tenant, pool, quota, gpus, start, end)
+    if refused is not None:
+        return Decision(start, end, gpus, quota, held, True, refused, str(refused.reason))
     borrowed = held + gpus > quota.guaranteed_gpus
     owner = Owner(str(tenant.pk), borrowed, priority_rank(request.priority_class))
     wanted = replace(wanted, owner=owner)

@@ -21,7 +21,7 @@ from scheduling.services.pricing import price_book
 from scheduling.services.snapshots import Snapshot
 
 #: Rejection codes no alternative cures (no quota at all, or nothing in the pool can ever match).
-HOPELESS = {"no_quota", "no_eligible_nodes", "invalid"}
+HOPELESS = {"no_quota", "class_not_allowed", "no_eligible_nodes", "invalid"}
 #: Candidate start times tried for the "later" offer beyond the engine's earliest window.
 MAX_LATER_TRIES = 8
 

@@ -75,8 +75,9 @@ MAX_JOBS_CACHED = 20_000
 _jobs: dict[tuple[Any, ...], QueuedJob] = {}
 #: A queued request asking for SHARP (its pass must hold the locks of the fabric's pools).
 SHARP = Q(constraint_params__sharp=True)
-#: Rejection codes a queue cannot cure: no quota at all, or a gang the pool cannot ever hold.
-NEVER = {"no_quota", "too_large", "no_eligible_nodes", "invalid"}
+#: Rejection codes a queue cannot cure: no quota at all, a class the quota does not allow, or a gang
+#: the pool cannot ever hold.
+NEVER = {"no_quota", "class_not_allowed", "too_large", "no_eligible_nodes", "invalid"}
 
 
 def reserve_asap(actor: Actor, principal: Principal, request: ReservationRequest) -> Reservation:

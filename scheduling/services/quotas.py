@@ -8,7 +8,7 @@ instant. The reservation service locks the quota row before counting.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -77,9 +77,13 @@ def usage(
     *,
     exclude: int | None = None,
     borrowed_only: bool = False,
+    classes: Iterable[str] | None = None,
 ) -> int:
-    """Peak GPUs the tenant holds in the pool over ``[start, end)``."""
+    """Peak GPUs the tenant holds in the pool over ``[start, end)`` (in ``classes`` only, when
+    given)."""
     queryset = Reservation.objects.live().filter(tenant_id=tenant_id, pool_id=pool_id, start__lt=end, end__gt=start)
+    if classes is not None:
+        queryset = queryset.filter(priority_class__in=list(classes))
     if exclude is not None:
         queryset = queryset.exclude(pk=exclude)
     if borrowed_only:
@@ -150,6 +154,26 @@ def pool_capacity_gpus(pool: Pool) -> int:
     return pool.nodes.aggregate(total=Sum("gpus"))["total"] or 0
 
 
+class Unset:
+    """A keyword not given (as opposed to None)."""
+
+
+UNSET = Unset()
+
+
+def _classes(classes: Sequence[str]) -> list[str]:
+    """The classes of a quota, checked: known ones, at least one, in the catalogue's order."""
+    if isinstance(classes, str) or not isinstance(classes, Sequence):
+        raise Invalid("classes is a list of priority classes", fields={"classes": ["a list"]})
+    unknown = [c for c in classes if c not in PriorityClass.values]
+    if unknown or not classes:
+        raise Invalid(
+            f"classes are some of {', '.join(PriorityClass.values)}",
+            fields={"classes": [f"unknown: {', '.join(map(str, unknown))}" if unknown else "at least one"]},
+        )
+    return [c for c in PriorityClass.values if c in classes]
+
+
 def set_quota(
     actor: Actor,
     principal: Principal,
@@ -159,6 +183,8 @@ def set_quota(
     guaranteed_gpus: int,
     borrow_limit_gpus: int = 0,
     guaranteed_leaf_groups: int | None = None,
+    classes: Sequence[str] | None = None,
+    high_priority_gpus: int | None | Unset = UNSET,
 ) -> Quota:
     """Create or change a tenant's quota in a pool (operators only).
 
@@ -167,10 +193,14 @@ def set_quota(
     shaped guarantee its guaranteed GPUs do not cover (the tenant's claim of whole leaf groups
     would count as borrowed, which reclaims nothing, while the groups stay held for it).
     Placement keeps every shaped guarantee placeable (``scheduling.placement.guarantees``).
+    ``classes``: the priority classes the tenant may book (None: as they are; a new quota allows
+    training and best-effort); ``high_priority_gpus``: the most GPUs it may hold at once in
+    high-priority classes (None: up to the limit; not given: as it is).
     """
     require_operator(principal, to="manage inventory, pools and quotas")
     if guaranteed_gpus < 0 or borrow_limit_gpus < 0:
         raise Invalid("quotas cannot be negative")
+    allowed = _classes(classes) if classes is not None else None
     capacity = pool_capacity_gpus(pool)
     with transaction.atomic():
         quota = quota_for_update(tenant_id=tenant.pk, pool_id=pool.pk) or Quota(tenant=tenant, pool=pool)
@@ -211,6 +241,15 @@ def set_quota(
         quota.guaranteed_gpus = guaranteed_gpus
         quota.borrow_limit_gpus = borrow_limit_gpus
         quota.guaranteed_leaf_groups = guaranteed_leaf_groups
+        if allowed is not None:
+            quota.classes = allowed
+        if not isinstance(high_priority_gpus, Unset):
+            if high_priority_gpus is not None and not 0 <= high_priority_gpus <= limit:
+                raise Invalid(
+                    f"high-priority GPUs are at most the quota's limit ({limit})",
+                    fields={"high_priority_gpus": [f"0-{limit}"]},
+                )
+            quota.high_priority_gpus = high_priority_gpus
         try:
             with transaction.atomic():
                 quota.save()

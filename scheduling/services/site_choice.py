@@ -197,7 +197,13 @@ def decide_at_sites(
         i: decide(snap, request, tenant, pool, quota, extra=(OnSites(frozenset({i}), names),)) for i in candidates
     }
     first = next(iter(decisions.values()))
-    if first.code in {"no_quota", "over_quota", "invalid"}:  # the same at every site: the pool's
+    if first.code in {
+        "no_quota",
+        "over_quota",
+        "class_not_allowed",
+        "over_high_priority_share",
+        "invalid",
+    }:  # the pool's
         return first, None
     at = first.start.timestamp()
     starts = {i: _start_of(d, request.asap) for i, d in decisions.items()}

@@ -39,9 +39,17 @@ def make_pool(fabric: Fabric, name: str = "all", nodes=None) -> Pool:
     return inventory.create_pool(SYSTEM, OPERATOR, fabric=fabric, name=name, nodes=nodes)
 
 
-def give_quota(tenant, pool, guaranteed: int, borrow: int = 0):
+def give_quota(tenant, pool, guaranteed: int, borrow: int = 0, classes=("training", "inference", "best-effort")):
+    """A quota allowing every priority class unless ``classes`` says (the tests of the class
+    entitlement itself: tests/scheduling/test_quota_classes.py)."""
     return quotas.set_quota(
-        SYSTEM, OPERATOR, tenant=tenant, pool=pool, guaranteed_gpus=guaranteed, borrow_limit_gpus=borrow
+        SYSTEM,
+        OPERATOR,
+        tenant=tenant,
+        pool=pool,
+        guaranteed_gpus=guaranteed,
+        borrow_limit_gpus=borrow,
+        classes=list(classes),
     )
 
 

@@ -10,11 +10,11 @@ import django_filters
 import django_tables2 as tables
 from django.db.models import QuerySet
 from django.middleware.csrf import get_token
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from console.tenancy.models import Tenant
 from console.web.tables import ConsoleTable, label_empty_choices
-from scheduling.models import Pool, Quota
+from scheduling.models import DEFAULT_QUOTA_CLASSES, Pool, PriorityClass, Quota
 
 
 def gpus(value: int | None) -> str:
@@ -63,6 +63,8 @@ class QuotaTable(ConsoleTable):
     guaranteed = GpuColumn(verbose_name="Guaranteed (GPUs)", empty_values=())
     borrowable = GpuColumn(verbose_name="Borrowable (GPUs)", empty_values=())
     leaf_groups = tables.Column(verbose_name="Whole leaf groups", empty_values=())
+    classes = tables.Column(verbose_name="Priority classes", empty_values=(), orderable=False)
+    high_priority = GpuColumn(verbose_name="Inference GPUs at most", empty_values=())
     used = GpuColumn(verbose_name="Used now", empty_values=())
     headroom = GpuColumn(verbose_name="Headroom", empty_values=())
     save = tables.Column(verbose_name="", empty_values=(), orderable=False)
@@ -126,6 +128,32 @@ class QuotaTable(ConsoleTable):
     def value_leaf_groups(self, record: dict[str, Any]) -> str:
         return "" if record["leaf_groups"] is None else str(record["leaf_groups"])
 
+    def render_classes(self, record: dict[str, Any]) -> str:
+        allowed = record["classes"]
+        if not self.can_write:
+            return ", ".join(allowed)
+        return format_html_join(
+            " ",
+            '<label class="inline"><input type="checkbox" name="classes" value="{}" form="{}" '
+            'data-testid="quota-class-{}"{}> {}</label>',
+            ((cls, self._form(record), cls, " checked" if cls in allowed else "", cls) for cls in PriorityClass.values),
+        )
+
+    def value_classes(self, record: dict[str, Any]) -> str:
+        return " ".join(record["classes"])
+
+    def render_high_priority(self, record: dict[str, Any]) -> str:
+        value = record["high_priority"]
+        if not self.can_write:
+            return "up to the limit" if value is None else gpus(value)
+        label = "most GPUs held at once in inference (empty: up to the limit)"
+        return self._input(
+            record, "high_priority_gpus", label, "quota-high-priority", "" if value is None else value, 5
+        )
+
+    def value_high_priority(self, record: dict[str, Any]) -> str:
+        return "" if record["high_priority"] is None else str(record["high_priority"])
+
     def render_used(self, record: dict[str, Any]) -> str:
         if record["used"] is None:
             return format_html('<span class="muted">no quota</span>')
@@ -164,6 +192,8 @@ def quota_row(
         "guaranteed": quota.guaranteed_gpus if quota else None,
         "borrowable": quota.borrow_limit_gpus if quota else None,
         "leaf_groups": quota.guaranteed_leaf_groups if quota else None,
+        "classes": list(quota.classes) if quota else list(DEFAULT_QUOTA_CLASSES),
+        "high_priority": quota.high_priority_gpus if quota else None,
         "used": usage["used_gpus"] if usage else None,
         "headroom": usage["headroom_gpus"] if usage else None,
     }

@@ -203,6 +203,12 @@ class Command(BaseCommand):
         p.add_argument("--pool", required=True)
         p.add_argument("--guaranteed", type=int, required=True)
         p.add_argument("--borrow", type=int, default=0)
+        p.add_argument(
+            "--classes",
+            help="priority classes the tenant may book, comma-separated (default for a new quota: "
+            "training,best-effort; inference is granted)",
+        )
+        p.add_argument("--high-priority-gpus", type=int, help="most GPUs held at once in inference")
         p = sub.add_parser("reserve", help="reserve GPUs for a tenant (or --preview)")
         p.add_argument("--tenant", required=True, help="tenant slug")
         p.add_argument("--pool", required=True)
@@ -345,8 +351,13 @@ class Command(BaseCommand):
             pool=pool,
             guaranteed_gpus=o["guaranteed"],
             borrow_limit_gpus=o["borrow"],
+            classes=[c.strip() for c in o["classes"].split(",") if c.strip()] if o.get("classes") else None,
+            **({"high_priority_gpus": o["high_priority_gpus"]} if o.get("high_priority_gpus") is not None else {}),
         )
-        self.stdout.write(json.dumps(quotas.quota_usage(quota)))
+        usage = quotas.quota_usage(quota)
+        self.stdout.write(
+            json.dumps({**usage, "classes": quota.classes, "high_priority_gpus": quota.high_priority_gpus})
+        )
 
     def do_reserve(self, o: dict) -> None:
         tenant = Tenant.objects.filter(slug=o["tenant"]).first()
