@@ -136,6 +136,12 @@ WORDINGS: dict[str, Wording] = {
     "fabric.discover_requested": ("{actor} asked for a discovery of fabric {object} (job {job})",),
     "fabric.lab.start": ("{actor} started the lab of fabric {object}",),
     "fabric.lab.stop": ("{actor} stopped the lab of fabric {object}",),
+    "fabric.lab.standby": ("{actor} started a standby subnet manager in the lab of fabric {object}",),
+    "fabric.failover_drill": (
+        "{actor} ran a subnet-manager failover drill on fabric {object} ({mode}): {new_master} took over "
+        "in {takeover_s} s, {ports_checked} ports checked",
+        "{actor} ran a subnet-manager failover drill on fabric {object} ({mode})",
+    ),
     "fabric.lab.unplug": ("{actor} unplugged the cable at {node} port {port} on fabric {object}",),
     "fabric.lab.replug": ("{actor} plugged the cable back at {node} port {port} on fabric {object}",),
     "fabric.lab.counters": ("{actor} set error counters at {node} port {port} on fabric {object}",),
@@ -160,6 +166,7 @@ WORDINGS: dict[str, Wording] = {
     "fabric.change.requeue": ("Change request {id} requeued (attempt {attempts})", "Change request {id} requeued"),
     "fabric.change.resume": ("Change request {id} resumed (attempt {attempt})", "Change request {id} resumed"),
     "fabric.change.superseded": ("Change request {id} superseded by change request {by}",),
+    "fabric.change.coalesce": ("{actor} folded a newer desired state into waiting change request {id}",),
     "fabric.change.lease_released": ("Change request {id} released by a worker that is gone",),
     "fabric.change.applied": ("Change request {id} applied and verified on the fabric",),
     "fabric.change.unchanged": ("Change request {id} found nothing to push",),

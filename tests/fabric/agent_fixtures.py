@@ -152,3 +152,20 @@ def push_in_thread(change_id: int) -> tuple[threading.Thread, dict[str, object]]
     worker = threading.Thread(target=push)
     worker.start()
     return worker, outcome
+
+
+def apply_as_worker(change_id: int, seconds: float = 60.0):
+    """``apply_change`` as the task runs it: a transient error (the agent's OpenSM not answering
+    for a moment, no master reported yet) is retried, as the task's autoretry does."""
+    from console.fabric.changes.pipeline import TRANSIENT, apply_change
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            change = apply_change(change_id, worker_id="w")
+        except TRANSIENT as exc:
+            assert time.monotonic() < deadline, f"change {change_id} still not applied: {exc}"
+            time.sleep(0.5)
+            continue
+        assert change is not None
+        return change
