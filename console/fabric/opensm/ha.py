@@ -3,9 +3,9 @@
 Every SM host of a fabric runs OpenSM with the same files but its own ``sm_priority``; a standby
 polls the master's SMInfo every ``sminfo_polling_timeout`` ms and declares it dead after
 ``polling_retry_number`` failed polls, then takes over (a sweep with its own files). OpenSM's
-defaults (10,000 ms × 4) make that about 40 s; the console sets 1,000 ms × 3, so a standby takes
-over about 3-4 s after the master's death plus its first sweep (measured on the lab: see
-``docs/benchmarks.md``). The cost is one SMInfo MAD a second per standby, and a master that
+defaults (10,000 ms × 4) make that 60 s on the lab; the console sets 1,000 ms × 3: a standby is
+master about 5 s after the master's death (median of 4.94-5.17 s on the lab, its first sweep
+included: ``docs/benchmarks.md``). The cost is one SMInfo MAD a second per standby, and a master that
 cannot answer for 3 s (a host frozen that long) loses mastership: on a fabric whose master is
 known to stall, raise them in ``Fabric.config`` (``sminfo_polling_ms``, ``polling_retries``).
 
@@ -14,7 +14,11 @@ lower port GUID wins), so an SM host coming back must never outrank the one that
 master runs at :data:`MASTER_PRIORITY`, standbys at :data:`STANDBY_PRIORITY`; after a takeover
 the new master runs at :data:`TAKEOVER_PRIORITY` until every SM host holds the current files, so
 the old master, back with its old files (its :data:`MASTER_PRIORITY`), stays standby; its agent
-then writes its standby priority and the master goes back to :data:`MASTER_PRIORITY`.
+then writes its standby priority and the master goes back to :data:`MASTER_PRIORITY`. The new
+master's own agent raises it to :data:`TAKEOVER_PRIORITY` within a second of the takeover
+(``Agent._hold_mastership``): an old master restarted at once (systemd) must not find it at 13.
+What this cannot cover: a second takeover while an SM host is still away with a file at 15 ties
+at 15, and the lower port GUID wins.
 """
 
 from __future__ import annotations
