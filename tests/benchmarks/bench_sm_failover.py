@@ -9,7 +9,7 @@ and OpenSM's defaults (10,000 ms × 4, the baseline), each written into both SMs
 applied with SIGHUP (both options are reloadable). Median of ``--rounds`` (the baseline: ``--baseline-rounds``, one by default: it takes a minute).
 
 Run: ``.venv/bin/python tests/benchmarks/bench_sm_failover.py [--rounds 3] [--baseline-rounds 1]``
-(the design catalogue is read from ``DATABASE_URL``). Ends by printing ONE JSON line.
+(the design catalogue is read from ``DATABASE_URL``, migrated first). Ends by printing ONE JSON line.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 import django  # noqa: E402 - path and settings set up above for direct runs
 
 django.setup()
+
+from django.core.management import call_command  # noqa: E402
 
 from console.fabric.lab.manager import Lab  # noqa: E402
 from console.fabric.lab.plan import design_spec, lab_plan  # noqa: E402
@@ -94,6 +96,7 @@ def main() -> None:
         "--baseline-rounds", type=int, default=1, help="rounds with OpenSM's default polling (about 60 s each; 0: none)"
     )
     args = parser.parse_args()
+    call_command("migrate", verbosity=0)  # the design catalogue is read from the database
     graph = preview(ONE_SU).graph
     with tempfile.TemporaryDirectory(prefix="bench-failover-") as tmp:
         spec = design_spec(lab_plan(graph), Path(tmp).resolve(), f"bf-{os.getpid()}", standby=True)
