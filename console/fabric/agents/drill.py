@@ -29,6 +29,7 @@ from console.fabric.drivers.base import DriverError
 from console.fabric.models import AGENT_DRIVERS, Fabric, FabricAgent
 from console.fabric.opensm import drill, ha
 from console.fabric.opensm.conf import parse_opensm_conf
+from console.fabric.opensm.push_types import PushOptions
 from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import Conflict, Invalid
@@ -85,11 +86,8 @@ def _readiness(fabric: Fabric, master: FabricAgent, agent: FabricAgent) -> dict[
     except (rpc.AgentLost, DriverError) as exc:
         problems.append(f"its files cannot be read: {exc}")
         conf = {}
-    config = fabric.config or {}
-    wanted = {
-        "sminfo_polling_timeout": str(int(config.get("sminfo_polling_ms") or ha.SMINFO_POLLING_MS)),
-        "polling_retry_number": str(int(config.get("polling_retries") or ha.POLLING_RETRIES)),
-    }
+    ms, retries = ha.polling(fabric.config)
+    wanted = PushOptions(sminfo_polling_ms=ms, polling_retries=retries).ha_options()  # what a push writes
     for key, value in wanted.items():
         if conf and conf.get(key) != value:
             problems.append(f"{key} is {conf.get(key)}, the console sets {value}")

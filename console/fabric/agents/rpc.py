@@ -79,7 +79,7 @@ class SmHosts:
     def in_step(self) -> bool:
         """True when no other SM host's files can claim more than a standby's priority: all are
         connected and their opensm.conf says so."""
-        return not self.away and all((a.conf_priority or 0) <= ha.STANDBY_PRIORITY for a in self.others)
+        return ha.all_in_step((a.conf_priority for a in self.others), any_away=bool(self.away))
 
 
 def sm_hosts(fabric: Fabric) -> SmHosts:

@@ -209,7 +209,7 @@ def out_of_step(fabric: Fabric) -> list[str]:
     if master is None or not master.config_hash:
         return []
     others = [a for a in live if a.pk != master.pk]
-    in_step = len(live) == len(agents) and all((a.conf_priority or 0) <= ha.STANDBY_PRIORITY for a in others)
+    in_step = ha.all_in_step((a.conf_priority for a in others), any_away=len(live) != len(agents))
     out = [master.name] if master.conf_priority != ha.priority_for(master=True, all_in_step=in_step) else []
     for agent in others:
         if agent.config_hash != master.config_hash or agent.conf_priority != ha.STANDBY_PRIORITY:

@@ -122,12 +122,8 @@ def _pushed(agent: Any, answer: dict[str, Any]) -> PushResult:
 def _polled(fabric: Any, options: PushOptions) -> PushOptions:
     """``options`` with the SMInfo polling every SM host gets: the console's, or
     ``Fabric.config``'s ``sminfo_polling_ms`` / ``polling_retries`` (:mod:`console.fabric.opensm.ha`)."""
-    config = getattr(fabric, "config", None) or {}
-    return replace(
-        options,
-        sminfo_polling_ms=int(config.get("sminfo_polling_ms") or ha.SMINFO_POLLING_MS),
-        polling_retries=int(config.get("polling_retries") or ha.POLLING_RETRIES),
-    )
+    ms, retries = ha.polling(getattr(fabric, "config", None))
+    return replace(options, sminfo_polling_ms=ms, polling_retries=retries)
 
 
 @register_driver("agent")

@@ -24,7 +24,7 @@ at 15, and the lower port GUID wins.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from console.fabric.opensm.conf import parse_opensm_conf
 
@@ -33,6 +33,20 @@ STANDBY_PRIORITY = 13
 TAKEOVER_PRIORITY = 15
 SMINFO_POLLING_MS = 1000
 POLLING_RETRIES = 3
+
+
+def polling(config: Mapping[str, object] | None) -> tuple[int, int]:
+    """(``sminfo_polling_timeout`` ms, ``polling_retry_number``) of a fabric: its
+    ``Fabric.config`` ``sminfo_polling_ms`` / ``polling_retries``, else the console's."""
+    config = config or {}
+    ms, retries = config.get("sminfo_polling_ms"), config.get("polling_retries")
+    return int(str(ms)) if ms else SMINFO_POLLING_MS, int(str(retries)) if retries else POLLING_RETRIES
+
+
+def all_in_step(other_priorities: Iterable[int | None], *, any_away: bool) -> bool:
+    """True when no SM host but the master can claim more than a standby's priority: none is
+    away (its files unknown) and every other one's opensm.conf says a standby's (None: 0)."""
+    return not any_away and all((p or 0) <= STANDBY_PRIORITY for p in other_priorities)
 
 
 def priority_for(*, master: bool, all_in_step: bool) -> int:
