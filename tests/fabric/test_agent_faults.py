@@ -50,8 +50,13 @@ def test_an_agent_killed_mid_push_resumes_on_its_return_with_nothing_stray(lab_f
         )
         change = changes.request_change(ACTOR, OPERATOR, fabric)
         worker, outcome = push_in_thread(change.pk)
-        # the agent dies (kill -9) once its push reports the verify step
-        until(lambda change=change: change.steps.filter(name="verify").exists(), 30, "the push reaching verify")
+        # the agent swapped the files (it reloads and verifies next): held still there, so that its
+        # result cannot go out first, and killed -9
+        deadline = time.monotonic() + 30
+        while f"{pkey:#06x}" not in lab.artefacts.read("partitions.conf"):
+            assert time.monotonic() < deadline, "the push never swapped the files"
+            time.sleep(0.005)
+        os.killpg(agent.pid, signal.SIGSTOP)
         socket_before = FabricAgent.objects.get(pk=made.agent.pk).channel
         os.killpg(agent.pid, signal.SIGKILL)
         worker.join(60)
