@@ -239,6 +239,9 @@ CONSOLE_DEFAULT_GPU_HOUR_PRICES = {
 }
 # The design import takes a whole ibnetdiscover dump (about 1 MB per 2,000 HCAs): its own limit.
 CONSOLE_MAX_IMPORT_BYTES = int(os.environ.get("CONSOLE_MAX_IMPORT_BYTES", str(64 * 1024 * 1024)))
+# An import larger than this (dump + node-name map + host types) is a background job with progress
+# (designer.import_jobs): a web request never parses for more than a fraction of a second.
+CONSOLE_IMPORT_INLINE_BYTES = int(os.environ.get("CONSOLE_IMPORT_INLINE_BYTES", str(256 * 1024)))
 # Idempotency-Key (console.tenancy.idempotency): how long a key replays its answer, and how long a
 # request waits for a concurrent one with the same key before answering 409 in progress.
 IDEMPOTENCY_KEY_TTL_HOURS = float(os.environ.get("IDEMPOTENCY_KEY_TTL_HOURS", "24"))

@@ -86,3 +86,45 @@ class CatalogueEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.name}"
+
+
+class ImportJob(models.Model):
+    """An ibnetdiscover import too large to parse in a web request (``CONSOLE_IMPORT_INLINE_BYTES``),
+    run by a worker: what it is doing now (``step``, ``percent``), and the design it made or why it
+    failed. The input is kept until the job ends, then dropped (the design holds what came in)."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    ACTIVE = (State.QUEUED, State.RUNNING)
+
+    name = models.CharField(max_length=100, help_text="the design it makes")
+    description = models.TextField(blank=True)
+    text = models.TextField(blank=True, help_text="the dump, until the job ends")
+    node_name_map = models.TextField(blank=True)
+    host_types = models.TextField(blank=True)
+    size_bytes = models.PositiveBigIntegerField(default=0)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
+    step = models.CharField(max_length=200, blank=True, help_text="what it is doing now, in words")
+    percent = models.PositiveSmallIntegerField(default=0)
+    error = models.TextField(blank=True)
+    fields = models.JSONField(default=dict, blank=True, help_text="the input field each error is about")
+    design = models.ForeignKey(Design, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    requested_by = models.JSONField(default=dict, help_text="the actor who asked (the design's audit names it)")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    audit_exclude = frozenset({"text", "node_name_map", "host_types"})
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"import job {self.pk} ({self.name}, {self.state})"

@@ -24,7 +24,7 @@ from designer.compare import diff_graphs
 from designer.errors import DesignerError, ParseError
 from designer.graph import FabricGraph
 from designer.imports.host_types import HostTypesError
-from designer.imports.ibnetdiscover import import_fabric
+from designer.imports.ibnetdiscover import Progress, import_fabric
 from designer.imports.namemap import NodeNameMapError
 from designer.imports.summary import import_summary
 from designer.models import CatalogueEntry, Design, DesignRevision
@@ -199,16 +199,21 @@ def import_ibnetdiscover(
     description: str = "",
     node_name_map: str | None = None,
     host_types: str | None = None,
+    progress: Progress | None = None,
 ) -> tuple[Design, DesignRevision]:
     """A brownfield fabric: ibnetdiscover output (and a node-name map) → a design with one revision.
     ``host_types`` (``PATTERN NODE_TYPE`` lines) gives the hosts their server type and GPUs.
 
     The revision's summary carries ``warnings`` one line per kind, ``warnings_full`` every finding
     and ``import`` what was inferred (tiers, rails, SUs, oversubscription, rates, chassis).
+    ``progress(step, percent)`` hears each phase start (:mod:`designer.import_jobs` shows it).
     """
     require_operator(principal, to="change designs and the catalogue")
+    say = progress or (lambda _step, _percent: None)
     try:
-        result = import_fabric(text, load_catalogue(), node_name_map=node_name_map, host_types=host_types)
+        result = import_fabric(
+            text, load_catalogue(), node_name_map=node_name_map, host_types=host_types, progress=progress
+        )
     except NodeNameMapError as exc:
         raise Invalid(f"node-name map: {exc}", fields={"node_name_map": [str(exc)]}) from None
     except HostTypesError as exc:
@@ -216,7 +221,15 @@ def import_ibnetdiscover(
     except DesignerError as exc:
         raise Invalid(str(exc), fields={"text": [str(exc)]}) from None
     graph = result.graph
+    say("validating", 60)
     checked = validate_graph(graph)
+    summary = import_summary(
+        checked["summary"],
+        [f.as_dict() for f in result.findings],
+        result.report(),
+        [i.as_dict() for i in validate(graph, max_per_code=None).warnings],
+    )
+    say("saving the design", 85)
     try:
         with transaction.atomic():
             design = Design.objects.create(
@@ -227,12 +240,6 @@ def import_ibnetdiscover(
                 created_by_id=principal.user_id,
             )
             audit.record(actor, "design.import", design, after=audit.snapshot(design))
-            summary = import_summary(
-                checked["summary"],
-                [f.as_dict() for f in result.findings],
-                result.report(),
-                [i.as_dict() for i in validate(graph, max_per_code=None).warnings],
-            )
             revision = _save_revision(actor, design, graph, summary, "imported", principal.user_id)
     except IntegrityError as exc:
         raise Conflict(f"a design named {name!r} exists") from exc

@@ -105,6 +105,7 @@ WORDINGS: dict[str, Wording] = {
     # designs
     "design.create": ("{actor} created design {object}",),
     "design.import": ("{actor} imported design {object}",),
+    "design.import_queued": ("{actor} queued the import of a large dump ({object})",),
     "design.delete": ("{actor} deleted design {object}",),
     "design.revision.create": ("{actor} saved revision {object}",),
     "catalogue.save": ("{actor} saved catalogue entry {object}",),

@@ -12,7 +12,7 @@ from dataclasses import asdict
 
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
@@ -20,10 +20,11 @@ from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
 from console.tenancy.models import Role
 from console.web.context import principal_for, refuse_readers
+from designer import import_jobs
 from designer.canvas import CanvasError, canvas_view
 from designer.errors import DesignerError
 from designer.exports import FORMATS
-from designer.models import Design, DesignRevision
+from designer.models import Design, DesignRevision, ImportJob
 from designer.options import TOPOLOGIES
 from designer.services import graph_from_payload, import_ibnetdiscover, load_catalogue
 
@@ -171,33 +172,57 @@ def _upload_text(request: HttpRequest, field: str) -> str | None:
 @login_required
 @require_POST
 def designer_import(request: HttpRequest) -> HttpResponse:
-    """Import an ibnetdiscover dump (and optionally a node-name map) and show what came in."""
+    """Import an ibnetdiscover dump (and optionally a node-name map) and show what came in; a
+    large one is a job (:mod:`designer.import_jobs`) whose page follows it."""
     _reader(request)  # 404 for who does not see the designer
     refuse_readers(request)  # 403 for who reads it only (auditors)
     name = request.POST.get("name", "").strip()
     dump, names = _upload_text(request, "dump"), _upload_text(request, "node_name_map")
+    host_types = request.POST.get("host_types", "")[:100_000] or None
     context: dict = {"active": "designer", "name": name}
     try:
         if not name or not dump:
             context["error"] = "Give the design a name and choose the ibnetdiscover output to import."
             return render(request, "web/designer_import.html", context, status=400)
-        principal = principal_for(request)
+        actor, principal = Actor.for_user(request.user), principal_for(request)
+        if import_jobs.needs_job(dump, names, host_types):
+            job = import_jobs.start(actor, principal, name=name, text=dump, node_name_map=names, host_types=host_types)
+            return redirect("web:designer-import-job", job_id=job.pk)
         design, revision = import_ibnetdiscover(
-            Actor.for_user(request.user),
-            principal,
-            name=name,
-            text=dump,
-            node_name_map=names,
-            host_types=request.POST.get("host_types", "")[:100_000] or None,
+            actor, principal, name=name, text=dump, node_name_map=names, host_types=host_types
         )
     except ConsoleError as exc:
         context["error"] = exc.detail
         return render(request, "web/designer_import.html", context, status=400)
+    return render(request, "web/designer_import.html", context | _result(design, revision))
+
+
+@login_required
+def designer_import_job(request: HttpRequest, job_id: int) -> HttpResponse:
+    """A large import's page: its phase and percent while a worker runs it (the page refreshes
+    itself), then what came in, or why it failed."""
+    _reader(request)
+    import_jobs.reap()
+    job = get_object_or_404(ImportJob, pk=job_id)
+    context: dict = {"active": "designer", "name": job.name, "job": job}
+    if job.state == ImportJob.State.FAILED:
+        context["error"] = job.error
+    elif job.state == ImportJob.State.DONE and job.design is not None:
+        revision = job.design.revisions.defer("graph").order_by("number").first()
+        if revision is not None:
+            context |= _result(job.design, revision)
+    elif job.state == ImportJob.State.DONE:
+        context["error"] = "The design this import made has been deleted since."
+    else:
+        context["follow"] = True
+    return render(request, "web/designer_import.html", context)
+
+
+def _result(design: Design, revision: DesignRevision) -> dict:
     summary = revision.summary
-    context |= {
+    return {
         "design": design,
         "summary": summary,
         "info": summary.get("import", {}),
         "canvas_url": reverse("web:designer-design", args=[design.id]),
     }
-    return render(request, "web/designer_import.html", context)

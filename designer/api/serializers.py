@@ -96,6 +96,25 @@ class CanISerializer(serializers.Serializer):
     oversubscription = serializers.CharField(required=False, max_length=20)
 
 
+class ImportJobSerializer(serializers.Serializer):
+    """A large import run by a worker (``CONSOLE_IMPORT_INLINE_BYTES``): follow ``url`` until
+    ``state`` is ``done`` (``design`` is the design it made) or ``failed`` (``error``, ``field_errors``)."""
+
+    id = serializers.IntegerField()
+    name = serializers.CharField(help_text="the design it makes")
+    state = serializers.ChoiceField(choices=["queued", "running", "done", "failed"])
+    step = serializers.CharField(help_text="the phase it is in, in words")
+    percent = serializers.IntegerField(help_text="0-100, by phase")
+    size_bytes = serializers.IntegerField(help_text="the input's size (dump, node-name map, host types)")
+    error = serializers.CharField()
+    field_errors = serializers.DictField(help_text="the input field each error is about (a 400's `fields`)")
+    design = serializers.IntegerField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    url = serializers.CharField()
+
+
 class ImportSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100)
     description = serializers.CharField(required=False, allow_blank=True)

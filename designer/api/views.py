@@ -10,7 +10,7 @@ from django.db.models import Prefetch
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -22,7 +22,7 @@ from console.tenancy.api.base import GlobalResourceMixin
 from console.tenancy.errors import Invalid
 from console.tenancy.models import Role
 from console.tenancy.throttling import PlanRateThrottle
-from designer import services
+from designer import import_jobs, services
 from designer.api.serializers import (
     CanISerializer,
     CatalogueEntrySerializer,
@@ -31,6 +31,7 @@ from designer.api.serializers import (
     DesignListSerializer,
     DesignSerializer,
     GraphPayloadSerializer,
+    ImportJobSerializer,
     ImportSerializer,
     PlanOptionsSerializer,
     PlanSummarySerializer,
@@ -41,7 +42,7 @@ from designer.api.serializers import (
 from designer.errors import UnknownItemError
 from designer.exports import FORMATS, export
 from designer.feasibility import can_i
-from designer.models import CatalogueEntry, Design, DesignRevision
+from designer.models import CatalogueEntry, Design, DesignRevision, ImportJob
 from designer.options import REQUEST_BUDGET
 
 READERS = frozenset({Role.OPERATOR, Role.AUDITOR})
@@ -154,15 +155,38 @@ class DesignViewSet(
     def perform_destroy(self, instance: Design) -> None:
         services.delete_design(self.actor, self.principal, instance)
 
-    @extend_schema(request=ImportSerializer, responses={201: DesignSerializer})
+    @extend_schema(
+        request=ImportSerializer,
+        responses={
+            201: DesignSerializer,
+            202: OpenApiResponse(
+                ImportJobSerializer,
+                description="The input is larger than CONSOLE_IMPORT_INLINE_BYTES: a worker imports it; "
+                "follow the job (Location) until it is done or failed",
+            ),
+        },
+    )
     # A real fabric's dump is megabytes (about 1 MB per 2,000 HCAs): its own, larger body limit.
     @action(detail=False, methods=["post"], url_path="import", body_limit_setting="CONSOLE_MAX_IMPORT_BYTES")
     def import_ibnetdiscover(self, request: Request) -> Response:
-        """A brownfield fabric: ibnetdiscover output becomes a design with one revision."""
+        """A brownfield fabric: ibnetdiscover output becomes a design with one revision, at once
+        (201) or, for a large input, by a worker (202 with the job to follow)."""
         serializer = ImportSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        design, _ = services.import_ibnetdiscover(self.actor, self.principal, **serializer.validated_data)
+        data = serializer.validated_data
+        if import_jobs.needs_job(data["text"], data.get("node_name_map"), data.get("host_types")):
+            job = import_jobs.start(self.actor, self.principal, **data)
+            headers = {"Location": import_jobs.url_of(job)}
+            return Response(import_jobs.job_json(job), status=status.HTTP_202_ACCEPTED, headers=headers)
+        design, _ = services.import_ibnetdiscover(self.actor, self.principal, **data)
         return Response(DesignSerializer(self.queryset.get(pk=design.pk)).data, status=201)
+
+    @extend_schema(responses={200: ImportJobSerializer})
+    @action(detail=False, methods=["get"], url_path=r"imports/(?P<job_id>[0-9]+)")
+    def import_job(self, request: Request, job_id: str) -> Response:
+        """A large import: queued, running (its step and percent), done (its design) or failed."""
+        import_jobs.reap()
+        return Response(import_jobs.job_json(get_object_or_404(ImportJob, pk=job_id)))
 
     # --- revisions ------------------------------------------------------------------------
     def _design(self) -> Design:

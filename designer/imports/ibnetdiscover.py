@@ -10,6 +10,7 @@ the same functions. Malformed input raises ParseError with the line.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,10 +28,19 @@ __all__ = [
     "FabricImport",
     "IbNode",
     "IbPort",
+    "Progress",
     "graph_from_ibnetdiscover",
     "import_fabric",
     "parse_ibnetdiscover",
 ]
+
+
+#: ``progress(step, percent)``: a long import saying which phase it is in.
+Progress = Callable[[str, int], None]
+
+
+def _silent(_step: str, _percent: int) -> None:
+    pass
 
 
 def parse_ibnetdiscover(text: str) -> Discovery:
@@ -71,12 +81,17 @@ def import_fabric(
     node_name_map: str | None = None,
     topology: str = "imported",
     host_types: str | None = None,
+    progress: Progress | None = None,
 ) -> FabricImport:
     """Parse, name (with the node-name map), infer and build; ParseError names the bad line.
     ``host_types`` (:mod:`designer.imports.host_types`) says which hosts are which servers, so
-    they come in with their GPUs."""
+    they come in with their GPUs. ``progress(step, percent)`` hears each phase start (the
+    percentages are the phases' shares of a large dump's import, validation and save included)."""
+    say = progress or _silent
+    say("parsing the dump", 0)
     disc = parse_ibnetdiscover(text) if isinstance(text, str) else text
     findings = list(disc.findings)
+    say("naming nodes and switches", 25)
     if node_name_map:
         names, map_findings = read_node_name_map(node_name_map)
         findings += map_findings
@@ -85,8 +100,10 @@ def import_fabric(
     types = parse_host_types(host_types, cat) if host_types else HostTypes()
     graph = FabricGraph(cat, topology)
     names_of = _switches(graph, disc)
+    say("inferring tiers, rails and scalable units", 30)
     inference = infer(disc, names_of)
     findings += inference.findings
+    say("building the graph", 45)
     ca_port_map = _hosts(graph, disc, inference, names_of, types)
     _links(graph, disc, ca_port_map, names_of)
     _tiers(graph, disc, inference, names_of)

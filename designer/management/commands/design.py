@@ -23,7 +23,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
 from console.tenancy.models import Principal, Role
-from designer import services
+from designer import import_jobs, services
 from designer.compare import comparison_table
 from designer.exports import FORMATS, export
 from designer.feasibility import can_i
@@ -173,9 +173,17 @@ class Command(BaseCommand):
             except OSError as exc:
                 raise CommandError(f"cannot read {path}: {exc}") from None
         actor, principal = _cli_principal(as_user)
+        # a large dump says its phases on stderr (stdout stays the result alone)
+        large = import_jobs.needs_job(*texts)
         try:
             design, revision = services.import_ibnetdiscover(
-                actor, principal, name=name, text=texts[0] or "", node_name_map=texts[1], host_types=texts[2]
+                actor,
+                principal,
+                name=name,
+                text=texts[0] or "",
+                node_name_map=texts[1],
+                host_types=texts[2],
+                progress=(lambda step, percent: self.stderr.write(f"{percent:3d} % {step}")) if large else None,
             )
         except ConsoleError as exc:
             detail = exc.detail
