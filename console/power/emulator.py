@@ -91,6 +91,21 @@ def _free_port() -> int:
         return port
 
 
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _serves(reply: requests.Response, emulator: Emulator) -> bool:
+    """Whether the answer lists every system of ``emulator`` (ours, not another server's)."""
+    members = {m.get("@odata.id", "").rstrip("/") for m in reply.json().get("Members", [])}
+    return set(emulator.systems.values()) <= members
+
+
 def _config(directory: Path, nodes: Iterable[str], power_state: str) -> str:
     systems = [
         {"uuid": system_uuid(name), "name": name, "power_state": power_state, "external_notifier": False, "nics": []}
@@ -127,6 +142,11 @@ def start(
     (directory / "htpasswd").write_text(f"{username}:{digest}\n")
     config = directory / "emulator.conf"
     config.write_text(_config(directory, names, power_state))
+    if port and not _port_free(port):
+        raise EmulatorError(
+            f"port {port} on 127.0.0.1 is taken by another process: the emulator would not be the one "
+            "answering there (stop that process, or set CONSOLE_BMC_EMULATOR_PORT and seed the demo again)"
+        )
     port = port or _free_port()
     executable = Path(sys.executable).with_name("sushy-emulator")
     log = open(directory / "emulator.log", "ab")
@@ -146,9 +166,9 @@ def start(
             raise EmulatorError(f"sushy-emulator exited ({process.returncode}); see {directory / 'emulator.log'}")
         try:
             reply = requests.get(f"{emulator.url}/redfish/v1/Systems", auth=(username, password), timeout=2)
-            if reply.status_code == 200:
+            if reply.status_code == 200 and _serves(reply, emulator) and process.poll() is None:
                 return emulator
-        except requests.ConnectionError:
+        except (requests.ConnectionError, ValueError):
             pass
         if time.monotonic() > deadline:
             emulator.stop()
