@@ -359,13 +359,21 @@ if PRODUCTION:
     SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
     SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
 
+LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO").upper()
+NOISY_LOGGERS = ("celery.beat", "celery.app.trace", "celery.worker.strategy", "uvicorn.access")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # Quiet by default, problems always printed: the beat's ticks and every task's
+        # received/succeeded lines (about 80 a minute) and uvicorn's access lines, unless
+        # LOG_LEVEL=DEBUG asks for everything.
+        **{name: {"level": "WARNING"} for name in NOISY_LOGGERS if LOG_LEVEL != "DEBUG"},
+    },
 }
 
 # Slurm mirror (scheduling.slurm_mirror): the slurm.conf of the controller that receives the
