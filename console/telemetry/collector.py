@@ -255,7 +255,9 @@ class FabricCollector:
         read_done = time.monotonic()
         self.prev, self.prev_at, self.chunk_at = readings, read_done, read_at
         self.overhead = read_done - started
-        transitions = self.alarms.links(statuses, powered_off_links(self.fabric.pk, self.lm))
+        transitions = self.alarms.links(
+            statuses, powered_off_links(self.fabric.pk, self.lm), now=time.time(), describe=self.lm.describe
+        )
         extra: dict[str, list] = {}
         if slow:
             transitions += self._slow_checks(extra)

@@ -61,6 +61,13 @@ class LinkEnd:
     peer_port: int
     tier: str
     gbps: float
+    cable: str = ""  # the design's cable type, e.g. "NDR-AOC"
+    length_m: float = 0.0
+
+    def describe(self) -> str:
+        """Both ends and the cable: ``spine-01/1 ↔ su01-leaf-r1/33 (NDR-AOC, 10 m)``."""
+        cable = ", ".join(p for p in (self.cable, f"{self.length_m:g} m" if self.length_m else "") if p)
+        return f"{self.link_id} ↔ {self.peer}/{self.peer_port}" + (f" ({cable})" if cable else "")
 
 
 @dataclass

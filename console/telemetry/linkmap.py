@@ -41,6 +41,11 @@ class LinkMap:
         """Host links of ``nodes`` (the leaf port each of their HCAs is cabled to)."""
         return {link_id(leaf, port) for n in nodes for leaf, port in self.node_uplinks.get(n, {}).values()}
 
+    def describe(self, lid: str) -> str:
+        """A link named by both ends and its cable (the id alone for a link not in the design)."""
+        end = self.ends.get(lid)
+        return end.describe() if end is not None else lid
+
     def measured_ports(self) -> dict[str, list[int]]:
         """switch → sorted ports the collector reads."""
         out: dict[str, list[int]] = {}
@@ -59,7 +64,9 @@ def build_link_map(graph: FabricGraph, discovered: Topology | None = None) -> Li
             continue
         gen_gbps = graph.port_gbps(lk.b, lk.b_port)[1] or DEFAULT_GBPS
         lid = link_id(lk.b, lk.b_port)
-        lm.ends[lid] = LinkEnd(lid, lk.b, lk.b_port, lk.a, lk.a_port, lk.tier, float(gen_gbps))
+        lm.ends[lid] = LinkEnd(
+            lid, lk.b, lk.b_port, lk.a, lk.a_port, lk.tier, float(gen_gbps), lk.cable or "", float(lk.length_m or 0)
+        )
         lm.ports.setdefault(lk.b, {})[lk.b_port] = (lk.a, lk.a_port)
         lm.ports.setdefault(lk.a, {})[lk.a_port] = (lk.b, lk.b_port)
         if lk.a in graph.nodes:

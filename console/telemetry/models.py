@@ -68,6 +68,7 @@ class FabricEvent(models.Model):
         AGENT_SILENT = "agent_silent"  # an SM host's agent has not been heard from in its period
         WIRE_DRIFT = "wire_drift"  # the ports lost what was verified on them: pushed again
         SM_TAKEOVER = "sm_takeover"  # a standby subnet manager took over as master
+        LINK_FLAPPING = "link_flapping"  # a link that keeps dropping: one alarm with its history
 
     class Severity(models.TextChoices):
         INFO = "info"

@@ -268,6 +268,15 @@ def apply_transitions(
                     notices.fabric_fault(event.reservations, fault_of(event))
                 _announce(event, tenants)
                 changed.append(event)
+            elif t.action == "update":
+                if current is None:
+                    continue
+                before = audit.snapshot(current)
+                current.message, current.detail = t.message[:300], t.detail
+                current.save(update_fields=["message", "detail"])
+                audit.record(actor, "telemetry.event.update", current, before=before, after=audit.snapshot(current))
+                _announce(current, current.tenants.values_list("pk", flat=True))
+                changed.append(current)
             elif current is not None:
                 before = audit.snapshot(current)
                 current.status = FabricEvent.Status.RESOLVED

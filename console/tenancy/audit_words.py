@@ -189,6 +189,7 @@ WORDINGS: dict[str, Wording] = {
     "telemetry.event.acknowledge": ("{actor} acknowledged event {object}",),
     "telemetry.event.resolve": ("{actor} resolved event {object}",),
     "telemetry.event.auto_resolve": ("Event resolved by itself: {object}",),
+    "telemetry.event.update": ("Event grew: {object}",),
 }
 
 #: The sentence of a code without a wording of its own.

@@ -284,3 +284,30 @@ def test_live_page_opens_a_switch_by_url_beside_its_pod_never_as_a_faceplate(wor
     assert _live_init(client.get(f"/fabrics/{fid}/live/"))["switch"] is None
     assert client.get(f"/fabrics/{fid}/live/?switch=no-such").status_code == 404
     assert client.get(f"/fabrics/{fid}/live/?level=switch").status_code == 404
+
+
+@pytest.mark.django_db
+def test_a_flapping_alarm_grows_its_history_in_place_audited():
+    from console.telemetry import services
+    from console.telemetry.alarms import Transition
+
+    fabric = _fabric()
+    opened = {"drops": 3, "history": [0, 90, 180]}
+    services.apply_transitions(
+        fabric.pk, [Transition("open", "link_flapping", "s/1", "critical", "3 drops", opened)], {}, actor=SYSTEM
+    )
+    grown = {"drops": 4, "history": [0, 90, 180, 270]}
+    changed = services.apply_transitions(
+        fabric.pk, [Transition("update", "link_flapping", "s/1", "critical", "4 drops", grown)], {}, actor=SYSTEM
+    )
+    event = FabricEvent.objects.get(fabric=fabric, kind="link_flapping")
+    assert [e.pk for e in changed] == [event.pk]
+    assert (event.status, event.message, event.detail) == ("open", "4 drops", grown)
+    assert AuditEntry.objects.filter(action="telemetry.event.update", object_id=str(event.pk)).count() == 1
+    # an update of a condition that is not open changes nothing
+    assert (
+        services.apply_transitions(
+            fabric.pk, [Transition("update", "link_flapping", "x/9", "critical", "?", {})], {}, actor=SYSTEM
+        )
+        == []
+    )

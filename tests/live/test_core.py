@@ -61,6 +61,48 @@ def test_link_down_and_routing_fallback_and_sm_transitions():
     assert [t.action for t in engine.sm_state("MASTER")] == ["clear"]
 
 
+def test_a_link_that_keeps_dropping_is_one_flapping_alarm_with_its_history():
+    engine = AlarmEngine(AlarmRules(flap_drops=3, flap_window_s=600))
+    cable = LinkEnd("spine-01/1", "spine-01", 1, "su01-leaf-r1", 33, "leaf_spine", 400.0, "NDR-AOC", 10)
+
+    def sweep(up: bool, at: float):
+        return [
+            (t.action, t.kind)
+            for t in engine.links(
+                {"spine-01/1": LinkStatus("spine-01/1", up)}, now=at, describe=lambda _: cable.describe()
+            )
+        ]
+
+    # the demo's cable: down 8 s every 90 s; the first two drops are link-down events
+    assert sweep(False, 0) == [("open", "link_down")]
+    assert sweep(False, 4) == []  # still the same drop
+    assert sweep(True, 8) == [("clear", "link_down")]
+    assert sweep(False, 98) == [("open", "link_down")]
+    assert sweep(True, 106) == [("clear", "link_down")]
+    # the third within ten minutes: one flapping alarm instead, named by both ends and the cable
+    third = engine.links({"spine-01/1": LinkStatus("spine-01/1", False)}, now=196, describe=lambda _: cable.describe())
+    assert [(t.action, t.kind) for t in third] == [("open", "link_flapping")]
+    assert third[0].message == "link spine-01/1 ↔ su01-leaf-r1/33 (NDR-AOC, 10 m) is flapping: 3 drops in 10 min"
+    assert third[0].detail["history"] == [0, 98, 196] and third[0].detail["per_hour"] == 18.0
+    # it stays open between drops (no link-down event, nothing resolved), each drop adds to it
+    assert sweep(True, 204) == []
+    grown = engine.links({"spine-01/1": LinkStatus("spine-01/1", False)}, now=294)
+    assert [(t.action, t.kind) for t in grown] == [("update", "link_flapping")] and grown[0].detail["drops"] == 4
+    assert sweep(True, 302) == []
+    # a whole window up clears it; a later single drop is a link-down event again
+    assert sweep(True, 294 + 599) == []
+    assert sweep(True, 294 + 600) == [("clear", "link_flapping")]
+    assert sweep(False, 5000) == [("open", "link_down")]
+
+
+def test_a_restarted_collector_keeps_a_stored_flapping_alarm_open_for_a_window():
+    engine = AlarmEngine(AlarmRules(flap_window_s=600))
+    engine.seed({"link_flapping": {"a/1"}})
+    assert engine.links({"a/1": LinkStatus("a/1", True)}, now=10_000) == []
+    assert engine.links({"a/1": LinkStatus("a/1", False)}, now=10_100)[0].action == "update"
+    assert [t.action for t in engine.links({"a/1": LinkStatus("a/1", True)}, now=10_700)] == ["clear"]
+
+
 def test_perfquery_loop_output_and_ibroute_parse():
     text = (
         "# Port extended counters: Lid 2 port 1 (CapMask: 0x1300)\nPortSelect:....1\n"
