@@ -22,8 +22,9 @@ from console.fabric.agents.services import silent
 from console.fabric.models import ChangeRequest, DiscoveryRun, Fabric, FabricAgent, IsolationAudit
 from console.telemetry import store
 from console.telemetry.models import FabricEvent
+from console.telemetry.power import INTENDED_OFF
 from console.tenancy.models import Principal
-from scheduling.models import GPU, Node, Quota, Reservation, ReservationAllocation
+from scheduling.models import GPU, HCA, Node, Quota, Reservation, ReservationAllocation
 
 Status = Reservation.Status
 PENDING_CHANGES = (
@@ -61,6 +62,13 @@ def _fabric_rows(events: dict[int, Counter[str]], changes: dict[int, dict[str, i
         "fabric_id", "name", "connected", "last_seen"
     ):
         agents.setdefault(agent.fabric_id, []).append(agent)
+    # links whose node is off on purpose (an operator's or the power policy's action): down as
+    # intended, never counted as failures (the live page and the alarms agree)
+    intended: dict[int, set[str]] = {}
+    for fid, leaf, port in HCA.objects.filter(
+        node__fabric_id__in=[f["id"] for f in fabrics], node__power_state__in=INTENDED_OFF
+    ).values_list("node__fabric_id", "leaf", "leaf_port"):
+        intended.setdefault(fid, set()).add(f"{leaf}/{port}")
     rows = []
     for fabric in fabrics:
         fid = fabric["id"]
@@ -68,7 +76,9 @@ def _fabric_rows(events: dict[int, Counter[str]], changes: dict[int, dict[str, i
         alive = store.alive(fid)
         sm = snap.get("sm") or {}
         links = snap.get("links") or {}
-        down = sorted(lid for lid, st in links.items() if not st.get("up", True)) if alive else []
+        off = intended.get(fid, set())
+        all_down = [lid for lid, st in links.items() if not st.get("up", True)] if alive else []
+        down = sorted(lid for lid in all_down if lid not in off)
         run = latest.get(fid)
         compare = (run.compare or {}) if run is not None else {}
         mismatches = compare.get("mismatches") or []
@@ -83,6 +93,7 @@ def _fabric_rows(events: dict[int, Counter[str]], changes: dict[int, dict[str, i
                 "site_name": fabric["site__name"],
                 "sm_state": _sm_state(sm, alive),
                 "links_down": len(down),
+                "links_off": len(all_down) - len(down),  # page-only: down with their node powered off
                 "links_degraded": len(degraded),
                 "alarms_open": sum(severities.values()),
                 "drift": drift,

@@ -15,7 +15,7 @@ from console.fabric.models import ChangeRequest, DiscoveryRun
 from console.telemetry import store
 from console.telemetry.models import FabricEvent
 from console.tenancy.models import Principal, Role
-from scheduling.models import GPU, Reservation
+from scheduling.models import GPU, Node, Reservation
 from scheduling.services import lifecycle
 from scheduling.services.reservations import ReservationRequest, reserve
 from tests.live.fabric_fixtures import statuses
@@ -162,3 +162,27 @@ def test_the_auditor_reads_the_operators_figures(dashboard, operator, auditor, c
     client.force_login(auditor)
     assert client.get("/api/overview/").json() == seen_by_operator
     assert f'data-testid="dash-fabric-{dashboard["fabric"].pk}"' in client.get("/").content.decode()
+
+
+def test_links_of_nodes_powered_off_on_purpose_are_not_counted_as_down(dashboard, operator, client):
+    fabric, collector = dashboard["fabric"], dashboard["collector"]
+    node = Node.objects.filter(fabric=fabric).order_by("name").first()
+    its_links = {f"{leaf}/{port}" for leaf, port in node.hcas.values_list("leaf", "leaf_port")}
+    assert len(its_links) == 8 and its_links <= set(collector.lm.ends)
+    collector._snapshot(statuses(collector, down={dashboard["down"], *its_links}), time.time(), 0.01)
+    client.force_login(operator)
+
+    def links_down() -> int:
+        return client.get("/api/overview/").json()["fabrics"][0]["links_down"]
+
+    # a node whose links went down on their own: eight failures more
+    assert links_down() == 9
+    # the same node powered off on purpose: its links are down as intended, not failures
+    for state in (Node.Power.OFF, Node.Power.POWERING_OFF, Node.Power.POWERING_ON):
+        Node.objects.filter(pk=node.pk).update(power_state=state)
+        assert links_down() == 1, state
+    page = client.get("/").content.decode()
+    assert 'data-testid="links-off">8 off on purpose' in page
+    # a node whose power action failed is a failure again
+    Node.objects.filter(pk=node.pk).update(power_state=Node.Power.FAILED)
+    assert links_down() == 9

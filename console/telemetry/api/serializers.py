@@ -123,7 +123,9 @@ class OverviewFabricSerializer(serializers.Serializer):
     name = serializers.CharField()
     site = serializers.CharField(allow_null=True, help_text="slug of its site; null: a fabric without a site")
     sm_state = serializers.CharField(help_text="the master SM's state at the last check (MASTER, …) or unknown")
-    links_down = serializers.IntegerField(help_text="links down in the live snapshot")
+    links_down = serializers.IntegerField(
+        help_text="links down in the live snapshot, not counting those of nodes powered off on purpose"
+    )
     links_degraded = serializers.IntegerField(help_text="links below their designed width or speed (last discovery)")
     alarms_open = serializers.IntegerField(help_text="unresolved events")
     drift = serializers.IntegerField(help_text="missing, extra, miswired and mismatched links (last discovery)")
