@@ -144,9 +144,14 @@ def _oversubscription(graph: FabricGraph) -> str | None:
                 up[lk.b] += 1
     if graph.topology == "torus" or not down:
         return None
-    worst = max(down, key=lambda s: (down[s] / up[s] if up[s] else math.inf, s))
     if len(graph.switches) == 1:
         return "1:1"
+    # A ratio needs uplinks: switches with hosts and none (an imported flat mesh, a leaf cut off:
+    # the validation names those) are not "N:0"; with no uplinks at all there is no ratio to give.
+    uplinked = [s for s in down if up[s]]
+    if not uplinked:
+        return None
+    worst = max(uplinked, key=lambda s: (down[s] / up[s], s))
     return _ratio(down[worst], up[worst])
 
 

@@ -59,8 +59,10 @@ class PlanSummarySerializer(serializers.Serializer):
     oversubscription = serializers.CharField(allow_null=True)
     bisection_bandwidth_gbps = serializers.FloatField()
     diameter_switch_hops = serializers.IntegerField(allow_null=True)
-    power_w = serializers.FloatField()
-    cost = serializers.FloatField()
+    power_w = serializers.FloatField(help_text="the network's: switches, transceivers and active cables")
+    cost = serializers.FloatField(help_text="the network's list price: switches, transceivers and cables")
+    compute_power_w = serializers.FloatField(help_text="the nodes' (the catalogue's watts per node type)")
+    compute_cost = serializers.FloatField(help_text="the nodes' list price")
     warnings = serializers.ListField(child=serializers.CharField())
     # The serializer metaclass pops declared fields, so this field does not shadow `Serializer.errors`.
     errors = serializers.ListField(child=serializers.CharField())  # type: ignore[assignment]

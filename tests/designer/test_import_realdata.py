@@ -454,3 +454,21 @@ def test_files_that_are_not_dumps_are_refused_with_a_line(name):
         assert err.value.line == 0 and "no Switch or Ca records" in str(err.value)
         return
     assert err.value.line == content[0] and err.value.text == text.splitlines()[content[0] - 1]
+
+
+def test_oversubscription_is_no_ratio_where_switches_with_hosts_have_no_uplinks(catalogue):
+    from designer.graph import FabricGraph, Node
+    from designer.metrics import compute_metrics
+
+    # two host switches cabled to each other (what an imported flat fabric looks like): no "1:0"
+    graph = FabricGraph(catalogue, "imported")
+    for i in (1, 2):
+        graph.add_switch(f"sw{i}", "QM9700", "leaf")
+        graph.add_node(Node(f"h{i}", "generic", (i,), (i + 100,)))
+        graph.connect(f"h{i}", 1, f"sw{i}", 1)
+    graph.connect("sw1", 2, "sw2", 2)
+    assert compute_metrics(graph)["oversubscription"] is None
+    # with a spine above one of them, the ratio is that leaf's (the other has no uplink to count)
+    graph.add_switch("spine", "QM9700", "spine")
+    graph.connect("sw1", 3, "spine", 1)
+    assert compute_metrics(graph)["oversubscription"] == "1:1"

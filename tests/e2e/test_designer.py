@@ -32,6 +32,13 @@ def test_plan_compare_save_edit_revise_diff_and_export(login, operator, live_ser
     expect(preview.get_by_test_id("sum-switches-spine")).to_have_text("4")
     expect(preview.get_by_test_id("sum-cables-node_leaf")).to_have_text("256")
     expect(preview.get_by_test_id("sum-cables-leaf_spine")).to_have_text("256")
+    # the network's power is labelled as such, and the nodes' is beside it: 32 DGX H100 at
+    # NVIDIA's 10.2 kW maximum each (the DGX H100 datasheet) = 326.4 kW
+    expect(preview.get_by_text("Network power")).to_be_visible()
+    expect(preview.get_by_test_id("sum-compute-power")).to_have_text("326.4 kW")
+    network_kw = float(preview.get_by_test_id("sum-power").inner_text().split()[0].replace(",", ""))
+    total_kw = float(preview.get_by_test_id("sum-total-power").inner_text().split()[0].replace(",", ""))
+    assert abs(total_kw - (network_kw + 326.4)) <= 0.1
 
     # the preview follows the form instantly, and impossible input explains itself
     page.get_by_test_id("opt-oversubscription").fill("1:2")

@@ -77,8 +77,12 @@ export function renderSummary(target: HTMLElement, s: Summary): void {
     ["Oversubscription", "oversubscription", s.oversubscription ?? "–"],
     ["Bisection", "bisection", tbps(s.bisection_bandwidth_gbps)],
     ["Diameter", "diameter", s.diameter_switch_hops === null ? "–" : `${s.diameter_switch_hops} switch hops`],
-    ["Power", "power", kw(s.power_w)],
-    ["Cost", "cost", money(s.cost)],
+    ["Network power", "power", kw(s.power_w)],
+    ["Nodes' power", "compute-power", kw(s.compute_power_w ?? 0)],
+    ["Total power", "total-power", kw(s.power_w + (s.compute_power_w ?? 0))],
+    ["Network cost", "cost", money(s.cost)],
+    ["Nodes' cost", "compute-cost", money(s.compute_cost ?? 0)],
+    ["Total cost", "total-cost", money(s.cost + (s.compute_cost ?? 0))],
   ];
   const errors = s.errors ?? [];
   const warnings = s.warnings ?? [];

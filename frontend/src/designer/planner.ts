@@ -55,7 +55,7 @@ function renderComparison(rows: ComparisonRow[], onRemove: (i: number) => void):
   const table = byTestId<HTMLTableElement>("comparison");
   byTestId("comparison-empty").hidden = rows.length > 0;
   table.hidden = rows.length === 0;
-  const head = ["Parameters", "Cost", "Power", "Switches", "Cables", "Transceivers", "Hops", "Bisection", ""];
+  const head = ["Parameters", "Network cost", "Network power", "Switches", "Cables", "Transceivers", "Hops", "Bisection", ""];
   table.tHead!.replaceChildren(h("tr", {}, ...head.map((c) => h("th", {}, c))));
   const body = table.tBodies[0];
   body.replaceChildren(
