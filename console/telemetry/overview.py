@@ -240,6 +240,39 @@ def overview_for(principal: Principal) -> dict[str, Any]:
     return _tenant_overview(principal, now)
 
 
+def _reach(quotas: list[Quota], now: Any) -> dict[str, Any]:
+    """What a tenant's quotas let it have, counting each GPU once where pools overlap (a pool
+    spanning two sites holds another pool's nodes): ``total``, the GPUs its quotas reach (each
+    pool's limit capped at the pool's size, then at the GPUs of all its pools together);
+    ``free``, what it could take now (per pool the room left in the quota capped at the pool's
+    free GPUs, then at the free GPUs of all its pools together); ``can_get`` the latter per pool."""
+    busy = Exists(
+        ReservationAllocation.objects.filter(
+            gpu=OuterRef("pk"), start__lte=now, end__gt=now, reservation__status__in=Reservation.HOLDING
+        )
+    )
+    free = Q(busy=False) & ~_BAD_GPU
+    gpus = GPU.objects.filter(node__pools__in=[q.pool_id for q in quotas]).annotate(busy=busy)
+    pools = {
+        row["node__pools__id"]: (row["total"], row["free"])
+        for row in gpus.values("node__pools__id")
+        .annotate(total=Count("id", distinct=True), free=Count("id", filter=free, distinct=True))
+        .order_by()
+    }
+    union = gpus.aggregate(total=Count("id", distinct=True), free=Count("id", filter=free, distinct=True))
+    can_get = {
+        q.pool_id: max(0, min(q.limit_gpus - int(getattr(q, "used", 0) or 0), pools.get(q.pool_id, (0, 0))[1]))
+        for q in quotas
+    }
+    reach = sum(min(q.limit_gpus, pools.get(q.pool_id, (0, 0))[0]) for q in quotas)
+    return {
+        "total": min(reach, int(union["total"] or 0)),
+        "free": min(sum(can_get.values()), int(union["free"] or 0)),
+        "can_get": can_get,
+        "pools": pools,
+    }
+
+
 def _tenant_overview(principal: Principal, now: Any) -> dict[str, Any]:
     tenant_id = principal.tenant_id or 0
     mine = Reservation.objects.filter(tenant_id=tenant_id)
@@ -266,7 +299,7 @@ def _tenant_overview(principal: Principal, now: Any) -> dict[str, Any]:
         )
         .order_by("pool__name")
     )
-    limit = sum(q.limit_gpus for q in quotas)
+    reach = _reach(quotas, now)
     allocated, down = int(held["allocated"] or 0), int(held["down"] or 0)
     events = list(
         FabricEvent.objects.filter(tenants=tenant_id)
@@ -276,7 +309,7 @@ def _tenant_overview(principal: Principal, now: Any) -> dict[str, Any]:
     counts = _reservation_counts(mine)
     return {
         "fabrics": [],
-        "gpus": {"total": limit, "allocated": allocated, "free": max(0, limit - allocated), "down": down},
+        "gpus": {"total": reach["total"], "allocated": allocated, "free": reach["free"], "down": down},
         "reservations": counts,
         "changes": {
             "pending": counts["provisioning"],  # each waits on its partition's push
@@ -285,7 +318,14 @@ def _tenant_overview(principal: Principal, now: Any) -> dict[str, Any]:
         "detail": {
             "pools": [],
             "quotas": [
-                {"pool": q.pool.name, "limit": q.limit_gpus, "guaranteed": q.guaranteed_gpus, "used": int(q.used or 0)}
+                {
+                    "pool": q.pool.name,
+                    "limit": q.limit_gpus,
+                    "guaranteed": q.guaranteed_gpus,
+                    "used": int(q.used or 0),
+                    "pool_gpus": reach["pools"].get(q.pool_id, (0, 0))[0],
+                    "can_get": reach["can_get"][q.pool_id],
+                }
                 for q in quotas
             ],
             "events": events,

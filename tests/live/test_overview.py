@@ -186,3 +186,34 @@ def test_links_of_nodes_powered_off_on_purpose_are_not_counted_as_down(dashboard
     # a node whose power action failed is a failure again
     Node.objects.filter(pk=node.pk).update(power_state=Node.Power.FAILED)
     assert links_down() == 9
+
+
+def test_a_tenants_gpus_count_each_gpu_once_across_overlapping_pools(dashboard, admin_a, client):
+    from scheduling.services import inventory, quotas
+
+    fabric, tenant_a = dashboard["fabric"], dashboard["a"]
+    # a second pool over the two nodes tenant B holds (it overlaps "all"), where A may borrow 64
+    held_by_b = list(Node.objects.filter(pk__in=dashboard["res_b"].allocations.values("node")))
+    pair = inventory.create_pool(
+        SYSTEM, Principal(None, Role.OPERATOR, None), fabric=fabric, name="pair", nodes=held_by_b
+    )
+    quotas.set_quota(
+        SYSTEM,
+        Principal(None, Role.OPERATOR, None),
+        tenant=tenant_a,
+        pool=pair,
+        guaranteed_gpus=0,
+        borrow_limit_gpus=64,
+    )
+    client.force_login(admin_a)
+    body = client.get("/api/overview/").json()
+    used = dashboard["res_a"].gpus
+    # the limits added up (64 + 64) would say 128 total and 112 free; the pair holds 16 GPUs,
+    # all of them B's: A reaches 64 + 16 and can get only what "all" has room for
+    assert body["gpus"]["total"] == 64 + 16
+    assert body["gpus"]["free"] == 64 - used
+    rows = {r["pool"]: r for r in client.get("/").context["overview"]["detail"]["quotas"]}
+    assert (rows["pair"]["pool_gpus"], rows["pair"]["can_get"]) == (16, 0)
+    assert rows["all"]["can_get"] == 64 - used
+    page = client.get("/").content.decode()
+    assert page.count('data-testid="quota-row"') == 2 and "a GPU counts once" in page
