@@ -205,6 +205,19 @@ def energy(query: EnergyQuery, *, now: dt.datetime | None = None) -> EnergyRepor
     )
 
 
+def pool_labels() -> dict[str, str]:
+    """Pool pk (text) → ``fabric / pool``; a pool whose nodes are on several fabrics (one spanning
+    sites) says so: ``fra-ams (spanning ams-ft8, superpod-su1)``, not filed under one fabric."""
+    fabrics: dict[int, set[str]] = defaultdict(set)
+    for pool_id, fabric in Pool.nodes.through.objects.values_list("pool_id", "node__fabric__name").distinct():
+        fabrics[pool_id].add(fabric)
+    out = {}
+    for pk, name, fabric in Pool.objects.values_list("pk", "name", "fabric__name"):
+        spans = sorted(fabrics.get(pk, set()))
+        out[str(pk)] = f"{name} (spanning {', '.join(spans)})" if len(spans) > 1 else f"{fabric} / {name}"
+    return out
+
+
 def daily_by_pool(query: EnergyQuery, *, now: dt.datetime | None = None) -> dict[str, Any]:
     """The usage page's energy section from one load: the pool rows and total of
     :func:`energy`, and for its chart kWh per UTC day per pool and the always-on kWh of all
@@ -217,20 +230,23 @@ def daily_by_pool(query: EnergyQuery, *, now: dt.datetime | None = None) -> dict
     while dt.datetime.combine(day, dt.time(), dt.UTC) < query.window_to:
         days.append(day.isoformat())
         day += dt.timedelta(days=1)
-    # Each node's days once, added to each of its pools (energy is additive).
-    per_pool: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    # Each node's days once, in one bar segment: the set of pools it is in (a node of two pools,
+    # e.g. su1 and the pool spanning both sites, is "su1 + fra-ams", never counted twice), so the
+    # bars of a day add up to what all nodes drew and stay under the always-on line.
+    per_group: dict[tuple[str, ...], dict[str, float]] = defaultdict(lambda: defaultdict(float))
     always: dict[str, float] = defaultdict(float)
     for history in loaded.histories:
+        group = tuple(loaded.pools.get(history.node) or [NO_POOL])
         for row in energy_report([history], "day"):
             always[row.key] += row.kwh_always_on
-            for pool_id in loaded.pools.get(history.node) or [NO_POOL]:
-                per_pool[pool_id][row.key] += row.kwh
-    names = {
-        str(pk): f"{fabric} / {name}" for pk, name, fabric in Pool.objects.values_list("pk", "name", "fabric__name")
-    }
+            per_group[group][row.key] += row.kwh
+    names = pool_labels()
     series = [
-        {"label": names.get(key, "(no pool)"), "data": [round(per_day.get(d, 0.0), 3) for d in days]}
-        for key, per_day in per_pool.items()
+        {
+            "label": " + ".join(names.get(key, "(no pool)") for key in group),
+            "data": [round(per_day.get(d, 0.0), 3) for d in days],
+        }
+        for group, per_day in per_group.items()
     ]
     series.sort(key=lambda s: str(s["label"]))
     by_node = energy_report(loaded.histories, "node")

@@ -9,7 +9,9 @@ import re
 
 import pytest
 
+from scheduling.models import Pool
 from tests.power.test_energy import BUSY, IDLE, OFF, history, kwh, recent, world  # noqa: F401
+from tests.scheduling.conftest import make_fabric, make_pool
 
 pytestmark = pytest.mark.django_db
 
@@ -90,3 +92,26 @@ def test_the_demo_seed_records_nights_off_that_the_energy_report_counts(operator
     assert body["nodes"] == 40, body
     assert body["total"]["kwh"] == pytest.approx(kwh(OFF, 12 * 6) + kwh(IDLE, 28 * 6), abs=1e-3)
     assert body["total"]["kwh_always_on"] == pytest.approx(kwh(IDLE, 40 * 6), abs=1e-3)
+
+
+def test_the_energy_chart_counts_a_node_of_two_pools_once(world, history, operator, session_client_for):  # noqa: F811
+    # given n1 in a second pool too, "span", whose other node is on another fabric (as the demo's
+    # pool spanning both sites holds the first site's nodes)
+    other = make_fabric("energy-far", {"topology": "fat-tree", "nodes": 2, "node_type": "DGX-H100"})
+    far = other.nodes.order_by("name").first()
+    Pool.objects.filter(fabric=other).delete()
+    make_pool(world["fabric"], "span", [world["n1"], far])
+    html = session_client_for(operator).get("/usage/", {"start": "2026-01-01", "end": "2026-01-03"}).content.decode()
+    data = json.loads(re.search(r'<script id="energy-chart-data" type="application/json">(.*?)</script>', html)[1])
+    series = {s["label"]: s["data"] for s in data["series"]}
+    # n1's kWh is one segment, "alpha + span", not a bar in alpha and another in span
+    assert set(series) == {
+        "energy / alpha + span (spanning energy, energy-far)",
+        "energy / beta",
+        "span (spanning energy, energy-far)",
+        "(no pool)",  # the far fabric's other node
+    }, set(series)
+    # so each day's bars add up to what the nodes drew, under the always-on line
+    for i in range(len(data["days"])):
+        stacked = sum(s[i] for s in series.values())
+        assert stacked <= data["always_on"][i] + 1e-6, (stacked, data["always_on"][i])
