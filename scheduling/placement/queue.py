@@ -26,6 +26,7 @@ one pod); after that it takes any valid placement, still chosen topology-aware. 
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import time
 from collections.abc import Sequence
@@ -256,4 +257,24 @@ def _note(limit: SpreadLimit | None, patient: bool, job: QueuedJob, now: float) 
     )
 
 
-__all__ = ["Gate", "PassMetrics", "QueueDecision", "QueuedJob", "packed_limit", "queue_pass"]
+def waiting_words(decision: QueueDecision, position: int) -> str:
+    """Why a queued request waits, in words its tenant reads on its card, its page and in the
+    API (``reason``): over quota, or no room until its estimated start (or none found yet), with
+    its place in the queue and, while it is patient, what it waits for."""
+    gpus = decision.job.gpus
+    if decision.held_by_gate:
+        return (
+            f"over your quota in this pool now: the {gpus} GPUs wait until your other reservations "
+            "here end (or an operator raises the quota)"
+        )
+    ahead = position - 1
+    queue = f"{ahead} request{'' if ahead == 1 else 's'} ahead of it" if ahead else "first in the queue"
+    if decision.estimated_start is not None:
+        when = dt.datetime.fromtimestamp(decision.estimated_start, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        words = f"no room for {gpus} GPUs now: expected to start about {when} ({queue})"
+    else:
+        words = f"no room for {gpus} GPUs now, and no window found yet in the pool's bookings ({queue})"
+    return f"{words}; {decision.note}" if decision.packed else words
+
+
+__all__ = ["Gate", "PassMetrics", "QueueDecision", "QueuedJob", "packed_limit", "queue_pass", "waiting_words"]

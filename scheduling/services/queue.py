@@ -41,7 +41,7 @@ from console.tenancy.context import Actor
 from console.tenancy.models import Principal
 from scheduling.models import Pool, Quota, Reservation
 from scheduling.placement import Owner, Placement, Rejection
-from scheduling.placement.queue import QueueDecision, QueuedJob
+from scheduling.placement.queue import QueueDecision, QueuedJob, waiting_words
 from scheduling.placement.queue import queue_pass as run_pass
 from scheduling.placement.sites import OnSites, SiteRule
 from scheduling.services import notices
@@ -182,6 +182,8 @@ class QueuedRow:
     patience: str | None
     fabric_id: int
     span_sites: bool
+    reason: str  # why it waits, as the last pass wrote it
+    site_message: str | None  # its site choice in words (``explanation.site.message``), kept in the reason
     #: The rule of its site choice at submission (``explanation.site.rule``; ``None``: a pool at one site).
     site_rule: str | None
     #: Whether it asks for SHARP (its pass must hold the fabric's pools' locks).
@@ -208,6 +210,7 @@ def queued_rows(pool: Pool) -> list[QueuedRow]:
         "submitted": Coalesce("queued_at", "created_at"),
         "patience": KeyTextTransform("patience", "explanation"),
         "site_rule": KeyTextTransform("rule", KeyTransform("site", "explanation")),
+        "site_message": KeyTextTransform("message", KeyTransform("site", "explanation")),
         "sharp": Coalesce(ExpressionWrapper(SHARP, output_field=BooleanField()), False),
     }
     postgres = connection.vendor == "postgresql"
@@ -250,7 +253,7 @@ def _pass_locked(pool: Pool, snap: Snapshot, *, place: bool, rows: list[QueuedRo
     actor = Actor.system("task:scheduling.queue_pass")
     placed = 0
     position = 0
-    moved: dict[int, tuple[float | None, int, str]] = {}
+    moved: dict[int, tuple[float | None, int, str, str]] = {}
     behind = False  # a submit's pass found an earlier request placeable now: a real pass follows
     for decision in decisions:
         row = by_key[decision.job.key]
@@ -265,11 +268,13 @@ def _pass_locked(pool: Pool, snap: Snapshot, *, place: bool, rows: list[QueuedRo
         else:
             estimated_start = decision.estimated_start
         position += 1
-        # Only the rows whose estimate (to the microsecond stored), position or note moved (a
-        # pass usually moves few of them).
-        now = (_micros(estimated_start), position, decision.note)
-        if now != (_micros(row.estimated_start), row.queue_position, row.patience):
-            moved[row.pk] = (estimated_start, position, decision.note)
+        # Only the rows whose estimate (to the microsecond stored), position, note or reason moved
+        # (a pass usually moves few of them).
+        why = waiting_words(dataclasses.replace(decision, estimated_start=estimated_start), position)
+        why = f"{why}. {row.site_message[0].upper()}{row.site_message[1:]}" if row.site_message else why
+        now = (_micros(estimated_start), position, decision.note, why)
+        if now != (_micros(row.estimated_start), row.queue_position, row.patience, row.reason):
+            moved[row.pk] = (estimated_start, position, decision.note, why)
     _write_moved(moved)
     if behind:
         enqueue_queue_pass(pool.pk)
@@ -281,8 +286,9 @@ def _micros(epoch: float | None) -> int | None:
     return None if epoch is None else round(epoch * 1_000_000)
 
 
-def _write_moved(moved: dict[int, tuple[float | None, int, str]]) -> None:
-    """Write the new estimates, positions and patience notes (the rest of each explanation kept):
+def _write_moved(moved: dict[int, tuple[float | None, int, str, str]]) -> None:
+    """Write the new estimates, positions, patience notes (the rest of each explanation kept) and
+    reasons (why each waits):
     on PostgreSQL one ``UPDATE … FROM unnest`` setting the note with ``jsonb_set`` (no explanation
     read back, no statement per row: a pass after a release may move hundreds of estimates);
     elsewhere ``bulk_update``."""
@@ -298,16 +304,18 @@ def _write_moved(moved: dict[int, tuple[float | None, int, str]]) -> None:
                     [_when(moved[pk][0]) for pk in pks],
                     int_array(moved[pk][1] for pk in pks),
                     [moved[pk][2] for pk in pks],
+                    [moved[pk][3] for pk in pks],
                 ],
             )
         return
     updated = []
     for pk, before in Reservation.objects.filter(pk__in=pks).values_list("pk", "explanation"):
-        estimated_start, position, note = moved[pk]
-        row = Reservation(pk=pk, estimated_start=_when(estimated_start), queue_position=position)
+        estimated_start, position, note, why = moved[pk]
+        row = Reservation(pk=pk, estimated_start=_when(estimated_start), queue_position=position, reason=why)
         row.explanation = {**before, "patience": note}
         updated.append(row)
-    Reservation.objects.bulk_update(updated, ["estimated_start", "queue_position", "explanation"], batch_size=500)
+    fields = ["estimated_start", "queue_position", "explanation", "reason"]
+    Reservation.objects.bulk_update(updated, fields, batch_size=500)
 
 
 @functools.cache
@@ -315,9 +323,9 @@ def _moved_statement() -> str:
     table = connection.ops.quote_name(Reservation._meta.db_table)
     return (
         f"UPDATE {table} r SET estimated_start = m.estimated_start, queue_position = m.position,"  # noqa: S608 - ours
-        " explanation = jsonb_set(COALESCE(r.explanation, '{}'::jsonb), '{patience}', to_jsonb(m.note))"
-        " FROM unnest(%s::bigint[], %s::timestamptz[], %s::int[], %s::text[])"
-        " AS m(id, estimated_start, position, note) WHERE r.id = m.id"
+        " explanation = jsonb_set(COALESCE(r.explanation, '{}'::jsonb), '{patience}', to_jsonb(m.note)),"
+        " reason = m.reason FROM unnest(%s::bigint[], %s::timestamptz[], %s::int[], %s::text[], %s::text[])"
+        " AS m(id, estimated_start, position, note, reason) WHERE r.id = m.id"
     )
 
 
@@ -339,6 +347,7 @@ def _place(actor: Actor, pk: int, snap: Snapshot, placement: Placement, decision
     }
     row.estimated_start = None
     row.queue_position = None
+    row.reason = ""  # it waits no more
     span = placed_span(snap.named, placement) if row.span_sites else None
     if span is not None:  # it spans sites: the inter-site cost of its ring all-reduce
         row.explanation["site"] = {**row.explanation.get("site", {}), "rule": "span", "span": span}

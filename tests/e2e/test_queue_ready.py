@@ -130,6 +130,9 @@ def test_queued_request_becomes_ready_when_the_pool_frees_and_the_signed_event_a
     expect(card.get_by_test_id("res-status")).to_have_text("queued")
     expect(card.get_by_test_id("res-queue")).to_contain_text("position 1")
     expect(card.get_by_test_id("res-queue")).to_contain_text(f"estimated start {utc_minute(a_end)}")
+    # and it says why, in words: no room until then, first in the queue
+    expect(card.get_by_test_id("res-reason")).to_contain_text("no room for 32 GPUs now: expected to start about")
+    expect(card.get_by_test_id("res-reason")).to_contain_text("(first in the queue)")
     expect(card.get_by_test_id("res-pkey")).to_have_text("–")
 
     # when A's admin releases her reservation on her own page (once it is ready on the lab)
@@ -145,6 +148,7 @@ def test_queued_request_becomes_ready_when_the_pool_frees_and_the_signed_event_a
     expect(card.get_by_test_id("res-status")).to_have_text("ready", timeout=FABRIC_WAIT_MS)
     expect(card.get_by_test_id("res-pkey")).to_have_text(re.compile(r"^0x[0-9a-f]{4}$"))
     expect(card.get_by_test_id("res-queue")).to_have_count(0)
+    expect(card.get_by_test_id("res-reason")).to_have_count(0)  # it waits no more
     placed_row = Reservation.objects.get(pk=queued_id)
     assert placed_row.status == Reservation.Status.READY and placed_row.gpus == 32
     # placed by the queue pass the worker ran, not by this test

@@ -297,3 +297,30 @@ def test_a_pass_that_moves_nothing_writes_nothing(pool, two_tenants):
 
 def _reservation_updates(captured: CaptureQueriesContext) -> list[str]:
     return [q["sql"] for q in captured.captured_queries if q["sql"].startswith('UPDATE "scheduling_reservation"')]
+
+
+def test_a_queued_request_says_why_it_waits_and_the_words_follow_the_queue(pool, tenant_b, two_tenants):
+    a, b = two_tenants
+    full = post(a, pool, gpus=128, duration_minutes=120).json()
+    end = parse(full["end"]).strftime("%Y-%m-%d %H:%M UTC")
+    first = post(b, pool, gpus=32, start="asap", duration_minutes=60).json()
+    second = post(b, pool, gpus=16, start="asap", duration_minutes=30).json()
+    # in words, in the API, from the moment it is queued: no room until the blocker ends
+    assert first["reason"] == f"no room for 32 GPUs now: expected to start about {end} (first in the queue)"
+    assert b.get(f"/api/reservations/{second['id']}/").json()["reason"] == (
+        f"no room for 16 GPUs now: expected to start about {end} (1 request ahead of it)"
+    )
+    # when the first leaves the queue, the second's words say it is first now
+    assert b.post(f"/api/reservations/{first['id']}/cancel/").status_code == 200
+    queue.queue_pass(pool.pk)
+    assert b.get(f"/api/reservations/{second['id']}/").json()["reason"].endswith("(first in the queue)")
+    # once placed, it waits no more: no reason left
+    a.post(f"/api/reservations/{full['id']}/release/")
+    queue.queue_pass(pool.pk)
+    placed = b.get(f"/api/reservations/{second['id']}/").json()
+    assert placed["status"] == "provisioning" and placed["reason"] == ""
+    # over quota: B may borrow 24 and holds those 16: another 16 waits for them, not for room
+    give_quota(tenant_b, pool, 0, borrow=24)
+    over = post(b, pool, gpus=16, start="asap", duration_minutes=30).json()
+    assert over["status"] == "queued"
+    assert over["reason"].startswith("over your quota in this pool now: the 16 GPUs wait until your other")

@@ -42,12 +42,8 @@ function duration(start: string, end: string): string {
   return minutes % 60 ? `${minutes} min` : `${minutes / 60} h`;
 }
 
-/** A pool at several sites: the site it waits for and why (nearer later rather than farther now). */
-function siteNote(r: Reservation): string {
-  const site = (r.explanation as { site?: { message?: unknown } } | null | undefined)?.site;
-  return typeof site?.message === "string" ? ` ${site.message[0].toUpperCase()}${site.message.slice(1)}.` : "";
-}
-
+// Why it waits (over quota, no room until …, its place in the queue, its patience, the site it
+// waits for) is its reason, which every queue pass keeps current: shown above as res-reason.
 function queuedNote(r: Reservation): HTMLElement {
   const estimate = r.estimated_start ? `estimated start ${when(r.estimated_start)}` : "no estimated start yet";
   const patience = r.max_wait_minutes ? ` · waits up to ${r.max_wait_minutes} min for a packed placement` : "";
@@ -55,8 +51,7 @@ function queuedNote(r: Reservation): HTMLElement {
     "p",
     { class: "muted small", testid: "res-queue" },
     `Queued: position ${r.queue_position ?? "?"} · ${estimate}${patience}. ` +
-      "It is placed automatically when capacity frees." +
-      siteNote(r),
+      "It is placed automatically when capacity frees.",
   );
 }
 
