@@ -14,7 +14,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
@@ -169,17 +169,26 @@ def _upload_text(request: HttpRequest, field: str) -> str | None:
     return request.POST.get(f"{field}_text") or None
 
 
+#: Finding codes that need no action on an imported fabric (a real dump names no cable types):
+#: folded under the findings with their count, the ones that need a look first.
+NOISE_CODES = frozenset({"no-cable", "skipped-lines"})
+
+
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def designer_import(request: HttpRequest) -> HttpResponse:
-    """Import an ibnetdiscover dump (and optionally a node-name map) and show what came in; a
-    large one is a job (:mod:`designer.import_jobs`) whose page follows it."""
-    _reader(request)  # 404 for who does not see the designer
+    """The import page: its form (GET); the import (POST) of an ibnetdiscover dump, a node-name
+    map and host types, then the result's own URL (no resubmit on reload), or for a large dump
+    the job's page (:mod:`designer.import_jobs`); bad input is the form again with the error."""
+    editable = _reader(request)  # 404 for who does not see the designer
+    context: dict = {"active": "designer", "editable": editable, "name": ""}
+    if request.method != "POST":
+        return render(request, "web/designer_import.html", context)
     refuse_readers(request)  # 403 for who reads it only (auditors)
     name = request.POST.get("name", "").strip()
     dump, names = _upload_text(request, "dump"), _upload_text(request, "node_name_map")
     host_types = request.POST.get("host_types", "")[:100_000] or None
-    context: dict = {"active": "designer", "name": name}
+    context |= {"name": name, "host_types": host_types or ""}
     try:
         if not name or not dump:
             context["error"] = "Give the design a name and choose the ibnetdiscover output to import."
@@ -188,29 +197,27 @@ def designer_import(request: HttpRequest) -> HttpResponse:
         if import_jobs.needs_job(dump, names, host_types):
             job = import_jobs.start(actor, principal, name=name, text=dump, node_name_map=names, host_types=host_types)
             return redirect("web:designer-import-job", job_id=job.pk)
-        design, revision = import_ibnetdiscover(
+        design, _ = import_ibnetdiscover(
             actor, principal, name=name, text=dump, node_name_map=names, host_types=host_types
         )
     except ConsoleError as exc:
         context["error"] = exc.detail
         return render(request, "web/designer_import.html", context, status=400)
-    return render(request, "web/designer_import.html", context | _result(design, revision))
+    return redirect("web:designer-imported", design_id=design.pk)
 
 
 @login_required
 def designer_import_job(request: HttpRequest, job_id: int) -> HttpResponse:
     """A large import's page: its phase and percent while a worker runs it (the page refreshes
-    itself), then what came in, or why it failed."""
-    _reader(request)
+    itself), then the design's import result, or why it failed (with the form to try again)."""
+    editable = _reader(request)
     import_jobs.reap()
     job = get_object_or_404(ImportJob, pk=job_id)
-    context: dict = {"active": "designer", "name": job.name, "job": job}
+    if job.state == ImportJob.State.DONE and job.design_id is not None:
+        return redirect("web:designer-imported", design_id=job.design_id)
+    context: dict = {"active": "designer", "editable": editable, "name": job.name, "job": job}
     if job.state == ImportJob.State.FAILED:
         context["error"] = job.error
-    elif job.state == ImportJob.State.DONE and job.design is not None:
-        revision = job.design.revisions.defer("graph").order_by("number").first()
-        if revision is not None:
-            context |= _result(job.design, revision)
     elif job.state == ImportJob.State.DONE:
         context["error"] = "The design this import made has been deleted since."
     else:
@@ -218,11 +225,28 @@ def designer_import_job(request: HttpRequest, job_id: int) -> HttpResponse:
     return render(request, "web/designer_import.html", context)
 
 
-def _result(design: Design, revision: DesignRevision) -> dict:
+@login_required
+def designer_imported(request: HttpRequest, design_id: int) -> HttpResponse:
+    """What came in with an imported design (its first revision's summary): a URL of its own."""
+    editable = _reader(request)
+    design = get_object_or_404(Design, pk=design_id, options__imported="ibnetdiscover")
+    revision = get_object_or_404(design.revisions.defer("graph"), number=1)
     summary = revision.summary
-    return {
-        "design": design,
-        "summary": summary,
-        "info": summary.get("import", {}),
-        "canvas_url": reverse("web:designer-design", args=[design.id]),
-    }
+    lines = summary.get("warnings", [])
+    noise = [{"code": line.split(" (", 1)[0], "line": line} for line in lines if line.split(" (", 1)[0] in NOISE_CODES]
+    counted = (int(n["line"].split(" (", 1)[1].split(")", 1)[0].replace(",", "")) for n in noise)
+    return render(
+        request,
+        "web/designer_import.html",
+        {
+            "active": "designer",
+            "editable": editable,
+            "design": design,
+            "summary": summary,
+            "info": summary.get("import", {}),
+            "findings": [line for line in lines if line.split(" (", 1)[0] not in NOISE_CODES],
+            "noise": noise,
+            "noise_count": sum(counted),
+            "canvas_url": reverse("web:designer-design", args=[design.id]),
+        },
+    )

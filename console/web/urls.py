@@ -31,6 +31,7 @@ urlpatterns = [
     path("designer/canvas/", designer_views.designer_canvas, name="designer-canvas"),
     path("designer/import/", designer_views.designer_import, name="designer-import"),
     path("designer/import/<int:job_id>/", designer_views.designer_import_job, name="designer-import-job"),
+    path("designer/<int:design_id>/imported/", designer_views.designer_imported, name="designer-imported"),
     path("designer/<int:design_id>/", designer_views.designer_design, name="designer-design"),
     path(
         "designer/<int:design_id>/r/<int:revision>/",

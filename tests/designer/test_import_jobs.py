@@ -146,7 +146,12 @@ def test_the_import_page_follows_a_large_import(operator, client, small_inline):
     following = client.get(posted["Location"]).content.decode()
     assert 'http-equiv="refresh"' in following and 'data-testid="import-job-state">queued<' in following
     import_jobs.run(job.pk)
-    page = client.get(posted["Location"]).content.decode()
+    done = client.get(posted["Location"])  # the design's import result, at its own URL
+    assert (
+        done.status_code == 302
+        and done["Location"] == f"/designer/{ImportJob.objects.get(pk=job.pk).design_id}/imported/"
+    )
+    page = client.get(done["Location"]).content.decode()
     assert 'http-equiv="refresh"' not in page
     assert 'data-testid="import-switches">12<' in page and 'data-testid="import-hosts">32<' in page
     bad = client.post("/designer/import/", {"name": "paged-bad", "dump_text": "Switch 64 x\n" + "#\n" * SMALL})
@@ -188,3 +193,31 @@ def test_a_real_worker_runs_the_job_and_the_api_shows_its_phases(worker, operato
     assert [p for _, p in running] == sorted(p for _, p in running)
     design = Design.objects.get(pk=body["design"])
     assert design.revisions.get().summary["import"]["hcas"] == 2048
+
+
+def test_the_import_page_is_a_page_and_its_result_has_a_url(operator, auditor, member_a, client):
+    client.force_login(operator)
+    form = client.get("/designer/import/")
+    assert form.status_code == 200 and 'data-testid="import-form"' in form.content.decode()
+    assert 'data-testid="designer-tabs"' in client.get("/designer/").content.decode()
+    # a small dump: imported in the request, then the result's own URL (a reload posts nothing)
+    posted = client.post("/designer/import/", {"name": "inline", "dump_text": dump()})
+    design = Design.objects.get(name="inline")
+    assert posted.status_code == 302 and posted["Location"] == f"/designer/{design.pk}/imported/"
+    page = client.get(posted["Location"]).content.decode()
+    # what needs a look first; the "no cable type" noise folded with its count (512 links)
+    assert page.index('data-testid="import-result"') < page.index('data-testid="import-noise"')
+    assert "512 notes that need no action (no-cable)" in page
+    assert 'data-testid="import-warning">no-cable' not in page
+    # bad input: the form again, with the error and what was typed
+    bad = client.post("/designer/import/", {"name": "again", "dump_text": "Switch 64 garbage"})
+    assert bad.status_code == 400 and "line 1" in bad.content.decode() and 'value="again"' in bad.content.decode()
+    # a design that was not imported has no import result; other verbs are refused plainly
+    planned = Design.objects.create(name="planned", topology="fat-tree")
+    assert client.get(f"/designer/{planned.pk}/imported/").status_code == 404
+    assert client.put("/designer/import/").status_code == 405
+    # auditors read the page without the form; tenants do not see it
+    client.force_login(auditor)
+    assert 'data-testid="import-form"' not in client.get("/designer/import/").content.decode()
+    client.force_login(member_a)
+    assert client.get("/designer/import/").status_code == 404

@@ -136,7 +136,7 @@ def open_page(browser: Any, base: str, page: Page, ids: dict[str, object], *, re
         export = f"{base}/api/designs/{design}/revisions/{revision}/export/ibnetdiscover/"
         dump = browser.request.get(export)
         assert dump.ok, (export, dump.status)
-        browser.goto(f"{base}/designer/#import")
+        browser.goto(f"{base}/designer/import/")
         browser.get_by_test_id("import-name").fill(f"imported-{uuid.uuid4().hex[:6]}")
         browser.get_by_test_id("import-dump").set_input_files(
             {"name": "fabric.ibnetdiscover", "mimeType": "text/plain", "buffer": dump.body()}
