@@ -6,6 +6,7 @@ domain modules (generators, validation, metrics, exports) import neither Django 
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict
 from typing import Any
 
@@ -23,7 +24,7 @@ from designer.catalogue import CableType, Catalogue, NodeType, SwitchModel, Tran
 from designer.compare import diff_graphs
 from designer.errors import DesignerError, ParseError
 from designer.graph import FabricGraph
-from designer.imports.host_types import HostTypesError
+from designer.imports.host_types import HostTypesError, apply_host_types, parse_host_types
 from designer.imports.ibnetdiscover import Progress, import_fabric
 from designer.imports.namemap import NodeNameMapError
 from designer.imports.summary import import_summary
@@ -245,6 +246,29 @@ def import_ibnetdiscover(
         raise Conflict(f"a design named {name!r} exists") from exc
     design.refresh_from_db()
     return design, revision
+
+
+def assign_node_types(actor: Actor, principal: Principal, design: Design, host_types: str) -> DesignRevision:
+    """Say which hosts of a design are which servers (``PATTERN NODE_TYPE`` lines or a
+    ``host,node_type`` CSV: :mod:`designer.imports.host_types`), in bulk, after its import: the
+    next revision, its hosts with the catalogue's GPUs, so it can back an inventory and pools.
+    400 naming the line; 400 when no host matches (nothing to save)."""
+    require_operator(principal, to="change designs and the catalogue")
+    revision = design.revisions.order_by("-number").first()
+    if revision is None:
+        raise Invalid(f"design {design.name} has no revision")
+    graph = revision_graph(revision)
+    try:
+        changed = apply_host_types(graph, parse_host_types(host_types, graph.catalogue))
+    except HostTypesError as exc:
+        raise Invalid(f"host types: {exc}", fields={"host_types": [str(exc)]}) from None
+    if not changed:
+        raise Invalid("no host of the design matches these host types", fields={"host_types": ["no host matches"]})
+    checked = validate_graph(graph)
+    counts = Counter(changed.values())
+    message = "node types: " + ", ".join(f"{n} {t}" for t, n in sorted(counts.items()))
+    with transaction.atomic():
+        return _save_revision(actor, design, graph, checked["summary"], message, principal.user_id)
 
 
 def delete_design(actor: Actor, principal: Principal, design: Design) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -26,7 +27,7 @@ from designer.errors import DesignerError
 from designer.exports import FORMATS
 from designer.models import Design, DesignRevision, ImportJob
 from designer.options import TOPOLOGIES
-from designer.services import graph_from_payload, import_ibnetdiscover, load_catalogue
+from designer.services import assign_node_types, graph_from_payload, import_ibnetdiscover, load_catalogue
 
 READERS = {Role.OPERATOR, Role.AUDITOR}
 
@@ -250,3 +251,20 @@ def designer_imported(request: HttpRequest, design_id: int) -> HttpResponse:
             "canvas_url": reverse("web:designer-design", args=[design.id]),
         },
     )
+
+
+@login_required
+@require_POST
+def designer_node_types(request: HttpRequest, design_id: int) -> HttpResponse:
+    """Which hosts are which servers, in bulk (the imported page's form): the next revision."""
+    _reader(request)
+    refuse_readers(request)
+    design = get_object_or_404(Design, pk=design_id)
+    text = _upload_text(request, "host_types") or request.POST.get("host_types", "")
+    try:
+        revision = assign_node_types(Actor.for_user(request.user), principal_for(request), design, text[:2_000_000])
+    except ConsoleError as exc:
+        messages.error(request, exc.detail)
+        return redirect("web:designer-imported", design_id=design.pk)
+    messages.success(request, f"Revision {revision.number}: {revision.message}.")
+    return redirect("web:designer-revision", design_id=design.pk, revision=revision.number)

@@ -32,6 +32,7 @@ urlpatterns = [
     path("designer/import/", designer_views.designer_import, name="designer-import"),
     path("designer/import/<int:job_id>/", designer_views.designer_import_job, name="designer-import-job"),
     path("designer/<int:design_id>/imported/", designer_views.designer_imported, name="designer-imported"),
+    path("designer/<int:design_id>/node-types/", designer_views.designer_node_types, name="designer-node-types"),
     path("designer/<int:design_id>/", designer_views.designer_design, name="designer-design"),
     path(
         "designer/<int:design_id>/r/<int:revision>/",

@@ -117,6 +117,14 @@ class ImportJobSerializer(serializers.Serializer):
     url = serializers.CharField()
 
 
+class NodeTypesSerializer(serializers.Serializer):
+    host_types = serializers.CharField(
+        max_length=2_000_000,
+        help_text="'PATTERN NODE_TYPE' lines (shell-style patterns on host names, catalogue node types; the first "
+        "match wins) or 'host,node_type' CSV rows",
+    )
+
+
 class ImportSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100)
     description = serializers.CharField(required=False, allow_blank=True)

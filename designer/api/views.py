@@ -33,6 +33,7 @@ from designer.api.serializers import (
     GraphPayloadSerializer,
     ImportJobSerializer,
     ImportSerializer,
+    NodeTypesSerializer,
     PlanOptionsSerializer,
     PlanSummarySerializer,
     RevisionBriefSerializer,
@@ -187,6 +188,19 @@ class DesignViewSet(
         """A large import: queued, running (its step and percent), done (its design) or failed."""
         import_jobs.reap()
         return Response(import_jobs.job_json(get_object_or_404(ImportJob, pk=job_id)))
+
+    @extend_schema(request=NodeTypesSerializer, responses={201: RevisionSerializer})
+    @action(detail=True, methods=["post"], url_path="node-types")
+    def node_types(self, request: Request, pk: str | None = None) -> Response:
+        """Say which hosts are which servers, in bulk (``PATTERN NODE_TYPE`` lines or a
+        ``host,node_type`` CSV): the next revision, its hosts with their GPUs (an imported
+        fabric's hosts come in with none)."""
+        serializer = NodeTypesSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        revision = services.assign_node_types(
+            self.actor, self.principal, self._design(), serializer.validated_data["host_types"]
+        )
+        return Response(RevisionSerializer(revision).data, status=201)
 
     # --- revisions ------------------------------------------------------------------------
     def _design(self) -> Design:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from designer.catalogue import Catalogue
 from designer.errors import ParseError
+from designer.graph import FabricGraph
 
 MAX_LINE = 500
 
@@ -45,7 +46,8 @@ class HostTypes:
 
 def parse_host_types(text: str, catalogue: Catalogue) -> HostTypes:
     """Read the rules; a line that is not ``PATTERN NODE_TYPE`` or names a node type the catalogue
-    lacks is refused with its number."""
+    lacks is refused with its number. A CSV of ``host,node_type`` rows (an inventory sheet; a
+    header row naming ``host`` or ``name`` is skipped) gives one exact rule per host."""
     rules = []
     for number, raw in enumerate(text.splitlines(), 1):
         if len(raw) > MAX_LINE:
@@ -53,12 +55,34 @@ def parse_host_types(text: str, catalogue: Catalogue) -> HostTypes:
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
-        fields = line.split()
-        if len(fields) != 2:
-            raise HostTypesError("expected 'PATTERN NODE_TYPE'", line=number, text=raw)
-        pattern, node_type = fields
+        csv_row = "," in line
+        fields = [f.strip().strip('"') for f in line.split(",")] if csv_row else line.split()
+        if csv_row and fields[0].lower() in ("host", "name", "hostname", "node") and number == 1:
+            continue
+        if len(fields) != 2 or not all(fields):
+            raise HostTypesError("expected 'PATTERN NODE_TYPE' or a 'host,node_type' row", line=number, text=raw)
+        pattern, node_type = (fnmatch_escape(fields[0]), fields[1]) if csv_row else fields
         if node_type not in catalogue.nodes:
             known = ", ".join(sorted(n for n, t in catalogue.nodes.items() if t.gpus > 0)[:12])
             raise HostTypesError(f"no node type {node_type!r} in the catalogue (e.g. {known})", line=number)
         rules.append((re.compile(fnmatch.translate(pattern)), pattern, node_type))
     return HostTypes(tuple(rules))
+
+
+def fnmatch_escape(name: str) -> str:
+    """``name`` as a pattern that matches it alone (``[`` ``]`` ``*`` ``?`` quoted)."""
+    return re.sub(r"([*?\[\]])", r"[\1]", name)
+
+
+def apply_host_types(graph: FabricGraph, types: HostTypes) -> dict[str, str]:
+    """Give the graph's hosts their node type (and its GPUs) by ``types``, in place: host →
+    node type of the hosts it changed (a host no rule matches keeps its type)."""
+    changed = {}
+    for name, node in graph.nodes.items():
+        node_type = types.type_of(name)
+        if node_type is None or node_type == node.node_type:
+            continue
+        node.node_type = node_type
+        node.gpus = graph.catalogue.nodes[node_type].gpus
+        changed[name] = node_type
+    return changed

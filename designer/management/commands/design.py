@@ -81,6 +81,12 @@ class Command(BaseCommand):
         i.add_argument("--json", action="store_true")
         i.add_argument("--as", dest="as_user", metavar="USERNAME")
 
+        t = sub.add_parser("node-types", help="say which hosts are which servers (a new revision, with GPUs)")
+        t.add_argument("--design", required=True, metavar="ID|NAME")
+        t.add_argument("--file", required=True, help="'PATTERN NODE_TYPE' lines or 'host,node_type' CSV rows")
+        t.add_argument("--json", action="store_true")
+        t.add_argument("--as", dest="as_user", metavar="USERNAME")
+
         c = sub.add_parser("can-i", help='"can I do X with Y?", answered with the arithmetic')
         c_size = c.add_mutually_exclusive_group(required=True)
         c_size.add_argument("--gpus", type=int)
@@ -191,6 +197,23 @@ class Command(BaseCommand):
             sys.exit(2)
         body = {"design_id": design.pk, "revision": revision.number, **revision.summary}
         self._emit(body, json, human=lambda: _human_import(body))
+
+    def _node_types(self, *, design: str, file: str, json: bool, as_user: str | None, **_: Any) -> None:
+        target = _find_revision(design).design
+        try:
+            text = Path(file).read_text(encoding="utf-8-sig", errors="replace")
+        except OSError as exc:
+            raise CommandError(f"cannot read {file}: {exc}") from None
+        actor, principal = _cli_principal(as_user)
+        try:
+            revision = services.assign_node_types(actor, principal, target, text)
+        except ConsoleError as exc:
+            detail = exc.detail
+            self._emit({"errors": [detail]}, json, human=lambda: f"error: {detail}")
+            sys.exit(2)
+        body = {"design_id": target.pk, "revision": revision.number, "message": revision.message}
+        body["gpus"] = revision.summary.get("gpus", 0)
+        self._emit(body, json, human=lambda: f"revision {body['revision']}: {body['message']} ({body['gpus']:,} GPUs)")
 
     def _can_i(self, *, json: bool, **options: Any) -> None:
         keys = ("gpus", "nodes", "switches", "switch_model", "node_type", "oversubscription")
