@@ -33,6 +33,7 @@ from console.fabric.changes.desired import qos_table_of
 from console.fabric.changes.ownership import port_names
 from console.fabric.models import ChangeRequest, FabricPartition
 from console.fabric.services import vguid_range
+from console.tenancy.models import Membership
 from scheduling.hostlist import compress
 from scheduling.models import HCA, Node, Reservation, ReservationAllocation, ReservationSubnet
 
@@ -150,8 +151,20 @@ def pkey_index(
     return None, "the fabric's verification did not record the index (a driver that reads no P_Key tables)"
 
 
-def usage_guide(reservation: Reservation, username: str) -> UsageGuide:
-    """Everything a job on ``reservation`` needs, for the user ``username``."""
+def login_user(reservation: Reservation) -> str:
+    """The tenant's user on the reservation's hosts, whoever reads the guide (an operator reading
+    a tenant's guide sees the tenant's, never their own): the member of the tenant who asked for
+    it, else the tenant's name (its slug)."""
+    creator = reservation.created_by
+    if creator is not None and Membership.objects.filter(user=creator, tenant_id=reservation.tenant_id).exists():
+        return creator.get_username()
+    return reservation.tenant.slug
+
+
+def usage_guide(reservation: Reservation, username: str | None = None) -> UsageGuide:
+    """Everything a job on ``reservation`` needs, for the user ``username`` on its hosts (by
+    default :func:`login_user`)."""
+    username = username or login_user(reservation)
     gpus: dict[int, set[int]] = {}
     names: dict[int, str] = {}
     rows = ReservationAllocation.objects.filter(reservation=reservation).values_list("node_id", "node__name", "gpu_id")
@@ -321,7 +334,9 @@ def network_attachment(name: str, pkey_hex: str) -> str:
 
 def ib_kubernetes_config(start: str, end: str, username: str) -> str:
     """ib-kubernetes's ConfigMap (its UFM plugin, GUID pool = the reservation's vGUID range) and the
-    Secret that points the plugin at this console's UFM-compatible API with the tenant's user."""
+    Secret that points the plugin at this console's UFM-compatible API with the tenant's user and
+    one of its API tokens (the UFM API takes a token as the Basic password: no personal password
+    in a cluster's Secret)."""
     return (
         "apiVersion: v1\n"
         "kind: ConfigMap\n"
@@ -341,7 +356,7 @@ def ib_kubernetes_config(start: str, end: str, username: str) -> str:
         "  namespace: kube-system\n"
         "stringData:\n"
         f'  UFM_USERNAME: "{username}"\n'
-        '  UFM_PASSWORD: "<your password>"\n'
+        '  UFM_PASSWORD: "<an API token of this user (API tokens page), never a password>"\n'
         '  UFM_ADDRESS: "<this console\'s host name>"\n'
         '  UFM_HTTP_SCHEMA: "https"\n'
         '  UFM_PORT: "443"\n'

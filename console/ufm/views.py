@@ -18,10 +18,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from console.fabric.models import ChangeRequest, Fabric
-from console.tenancy.authentication import BearerTokenAuthentication
+from console.tenancy.authentication import BearerTokenAuthentication, resolve_token
 from console.tenancy.context import Actor
-from console.tenancy.models import ApiToken, Principal
+from console.tenancy.models import TOKEN_PREFIX, ApiToken, Principal
 from console.tenancy.permissions import principal_of
+from console.tenancy.throttling import check_anonymous
 from console.ufm import inventory, pkeys
 from console.ufm.wire import (
     UfmError,
@@ -38,11 +39,24 @@ VERSION = {"ufm_release_version": "6.12.0 (ib-console UFM-compatible P_Key API)"
 
 
 class BasicAuthentication(authentication.BasicAuthentication):
-    """HTTP Basic with console users, through Django's backends (django-axes counts failures)."""
+    """HTTP Basic with console users, through Django's backends (django-axes counts failures).
+    The password may be one of the user's API tokens (``ibc_…``): UFM clients such as
+    ib-kubernetes speak Basic only, and a cluster's Secret should hold a token its owner can
+    revoke (read-only ones stay read-only), never a personal password."""
 
     www_authenticate_realm = "ufmRest"
 
     def authenticate_credentials(self, userid: str, password: str, request: Request | None = None) -> Any:
+        if password.startswith(f"{TOKEN_PREFIX}_"):
+            try:
+                token = resolve_token(password)
+            except exceptions.AuthenticationFailed:
+                token = None
+            if token is None or token.user.get_username() != userid:
+                if request is not None:
+                    check_anonymous(request._request)  # guessing tokens is throttled as elsewhere
+                raise exceptions.AuthenticationFailed("invalid username or API token")
+            return (token.user, token)
         user = authenticate(request._request if request is not None else None, username=userid, password=password)
         if user is None or not user.is_active:
             raise exceptions.AuthenticationFailed("invalid username or password")

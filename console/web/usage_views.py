@@ -18,7 +18,7 @@ def reservation_use(request: HttpRequest, pk: int) -> HttpResponse:
     """Hosts, Slurm hostlist, SSH targets and the NCCL/UCX variables, with copy buttons."""
     principal = _principal(request, READERS)
     reservation = _visible_reservation(principal, pk)
-    guide = usage_guide(reservation, request.user.get_username())
+    guide = usage_guide(reservation)
     return _page(
         request,
         "web/reservation_use.html",
@@ -35,6 +35,6 @@ def reservation_use_env(request: HttpRequest, pk: int) -> HttpResponse:
     """The same as ``KEY=VALUE`` lines, downloaded as ``res-<id>.env``."""
     principal = _principal(request, READERS)
     reservation = _visible_reservation(principal, pk)
-    response = HttpResponse(env_file(usage_guide(reservation, request.user.get_username())), content_type="text/plain")
+    response = HttpResponse(env_file(usage_guide(reservation)), content_type="text/plain")
     response["Content-Disposition"] = f'attachment; filename="{reservation.partition_name}.env"'
     return response

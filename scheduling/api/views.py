@@ -287,5 +287,5 @@ class ReservationViewSet(TenantScopedCreateReadViewSet):
     @action(detail=True, methods=["get"], url_path="usage-guide")
     def usage_guide(self, request: Request, pk: str | None = None) -> Response:
         """How to use it: hosts, Slurm hostlist, SSH targets, NCCL_IB_HCA/PKEY/SL, UCX_IB_SL."""
-        guide = usage_guide(self.get_object(), request.user.get_username())
+        guide = usage_guide(self.get_object())
         return Response(UsageGuideSerializer(guide).data)

@@ -6,6 +6,8 @@ The P_Key index read from a lab's verified ports: tests/scheduling/test_usage_gu
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.urls import reverse
 
@@ -30,6 +32,7 @@ def parse_env(text: str) -> dict[str, str]:
 
 def test_page_env_and_api_before_the_partition_is_verified(client, admin_a, client_for, booked):  # noqa: F811
     mine, _ = booked
+    Reservation.objects.filter(pk=mine.pk).update(created_by=admin_a)  # as when admin-a books it
     nodes = sorted(mine.placement["nodes"])
     devices = sorted({h.index for h in HCA.objects.filter(node__name__in=nodes, node__fabric=mine.fabric)})
     logged_in(client, admin_a)
@@ -70,6 +73,7 @@ def test_page_env_and_api_before_the_partition_is_verified(client, admin_a, clie
 def test_other_tenants_get_404_and_operators_and_auditors_read(
     client,
     client_for,
+    member_a,
     admin_b,
     member_b,
     operator,
@@ -77,6 +81,7 @@ def test_other_tenants_get_404_and_operators_and_auditors_read(
     booked,  # noqa: F811
 ):
     mine, theirs = booked
+    Reservation.objects.filter(pk=mine.pk).update(created_by=member_a)  # booked by a member of A
     for user in (admin_b, member_b):
         logged_in(client, user)
         assert client.get(reverse("web:reservation-use", args=[mine.pk])).status_code == 404
@@ -86,7 +91,10 @@ def test_other_tenants_get_404_and_operators_and_auditors_read(
     for user in (operator, auditor):
         logged_in(client, user)
         assert client.get(reverse("web:reservation-use", args=[mine.pk])).status_code == 200
-        assert client_for(user).get(f"/api/reservations/{mine.pk}/usage-guide/").status_code == 200
+        body = client_for(user).get(f"/api/reservations/{mine.pk}/usage-guide/").json()
+        # the SSH targets name the tenant's user, not the reader's
+        assert {n["ssh"].split("@")[0] for n in body["nodes"]} == {"member-a"}
+        assert user.get_username() not in json.dumps(body)
 
 
 def test_ready_without_a_recorded_index_says_so(client, admin_a, booked):  # noqa: F811
@@ -125,3 +133,14 @@ def test_the_env_file_sourced_by_bash_runs_nothing_a_node_name_holds(client, adm
     assert done.returncode == 0, done.stderr
     assert not marker.exists(), text
     assert hostile in done.stdout.split(",")
+
+
+def test_a_reservation_booked_by_no_tenant_member_names_the_tenant_and_the_secret_asks_for_a_token(
+    client_for,
+    operator,
+    booked,  # noqa: F811
+):
+    mine, _ = booked
+    Reservation.objects.filter(pk=mine.pk).update(created_by=operator)  # an operator booked it for them
+    body = client_for(operator).get(f"/api/reservations/{mine.pk}/usage-guide/").json()
+    assert {n["ssh"].split("@")[0] for n in body["nodes"]} == {mine.tenant.slug}

@@ -4,6 +4,7 @@ published NAD CRD and ib-sriov-cni's configuration (tests/designer/schemas)."""
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 import re
@@ -12,8 +13,13 @@ import jsonschema
 import pytest
 import yaml
 from django.urls import reverse
+from rest_framework.test import APIClient
 
 from console.fabric.services import vguid_range
+from console.tenancy import actions
+from console.tenancy.context import Actor
+from console.tenancy.models import Principal
+from scheduling.models import Reservation
 from tests.designer import k8s_schemas
 from tests.scheduling.test_reservation_pages import booked, logged_in  # noqa: F401  (fixture)
 
@@ -77,3 +83,33 @@ def test_the_ib_kubernetes_guid_pool_is_the_reservations_own_vguid_range(client,
     page = logged_in(client, admin_a).get(reverse("web:reservation-use", args=[mine.pk])).content.decode()
     shown = re.search(r'<pre id="use-ibk8s" data-testid="use-ibk8s">(.*?)</pre>', page, re.S)
     assert shown is not None and html.unescape(shown.group(1)) == body["ib_kubernetes_config"]
+
+
+def test_the_secret_names_the_tenants_user_and_a_token_which_the_ufm_api_takes_as_basic(
+    client_for,
+    admin_a,
+    member_a,
+    operator,
+    booked,  # noqa: F811
+):
+    mine, _ = booked
+    Reservation.objects.filter(pk=mine.pk).update(created_by=admin_a)
+    # read by an operator: still the tenant's user, and a token asked for, never a password
+    body = client_for(operator).get(f"/api/reservations/{mine.pk}/usage-guide/").json()
+    _, secret = yaml.safe_load_all(body["ib_kubernetes_config"])
+    assert secret["stringData"]["UFM_USERNAME"] == "admin-a"
+    assert (
+        "API token" in secret["stringData"]["UFM_PASSWORD"]
+        and "your password" not in secret["stringData"]["UFM_PASSWORD"]
+    )
+    # what ib-kubernetes does with it: HTTP Basic, the user and one of its tokens
+    _, token = actions.issue_token(Actor.for_user(admin_a), Principal.of(admin_a), user=admin_a, name="ib-k8s")
+
+    def basic(username: str, password: str) -> APIClient:
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION="Basic " + base64.b64encode(f"{username}:{password}".encode()).decode())
+        return client
+
+    assert basic("admin-a", token).get("/ufmRest/resources/pkeys").status_code == 200
+    assert basic("member-a", token).get("/ufmRest/resources/pkeys").status_code == 401  # not member-a's token
+    assert basic("admin-a", token[:-2] + "xx").get("/ufmRest/resources/pkeys").status_code == 401
