@@ -48,21 +48,44 @@ def _flap(lab: Lab, node_id: str, sim_port: int, down_s: float, stop: threading.
     try:
         stop.wait(down_s)
     finally:
-        lab.replug(node_id, sim_port)  # always put it back, even when stopping
+        try:
+            lab.replug(node_id, sim_port)  # always put it back, even when stopping
+        except LabError as exc:  # ibsim gone meanwhile: its next start cables everything anew
+            log.warning("flapper: cannot replug %s[%s]: %s", node_id, sim_port, exc)
     return True
 
 
 def start_flapper(fabric: Fabric, flap: Flap) -> threading.Event:
-    """Flap the link in a daemon thread until the returned event is set."""
+    """Flap the link in a daemon thread until the returned event is set.
+
+    The cable lives in ibsim, so the thread needs ibsim alone: an OpenSM restarted (by the
+    start-up push, a takeover, an operator) changes nothing for it. It reads the lab's state
+    afresh before each flap; while ibsim is down it says so once in the log and waits for it to
+    come back, and it logs when it stops and why."""
     stop = threading.Event()
     lab = lab_for(fabric)
     node_id, sim_port = resolve_port(fabric, flap.node, flap.port)
+    what = f"{flap.node} port {flap.port} of {fabric.name}"
 
     def run() -> None:
-        while not stop.wait(flap.every_s):
-            if not lab.is_running():
-                return
-            _flap(lab, node_id, sim_port, flap.down_s, stop)
+        away = False
+        try:
+            while not stop.wait(flap.every_s):
+                if not lab.ibsim_running():
+                    if not away:
+                        log.warning(
+                            "flapper: the lab of %s is not running; %s flaps again when it is back", fabric.name, what
+                        )
+                    away = True
+                    continue
+                if away:
+                    log.warning("flapper: the lab of %s is back; %s flaps again", fabric.name, what)
+                    away = False
+                _flap(lab, node_id, sim_port, flap.down_s, stop)
+        except Exception:
+            log.exception("flapper: stopped by an error; %s no longer flaps", what)
+            raise
+        log.info("flapper: stopped; %s stays up", what)
 
     threading.Thread(target=run, name="lab-flapper", daemon=True).start()
     return stop

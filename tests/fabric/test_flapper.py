@@ -157,3 +157,35 @@ def test_stopping_the_flapper_leaves_the_link_up(lab_fabric):
         infos = cable.read()
         assert all(info is None or info.is_active for info in infos), infos
     assert _missing_until(fabric, [], 15.0) == []
+
+
+def test_the_flapper_outlives_an_opensm_restart_and_says_when_its_lab_is_gone(lab_fabric, caplog):
+    fabric, lab = lab_fabric("flaprestart")
+    flap = Flap("su01-leaf-r1", 33, every_s=3.0, down_s=1.0)
+    cable = CableEnds(fabric, lab, flap)
+    caplog.set_level("INFO", logger="console.fabric.flapper")
+    stop = start_flapper(fabric, flap)
+    try:
+        ok, states = cable.wait(_down, 10.0)
+        assert ok, states
+        # OpenSM restarted from another handle (as the agent's start-up push does, in its process)
+        Lab.attach(lab.workdir).restart_sm()
+        # then the cable still flaps: back in, then pulled again
+        ok, states = cable.wait(_linked, 10.0)
+        assert ok, states
+        ok, states = cable.wait(_down, 10.0)
+        assert ok, states
+        # and when the lab goes away the flapper says so in the log (once) and keeps waiting
+        lab.stop()
+        deadline = time.monotonic() + 15
+        while not [r for r in caplog.records if "is not running" in r.getMessage()]:
+            assert time.monotonic() < deadline, [r.getMessage() for r in caplog.records]
+            time.sleep(0.1)
+    finally:
+        stop.set()
+    deadline = time.monotonic() + 15
+    while not [r for r in caplog.records if "stopped" in r.getMessage()]:
+        assert time.monotonic() < deadline, [r.getMessage() for r in caplog.records]
+        time.sleep(0.1)
+    warned = [r for r in caplog.records if "is not running" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].levelname == "WARNING"

@@ -223,6 +223,12 @@ class Lab(SubnetManagers):
                 raise LabError("ibsim did not become ready")
             time.sleep(0.05)
 
+    def ibsim_running(self) -> bool:
+        """True when this lab's ibsim is alive, as lab.json says now (re-read: another process
+        may have restarted OpenSM or stopped the lab since this handle was made)."""
+        self._refresh()
+        return alive(self._state.ibsim_pid, self._state.ibsim_start)
+
     def is_running(self) -> bool:
         """True when ibsim and an OpenSM (the primary, or the standby that took over) are alive."""
         s = self._state
