@@ -91,3 +91,40 @@ def _discovered(fabric: Fabric) -> set[int]:
     from console.fabric.lab.fabrics import lab_for
 
     return set(lab_for(fabric).diags(timeout=20).ibnetdiscover().port_guids.values())
+
+
+class DeadPipe(io.StringIO):
+    """stdout after ``tee`` died with the terminal: every write is EPIPE."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+@requires_lab
+@pytest.mark.lab
+@pytest.mark.timeout(180)
+@pytest.mark.django_db
+def test_the_shutdown_stops_every_lab_when_stdout_is_a_dead_pipe(settings, tmp_path):
+    settings.DATA_DIR = tmp_path / "data"
+    seed_all()
+    up = UpCommand(stdout=io.StringIO())
+    up.lab_fabrics = started = up._start_demo_labs()
+    try:
+        assert [lab_status(f)["state"] for f in started] == ["up", "up"]
+        # when Ctrl-C reaches `make run | tee`: tee is gone, and up shuts down
+        up.stdout = DeadPipe()
+        up.shut_down([], None, None)
+        # then both labs are stopped, not only the first
+        assert [lab_status(f)["state"] for f in started] == ["stopped", "stopped"]
+    finally:
+        for fabric in started:
+            stop_lab(fabric)
+    # and a start that finds a lab it did not start says so, and leaves it running on exit
+    lab = UpCommand(stdout=io.StringIO())._start_demo_lab(DEMO_LAB_DESIGNS[1])
+    assert lab is not None
+    try:
+        again = UpCommand(stdout=(said := io.StringIO()))
+        assert again._start_demo_lab(DEMO_LAB_DESIGNS[1]) is None
+        assert "already running, not started by this command" in said.getvalue()
+    finally:
+        stop_lab(lab)

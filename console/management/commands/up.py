@@ -7,6 +7,7 @@ deployments run them under systemd instead; see docs/operations.md).
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from console.fabric.models import Fabric
     from console.power.emulator import Emulator
 
+log = logging.getLogger(__name__)
+
 
 #: The ASGI server's options wherever the console starts one (``up``, embedded or not, and
 #: ``deploy/systemd/ibconsole-asgi.service``): no lifespan; frames up to 64 KiB (an agent's larger
@@ -36,7 +39,8 @@ if TYPE_CHECKING:
 #: address from ``X-Forwarded-For`` when the peer is 127.0.0.1 (its default), so a local client
 #: picked the address that lockouts and throttles count. The console reads that header itself,
 #: from ``CONSOLE_TRUSTED_PROXIES`` proxies only (``console.tenancy.throttling.client_address``).
-UVICORN_OPTIONS: dict[str, Any] = {"lifespan": "off", "ws_max_size": 65536, "proxy_headers": False}
+#: No access log either: a line per request drowns the problems (the reverse proxy logs requests).
+UVICORN_OPTIONS: dict[str, Any] = {"lifespan": "off", "ws_max_size": 65536, "proxy_headers": False, "access_log": False}
 
 
 def web_command(python: str, host: str, port: int) -> list[str]:
@@ -46,6 +50,7 @@ def web_command(python: str, host: str, port: int) -> list[str]:
         *(python, "-m", "uvicorn", "console.asgi:application", "--host", host, "--port", str(port)),
         *("--lifespan", str(options["lifespan"]), "--ws-max-size", str(options["ws_max_size"])),
         *(() if options["proxy_headers"] else ("--no-proxy-headers",)),
+        *(() if options["access_log"] else ("--no-access-log",)),
     ]
 
 
@@ -78,6 +83,7 @@ class Command(BaseCommand):
         # uvicorn re-raises the SIGTERM it caught once it has shut down; with the default
         # handler that kills the process before the `finally` below stops the lab.
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
+        signal.signal(signal.SIGHUP, _exit_on_sigterm)  # the terminal closed: stop everything too
         self.collect = not no_lab and self._lab_fabrics_exist()
         flapping = [f for f in self.lab_fabrics if f.revision.design.name == DEMO_LAB_DESIGNS[0]]
         stop_flapping = self._start_flapper(flapping[0]) if flapping else None
@@ -90,16 +96,42 @@ class Command(BaseCommand):
             else:
                 self._run_processes(host, port)
         finally:
-            self._stop_agents(agents)
-            if bmcs is not None:
-                bmcs.stop()
-            if stop_flapping is not None:
-                stop_flapping.set()
-            for lab_fabric in self.lab_fabrics:
-                from console.fabric.lab.fabrics import stop_lab
+            self.shut_down(agents, bmcs, stop_flapping)
 
-                stop_lab(lab_fabric)
-                self.stdout.write(f"lab {lab_fabric.name} stopped.")
+    def shut_down(
+        self,
+        agents: list[tuple[Fabric, subprocess.Popen[bytes]]],
+        bmcs: Emulator | None,
+        stop_flapping: threading.Event | None,
+    ) -> None:
+        """Stop everything this command started, whatever stdout does: under ``make run | tee``
+        Ctrl-C kills ``tee`` too, and a write to its dead pipe must not end the shutdown between
+        two labs (the next start would find the second one running). Each step is tried on its
+        own; what could not be stopped is logged."""
+        from console.fabric.lab.fabrics import stop_lab
+
+        steps: list[tuple[str, Any]] = []
+        if stop_flapping is not None:
+            steps.append(("the flapper", stop_flapping.set))
+        steps.append(("the agents", lambda: self._stop_agents(agents)))
+        if bmcs is not None:
+            steps.append(("the BMC emulator", bmcs.stop))
+        steps += [(f"lab {f.name}", lambda f=f: stop_lab(f)) for f in self.lab_fabrics]
+        for what, stop in steps:
+            try:
+                stop()
+            except Exception:
+                log.exception("could not stop %s", what)
+            else:
+                self._say(f"{what} stopped.\n")
+
+    def _say(self, text: str) -> None:
+        """Print, unless stdout is gone (a closed pipe): shutting down must not depend on it."""
+        try:
+            self.stdout.write(text)
+            self.stdout.flush()
+        except (OSError, ValueError):
+            pass
 
     def _recover(self) -> None:
         """Reconcile what was in flight, whatever survived (a lab that outlived the console
@@ -179,7 +211,8 @@ class Command(BaseCommand):
         try:
             running = emulator.start_demo(settings.DATA_DIR / "bmc-emulator")
         except emulator.EmulatorError as exc:
-            self.stdout.write(f"  BMC emulator:       not started: {exc}\n")
+            log.error("BMC emulator not started: %s", exc)
+            self.stdout.write(f"  BMC emulator:       NOT started (the demo nodes cannot be powered): {exc}\n")
             return None
         if running is None:
             return None
@@ -226,7 +259,13 @@ class Command(BaseCommand):
             f"/fabrics/{fabric.pk}/\n"
             f"    diags: {status['env_line']}\n"
         )
-        return None if was_up else fabric
+        if was_up:
+            self.stdout.write(
+                f"    (already running, not started by this command: left running on exit; "
+                f"`manage.py lab down --fabric {fabric.name}` stops it)\n"
+            )
+            return None
+        return fabric
 
     def _start_agents(self, host: str, port: int) -> list[tuple[Fabric, subprocess.Popen[bytes]]]:
         """The lab is an SM host like any other: an agent per running lab fabric, started with
