@@ -214,6 +214,24 @@ def test_counters_and_console_names(start_lab):
     assert "not found" in lab.console('Unlink "leaf1"[7]')
 
 
+def test_ibsims_log_stays_bounded_and_the_console_keeps_answering(start_lab, monkeypatch):
+    from console.fabric.lab import ibsim_console
+
+    lab = start_lab("ibsimlog")
+    monkeypatch.setattr(ibsim_console, "LOG_MAX_BYTES", 20_000)
+    monkeypatch.setattr(ibsim_console, "LOG_KEEP_BYTES", 2_000)
+    log = lab.workdir / "ibsim.log"
+    # every counter set is echoed by ibsim: a few hundred of them write well past the bound
+    for i in range(400):
+        lab.set_counter("hca03", 1, SymbolErrorCounter=i)
+        assert log.stat().st_size <= 20_000 + 4_096, log.stat().st_size
+    kept = (lab.workdir / "ibsim.log.1").read_bytes()
+    assert 0 < len(kept) <= 2_000 and b"SymbolErrorCounter" in kept
+    # and the console's replies are still found after each cut: the last value set is read back
+    counters = lab.diags().perfquery(lids(lab)["hca03"], 1)
+    assert counters["SymbolErrorCounter"] == 399
+
+
 def test_diag_calls_time_out_and_fail_cleanly(start_lab):
     lab = start_lab("timeouts")
     with pytest.raises(DiagTimeout, match="timed out"):

@@ -63,10 +63,31 @@ def send_command(workdir: Path, command: str, *, timeout: float = 5.0) -> str:
         while True:
             reply = read_log(workdir, offset)
             if PROMPT in reply:
+                _bound_log(workdir)
                 return reply.split(PROMPT, 1)[0].strip()
             if time.monotonic() > deadline:
                 raise LabError(f"no reply from ibsim console to {command!r}")
             time.sleep(0.02)
+
+
+#: ibsim echoes every command (the traffic model sets counters each second: about 95 MB an
+#: hour). Past this size its log is cut, its last :data:`LOG_KEEP_BYTES` kept in ``ibsim.log.1``.
+LOG_MAX_BYTES = 4 * 1024 * 1024
+LOG_KEEP_BYTES = 64 * 1024
+
+
+def _bound_log(workdir: Path) -> None:
+    """Cut ``ibsim.log`` when it is over :data:`LOG_MAX_BYTES` (under the console lock: no reply
+    is being looked for by its offset). ibsim holds the file open for appending (O_APPEND), so
+    it goes on writing at the new end."""
+    path = workdir / "ibsim.log"
+    size = path.stat().st_size
+    if size <= LOG_MAX_BYTES:
+        return
+    with open(path, "rb") as fh:
+        fh.seek(max(0, size - LOG_KEEP_BYTES))
+        (workdir / "ibsim.log.1").write_bytes(fh.read())
+    os.truncate(path, 0)
 
 
 def refused(reply: str) -> bool:
