@@ -74,8 +74,11 @@ def test_unplugged_cable_shows_down_within_5s_and_clears_and_tenants_see_their_t
     op.locator(f'[data-testid=down-link][data-link="{link}"]').wait_for(timeout=5_000)
     op.locator(f'[data-testid=event][data-kind=link_down][data-subject="{link}"]').wait_for(timeout=5_000)
     assert time.monotonic() - started < 5.0
+    # the header counts it (it was written once, at load, and said "0 down" all along)
+    expect(op.get_by_test_id("live-summary")).to_contain_text(" · 1 down · ", timeout=5_000)
     # the tenant sees it too, on its own link
     tenant.locator(f'[data-testid=down-link][data-link="{link}"]').wait_for(timeout=5_000)
+    expect(tenant.get_by_test_id("live-summary")).to_contain_text("16 links of your reservations · 1 down")
     expect(tenant.locator(f'[data-testid=event][data-subject="{link}"]')).to_contain_text(
         res_a.name
     )  # its reservation, by name
@@ -83,6 +86,7 @@ def test_unplugged_cable_shows_down_within_5s_and_clears_and_tenants_see_their_t
     # when it is put back, the link is up again and the event resolves itself
     replug(fabric, leaf, leaf_port)
     expect(op.locator(f'[data-testid=down-link][data-link="{link}"]')).to_have_count(0, timeout=15_000)
+    expect(op.get_by_test_id("live-summary")).to_contain_text(" · 0 down · ", timeout=5_000)
     expect(op.locator(f'[data-testid=event][data-subject="{link}"]')).to_have_attribute(
         "data-status", "resolved", timeout=15_000
     )

@@ -13,7 +13,7 @@ import { PortTable } from "./ports";
 import { LiveStream } from "./stream";
 import type { ChangePage, ChangeStep, FabricEvent, FabricEventPage, LinkState, LiveEvent, LiveInit, Message, Snapshot, TenantSlice } from "./types";
 import { ZoomToSwitch } from "./zoom";
-import { BUCKET_COLOURS, BUSY_WORD, type Bundle, bundleOf, bundleText, legend, pct } from "./bundle";
+import { BUCKET_COLOURS, BUSY_AT, BUSY_WORD, type Bundle, bundleOf, bundleText, legend, pct } from "./bundle";
 import { timeChart } from "./chart";
 import { PowerMarks, powerLegend } from "./power";
 
@@ -31,6 +31,8 @@ class LivePage {
   private canvas: FabricCanvas;
   private links = new Map<string, LinkState>();
   private edgeOfLink = new Map<string, string>();
+  /** link id → both ends and the cable: "spine-01/1 ↔ su01-leaf-r1/33 (NDR-AOC, 10 m)" */
+  private nameOfLink = new Map<string, string>();
   private linksOfEdge = new Map<string, string[]>();
   private edgeLook = new Map<string, EdgeLook>();
   private tierOfEdge = new Map<string, string>();
@@ -138,6 +140,8 @@ class LivePage {
       for (const lk of e.links ?? []) {
         const id = `${lk[2]}/${lk[3]}`;
         this.edgeOfLink.set(id, e.id);
+        const cable = [lk[4], lk[5] ? `${lk[5]} m` : ""].filter(Boolean).join(", ");
+        this.nameOfLink.set(id, `${id} ↔ ${lk[0]}/${lk[1]}${cable ? ` (${cable})` : ""}`);
         ids.push(id);
       }
       this.linksOfEdge.set(e.id, ids);
@@ -168,11 +172,28 @@ class LivePage {
     this.power.reset(snap.power ?? {});
     this.apply(snap.links, true);
     this.filters();
-    const s = snap.summary;
-    byTestId("live-summary").textContent = s
-      ? `${fmt(s.up)} links up · ${fmt(s.down)} down · ${fmt(s.busy ?? 0)} ${BUSY_WORD} · ${fmt(s.congested ?? 0)} congested · collector ${snap.collector}`
-      : `${snap.links.length} links of your reservations · collector ${snap.collector}`;
     return snap.seq;
+  }
+
+  /** The header's counts, from the links as they are now (every delta and power change updates
+   * them); links down because their node was powered off on purpose are not counted as down. */
+  private summary(): void {
+    let up = 0, down = 0, off = 0, busy = 0, congested = 0;
+    for (const st of this.links.values()) {
+      if (!st.up) {
+        if (this.power.intendedOff(st.id)) off += 1;
+        else down += 1;
+        continue;
+      }
+      up += 1;
+      if (st.util >= BUSY_AT) busy += 1;
+      if ((st.xmit_wait ?? 0) > 0) congested += 1;
+    }
+    const offText = off ? ` · ${fmt(off)} off on purpose` : "";
+    const collector = `collector ${this.snapshot?.collector ?? ""}`;
+    byTestId("live-summary").textContent = this.init.operator
+      ? `${fmt(up)} links up · ${fmt(down)} down${offText} · ${fmt(busy)} ${BUSY_WORD} · ${fmt(congested)} congested · ${collector}`
+      : `${fmt(this.links.size)} links of your reservations · ${fmt(down)} down${offText} · ${collector}`;
   }
 
   /** Apply link states; returns main-thread milliseconds spent (kept for the benchmark). */
@@ -214,6 +235,7 @@ class LivePage {
       }
     });
     this.downList();
+    this.summary();
     this.ports.update(states);
     if (this.selected && states.some((st) => st.id === this.selected)) this.showLink(this.selected);
     this.lastApplyMs = performance.now() - t0;
@@ -244,7 +266,7 @@ class LivePage {
       ...down.map((id) => {
         const note = this.power.linkNote(id);
         return h("li", { "data-link": id, testid: "down-link", "data-intended": intended(id) ? "yes" : "no", class: intended(id) ? "down-intended" : undefined },
-          id, note ? h("span", { class: "muted down-note" }, ` — ${note}`) : null);
+          this.nameOfLink.get(id) ?? id, note ? h("span", { class: "muted down-note" }, ` — ${note}`) : null);
       }),
     );
   }
