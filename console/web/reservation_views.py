@@ -34,6 +34,7 @@ from scheduling import read_models
 from scheduling.api.serializers import ReservationSerializer
 from scheduling.models import Pool, PriorityClass, Quota, Reservation
 from scheduling.services import quotas
+from scheduling.services.timeline import timeline
 
 #: Who reserves: tenant users for their tenant, operators for any tenant.
 RESERVERS = {Role.OPERATOR, Role.TENANT_ADMIN, Role.TENANT_MEMBER}
@@ -168,6 +169,7 @@ def reservation_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "reserve",
         init=init,
         reservation=reservation,
+        steps=timeline(reservation),
         carrying=carrying,
         show_changes=principal.sees_all_tenants,
     )

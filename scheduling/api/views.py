@@ -9,7 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count, Sum
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -41,7 +41,7 @@ from scheduling.api.serializers import (
 from scheduling.api.site_serializers import SITE_RELATED
 from scheduling.filtersets import ReservationFilterSet
 from scheduling.models import Pool, Quota, Reservation
-from scheduling.services import inventory, lifecycle, pricing, queue, quotas, reservations
+from scheduling.services import inventory, lifecycle, pricing, queue, quotas, reservations, timeline
 from scheduling.services.availability import availability
 from scheduling.usage_guide import usage_guide
 
@@ -282,6 +282,33 @@ class ReservationViewSet(TenantScopedCreateReadViewSet):
         """Withdraw a reservation that is not ready yet, or a queued request."""
         reservation = lifecycle.cancel(self.actor, self.principal, self.get_object())
         return Response(ReservationSerializer(reservation).data)
+
+    @extend_schema(
+        responses={
+            200: inline_serializer(
+                "ReservationTimeline",
+                {
+                    "id": serializers.IntegerField(),
+                    "steps": serializers.ListField(
+                        child=inline_serializer(
+                            "ReservationStep",
+                            {
+                                "step": serializers.CharField(help_text="requested, queued, placed, pushed, …"),
+                                "at": serializers.DateTimeField(),
+                                "detail": serializers.CharField(help_text="why it waits or failed, where it says"),
+                            },
+                        )
+                    ),
+                },
+            )
+        }
+    )
+    @action(detail=True, methods=["get"])
+    def timeline(self, request: Request, pk: str | None = None) -> Response:
+        """Its history: requested → queued (why) → placed → pushed → verified → ready →
+        released, each with its time (nobody's name)."""
+        reservation = self.get_object()
+        return Response({"id": reservation.pk, "steps": [s.as_dict() for s in timeline.timeline(reservation)]})
 
     @extend_schema(responses={200: UsageGuideSerializer})
     @action(detail=True, methods=["get"], url_path="usage-guide")
