@@ -8,6 +8,7 @@ same :class:`ReservationFilterSet`.
 from __future__ import annotations
 
 import django_filters
+from django.db.models import QuerySet
 
 from console.tenancy.models import Tenant
 from scheduling.models import Pool, Reservation
@@ -23,7 +24,18 @@ class ReservationFilterSet(django_filters.FilterSet):
     tenant = django_filters.ModelChoiceFilter(queryset=Tenant.objects.order_by("name"))
     pool = django_filters.ModelChoiceFilter(queryset=Pool.objects.order_by("name"))
     status = django_filters.ChoiceFilter(choices=Reservation.Status.choices, empty_label="any")
+    state = django_filters.ChoiceFilter(
+        choices=[("live", "live (not over yet)"), ("finished", "finished")],
+        method="filter_state",
+        empty_label="any",
+        label="Live or finished",
+    )
 
     class Meta:
         model = Reservation
-        fields = ["status", "pool", "tenant", "priority_class"]
+        fields = ["status", "state", "pool", "tenant", "priority_class"]
+
+    def filter_state(self, queryset: QuerySet[Reservation], name: str, value: str) -> QuerySet[Reservation]:
+        """``finished``: released, rejected, preempted or cancelled; ``live``: any other."""
+        finished = queryset.filter(status__in=Reservation.FINISHED)
+        return finished if value == "finished" else queryset.exclude(status__in=Reservation.FINISHED)

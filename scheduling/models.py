@@ -310,6 +310,8 @@ class Reservation(TenantOwnedModel):
 
     #: States whose allocations hold nodes (quota usage counts these).
     HOLDING: ClassVar[tuple[str, ...]] = (Status.PLACED, Status.PROVISIONING, Status.READY)
+    #: States a reservation never leaves (its life is over).
+    FINISHED: ClassVar[tuple[str, ...]] = (Status.RELEASED, Status.REJECTED, Status.PREEMPTED, Status.CANCELLED)
     #: The longest window a reservation may span (reserve and extend both refuse longer ones).
     MAX_WINDOW: ClassVar[dt.timedelta] = dt.timedelta(days=90)
 

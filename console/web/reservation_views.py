@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Set
 from typing import Any
 
+import django_tables2 as tables
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -118,6 +119,15 @@ def reservations(request: HttpRequest) -> HttpResponse:
         "urls": _urls(),
         "poll_ms": POLL_MS,
     }
+    # Finished reservations: a compact table (sortable, paginated), not a card each.
+    finished = Reservation.objects.visible_to(principal).filter(status__in=Reservation.FINISHED)
+    finished_table = ReservationTable(
+        finished.select_related("tenant", "pool"),
+        exclude=("partition_name", "nodes", "pkey", "sl", *(() if principal.sees_all_tenants else ("tenant",))),
+        attrs={"class": "grid sortable compact", "data-testid": "finished-reservations"},
+        empty_text="None yet.",
+    )
+    tables.RequestConfig(request, paginate={"per_page": 10}).configure(finished_table)
     return _page(
         request,
         "web/reservations.html",
@@ -125,6 +135,7 @@ def reservations(request: HttpRequest) -> HttpResponse:
         "reserve",
         init=init,
         tenant=tenant,
+        finished_table=finished_table,
         constraints=constraint_controls(),
         size_presets=SIZE_PRESETS,
         name_hint=f"{tenant.slug if tenant else 'tenant'}-8g-1a2b",

@@ -203,3 +203,18 @@ def test_occupancy_map_colours_nodes_by_tenant(client, operator, pool, booked):
     assert page.count('data-tenant=""') == 16 - 3  # the rest is free
     missing = client.get(reverse("web:reservation-occupancy"), {"pool": 999_999})
     assert missing.status_code == 404
+
+
+def test_finished_reservations_are_a_compact_table_and_the_cards_are_the_live_ones(client, client_for, admin_a, booked):
+    mine, theirs = booked
+    done = reserve(mine.tenant, mine.pool, 8, name="a-done")
+    Reservation.objects.filter(pk=done.pk).update(status=Reservation.Status.RELEASED)  # wound down since
+    # the API's cards query: live ones only; finished ones apart
+    api = client_for(admin_a)
+    live = [r["name"] for r in api.get("/api/reservations/", {"state": "live"}).json()["results"]]
+    over = [r["name"] for r in api.get("/api/reservations/", {"state": "finished"}).json()["results"]]
+    assert live == ["a-train"] and over == ["a-done"]
+    page = logged_in(client, admin_a).get(reverse("web:reservations")).content.decode()
+    table = page[page.index('data-testid="finished-reservations"') :]
+    assert table.count('data-testid="all-row"') == 1 and "a-done" in table and "a-train" not in table
+    assert "b-infer" not in page  # nothing of another tenant's

@@ -25,7 +25,7 @@ class ReservationPageFilter(ReservationFilterSet):
     until = UtcIsoDateTimeFilter(field_name="start", lookup_expr="lt", label="Starting before (UTC)")
 
     class Meta(ReservationFilterSet.Meta):
-        fields = ["q", "status", "pool", "tenant", "priority_class", "since", "until"]
+        fields = ["q", "status", "state", "pool", "tenant", "priority_class", "since", "until"]
 
     def __init__(self, data: Any, queryset: QuerySet[Reservation], principal: Principal) -> None:
         super().__init__(data, queryset=queryset)

@@ -27,7 +27,8 @@ export function startReservePage(init: ReserveInit): void {
     onChange: refresh,
   });
   refresh();
-  void api<Paged<Reservation>>(`${init.urls.api}reservations/?page_size=50&ordering=-created_at`)
+  // the live ones as cards (each followed until it settles); the finished ones are the table below
+  void api<Paged<Reservation>>(`${init.urls.api}reservations/?state=live&page_size=50&ordering=-created_at`)
     .then((page) => board.show(page.results))
     .catch((exc) => byTestId("reservation-list").replaceChildren(h("p", { class: "error" }, String(exc))));
   const form = document.querySelector<HTMLFormElement>("#reserve-form");
