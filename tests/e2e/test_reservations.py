@@ -137,6 +137,16 @@ def test_tenant_reserves_16_gpus_ready_on_the_lab_invisible_to_others_and_quota_
     expect(page.get_by_test_id("offer").filter(has_text="16 GPUs now")).to_be_visible()
     expect(page.locator("[data-testid=offer][data-kind=queue]")).to_have_count(1)
     assert not Reservation.objects.filter(name="e2e-too-big").exists()
+    # the scheduler's reason, opened, stays open through an edit, and one click closes it
+    reason = page.locator("details.res-exact", has_text="The scheduler's reason")
+    reason.locator("summary").click()
+    expect(reason).to_have_attribute("open", "")
+    with page.expect_response("**/api/reservations/preview/"):
+        page.get_by_test_id("res-name").fill("e2e-too-big-again")
+    expect(page.get_by_test_id("preview-state")).to_have_text("refused")
+    expect(reason).to_have_attribute("open", "")
+    reason.locator("summary").click()
+    expect(reason).not_to_have_attribute("open", "")
 
     # releasing removes the partition from the fabric: ending → released
     ready = card_named(page, "e2e-train")

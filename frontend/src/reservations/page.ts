@@ -181,12 +181,14 @@ function startForm(init: ReserveInit, form: HTMLFormElement, board: Board, refre
     void reserve();
   };
   let seq = 0;
+  let shown = ""; // the answer on screen: the same answer again leaves the panel alone
   const preview = debounce(async () => {
     const mine = ++seq;
     const body = requestOf(form, init);
     if (typeof body === "string") {
       state.textContent = "incomplete";
       state.className = "badge";
+      shown = "";
       out.replaceChildren(h("p", { class: "muted" }, body));
       submit.disabled = false;
       return;
@@ -198,13 +200,28 @@ function startForm(init: ReserveInit, form: HTMLFormElement, board: Board, refre
         body: JSON.stringify(body),
       });
       if (mine !== seq) return;
+      // An edit's "change" fires when a click elsewhere (on a panel's summary) takes the focus:
+      // an unchanged answer is not drawn again, and a new one keeps the panels that were open
+      // (re-drawn, the first click after an edit was lost on the panel it replaced).
+      const key = JSON.stringify([result, body.start === "asap"]);
+      if (key === shown) {
+        state.textContent = state.dataset.verdict ?? state.textContent;
+        return;
+      }
+      shown = key;
+      const open = new Set([...out.querySelectorAll("details[open] > summary")].map((s) => s.textContent ?? ""));
       const verdict = renderPreview(result, body.start === "asap", state, out, take);
+      out.querySelectorAll("details").forEach((d) => {
+        if (open.has(d.querySelector("summary")?.textContent ?? "")) d.open = true;
+      });
+      state.dataset.verdict = state.textContent ?? "";
       submit.disabled = !verdict.canReserve;
       submit.textContent = verdict.label;
     } catch (exc) {
       if (mine !== seq) return;
       state.textContent = "invalid";
       state.className = "badge bad";
+      shown = "";
       out.replaceChildren(h("p", { class: "error", testid: "preview-error" }, errorText(exc)));
       submit.disabled = false;
     }
