@@ -14,12 +14,9 @@ import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
-#: The published job traces (Kalos, Alibaba) the replay tests read.
-TRACES = Path("/work/shared/traces")
 #: Debian's prometheus package: the server the monitoring tests scrape with, and promtool.
 PROMETHEUS_TOOLS = ("prometheus", "promtool")
 LAB_TOOLS = ("ibsim", "opensm", "ibnetdiscover", "smpquery", "saquery", "sminfo", "perfquery", "ibportstate")
@@ -53,10 +50,6 @@ def _prometheus_present() -> bool:
     return all(shutil.which(tool) is not None for tool in PROMETHEUS_TOOLS)
 
 
-def _traces_present() -> bool:
-    return (TRACES / "kalos_jobs.csv").exists() and (TRACES / "alibaba_openb_pods.csv").exists()
-
-
 @dataclass(frozen=True)
 class Need:
     """Something a test needs from the machine: how to tell it is there, and what is missing if not."""
@@ -84,7 +77,6 @@ NEEDS = {
         Need("lab", "the lab tools (opensm, ibsim-utils, infiniband-diags)", _lab_present),
         Need("postgresql", "PostgreSQL (DATABASE_URL)", _postgresql),
         Need("slurm", "Slurm's slurmctld and scontrol (slurmctld, slurm-client)", _slurm_present, demanded_with="lab"),
-        Need("traces", f"the shared job traces in {TRACES}", _traces_present),
         # bootstrap.sh --test installs it beside the lab tools: CONSOLE_REQUIRE_LAB=1 demands it
         Need("prometheus", "Debian's prometheus package (prometheus, promtool)", _prometheus_present, "lab"),
     )

@@ -50,7 +50,7 @@ from scheduling.placement.powerfit import NodePower, PowerFit  # noqa: E402
 from scheduling.placement.topology import PoolTopology  # noqa: E402
 from scheduling.replay import load_kalos, percentile, replay  # noqa: E402
 
-KALOS = Path("/work/shared/traces/kalos_jobs.csv")
+KALOS = ROOT / "tests" / "data" / "traces" / "kalos_jobs.csv"
 HOUR = 3600.0
 
 

@@ -47,7 +47,7 @@ from scheduling.replay import (  # noqa: E402
 from scheduling.replay.generator import TraceSpec, generate, offered_load  # noqa: E402
 from scheduling.services.topology import topology_from_graph  # noqa: E402
 
-TRACES = Path("/work/shared/traces")
+TRACES = Path(__file__).resolve().parents[2] / "tests" / "data" / "traces"
 SETTINGS = (
     "idle=10m,buffer=0",
     "idle=30m,buffer=0",

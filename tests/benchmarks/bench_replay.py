@@ -60,7 +60,7 @@ from scheduling.replay import (  # noqa: E402
 from scheduling.replay.generator import STANDARD_LOADS, TraceSpec, generate, offered_load  # noqa: E402
 from scheduling.services.topology import topology_from_graph  # noqa: E402
 
-TRACES = Path("/work/shared/traces")
+TRACES = Path(__file__).resolve().parents[2] / "tests" / "data" / "traces"
 POLICIES = (("topology", "topology", 0.0), ("patience", "topology", None), ("first-fit", "first-fit", 0.0))
 FIGURES = (
     "utilization",

@@ -62,7 +62,7 @@ from scheduling.replay import load_kalos, percentile, replay  # noqa: E402
 from scheduling.services.topology import topology_from_graph  # noqa: E402
 from tests.benchmarks.benchutil import imported_fabric  # noqa: E402
 
-KALOS = Path("/work/shared/traces/kalos_jobs.csv")
+KALOS = Path(__file__).resolve().parents[2] / "tests" / "data" / "traces" / "kalos_jobs.csv"
 KEYS = (
     "utilization",
     "avg_wait_s",

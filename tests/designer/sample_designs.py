@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from tests.datafiles import REALDATA
 
-REALDATA = Path("/work/shared/realdata")
 #: a discovered fabric: PSMN's Voltaire QDR cluster, switches named by their node descriptions
 DISCOVERED = REALDATA / "ibnetdiscover" / "psmn_x5_voltaire_qdr_89ca_11sw.ibnetdiscover"
 #: a two-level fat tree: 2 leaves of QM9700 under one spine

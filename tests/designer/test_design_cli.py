@@ -9,6 +9,7 @@ import pytest
 from django.core.management import call_command
 
 from designer.models import Design
+from tests.datafiles import IBNETDISCOVER
 from tests.designer.reference_rows import B300_XDR_ROWS
 
 pytestmark = pytest.mark.django_db
@@ -204,10 +205,9 @@ def test_absurd_sizes_are_refused_quickly(args):
     assert code != 0 and any("at most" in e for e in errors), errors
 
 
-REALDATA = "/work/shared/realdata/ibnetdiscover"
+REALDATA = str(IBNETDISCOVER)
 
 
-@pytest.mark.skipif(not __import__("os").path.isdir(REALDATA), reason="real dumps not available")
 def test_import_real_dump_with_node_name_map_summarises_warnings(tmp_path):
     dump = f"{REALDATA}/psmn_x5_voltaire_qdr_89ca_11sw.ibnetdiscover"
     names = f"{REALDATA}/psmn_x5.node-name-map"

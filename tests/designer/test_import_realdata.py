@@ -1,4 +1,4 @@
-"""Imports of real ibnetdiscover dumps (../shared/realdata) and of fabrics rewritten into forms we
+"""Imports of real ibnetdiscover dumps (tests/data/realdata) and of fabrics rewritten into forms we
 do not generate: director chassis, SHARP Aggregation Nodes, pasted prompts and stderr, -g grouping.
 
 Every count is checked against an independent reading written here (headers and port lines
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -20,11 +19,10 @@ from designer.imports import import_fabric, parse_ibnetdiscover, summarise
 from designer.imports.namemap import NodeNameMapError
 from designer.plan import plan
 from designer.validation import validate
+from tests.datafiles import IBNETDISCOVER
 from tests.ibnetdiscover_rewrites import with_aggregation_nodes
 
-REAL = Path(__file__).resolve().parents[2] / ".." / ".." / "shared" / "realdata" / "ibnetdiscover"
-if not REAL.is_dir():
-    REAL = Path("/work/shared/realdata/ibnetdiscover")
+REAL = IBNETDISCOVER
 DUMPS = [
     "topograph_dgx_h100_ndr_582ca_40sw.ibnetdiscover",
     "psmn_x5_voltaire_qdr_89ca_11sw.ibnetdiscover",
@@ -40,8 +38,6 @@ DUMPS = [
 ]
 PORTS_REPORTS = ["osc_ibnetdiscover-p_test.out", "osc_ibnetdiscover-p_test2.out", "osc_ibnetdiscover-p_test3.out"]
 AN = "Aggregation Node"
-
-pytestmark = pytest.mark.skipif(not REAL.is_dir(), reason="real ibnetdiscover dumps not available")
 
 
 # -- the independent reading ------------------------------------------------------------------

@@ -10,6 +10,7 @@ from playwright.sync_api import expect
 from console.tenancy.context import Actor
 from console.tenancy.models import Principal
 from designer.services import create_design
+from tests.datafiles import IBNETDISCOVER
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -164,10 +165,9 @@ def test_tenants_do_not_see_the_designer(login, member_a, live_server):
     assert page.goto(f"{live_server.url}/designer/").status == 404
 
 
-REAL_DUMP = "/work/shared/realdata/ibnetdiscover/topograph_dgx_h100_ndr_582ca_40sw.ibnetdiscover"
+REAL_DUMP = str(IBNETDISCOVER / "topograph_dgx_h100_ndr_582ca_40sw.ibnetdiscover")
 
 
-@pytest.mark.skipif(not __import__("os").path.exists(REAL_DUMP), reason="real dump not available")
 def test_import_a_real_dump_with_a_node_name_map(login, operator, live_server, worker, tmp_path):
     text = open(REAL_DUMP).read()
     leaves = len(set(re.findall(r'^Switch\t\d+ "[^"]+"\t\t# "MF0;([^:]*IBLEAF[^:]*):', text, re.M)))

@@ -3,7 +3,7 @@
 Discovery and compare read the dump with the importer's parser, so a design imported from a
 director fabric (switch names ``dir1/L03/U1``) compares cleanly against a discovery of it, by name
 and by GUID, and findings name the chassis and slot. Pure tests first (stored discovery texts:
-an export rewritten into director form, the real dumps in ``../shared/realdata/ibnetdiscover/``),
+an export rewritten into director form, the real dumps in ``tests/data/realdata/ibnetdiscover/``),
 then the real lab running the director design.
 """
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -26,14 +25,13 @@ from designer.exports import export
 from designer.imports import import_fabric, parse_ibnetdiscover
 from designer.plan import plan
 from designer.services import import_ibnetdiscover, revision_graph
+from tests.datafiles import IBNETDISCOVER
 from tests.fabric import lab_fixtures
 from tests.fabric.conftest import requires_lab
 from tests.fabric.lab_fixtures import ACTOR, routing_passes, wait_for_new_routing_pass
 from tests.ibnetdiscover_rewrites import with_aggregation_nodes as add_aggregation_nodes
 
-REAL = Path(__file__).resolve().parents[2].parent / "shared" / "realdata" / "ibnetdiscover"
-if not REAL.is_dir():
-    REAL = Path("/work/shared/realdata/ibnetdiscover")
+REAL = IBNETDISCOVER
 CHASSIS = 0x0002C9AAAA000000
 
 lab_data_dir = lab_fixtures.lab_data_dir

@@ -15,7 +15,7 @@ from scheduling.placement import rail_optimized
 from scheduling.replay import RESULT_KEYS
 from scheduling.services import inventory
 from scheduling.services.topology import topology_for_pool, topology_from_graph
-from tests.needs import TRACES, needs
+from tests.datafiles import TRACES
 from tests.scheduling.conftest import give_quota, make_fabric, make_pool
 
 
@@ -105,7 +105,6 @@ def test_demo_seed_creates_pool_quotas_and_live_reservations():
 
 
 @pytest.mark.smoke
-@needs("traces")
 @pytest.mark.django_db  # operators' catalogue overrides are read
 def test_replay_cli_prints_the_replay_keys():
     out = StringIO()
@@ -130,7 +129,6 @@ def test_replay_cli_prints_the_replay_keys():
     assert result["jobs"]["submitted"] == 40
 
 
-@needs("traces")
 @pytest.mark.django_db
 def test_replay_cli_accepts_a_saved_design_and_refuses_nonsense(fat_tree):
     out = StringIO()

@@ -6,10 +6,9 @@ import pytest
 
 from scheduling.placement import rail_optimized
 from scheduling.replay import RESULT_KEYS, TraceJob, load_kalos, replay, simulate
-from tests.needs import TRACES, needs
+from tests.datafiles import TRACES
 
 KALOS = TRACES / "kalos_jobs.csv"
-needs_traces = needs("traces")
 
 
 def test_fifo_with_easy_backfill_never_delays_the_head():
@@ -53,7 +52,6 @@ def test_utilization_is_busy_gpu_seconds_over_the_busy_period():
     assert result["avg_jct_s"] == 10
 
 
-@needs_traces
 def test_kalos_topology_spans_fewer_leaves_and_spines_than_first_fit_on_2048_gpus():
     jobs = load_kalos(KALOS)
     fabric = rail_optimized(8)  # 8 SUs x 32 nodes x 8 GPUs, 64 leaves, 32 spines
@@ -68,7 +66,6 @@ def test_kalos_topology_spans_fewer_leaves_and_spines_than_first_fit_on_2048_gpu
     assert topology["utilization"] >= first_fit["utilization"]
 
 
-@needs_traces
 def test_kalos_jobs_larger_than_the_fabric_are_skipped_and_counted():
     jobs = load_kalos(KALOS)
 
@@ -79,7 +76,6 @@ def test_kalos_jobs_larger_than_the_fabric_are_skipped_and_counted():
     assert result["jobs"]["placed"] == 319 - too_large
 
 
-@needs_traces
 def test_kalos_gangs_steer_around_miswired_nodes_more_often_than_first_fit():
     jobs = load_kalos(KALOS)
     fabric = rail_optimized(8, miswired_nodes=tuple(range(5, 256, 32)))  # one per SU

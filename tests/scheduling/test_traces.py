@@ -13,14 +13,12 @@ from scheduling.replay import (
     load_kalos,
     load_trace,
 )
-from tests.needs import TRACES, needs
+from tests.datafiles import TRACES
 
 KALOS = TRACES / "kalos_jobs.csv"
 ALIBABA = TRACES / "alibaba_openb_pods.csv"
-needs_traces = needs("traces")
 
 
-@needs_traces
 def test_kalos_sizes_and_durations():
     jobs = load_kalos(KALOS)
 
@@ -33,7 +31,6 @@ def test_kalos_sizes_and_durations():
     assert {j.gpus for j in jobs if j.gpus_per_node != 8} == {1, 2}
 
 
-@needs_traces
 def test_alibaba_drops_cpu_only_pods_and_rounds_fractions_up():
     jobs = load_alibaba(ALIBABA)
 

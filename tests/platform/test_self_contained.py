@@ -1,0 +1,43 @@
+"""The repository is self-contained: no tracked file names a path outside it (a machine's shared
+folder, an absolute path of this checkout); what the tests, benchmarks and demo read is in it."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Paths that leave the repository: this machine's work tree or the sibling reference folder.
+#: (Spelt in pieces so that this file does not name them itself.)
+OUTSIDE = re.compile("|".join([r"/" + "work" + r"/", r"\.\./" + "shared" + r"\b", str(ROOT.parent) + "/"]))
+#: Third-party data keeps its own text (manual pages and dumps name /usr/… and the like).
+KEPT_AS_IS = ("tests/data/",)
+
+
+def test_no_tracked_file_names_a_path_outside_the_repository():
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    assert len(files) > 100
+    offenders = []
+    for name in files:
+        if name.startswith(KEPT_AS_IS):
+            continue
+        try:
+            text = (ROOT / name).read_text(encoding="utf-8")
+        except (UnicodeDecodeError, FileNotFoundError, IsADirectoryError):
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            if OUTSIDE.search(line):
+                offenders.append(f"{name}:{number}: {line.strip()[:120]}")
+    assert offenders == [], "\n".join(offenders)
+
+
+def test_the_data_the_tests_read_is_here_with_its_sources():
+    from tests import datafiles
+
+    for folder in (datafiles.IBNETDISCOVER, datafiles.REALDATA / "slurm_k8s_topology", datafiles.TRACES):
+        assert (folder / "SOURCES.md").is_file(), folder
+    assert (
+        datafiles.KALOS.is_file()
+        and (datafiles.IBNETDISCOVER / "psmn_x5_voltaire_qdr_89ca_11sw.ibnetdiscover").is_file()
+    )
