@@ -19,10 +19,9 @@ for host, port in (("127.0.0.1", 5432), ("127.0.0.1", 6379)):
 PY
 then exit 1; fi
 
-# The bootstrap installs the lab tools and CI always has the shared traces and (in the full run)
-# PostgreSQL: a test skipped for lack of them fails here (tests/needs.py). Set one to 0 to opt out.
+# The bootstrap installs the lab tools and CI always has (in the full run) PostgreSQL: a test
+# skipped for lack of them fails here (tests/needs.py). Set one to 0 to opt out.
 export CONSOLE_REQUIRE_LAB=${CONSOLE_REQUIRE_LAB:-1}
-export CONSOLE_REQUIRE_TRACES=${CONSOLE_REQUIRE_TRACES:-1}
 echo "==> import contracts (import-linter: layers, pure cores, project wiring; pyproject.toml)"
 .venv/bin/lint-imports || exit 1
 
