@@ -60,6 +60,7 @@ class Worker:
             REDIS_URL=settings.REDIS_URL,
             CELERY_QUEUE=settings.CELERY_TASK_DEFAULT_QUEUE,
             PYTHONUNBUFFERED="1",
+            LOG_LEVEL="DEBUG",  # the task received/succeeded lines this test reads (quiet otherwise)
             **(env or {}),
         )
         self.log = log

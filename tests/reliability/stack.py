@@ -183,8 +183,8 @@ class Stack:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.web_port}"
 
-    def add(self, name: str, argv: list[str], ready: Callable[[Process], bool]) -> Process:
-        process = Process(name, argv, self.env(), self.workdir / f"{name}.log", ready)
+    def add(self, name: str, argv: list[str], ready: Callable[[Process], bool], **env: str) -> Process:
+        process = Process(name, argv, {**self.env(), **env}, self.workdir / f"{name}.log", ready)
         self.processes[name] = process
         return process
 
@@ -203,7 +203,8 @@ class Stack:
             self.add("worker", [*worker, "--without-gossip", "--without-mingle", "-l", "INFO"], _log_says(" ready."))
             beat = ["-m", "celery", "-A", "console", "beat", "-l", "INFO"]
             schedule = str(self.workdir / "celerybeat-schedule")
-            self.add("beat", [*beat, "-s", schedule], _log_says("beat: Starting..."))
+            # the beat's start line is INFO of celery.beat, quiet unless LOG_LEVEL=DEBUG (settings.LOGGING)
+            self.add("beat", [*beat, "-s", schedule], _log_says("beat: Starting..."), LOG_LEVEL="DEBUG")
             if self.fabric is not None:
                 self._add_agent(self.fabric)
                 collector = ["manage.py", "collector", "--fabric", str(self.fabric.pk), "--interval", "0.5"]
