@@ -68,6 +68,7 @@ def world_ids() -> dict[str, dict[str, object]]:
     from console.fabric.models import ChangeRequest, Fabric
     from designer.models import Design
     from scheduling.models import Node, Pool, Reservation
+    from tests.e2e.pages import import_ids
 
     fabric = Fabric.objects.select_related("revision").get(revision__design__name=DEMO_FABRIC_DESIGN)
     big = Design.objects.get(name="superpod-2048")
@@ -78,6 +79,7 @@ def world_ids() -> dict[str, dict[str, object]]:
         "revision": big.latest_revision,
         "import_design": fabric.revision.design_id,  # the 1-SU design: an import of it is quick
         "import_revision": fabric.revision.number,
+        **import_ids(fabric.revision_id),
         "change": change.pk if change else 0,
         "pool": Pool.objects.filter(fabric=fabric).order_by("name").values_list("pk", flat=True).first() or 0,
         # a node with a BMC (every demo node has one): its power page

@@ -2,6 +2,7 @@ import "./styles.css";
 import { csrfToken } from "./api";
 import { bindConfirmForms } from "./confirm";
 import { pollDashboard } from "./dashboard";
+import { followJob } from "./follow";
 
 // Pages are server-rendered; this bundle adds small progressive enhancements and is the entry
 // point the designer, reservation and live views build on.
@@ -14,5 +15,7 @@ document.addEventListener("DOMContentLoaded", () => {
   }
   const dashboard = document.getElementById("dashboard");
   if (dashboard) pollDashboard(dashboard);
+  const job = document.querySelector<HTMLElement>("[data-follow-job]");
+  if (job) followJob(job);
   if (!csrfToken()) return;
 });

@@ -144,7 +144,8 @@ def test_the_import_page_follows_a_large_import(operator, client, small_inline):
     job = ImportJob.objects.get(name="paged")
     assert posted["Location"] == f"/designer/import/{job.pk}/"
     following = client.get(posted["Location"]).content.decode()
-    assert 'http-equiv="refresh"' in following and 'data-testid="import-job-state">queued<' in following
+    assert f'data-follow-job="/api/designs/imports/{job.pk}/"' in following
+    assert 'data-testid="import-job-state">queued<' in following
     import_jobs.run(job.pk)
     done = client.get(posted["Location"])  # the design's import result, at its own URL
     assert (
@@ -152,13 +153,13 @@ def test_the_import_page_follows_a_large_import(operator, client, small_inline):
         and done["Location"] == f"/designer/{ImportJob.objects.get(pk=job.pk).design_id}/imported/"
     )
     page = client.get(done["Location"]).content.decode()
-    assert 'http-equiv="refresh"' not in page
+    assert "data-follow-job" not in page
     assert 'data-testid="import-switches">12<' in page and 'data-testid="import-hosts">32<' in page
     bad = client.post("/designer/import/", {"name": "paged-bad", "dump_text": "Switch 64 x\n" + "#\n" * SMALL})
     bad_job = ImportJob.objects.get(name="paged-bad")
     import_jobs.run(bad_job.pk)
     failed = client.get(bad["Location"]).content.decode()
-    assert "failed" in failed and "line 1" in failed and 'http-equiv="refresh"' not in failed
+    assert "failed" in failed and "line 1" in failed and "data-follow-job" not in failed
 
 
 def test_the_cli_says_the_phases_of_a_large_dump_on_stderr(operator, small_inline, tmp_path, capsys):

@@ -69,6 +69,8 @@ PAGES: tuple[Page, ...] = (
         ready=_CANVAS,
     ),
     Page("designer-import", "/designer/import/", frozenset({OPERATOR}), action="import"),
+    Page("designer-import-job", "/designer/import/{job_id}/", READERS, path="/designer/import/{import_job}/"),
+    Page("designer-imported", "/designer/{design_id}/imported/", READERS, path="/designer/{imported}/imported/"),
     Page("reservations", "/reservations/", SIGNED_IN),
     Page("reservation", "/reservations/{pk}/", SIGNED_IN, path="/reservations/{reservation}/"),
     Page("reservations-list", "/reservations/list/", SIGNED_IN),
@@ -108,6 +110,7 @@ NOT_PAGES: dict[str, str] = {
     "/sites/links/{pk}/delete/": "POST only; redirects to the sites page",
     "/datasets/{pk}/delete/": "POST only; redirects to the datasets page",
     "/designer/canvas/": "POST only; answers JSON (the canvas of an unsaved design)",
+    "/designer/{design_id}/node-types/": "POST only; redirects to the design's new revision",
     "/reservations/{pk}/connection/": "JSON for the reservation page's script",
     "/reservations/{pk}/use.env": "a text/plain download (the env file of the how-to-use page)",
     "/healthz": "JSON for load balancers",
@@ -149,3 +152,27 @@ def open_page(browser: Any, base: str, page: Page, ids: dict[str, object], *, re
     browser.locator(ready or page.ready).first.wait_for(state="attached")
     browser.wait_for_load_state("load")
     return response.status if response is not None else 0
+
+
+def import_ids(revision_id: int) -> dict[str, int]:
+    """An imported design (the design of ``revision_id`` exported and imported once, by name) and a
+    large import's job still running: the ``{imported}`` and ``{import_job}`` holes."""
+    from console.tenancy.context import Actor
+    from console.tenancy.models import Principal, Role
+    from designer import services
+    from designer.exports import export
+    from designer.models import Design, DesignRevision, ImportJob
+
+    design = Design.objects.filter(name="walk-imported").first()
+    if design is None:
+        text = export(services.revision_graph(DesignRevision.objects.get(pk=revision_id)), "ibnetdiscover")[0]
+        operator = Principal(None, Role.OPERATOR, None)
+        design, _ = services.import_ibnetdiscover(Actor.system("walk"), operator, name="walk-imported", text=text)
+    job = ImportJob.objects.filter(name="walk-large").first() or ImportJob.objects.create(
+        name="walk-large",
+        state="running",
+        step="inferring tiers, rails and scalable units",
+        percent=30,
+        size_bytes=9_110_000,
+    )
+    return {"imported": design.pk, "import_job": job.pk}

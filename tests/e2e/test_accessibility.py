@@ -28,6 +28,7 @@ from tests.e2e.pages import (
     TENANT_MEMBER,
     UFM_PREFIXES,
     checks_whole,
+    import_ids,
     open_page,
     pages_for,
 )
@@ -62,6 +63,7 @@ def ids(world):  # noqa: F811
         "pool": world["res_a"].pool_id,
         "node": Node.objects.filter(fabric=fabric).order_by("pk").values_list("pk", flat=True).first(),
         "q": world["res_a"].name,
+        **import_ids(fabric.revision_id),
     }
 
 
