@@ -314,13 +314,13 @@ def test_fabric_pages_show_the_lab_and_follow_a_discovery_job(lab_fabric, client
     page = client.get(reverse("web:fabric", args=[fabric.pk]))
     assert page.status_code == 200
     assert lab.status()["ibsim_sockname"].encode() in page.content  # the env line
-    # a first visit queues a discovery and follows it: its state, and the page refreshes itself
+    # a first visit queues a discovery and follows it: its state, followed in place
     (job,) = DiscoveryJob.objects.filter(fabric=fabric)
-    assert f"Discovery job {job.pk} queued".encode() in page.content
-    assert b'http-equiv="refresh"' in page.content
+    assert f'Discovery job {job.pk} <span data-job-field="state">queued</span>'.encode() in page.content
+    assert f'data-follow-job="/api/fabrics/{fabric.pk}/discovery/jobs/{job.pk}/"'.encode() in page.content
     jobs.run(job.pk)  # what the worker does
     page = client.get(reverse("web:fabric", args=[fabric.pk]))
-    assert b"Compared discovery" in page.content and b'http-equiv="refresh"' not in page.content
+    assert b"Compared discovery" in page.content and b"data-follow-job" not in page.content
     assert b"matches the design" in page.content and b"not checked" in page.content
     # the button queues another and the page follows it to its end
     response = client.post(reverse("web:fabric", args=[fabric.pk]))
