@@ -5,7 +5,7 @@ registry and the discovery services do the work; the run-discovery button posts 
 queues a discovery job (a worker runs it through the fabric's agent). Like ``fabric compare``,
 the page compares a current discovery (queueing one when the stored one is stale and waiting up
 to ``FABRIC_COMPARE_WAIT_S`` for it; ``?discover=false`` shows the stored one as it is) and says
-its time and age; a job still running is shown with its step, and the page refreshes until it ends.
+its time and age; a job still running is shown with its step, and the page follows it in place until it ends.
 """
 
 from __future__ import annotations
