@@ -8,9 +8,10 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Paths that leave the repository: this machine's work tree or the sibling reference folder.
-#: (Spelt in pieces so that this file does not name them itself.)
-OUTSIDE = re.compile("|".join([r"/" + "work" + r"/", r"\.\./" + "shared" + r"\b", str(ROOT.parent) + "/"]))
+#: Paths that leave the repository: this machine's work tree, the sibling reference folder, or
+#: this checkout's own absolute path (wherever it is cloned). Spelt in pieces so that this file
+#: does not name them itself; /tmp stays allowed (tests write artefacts there).
+OUTSIDE = re.compile("|".join([r"/" + "work" + r"/", r"\.\./" + "shared" + r"\b", re.escape(str(ROOT)) + "/"]))
 #: Third-party data keeps its own text (manual pages and dumps name /usr/… and the like).
 KEPT_AS_IS = ("tests/data/",)
 
