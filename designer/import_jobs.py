@@ -140,9 +140,23 @@ def _finish(
     )
 
 
+def read(job_id: int) -> ImportJob | None:
+    """The job as it stands (followed every second by its page): one read, and the stale-job
+    reaping only when this job is itself queued or running past :data:`STALE_AFTER_S`."""
+    job = ImportJob.objects.filter(pk=job_id).first()
+    if job is not None and job.state in ImportJob.ACTIVE and timezone.now() - job.created_at > _stale():
+        reap()
+        job.refresh_from_db()
+    return job
+
+
+def _stale() -> dt.timedelta:
+    return dt.timedelta(seconds=STALE_AFTER_S)
+
+
 def reap() -> int:
     """Fail the jobs no worker finished within :data:`STALE_AFTER_S`; how many."""
-    limit = timezone.now() - dt.timedelta(seconds=STALE_AFTER_S)
+    limit = timezone.now() - _stale()
     return ImportJob.objects.filter(state__in=ImportJob.ACTIVE, created_at__lt=limit).update(
         state=ImportJob.State.FAILED,
         error=f"no worker finished it within {STALE_AFTER_S} s (a worker lost, or none running): import it again",

@@ -212,8 +212,9 @@ def designer_import_job(request: HttpRequest, job_id: int) -> HttpResponse:
     """A large import's page: its phase and percent while a worker runs it (the page refreshes
     itself), then the design's import result, or why it failed (with the form to try again)."""
     editable = _reader(request)
-    import_jobs.reap()
-    job = get_object_or_404(ImportJob, pk=job_id)
+    job = import_jobs.read(job_id)
+    if job is None:
+        raise Http404
     if job.state == ImportJob.State.DONE and job.design_id is not None:
         return redirect("web:designer-imported", design_id=job.design_id)
     context: dict = {"active": "designer", "editable": editable, "name": job.name, "job": job}
@@ -235,7 +236,6 @@ def designer_imported(request: HttpRequest, design_id: int) -> HttpResponse:
     summary = revision.summary
     lines = summary.get("warnings", [])
     noise = [{"code": line.split(" (", 1)[0], "line": line} for line in lines if line.split(" (", 1)[0] in NOISE_CODES]
-    counted = (int(n["line"].split(" (", 1)[1].split(")", 1)[0].replace(",", "")) for n in noise)
     return render(
         request,
         "web/designer_import.html",
@@ -247,7 +247,7 @@ def designer_imported(request: HttpRequest, design_id: int) -> HttpResponse:
             "info": summary.get("import", {}),
             "findings": [line for line in lines if line.split(" (", 1)[0] not in NOISE_CODES],
             "noise": noise,
-            "noise_count": sum(counted),
+            "noise_count": sum(1 for f in summary.get("warnings_full", []) if f.get("code") in NOISE_CODES),
             "canvas_url": reverse("web:designer-design", args=[design.id]),
         },
     )

@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from django.db.models import Prefetch
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -43,7 +43,7 @@ from designer.api.serializers import (
 from designer.errors import UnknownItemError
 from designer.exports import FORMATS, export
 from designer.feasibility import can_i
-from designer.models import CatalogueEntry, Design, DesignRevision, ImportJob
+from designer.models import CatalogueEntry, Design, DesignRevision
 from designer.options import REQUEST_BUDGET
 
 READERS = frozenset({Role.OPERATOR, Role.AUDITOR})
@@ -186,8 +186,10 @@ class DesignViewSet(
     @action(detail=False, methods=["get"], url_path=r"imports/(?P<job_id>[0-9]+)")
     def import_job(self, request: Request, job_id: str) -> Response:
         """A large import: queued, running (its step and percent), done (its design) or failed."""
-        import_jobs.reap()
-        return Response(import_jobs.job_json(get_object_or_404(ImportJob, pk=job_id)))
+        job = import_jobs.read(int(job_id))
+        if job is None:
+            raise Http404
+        return Response(import_jobs.job_json(job))
 
     @extend_schema(request=NodeTypesSerializer, responses={201: RevisionSerializer})
     @action(detail=True, methods=["post"], url_path="node-types")
