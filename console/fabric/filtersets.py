@@ -74,6 +74,6 @@ def carrying_change(fabric_id: int, partition_name: str) -> ChangeRequest | None
             if any(p.get("name") == partition_name for p in (desired or {}).get("partitions", []))
         ]
         carrying = carrying.filter(id__in=named)
-    carrying = carrying.only("id", "status", "created_at", "fabric_id")
+    carrying = carrying.only("id", "status", "created_at", "started_at", "finished_at", "fabric_id")
     applied = carrying.filter(status=ChangeRequest.Status.APPLIED).order_by("created_at", "id").first()
     return applied or carrying.order_by("-created_at", "-id").first()

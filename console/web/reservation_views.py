@@ -169,10 +169,9 @@ def reservation_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "urls": _urls(),
         "poll_ms": POLL_MS,
     }
-    # Operators (and auditors) see the change request that carried the partition onto the fabric.
-    carrying = (
-        carrying_change(reservation.fabric_id, reservation.partition_name) if principal.sees_all_tenants else None
-    )
+    # Operators (and auditors) see the change request that carried the partition onto the fabric;
+    # everyone sees when it was pushed and verified, in the history.
+    carrying = carrying_change(reservation.fabric_id, reservation.partition_name)
     return _page(
         request,
         "web/reservations_detail.html",
@@ -180,8 +179,8 @@ def reservation_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "reserve",
         init=init,
         reservation=reservation,
-        steps=timeline(reservation),
-        carrying=carrying,
+        steps=timeline(reservation, carrying),
+        carrying=carrying if principal.sees_all_tenants else None,
         show_changes=principal.sees_all_tenants,
     )
 

@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
+from console.fabric.filtersets import carrying_change
 from console.tenancy.api.base import (
     GlobalResourceMixin,
     TenantScopedCreateReadViewSet,
@@ -308,7 +309,9 @@ class ReservationViewSet(TenantScopedCreateReadViewSet):
         """Its history: requested → queued (why) → placed → pushed → verified → ready →
         released, each with its time (nobody's name)."""
         reservation = self.get_object()
-        return Response({"id": reservation.pk, "steps": [s.as_dict() for s in timeline.timeline(reservation)]})
+        change = carrying_change(reservation.fabric_id, reservation.partition_name)
+        steps = timeline.timeline(reservation, change)
+        return Response({"id": reservation.pk, "steps": [s.as_dict() for s in steps]})
 
     @extend_schema(responses={200: UsageGuideSerializer})
     @action(detail=True, methods=["get"], url_path="usage-guide")

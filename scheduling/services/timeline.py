@@ -14,7 +14,6 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from console.fabric.filtersets import carrying_change
 from console.fabric.models import ChangeRequest
 from console.tenancy.models import AuditEntry
 from scheduling.models import Reservation
@@ -52,8 +51,10 @@ class Step:
         return {"step": self.step, "at": self.at.isoformat(), "detail": self.detail}
 
 
-def timeline(reservation: Reservation) -> list[Step]:
-    """The reservation's steps, oldest first (three queries)."""
+def timeline(reservation: Reservation, change: ChangeRequest | None) -> list[Step]:
+    """The reservation's steps, oldest first: its audit entries (one query) and ``change``, the
+    change that carried its partition (:func:`console.fabric.filtersets.carrying_change`, which
+    the reservation page reads anyway)."""
     steps = [Step("requested", reservation.created_at)]
     entries = (
         AuditEntry.objects.filter(
@@ -72,22 +73,16 @@ def timeline(reservation: Reservation) -> list[Step]:
                 steps.append(Step("placed", at))
             continue
         steps.append(Step(STEPS[action], at, detail))
-    steps += _fabric_steps(reservation)
+    steps += _fabric_steps(change)
     return sorted(steps, key=lambda s: s.at)
 
 
-def _fabric_steps(reservation: Reservation) -> list[Step]:
+def _fabric_steps(change: ChangeRequest | None) -> list[Step]:
     """Pushed (the carrying change started on the fabric) and verified (it was applied: the
     partition read back on its ports)."""
-    change = carrying_change(reservation.fabric_id, reservation.partition_name)
-    if change is None:
-        return []
-    row = ChangeRequest.objects.filter(pk=change.pk).values("status", "started_at", "finished_at").first()
-    if row is None:
-        return []
     out = []
-    if row["started_at"] is not None:
-        out.append(Step("pushed", row["started_at"]))
-    if row["status"] == ChangeRequest.Status.APPLIED and row["finished_at"] is not None:
-        out.append(Step("verified", row["finished_at"]))
+    if change is not None and change.started_at is not None:
+        out.append(Step("pushed", change.started_at))
+    if change is not None and change.status == ChangeRequest.Status.APPLIED and change.finished_at is not None:
+        out.append(Step("verified", change.finished_at))
     return out
