@@ -4,7 +4,6 @@ published NAD CRD and ib-sriov-cni's configuration (tests/designer/schemas)."""
 
 from __future__ import annotations
 
-import base64
 import html
 import json
 import re
@@ -13,7 +12,6 @@ import jsonschema
 import pytest
 import yaml
 from django.urls import reverse
-from rest_framework.test import APIClient
 
 from console.fabric.services import vguid_range
 from console.tenancy import actions
@@ -22,6 +20,7 @@ from console.tenancy.models import Principal
 from scheduling.models import Reservation
 from tests.designer import k8s_schemas
 from tests.scheduling.test_reservation_pages import booked, logged_in  # noqa: F401  (fixture)
+from tests.ufm.test_ufm_api import basic
 
 pytestmark = pytest.mark.django_db
 NETCONF = jsonschema.Draft202012Validator(k8s_schemas.load("ib-sriov-cni.netconf.schema.yaml"))
@@ -104,11 +103,6 @@ def test_the_secret_names_the_tenants_user_and_a_token_which_the_ufm_api_takes_a
     )
     # what ib-kubernetes does with it: HTTP Basic, the user and one of its tokens
     _, token = actions.issue_token(Actor.for_user(admin_a), Principal.of(admin_a), user=admin_a, name="ib-k8s")
-
-    def basic(username: str, password: str) -> APIClient:
-        client = APIClient()
-        client.credentials(HTTP_AUTHORIZATION="Basic " + base64.b64encode(f"{username}:{password}".encode()).decode())
-        return client
 
     assert basic("admin-a", token).get("/ufmRest/resources/pkeys").status_code == 200
     assert basic("member-a", token).get("/ufmRest/resources/pkeys").status_code == 401  # not member-a's token
