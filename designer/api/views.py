@@ -253,7 +253,12 @@ class DesignViewSet(
     @extend_schema(
         parameters=[
             OpenApiParameter("level", str, enum=["auto", "fabric", "pod", "switch"]),
-            OpenApiParameter("focus", str),
+            OpenApiParameter(
+                "focus",
+                str,
+                description="a group (pod-3, su-2) or a switch name; level=fabric with a pod of a 3-level "
+                "rail-optimised design draws its SU level (its scalable units round its spines)",
+            ),
             OpenApiParameter("diff_from", int, description="draw what changed from this revision"),
         ],
         responses={200: OpenApiTypes.OBJECT},

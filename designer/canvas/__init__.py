@@ -5,10 +5,13 @@ positions are computed here in one pass over the graph and the browser draws the
 layout. Three levels:
 
 - ``fabric``: one box per pod / scalable unit / torus plane, the global spine or core tier as a
-  box of its own, links bundled between boxes with their count;
+  box of its own, links bundled between boxes with their count; with a pod as focus (a pod of a
+  3-level rail-optimised design) the SU level: that pod's scalable units round its spines, as a
+  2-level design's stand round its spine tier;
 - ``pod`` (focus = a group id such as ``su-1`` or ``pod-3``, or none for every group): switches as
   themselves inside their group's compound, hosts collapsed into one "N nodes" box per leaf,
-  parallel links bundled per device pair, the other groups collapsed;
+  parallel links bundled per device pair, the other groups collapsed (a scalable unit inside a
+  pod: its leaves under its pod's spines, the pod's other SUs collapsed);
 - ``switch`` (focus = a switch name): its ports as a faceplate with the peer on every port.
 
 ``auto`` shows every switch (hosts collapsed) when the design has at most
@@ -26,9 +29,9 @@ from __future__ import annotations
 
 from designer.canvas.diff import union_with_marks
 from designer.canvas.elements import MIN_LABEL_PX, readable
-from designer.canvas.fabric import fabric_level
+from designer.canvas.fabric import fabric_level, scalable_units
 from designer.canvas.faceplate import faceplate
-from designer.canvas.groups import CanvasIndex, group_label, group_of
+from designer.canvas.groups import CanvasIndex, group_label, group_of, su_of
 from designer.canvas.pod import pod_level
 from designer.errors import DesignerError
 from designer.graph import FabricGraph
@@ -44,14 +47,28 @@ class CanvasError(DesignerError, ValueError):
 
 
 def _crumbs(idx: CanvasIndex, level: str, focus: str | None) -> list[dict]:
+    """Fabric › [Pod › SU or Switches, when the pod has scalable units] › group › switch."""
     crumbs: list[dict] = [{"level": "fabric", "focus": None, "label": "Fabric"}]
     topo = idx.graph.topology
-    if level == "pod":
-        label = group_label(focus, topo) if focus else "All switches"
-        crumbs.append({"level": "pod", "focus": focus, "label": label})
+
+    def group_crumbs(group: str) -> None:
+        pod = idx.su_pod.get(group, group)
+        if idx.sus.get(pod):
+            crumbs.append({"level": "fabric", "focus": pod, "label": group_label(pod, topo)})
+            label = group_label(group, topo) if group != pod else "Switches"
+            crumbs.append({"level": "pod", "focus": group, "label": label})
+        else:
+            crumbs.append({"level": "pod", "focus": group, "label": group_label(group, topo)})
+
+    if level == "fabric" and focus:
+        crumbs.append({"level": "fabric", "focus": focus, "label": group_label(focus, topo)})
+    elif level == "pod":
+        if focus:
+            group_crumbs(focus)
+        else:
+            crumbs.append({"level": "pod", "focus": None, "label": "All switches"})
     elif level == "switch" and focus:
-        group = idx.group[focus]
-        crumbs.append({"level": "pod", "focus": group, "label": group_label(group, topo)})
+        group_crumbs(su_of(idx.graph.switches[focus]) or idx.group[focus])
         crumbs.append({"level": "switch", "focus": focus, "label": focus})
     return crumbs
 
@@ -89,13 +106,15 @@ def canvas_view(
             raise CanvasError(f"switch level needs a switch name as focus, got {focus!r} (e.g. {shown})")
         body = faceplate(idx, focus)
     elif level == "pod":
-        if focus is not None and focus not in idx.members:
+        if focus is not None and focus not in idx.members and focus not in idx.su_pod:
             raise CanvasError(f"unknown group {focus!r}: choose {', '.join(idx.groups)}")
         if focus is None and len(graph.switches) > AUTO_DETAIL_SWITCHES:
             raise CanvasError(
                 f"{len(graph.switches)} switches are too many to show at once: choose a group, {_some(idx)}"
             )
-        body = pod_level(idx, focus)
+        body = _unit(idx, focus) if focus in idx.su_pod and focus not in idx.members else pod_level(idx, focus)
+    elif focus in idx.sus:
+        body = scalable_units(idx, focus)
     else:
         focus = None
         body = fabric_level(idx)
@@ -117,6 +136,16 @@ def canvas_view(
     if legend is not None:
         out["diff"] = legend
     return out
+
+
+def _unit(idx: CanvasIndex, su: str) -> dict:
+    """A scalable unit inside a pod: its pod's leaves drawn in their SUs, the pod's spines above."""
+    pod = idx.su_pod[su]
+    switches = idx.graph.switches
+    regroup = {m: su_of(switches[m]) or pod for m in idx.members[pod]}
+    scoped = CanvasIndex(idx.graph, regroup=regroup)
+    scoped.link_status, scoped.switch_status = idx.link_status, idx.switch_status
+    return pod_level(scoped, su, parent=pod)
 
 
 def _some(idx: CanvasIndex) -> str:

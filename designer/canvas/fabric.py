@@ -4,6 +4,9 @@ The global spine or core tier is a box of its own; when every group hangs off it
 fabric) it stands in the middle and the groups around it on the border of a grid shaped like the
 canvas (16 pods: 6 x 4), so the picture fills the canvas with readable labels instead of a strip.
 Otherwise the groups fill rows under the tier boxes.
+
+``scalable_units`` is the same picture inside one pod of a 3-level rail-optimised design: its
+scalable units round its spines (as a 2-level design's round its spine tier), the cores above.
 """
 
 from __future__ import annotations
@@ -13,11 +16,21 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from designer.canvas.elements import DY, bundle, bundled_edges, grid
-from designer.canvas.groups import CanvasIndex, count_label, group_label, is_tier_group, tier_rank
+from designer.canvas.groups import CanvasIndex, count_label, group_label, is_tier_group, su_of, tier_rank
 
 
-def fabric_level(idx: CanvasIndex) -> dict:
-    """Group boxes and the bundled links between them."""
+def scalable_units(idx: CanvasIndex, pod: str) -> dict:
+    """The SU level of a pod: its scalable units, its spines and the tiers above, as boxes."""
+    own = {m for m in idx.members[pod] if su_of(idx.graph.switches[m]) is not None}
+    scoped = CanvasIndex(idx.graph, regroup={m: su_of(idx.graph.switches[m]) or pod for m in own})
+    scoped.link_status, scoped.switch_status = idx.link_status, idx.switch_status
+    shown = set(idx.sus[pod]) | {pod} | {g for g in idx.groups if is_tier_group(g)}
+    return fabric_level(scoped, only=shown, hubs={pod})
+
+
+def fabric_level(idx: CanvasIndex, only: set[str] | None = None, hubs: set[str] | frozenset = frozenset()) -> dict:
+    """Group boxes and the bundled links between them (``only`` those groups when given; ``hubs``
+    drawn as tiers are: the boxes the others stand round)."""
     graph = idx.graph
     switches = graph.switches
     group = idx.group
@@ -35,10 +48,13 @@ def fabric_level(idx: CanvasIndex) -> dict:
             continue
         if ga == gb:
             internal[ga] += 1
-        else:
+        elif only is None or (ga in only and gb in only):
             bundle(bundles, ga, gb, lk, idx.status(lk))
-    local = [g for g in idx.groups if not is_tier_group(g)]
-    tiers = [g for g in idx.groups if is_tier_group(g)]
+    drawn = [g for g in idx.groups if only is None or g in only]
+    local = [g for g in drawn if not is_tier_group(g) and g not in hubs]
+    tiers = [g for g in drawn if is_tier_group(g) or g in hubs]
+    rank_of = {g: min(tier_rank(switches[m].tier) for m in idx.members[g]) for g in tiers}
+    tiers.sort(key=rank_of.__getitem__)  # the top tier first
     nodes = []
     if tiers and len(local) > RING_FROM:
         # A star: the tier every group connects to in the middle, the groups around it.
@@ -51,12 +67,12 @@ def fabric_level(idx: CanvasIndex) -> dict:
             nodes.append(_group_node(idx, g, mid_x, y, hosts_of, internal))
         return {"nodes": nodes, "edges": bundled_edges(bundles, with_links=False)}
     bottom = max((tier_rank(switches[m].tier) for g in local for m in idx.members[g]), default=2)
-    cells = grid(len(local), max(3, math.ceil(math.sqrt(len(local) * 1.5))))
+    cells = grid(len(local), max(3, min(len(local), RING_FROM - 1), math.ceil(math.sqrt(len(local) * 1.5))))
     width = max((c for c, _ in cells), default=0) * BOX_DX
     for g, (c, r) in zip(local, cells, strict=True):
         nodes.append(_group_node(idx, g, c * BOX_DX, bottom * DY + r * BOX_DY, hosts_of, internal))
     for g in tiers:
-        rank = tier_rank(g.partition("-")[2])
+        rank = rank_of[g]
         nodes.append(_group_node(idx, g, width / 2, min(rank, bottom - 1) * DY, hosts_of, internal))
     return {"nodes": nodes, "edges": bundled_edges(bundles, with_links=False)}
 
@@ -107,6 +123,8 @@ def _group_node(idx: CanvasIndex, g: str, x: float, y: float, hosts_of: dict, in
             "internal_links": internal.get(g, 0),
         },
     }
+    if idx.sus.get(g) and any(su_of(idx.graph.switches[m]) for m in members):
+        node["data"]["sus"] = len(idx.sus[g])  # a pod holding scalable units: they are its next level
     changed = idx.group_status(g)
     if changed:
         node["diff"] = "changed"

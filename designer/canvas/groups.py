@@ -1,7 +1,9 @@
 """Which box each switch is drawn in, and the one pass over a graph's links every level starts from.
 
 A switch belongs to its pod (fat tree, dragonfly+ group), else its scalable unit (rail-optimised),
-else its torus plane, else a box for its tier (the spines of a 2-level fabric, the cores).
+else its torus plane, else a box for its tier (the spines of a 2-level fabric, the cores). In a
+3-level rail-optimised design a leaf has both: it is drawn in its pod, and the pod's scalable units
+are a level of their own between the fabric and the switches (designer.canvas.su).
 """
 
 from __future__ import annotations
@@ -27,6 +29,11 @@ def group_of(sw: Switch) -> str:
     if len(sw.coords) == 3:
         return f"plane-{sw.coords[2] + 1}"
     return f"tier-{sw.tier}"
+
+
+def su_of(sw: Switch) -> str | None:
+    """The scalable unit a switch of a pod belongs to (3-level rail-optimised leaves), if any."""
+    return f"su-{sw.su + 1}" if sw.pod >= 0 and sw.su >= 0 else None
 
 
 def group_label(group: str, topology: str) -> str:
@@ -55,24 +62,43 @@ def is_tier_group(group: str) -> bool:
     return group.startswith("tier-")
 
 
-def _group_sort_key(group: str) -> tuple[int, int, str]:
+GROUP_ORDER = {"su": 0, "pod": 1, "plane": 2}
+
+
+def _group_sort_key(group: str) -> tuple[int, str, int]:
     kind, _, rest = group.partition("-")
     if kind == "tier":
-        return (1, tier_rank(rest), rest)
-    return (0, int(rest) if rest.isdigit() else 0, kind)
+        return (1, f"{tier_rank(rest)}{rest}", 0)  # top tier first
+    # a focused SU's siblings before the other pods
+    return (0, f"{GROUP_ORDER.get(kind, 9)}{kind}", int(rest) if rest.isdigit() else 0)
 
 
 class CanvasIndex:
-    """One pass over the links: usage per device, hosts per switch, groups."""
+    """One pass over the links: usage per device, hosts per switch, groups.
 
-    def __init__(self, graph: FabricGraph) -> None:
+    ``regroup`` (switch → group) draws some switches in another box than their own: a pod's
+    leaves in their scalable units when one of those is focused.
+    """
+
+    def __init__(self, graph: FabricGraph, regroup: dict[str, str] | None = None) -> None:
         self.graph = graph
         self.used: Counter[str] = Counter()
         self.hosts: dict[str, list[Link]] = defaultdict(list)
         self.group: dict[str, str] = {}
         self.members: dict[str, list[str]] = defaultdict(list)
+        # Scalable units inside pods: su id → its pod and its leaves, pod → its su ids.
+        self.su_pod: dict[str, str] = {}
+        self.su_members: dict[str, list[str]] = defaultdict(list)
+        self.sus: dict[str, list[str]] = defaultdict(list)
         for name, sw in graph.switches.items():
             g = group_of(sw)
+            su = su_of(sw)
+            if su is not None:
+                self.su_members[su].append(name)
+                self.su_pod.setdefault(su, g)  # an SU split between two pods is named after the first
+                if su not in self.sus[g]:
+                    self.sus[g].append(su)
+            g = regroup.get(name, g) if regroup else g
             self.group[name] = g
             self.members[g].append(name)
         switches = graph.switches

@@ -30,14 +30,15 @@ COLLAPSED_DX = 165.0  # collapsed boxes are drawn 150 x 56 ("mini")
 COLLAPSED_DY = 72.0
 
 
-def pod_level(idx: CanvasIndex, focus: str | None) -> dict:
-    """Switches placed per group and tier, collapsed groups and host boxes, bundled edges."""
+def pod_level(idx: CanvasIndex, focus: str | None, parent: str | None = None) -> dict:
+    """Switches placed per group and tier, collapsed groups and host boxes, bundled edges;
+    ``parent`` (the pod of a focused scalable unit: its spines) expanded above the focus."""
     graph = idx.graph
     switches = graph.switches
     if focus is None:
         expanded = set(idx.groups)
     else:
-        expanded = {focus}
+        expanded = {focus} | ({parent} if parent else set())
         for g in _neighbour_groups(idx, focus):
             if is_tier_group(g) and len(idx.members[g]) <= EXPANDED_TIER_LIMIT:
                 expanded.add(g)
@@ -49,7 +50,7 @@ def pod_level(idx: CanvasIndex, focus: str | None) -> dict:
     bottom = max(tier_rank(switches[m].tier) for g in shown for m in idx.members[g])
     # Groups holding the lowest tier left to right, each tier rows centred in the group's width;
     # tier groups above them (global spines/cores) spread across the whole width.
-    spread = [g for g in shown if is_tier_group(g) and rank_of[g] < bottom]
+    spread = [g for g in shown if (is_tier_group(g) or g == parent) and rank_of[g] < bottom]
     local = [g for g in shown if g not in spread]
     widths = {g: _group_width(idx, g, torus) for g in local}
     total_cols = sum(widths.values()) + GROUP_GAP * max(len(local) - 1, 0)
@@ -60,6 +61,9 @@ def pod_level(idx: CanvasIndex, focus: str | None) -> dict:
             rows[rank] = max(rows[rank], -(-len(names) // SWITCHES_PER_ROW))
     for g in spread:
         rows[rank_of[g]] = max(rows[rank_of[g]], -(-len(idx.members[g]) // spread_cols))
+    for g in idx.groups:  # a collapsed tier box takes a row of its own above the switches
+        if g not in expanded and is_tier_group(g) and rank_of[g] < bottom:
+            rows[rank_of[g]] = max(rows[rank_of[g]], 1)
     top_y = _tier_ys(rows, bottom)
     col = 0.0
     for g in local:

@@ -113,6 +113,70 @@ def test_auto_shows_the_overview_for_big_fabrics(big):
     assert len(by_kind(pod, "switch")) == 64  # 32 leaves + 32 spines; 256 cores stay a box
 
 
+@pytest.fixture(scope="module")
+def three_tier():
+    """2,048 H100s in 3 levels: 2 pods of 4 scalable units (8 rail leaves each), 32 spines a pod, 32 cores."""
+    return plan({**ONE_SU, "gpus": 2048, "levels": 3}).graph
+
+
+def leaves_of_su(graph, su: int) -> set[str]:
+    """An SU's leaves read from the generator's naming (suNN-leaf-rR), not from the canvas."""
+    return {n for n in graph.switches if n.startswith(f"su{su:02d}-leaf-")}
+
+
+def test_a_three_tier_pod_opens_on_its_scalable_units_round_its_spines(three_tier):
+    fabric = canvas_view(three_tier, "fabric")
+    pods = {n["id"]: n for n in fabric["nodes"]}
+    assert set(pods) == {"pod-1", "pod-2", "tier-core"}
+    assert pods["pod-1"]["data"]["sus"] == 4  # the browser drills into its SU level
+    assert "sus" not in pods["tier-core"]["data"]
+
+    view = canvas_view(three_tier, "fabric", "pod-1")
+    assert (view["level"], view["focus"]) == ("fabric", "pod-1")
+    boxes = {n["id"]: n for n in view["nodes"]}
+    assert set(boxes) == {"su-1", "su-2", "su-3", "su-4", "pod-1", "tier-core"}  # pod 2 is not drawn
+    assert boxes["su-3"]["label"] == "SU 3\n8 leaves · 32 nodes"
+    assert boxes["pod-1"]["label"] == "Pod 1\n32 spines" and "sus" not in boxes["pod-1"]["data"]
+    edges = {frozenset((e["source"], e["target"])): e["count"] for e in view["edges"]}
+    # each leaf has 32 uplinks, one to every spine of its pod; each spine 32 to the cores
+    assert edges == {
+        **{frozenset(("pod-1", f"su-{i}")): 8 * 32 for i in range(1, 5)},
+        frozenset(("pod-1", "tier-core")): 32 * 32,
+    }
+    # cores above the spines above the scalable units, as in a 2-level design's fabric level
+    assert boxes["tier-core"]["y"] < boxes["pod-1"]["y"] < min(boxes[f"su-{i}"]["y"] for i in range(1, 5))
+    assert [(c["level"], c["focus"], c["label"]) for c in view["breadcrumbs"]] == [
+        ("fabric", None, "Fabric"),
+        ("fabric", "pod-1", "Pod 1"),
+    ]
+    # the second pod's SUs are its own: SU 5 to SU 8
+    assert {n["id"] for n in canvas_view(three_tier, "fabric", "pod-2")["nodes"]} >= {f"su-{i}" for i in range(5, 9)}
+
+
+def test_a_scalable_unit_of_a_three_tier_pod_shows_its_leaves_under_the_pods_spines(three_tier):
+    view = canvas_view(three_tier, "pod", "su-2")
+    switches = {n["id"]: n for n in by_kind(view, "switch")}
+    leaves = {s for s, n in switches.items() if n["tier"] == "leaf"}
+    assert leaves == leaves_of_su(three_tier, 2)
+    spines = [n for n in switches.values() if n["tier"] == "spine"]
+    assert len(spines) == 32 and all(n["parent"] == "pod-1" for n in spines)
+    assert max(n["y"] for n in spines) < min(switches[s]["y"] for s in leaves)
+    collapsed = {n["id"] for n in by_kind(view, "group") if not n["data"].get("compound")}
+    assert {"su-1", "su-3", "su-4", "pod-2"} <= collapsed and "su-2" not in collapsed
+    assert len(by_kind(view, "node-group")) == 8  # 32 nodes behind each of the 8 rail leaves
+    ids = {n["id"] for n in view["nodes"]}
+    assert all(e["source"] in ids and e["target"] in ids for e in view["edges"])
+    assert [c["label"] for c in view["breadcrumbs"]] == ["Fabric", "Pod 1", "SU 2"]
+    # a leaf's crumbs pass through its SU, a spine's through its pod's switches
+    leaf = canvas_view(three_tier, "switch", "su02-leaf-r3")
+    assert [c["label"] for c in leaf["breadcrumbs"]] == ["Fabric", "Pod 1", "SU 2", "su02-leaf-r3"]
+    spine = next(iter(n["id"] for n in spines))
+    crumbs = canvas_view(three_tier, "switch", spine)["breadcrumbs"]
+    assert [(c["level"], c["focus"]) for c in crumbs][1:3] == [("fabric", "pod-1"), ("pod", "pod-1")]
+    # every switch of the pod at once is still one level down from the SU level
+    assert len(by_kind(canvas_view(three_tier, "pod", "pod-1"), "switch")) == 32 + 32 + 32  # + the cores
+
+
 def test_bad_level_or_focus_names_what_exists(one_su):
     with pytest.raises(CanvasError, match="choose auto, fabric, pod, switch"):
         canvas_view(one_su, "rack")

@@ -19,10 +19,12 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 OPTIONS = {"topology": "rail-optimized", "switch": "QM9700", "node_type": "DGX-H100"}
 MIN_PX = 10.0
-# gpus -> (groups drawn at fabric level, a group to drill into, one of its leaves, one spine)
+# gpus -> (groups drawn at fabric level, the groups drilled into down to the switches and their
+# labels, one leaf of the last, one spine). A 3-level design's pod opens on its scalable units
+# (4 a pod of 32 rail leaves: pod 5 holds SUs 17-20), as a 2-level design's fabric does.
 SIZES = {
-    2048: (9, "su-3", "SU 3", "su03-leaf-r2", "spine-05"),
-    16384: (17, "pod-5", "Pod 5", "su17-leaf-r2", "pod05-spine-03"),
+    2048: (9, ["su-3"], ["SU 3"], "su03-leaf-r2", "spine-05"),
+    16384: (17, ["pod-5", "su-18"], ["Pod 5", "SU 18"], "su18-leaf-r2", "pod05-spine-03"),
 }
 
 
@@ -48,7 +50,7 @@ def wait_level(page, level: str) -> None:
 
 @pytest.mark.parametrize("gpus", sorted(SIZES))
 def test_every_level_opens_with_labels_of_at_least_10_px(login, operator, live_server, gpus):
-    groups, group, group_label, leaf, spine = SIZES[gpus]
+    groups, path, path_labels, leaf, spine = SIZES[gpus]
     design, _ = create_design(
         Actor.for_user(operator), Principal.of(operator), name=f"scale-{gpus}", options={**OPTIONS, "gpus": gpus}
     )
@@ -58,7 +60,7 @@ def test_every_level_opens_with_labels_of_at_least_10_px(login, operator, live_s
 
     # the default level is the aggregated fabric: every group box readable and in view
     wait_level(page, "fabric")
-    drawn = assert_readable(page, [group_label, "SU 1" if gpus == 2048 else "Pod 16"])
+    drawn = assert_readable(page, [path_labels[0], "SU 1" if gpus == 2048 else "Pod 16"])
     boxes = [d for d in drawn if d["inView"] and "\n" in d["label"]]
     assert len(boxes) == groups
     # ... using the canvas, not a strip: the drawing spans most of its width and a good part of its height
@@ -66,12 +68,19 @@ def test_every_level_opens_with_labels_of_at_least_10_px(login, operator, live_s
     size = page.locator("#cy").bounding_box()
     assert box["w"] > 0.6 * size["width"] and box["h"] > 0.25 * size["height"]
 
-    # drill into one SU / pod by double-clicking its box: its switches, readable
-    at = page.evaluate(f"window.ibcCanvas.at('{group}')")
-    page.locator("#cy").dblclick(position=at)
-    wait_level(page, "pod")
-    expect(page.get_by_test_id("breadcrumbs")).to_contain_text(group_label)
-    assert_readable(page, [spine])
+    # drill by double-clicking boxes: a pod with SUs opens on them (its SU level: the SUs round
+    # the pod's spines), an SU on its switches; every level readable
+    for i, (group, label) in enumerate(zip(path, path_labels, strict=True)):
+        at = page.evaluate(f"window.ibcCanvas.at('{group}')")
+        page.locator("#cy").dblclick(position=at)
+        last = i == len(path) - 1
+        expect(page.get_by_test_id("breadcrumbs")).to_contain_text(label)
+        wait_level(page, "pod" if last else "fabric")
+        if not last:
+            inner = [f"SU {n}" for n in range(17, 21)]
+            assert_readable(page, [*inner, "32 spines"])
+    expect(page.get_by_test_id("crumb")).to_have_text(["Fabric", *path_labels])
+    assert_readable(page, [spine, leaf])
 
     # one switch: its faceplate and peers, readable
     for name in (leaf, spine):

@@ -30,11 +30,16 @@ export function startCanvasPage(init: PageInit): void {
   const canvas = new FabricCanvas(byTestId("canvas"), {
     pick: (item) => inspect(item),
     drill: (node) => {
-      if (node.kind === "group") void load("pod", node.id);
+      if (node.kind === "group") openGroup(node);
       else if (node.kind === "switch") void load("switch", node.id);
       else if (node.kind === "node-group" && typeof node.data.leaf === "string") void load("switch", node.data.leaf);
     },
   });
+
+  /** A pod holding scalable units opens on its SU level, any other group on its switches. */
+  function openGroup(node: CanvasNode): void {
+    void load(node.data.sus ? "fabric" : "pod", node.id);
+  }
 
   // ---- loading a level --------------------------------------------------------------------
   async function fetchView(lv: string, fc: string | null): Promise<CanvasView> {
@@ -194,7 +199,7 @@ export function startCanvasPage(init: PageInit): void {
       }
     } else if (n.kind === "group") {
       parts.push(h("dl", { class: "props" }, ...row("Switches", d.switches), ...row("Hosts", d.hosts), ...row("Ports used", `${fmt(n.ports_used)} / ${fmt(n.ports_total)}`)),
-        h("div", { class: "toolbar" }, button("Open", "open-group", () => void load("pod", n.id))));
+        h("div", { class: "toolbar" }, button("Open", "open-group", () => openGroup(n))));
     } else {
       parts.push(h("dl", { class: "props" }, ...row("Hosts", d.hosts), ...row("First", d.first), ...row("Last", d.last), ...row("Links", n.ports_used)));
     }
