@@ -40,4 +40,4 @@ openapi:        ## regenerate the committed OpenAPI snapshot
 	$(PY) manage.py spectacular --file docs/openapi.yaml --validate
 
 clean:
-	rm -rf var test-artifacts frontend/dist
+	rm -rf var test-artifacts console/web/dist

@@ -16,6 +16,12 @@ import sys
 USAGE = __doc__ or ""
 
 
+def manage_argv(*args: str) -> list[str]:
+    """The argv that runs a ``manage.py`` command in a child process, from a checkout or an
+    installed package alike (no manage.py needed)."""
+    return [sys.executable, "-m", "console.cli", "manage", *args]
+
+
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help", "help"):
@@ -32,3 +38,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         sys.stderr.write(f"ibconsole: unknown command {command!r}\n\n{USAGE}")
         raise SystemExit(2)
+
+
+if __name__ == "__main__":
+    main()

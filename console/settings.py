@@ -16,7 +16,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+PACKAGE_DIR = Path(__file__).resolve().parent
+BASE_DIR = PACKAGE_DIR.parent
 
 
 def env_bool(name: str, default: bool) -> bool:
@@ -30,7 +31,14 @@ def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
-DATA_DIR = Path(os.environ.get("CONSOLE_DATA_DIR", BASE_DIR / "var"))
+def _default_data_dir() -> Path:
+    """var/ of a checkout; an installed package's ($XDG_DATA_HOME or ~/.local/share)/ibconsole."""
+    if (BASE_DIR / "manage.py").exists():
+        return BASE_DIR / "var"
+    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "ibconsole"
+
+
+DATA_DIR = Path(os.environ.get("CONSOLE_DATA_DIR") or _default_data_dir())
 PRODUCTION = os.environ.get("CONSOLE_ENV", "dev") == "production"
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
 REDIS_URL = os.environ.get("REDIS_URL", "")
@@ -117,7 +125,7 @@ ASGI_APPLICATION = "console.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "console" / "web" / "templates"],
+        "DIRS": [PACKAGE_DIR / "web" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -322,7 +330,7 @@ SPECTACULAR_SETTINGS = {
 # --- static and frontend ----------------------------------------------------------------------
 STATIC_URL = "/static/"
 STATIC_ROOT = DATA_DIR / "static"
-FRONTEND_DIST = BASE_DIR / "frontend" / "dist"
+FRONTEND_DIST = PACKAGE_DIR / "web" / "dist"  # built by frontend/ (npm run build), shipped in the wheel
 STATICFILES_DIRS = [FRONTEND_DIST] if FRONTEND_DIST.exists() else []
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

@@ -1,11 +1,11 @@
 import { defineConfig } from "vite";
 
-// Built into frontend/dist and served by Django (django-vite reads the manifest, ServeStatic
-// serves the files under /static/).
+// Built into console/web/dist (inside the Python package, so `pip install .` ships it) and served
+// by Django (django-vite reads the manifest, ServeStatic serves the files under /static/).
 export default defineConfig({
   base: "/static/",
   build: {
-    outDir: "dist",
+    outDir: "../console/web/dist",
     emptyOutDir: true,
     manifest: "manifest.json",
     rollupOptions: {

@@ -48,10 +48,8 @@ if [[ ! -f $stamp || $(cat $stamp) != "$want" ]]; then
 fi
 
 # --- frontend -------------------------------------------------------------------------------
-if ! command -v npm >/dev/null; then
-  echo "ERROR: Node.js 20+ and npm are needed to build the frontend (apt-get install nodejs npm)." >&2
-  exit 1
-fi
+source scripts/node.sh
+ensure_node
 if [[ ! -d frontend/node_modules || frontend/package-lock.json -nt frontend/node_modules/.package-lock.json ]]; then
   say "installing npm dependencies"
   (cd frontend && npm ci --no-audit --no-fund --loglevel=error)
@@ -60,7 +58,7 @@ fi
 # schema is an input, the generated file (rewritten by every type check) is not.
 frontend_inputs=(frontend/src frontend/index.html frontend/vite.config.ts frontend/tsconfig.json frontend/package.json
                  frontend/package-lock.json docs/openapi.yaml)
-if [[ ! -f frontend/dist/manifest.json ]] || [[ -n $(find "${frontend_inputs[@]}" -newer frontend/dist/manifest.json \
+if [[ ! -f console/web/dist/manifest.json ]] || [[ -n $(find "${frontend_inputs[@]}" -newer console/web/dist/manifest.json \
       -not -path 'frontend/src/generated/*' 2>/dev/null | head -1) ]]; then
   say "building the frontend"
   (cd frontend && npm run --silent build >/dev/null)

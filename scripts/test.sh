@@ -26,6 +26,8 @@ echo "==> import contracts (import-linter: layers, pure cores, project wiring; p
 .venv/bin/lint-imports || exit 1
 
 mkdir -p test-artifacts
+source scripts/node.sh
+ensure_node
 echo "==> frontend types (tsc --noEmit against the API types generated from docs/openapi.yaml)"
 (cd frontend && npm run --silent typecheck)
 tsc=$?

@@ -15,8 +15,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from django.conf import settings
-
 from console.fabric.agents.services import lab_agent
 from console.fabric.lab.fabrics import lab_status
 from console.fabric.lab.manager import Lab
@@ -52,7 +50,8 @@ def start_lab_agent(fabric: Fabric, console: str, *, actor: Actor, sm: str = PRI
     env = {k: v for k, v in os.environ.items() if not k.endswith(("DATABASE_URL", "REDIS_URL"))}
     env["IBCONSOLE_AGENT_TOKEN"] = made.token
     env["CONSOLE_DATA_DIR"] = str(lab.sm_dir(sm) / "agent")
-    argv = [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "agent", "--console", console]
+    # the installed package's command (console.cli) runs it from a checkout or a wheel alike
+    argv = [sys.executable, "-m", "console.cli", "manage", "agent", "--console", console]
     with open(lab.sm_dir(sm) / "agent.log", "ab") as log:
         proc = subprocess.Popen(
             [*argv, "--fabric", fabric.name, "--lab", str(workdir), "--lab-sm", sm],

@@ -22,6 +22,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from console.celery import recover_in_flight
+from console.cli import manage_argv
 from console.demo import DEMO_ACCOUNTS, DEMO_PASSWORD
 from console.demo_sites import DEMO_LAB_DESIGNS
 from console.fabric.services import publish_reconcile
@@ -76,6 +77,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, host: str, port: int, no_lab: bool = False, **options: Any) -> None:
+        # an installed console's data directory does not exist before its first start (beat's
+        # schedule, the labs, the BMC emulator's state live there)
+        Path(settings.DATA_DIR).mkdir(parents=True, exist_ok=True)
         self._banner(host, port)
         self._demo_webhook(host, port)
         self.lab_fabrics = () if no_lab else self._start_demo_labs()
@@ -346,12 +350,24 @@ class Command(BaseCommand):
 
     def _banner(self, host: str, port: int) -> None:
         mode = "embedded (SQLite, in-memory broker)" if settings.EMBEDDED else "production"
+        from django.contrib.auth import get_user_model
+
+        seeded = set(
+            get_user_model()
+            .objects.filter(username__in=[a.username for a in DEMO_ACCOUNTS])
+            .values_list("username", flat=True)
+        )
+        accounts = [a for a in DEMO_ACCOUNTS if a.username in seeded]
         lines = [
             "",
             f"  InfiniBand console: http://{host}:{port}/   ({mode})",
             f"  API docs:           http://{host}:{port}/api/docs/",
-            "  Demo accounts (password: " + DEMO_PASSWORD + "):",
-            *(f"    {a.username:<10} {a.note}" for a in DEMO_ACCOUNTS),
+            *(
+                ["  Demo accounts (password: " + DEMO_PASSWORD + "):"]
+                if accounts
+                else ["  No demo data: sign in as an operator (ibconsole manage operator create NAME)."]
+            ),
+            *(f"    {a.username:<10} {a.note}" for a in accounts),
             "",
         ]
         self.stdout.write("\n".join(lines))
@@ -416,7 +432,7 @@ class Command(BaseCommand):
         }
         commands.update(self._workers(python))
         if self.collect:
-            commands["collector"] = [python, "manage.py", "collector"]
+            commands["collector"] = manage_argv("collector")
         children = {name: subprocess.Popen(cmd, start_new_session=True) for name, cmd in commands.items()}
         self._recover()  # queued in Redis; the worker picks it up when it is ready
         stopping = False
