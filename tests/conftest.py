@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.cache import caches
@@ -193,3 +195,29 @@ def lab_console(django_db_setup, tmp_path_factory):
     url = servers.web(start)
     yield url
     servers.stop_all(started)
+
+
+@pytest.fixture
+def empty_database():
+    """Factory: the URL of a new, empty database on the test server (dropped at teardown)."""
+    import psycopg
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    port = db["PORT"] or 5432
+    admin = dict(host=db["HOST"], port=port, user=db["USER"], password=db["PASSWORD"] or None, autocommit=True)
+    made: list[str] = []
+
+    def make(label: str) -> str:
+        name = f"ibconsole_{label}_{len(made)}_{os.getpid()}"
+        with psycopg.connect(dbname="postgres", **admin) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{name}"')
+        made.append(name)
+        auth = f"{db['USER']}:{db['PASSWORD']}@" if db["PASSWORD"] else f"{db['USER']}@"
+        return f"postgres://{auth}{db['HOST']}:{port}/{name}"
+
+    yield make
+    with psycopg.connect(dbname="postgres", **admin) as conn:
+        for name in made:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -92,6 +92,9 @@ class Fabric(models.Model):
     # P_Keys handed to reservations come from this range and are never reused while live.
     pkey_min = models.PositiveIntegerField(default=0x0100)
     pkey_max = models.PositiveIntegerField(default=0x7FFE)
+    # Set by a restore: nothing is pushed until an operator reviews and resumes (console.fabric.paused).
+    paused_at = models.DateTimeField(null=True, blank=True)
+    paused_reason = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

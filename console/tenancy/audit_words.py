@@ -143,6 +143,11 @@ WORDINGS: dict[str, Wording] = {
         "in {takeover_s} s, {ports_checked} ports checked",
         "{actor} ran a subnet-manager failover drill on fabric {object} ({mode})",
     ),
+    "fabric.paused": (
+        "{actor} paused the reconciler of fabric {object}: {reason}",
+        "{actor} paused the reconciler of fabric {object}",
+    ),
+    "fabric.resumed": ("{actor} resumed the reconciler of fabric {object} after reviewing what it changes",),
     "fabric.lab.unplug": ("{actor} unplugged the cable at {node} port {port} on fabric {object}",),
     "fabric.lab.replug": ("{actor} plugged the cable back at {node} port {port} on fabric {object}",),
     "fabric.lab.counters": ("{actor} set error counters at {node} port {port} on fabric {object}",),

@@ -10,6 +10,8 @@ import pytest
 
 from console.fabric.lab.manager import Lab
 from console.fabric.lab.spec import LabSpec
+from console.fabric.models import Fabric
+from tests.fabric.lab_fixtures import su1_revision  # noqa: F401 (fixture)
 from tests.needs import needs
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -44,3 +46,9 @@ def start_lab(tmp_path: Path, net_text: str) -> Iterator[Callable[..., Lab]]:
     yield start
     for lab in labs:
         lab.stop()
+
+
+@pytest.fixture
+def prod_fabric(su1_revision) -> Fabric:  # noqa: F811 (fixture)
+    """A fabric of the 1-SU design reached through an agent (none connected): no lab."""
+    return Fabric.objects.create(name="prod-ib", driver="agent", revision=su1_revision)

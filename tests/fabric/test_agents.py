@@ -25,8 +25,8 @@ OPERATOR = Principal(None, Role.OPERATOR, None)
 
 
 @pytest.fixture
-def fabric(su1_revision) -> Fabric:  # noqa: F811 (fixture)
-    return Fabric.objects.create(name="prod-ib", driver="agent", revision=su1_revision)
+def fabric(prod_fabric) -> Fabric:
+    return prod_fabric
 
 
 def test_a_token_is_shown_once_stored_hashed_and_resolves_until_revoked(fabric, tenant_a):

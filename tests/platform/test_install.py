@@ -25,9 +25,7 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-import psycopg
 import pytest
-from django.conf import settings
 
 from tests.needs import needs
 
@@ -104,28 +102,13 @@ def get(url: str) -> tuple[int, str, str]:
         return e.code, "", ""
 
 
-@pytest.fixture
-def database():
-    """An empty database of its own on the test server."""
-    db = settings.DATABASES["default"]
-    name = f"ibconsole_wheel_{os.getpid()}"
-    admin = dict(host=db["HOST"], port=db["PORT"] or 5432, user=db["USER"], password=db["PASSWORD"] or None)
-    with psycopg.connect(dbname="postgres", autocommit=True, **admin) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    auth = f"{db['USER']}:{db['PASSWORD']}@" if db["PASSWORD"] else f"{db['USER']}@"
-    yield f"postgres://{auth}{db['HOST']}:{admin['port']}/{name}"
-    with psycopg.connect(dbname="postgres", autocommit=True, **admin) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def test_a_fresh_virtualenv_runs_ibconsole_up_with_its_frontend(venv, database, tmp_path):
+def test_a_fresh_virtualenv_runs_ibconsole_up_with_its_frontend(venv, empty_database, tmp_path):
     ibconsole = venv / "bin" / "ibconsole"
     where = run([str(venv / "bin" / "python"), "-c", "import console; print(console.__file__)"], cwd=tmp_path)
     assert where.stdout.startswith(str(venv)), where.stdout  # the wheel's code, not this checkout's
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "CONSOLE_", "PYTEST"))}
     data = tmp_path / "data"  # does not exist yet: the first start makes it
-    env.update(DATABASE_URL=database, REDIS_URL="redis://127.0.0.1:6379/13", CONSOLE_DATA_DIR=str(data))
+    env.update(DATABASE_URL=empty_database("wheel"), REDIS_URL="redis://127.0.0.1:6379/13", CONSOLE_DATA_DIR=str(data))
     run([str(ibconsole), "manage", "migrate", "-v", "0"], cwd=tmp_path, env=env)
     run(
         [str(ibconsole), "manage", "operator", "create", "first-op", "--password-stdin"],

@@ -102,6 +102,9 @@ def acquire(change_id: int, worker_id: str) -> ChangeRequest | None:
         change = change_for_update(change_id)
         if change.is_terminal or change.status == Status.PENDING_APPROVAL:
             return None
+        if fabric.paused_at is not None:  # after a restore: resume() enqueues it again
+            log.info("change %s waits: fabric %s is paused (%s)", change_id, fabric.name, fabric.paused_reason)
+            return None
         now = timezone.now()
         live = change.lease_expires_at is not None and change.lease_expires_at > now
         if live and change.lease_owner != worker_id:
@@ -310,6 +313,8 @@ def apply_change(change_id: int, *, worker_id: str) -> ChangeRequest | None:
     Transient errors (DiagTimeout, OperationalError, FabricBusy) propagate for the task's retry
     after the lease is released; anything else the driver raises fails the change precisely.
     """
+    if ChangeRequest.objects.filter(pk=change_id, fabric__paused_at__isnull=False).exists():
+        return None  # waits, without asking its SM host, until the fabric is resumed (acquire checks again)
     _sm_answers(change_id)
     change = acquire(change_id, worker_id)
     if change is None:

@@ -134,6 +134,11 @@ def request_change(
             raise Forbidden("only operators and auditors preview fabric changes")
     else:
         require_operator(principal, to="change fabrics")
+        if Fabric.objects.filter(pk=fabric.pk, paused_at__isnull=False).exists():
+            raise Conflict(
+                f"fabric {fabric.name!r} is paused since a restore: review it and resume "
+                f"(manage.py fabric resume --fabric {fabric.name}) before pushing"
+            )
     plan = _plan(fabric)
     with transaction.atomic():
         fabric_for_update(fabric.pk)
@@ -188,6 +193,8 @@ def reconcile(fabric: Fabric, *, actor: Actor) -> ChangeRequest | None:
     invalidated, audited, and a change that pushes the desired state again; a fabric that cannot
     be asked hears nothing (the periodic tick reconciles waiting reservations again).
     """
+    if Fabric.objects.filter(pk=fabric.pk, paused_at__isnull=False).exists():
+        return None  # after a restore, until an operator resumes it (console.fabric.paused)
     try:
         plan = _plan(fabric)
     except IsolationRefused as exc:

@@ -11,6 +11,8 @@
     fabric agent create --fabric F --name smhost1 [--json]   (the token is printed once)
     fabric agent list --fabric F [--json]
     fabric agent revoke --fabric F --name smhost1
+    fabric review --fabric F [--json]          after a restore: what resuming adds and removes on the wire
+    fabric resume --fabric F --confirm [--json]   after a restore: push the restored state again
 
 F is a fabric id or name. A thin layer over the same change-request services as the API: with
 ``--wait`` the command returns when the change is verified or failed, prints that outcome and
@@ -34,7 +36,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from console.fabric import changes
+from console.fabric import changes, paused
 from console.fabric.agents import services as agent_services
 from console.fabric.agents.drill import failover_drill
 from console.fabric.api.serializers import ChangeSerializer
@@ -119,6 +121,12 @@ class Command(BaseCommand):
         )
         p.add_argument("--dry-run", action="store_true", help="only check the standbys' readiness")
         p.add_argument("--timeout", type=float, default=60.0, help="seconds the takeover may take")
+        common(
+            sub.add_parser("review", help="after a restore: what resuming would add and remove on the wire"),
+            wait=False,
+        )
+        common(p := sub.add_parser("resume", help="after a restore: push the restored state again"), wait=False)
+        p.add_argument("--confirm", action="store_true", help="having reviewed what it adds and removes")
         common(sub.add_parser("discover", help="ibnetdiscover and store the graph"), wait=False)
         common(p := sub.add_parser("compare", help="discovered vs designed"), wait=False)
         p.add_argument(
@@ -136,6 +144,10 @@ class Command(BaseCommand):
                 return self._agent(actor, principal, fabric, opts)
             if opts["action"] == "failover-drill":
                 return self._drill(actor, principal, fabric, opts)
+            if opts["action"] == "review":
+                return self._review(opts, paused.review(fabric))
+            if opts["action"] == "resume":
+                return self._review(opts, paused.resume(actor, principal, fabric, confirm=opts["confirm"]), True)
             if opts["action"] == "discover":
                 run = discover(fabric, actor=actor, progress=lambda step, _: self.stderr.write(f"… {step}"))
                 body = {"duration_s": run.duration_s, "summary": run.summary}
@@ -262,6 +274,26 @@ class Command(BaseCommand):
             if time.monotonic() > deadline:
                 raise CommandError(f"change {change.pk} still {change.status} after {timeout}s")
             time.sleep(0.2)
+
+    def _review(self, opts: dict[str, Any], seen: dict[str, Any], resumed: bool = False) -> None:
+        """What a paused fabric's restored state would change on the wire (console.fabric.paused)."""
+        if opts.get("json"):
+            return self._print(opts, {**seen, "resumed": resumed})
+        state = "resumed: pushing" if resumed else (f"paused ({seen['reason']})" if seen["paused"] else "not paused")
+        self.stdout.write(f"fabric {seen['fabric']}: {state}")
+        if not seen["wire_read"]:
+            self.stdout.write(f"  {seen['error']}")
+        else:
+            for label, key in (
+                ("on the wire", "wire_pkeys"),
+                ("would add", "would_add"),
+                ("would remove", "would_remove"),
+            ):
+                self.stdout.write(f"  {label + ':':<14}{', '.join(seen[key]) or 'none'}")
+            if seen["diff"]:
+                self.stdout.write(seen["diff"])
+        if seen["paused"] and not resumed:
+            self.stdout.write(f"  resume with: manage.py fabric resume --fabric {seen['fabric']} --confirm")
 
     def _print(self, opts: dict[str, Any], body: Any) -> None:
         if opts.get("json"):
