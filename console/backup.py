@@ -9,7 +9,7 @@ reconciling at once would strip the P_Keys of reservations made after it. The op
 (``manage.py fabric review``) and resumes (``manage.py fabric resume --confirm``) each fabric.
 
 The secrets file holds ``SECRET_KEY`` and the configured keys (``CONSOLE_BMC_KEY``,
-``CONSOLE_FABRIC_KEY``; empty means derived from ``SECRET_KEY``): without them the BMC
+``CONSOLE_FABRIC_KEY``, ``CONSOLE_WEBHOOK_KEY``; empty means derived from ``SECRET_KEY``): without them the BMC
 passwords, the fabrics' management keys and the webhook secrets of the restored database cannot
 be decrypted. A restore under other keys says so and which lines to set.
 """
@@ -31,7 +31,7 @@ from django.db.migrations.recorder import MigrationRecorder
 
 FORMAT = 1
 DUMP, SECRETS, MANIFEST = "database.dump", "secrets.env", "manifest.json"
-SECRET_NAMES = ("SECRET_KEY", "CONSOLE_BMC_KEY", "CONSOLE_FABRIC_KEY")
+SECRET_NAMES = ("SECRET_KEY", "CONSOLE_BMC_KEY", "CONSOLE_FABRIC_KEY", "CONSOLE_WEBHOOK_KEY")
 
 
 class BackupError(RuntimeError):

@@ -54,6 +54,11 @@ if not SECRET_KEY:
 CONSOLE_BMC_KEY = os.environ.get("CONSOLE_BMC_KEY", "")
 # Fernet key for the fabrics' management keys (m_key, sm_key, sa_key); unset: derived from SECRET_KEY.
 CONSOLE_FABRIC_KEY = os.environ.get("CONSOLE_FABRIC_KEY", "")
+# Fernet key for webhook signing secrets; unset: derived from SECRET_KEY.
+CONSOLE_WEBHOOK_KEY = os.environ.get("CONSOLE_WEBHOOK_KEY", "")
+# Earlier SECRET_KEYs (comma-separated): sessions and the secrets above stay readable under them
+# until `manage.py rotate_secrets` has re-encrypted the stored secrets (docs/operations.md).
+SECRET_KEY_FALLBACKS = env_list("SECRET_KEY_FALLBACKS", "")
 
 # Off unless DEBUG=1 is set explicitly, in every mode (`make run` included): Django's debug pages
 # list every URL pattern and show tracebacks to whoever asks.

@@ -16,19 +16,18 @@ from __future__ import annotations
 import hashlib
 import secrets
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from console.fabric.models import Fabric, FabricKeys
 from console.fabric.opensm.push_types import SmKeys
-from console.tenancy.crypto import SecretBox
+from console.tenancy.crypto import SecretBox, box
 
 #: Drivers whose SM host reads opensm.conf (a UFM appliance keeps its own keys).
 OPENSM_DRIVERS = frozenset({Fabric.Driver.LAB, Fabric.Driver.OPENSM, Fabric.Driver.AGENT})
 
 
 def _box() -> SecretBox:
-    return SecretBox(settings.CONSOLE_FABRIC_KEY, settings.SECRET_KEY, b"ibconsole fabric keys v1", "fabric key")
+    return box("fabric")
 
 
 def _new_key() -> str:

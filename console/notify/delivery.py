@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from celery.utils.time import get_exponential_backoff_interval
-from cryptography.fernet import InvalidToken
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -38,6 +37,7 @@ from console.notify.signing import (
     decrypt_secret,
     signature,
 )
+from console.tenancy.crypto import CredentialError
 from console.tenancy.errors import Invalid
 
 
@@ -154,8 +154,8 @@ def attempt(delivery_id: int) -> int | None:
     started = timezone.now()
     try:
         secret = decrypt_secret(webhook.secret_encrypted)
-    except (InvalidToken, ValueError):  # the key changed since it was stored: an attempt all the same
-        outcome = Outcome(False, None, "the webhook's secret cannot be read (NOTIFY key changed?)", 0)
+    except (CredentialError, ValueError) as exc:  # the key changed since it was stored: an attempt all the same
+        outcome = Outcome(False, None, f"the webhook's secret cannot be read: {exc}"[:300], 0)
     else:
         outcome = post(webhook.url, secret, delivery.event.payload, timeout=settings.NOTIFY_WEBHOOK_TIMEOUT_S)
     number = delivery.attempts + 1

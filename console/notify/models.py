@@ -28,7 +28,7 @@ def all_event_types() -> list[str]:
 
 class Webhook(TenantOwnedModel):
     """A tenant's receiver: events of ``events`` are POSTed to ``url``, signed with its secret.
-    The secret is stored encrypted (Fernet, key derived from SECRET_KEY) and never returned."""
+    The secret is stored encrypted (console.notify.signing: CONSOLE_WEBHOOK_KEY or a key derived from SECRET_KEY) and never returned."""
 
     name = models.CharField(max_length=100)
     url = models.URLField(max_length=500)

@@ -22,9 +22,9 @@ import secrets
 import socket
 from urllib.parse import urlsplit
 
-from cryptography.fernet import Fernet
 from django.conf import settings
 
+from console.tenancy.crypto import SecretBox, box
 from console.tenancy.errors import Invalid
 
 SIGNATURE_HEADER = "X-IBConsole-Signature"
@@ -43,17 +43,27 @@ def new_secret() -> str:
     return f"whsec_{secrets.token_urlsafe(32)}"
 
 
-def _fernet() -> Fernet:
-    key = hashlib.sha256(b"ibconsole.notify.webhook-secret:" + settings.SECRET_KEY.encode()).digest()
-    return Fernet(base64.urlsafe_b64encode(key))
+def _legacy(secret_key: str) -> bytes:
+    """The key of webhook secrets stored before they had a box of their own (hashed SECRET_KEY)."""
+    return base64.urlsafe_b64encode(hashlib.sha256(b"ibconsole.notify.webhook-secret:" + secret_key.encode()).digest())
+
+
+def _box() -> SecretBox:
+    old = (settings.SECRET_KEY, *(getattr(settings, "SECRET_KEY_FALLBACKS", ()) or ()))
+    return box("webhook", legacy=tuple(_legacy(k) for k in old))
 
 
 def encrypt_secret(secret: str) -> str:
-    return _fernet().encrypt(secret.encode()).decode()
+    """Under CONSOLE_WEBHOOK_KEY, or a key derived from SECRET_KEY (console.tenancy.crypto)."""
+    return _box().encrypt(secret)
 
 
 def decrypt_secret(token: str) -> str:
-    return _fernet().decrypt(token.encode()).decode()
+    return _box().decrypt(token)
+
+
+def reencrypt_secret(token: str) -> str:
+    return _box().reencrypt(token)
 
 
 def check_url(url: str) -> list[str]:

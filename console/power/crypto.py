@@ -1,21 +1,17 @@
 """BMC credentials encrypted at rest (:class:`console.tenancy.crypto.SecretBox`) with a key from
 ``settings.CONSOLE_BMC_KEY`` (a Fernet key, from the environment) or, when that is unset, one
-derived from ``SECRET_KEY`` (its own label). Rotating SECRET_KEY without CONSOLE_BMC_KEY makes
-stored passwords unreadable: set them again (``PUT /api/nodes/<id>/bmc/``)."""
+derived from ``SECRET_KEY`` (its own label). A rotated SECRET_KEY stays in SECRET_KEY_FALLBACKS
+until ``manage.py rotate_secrets`` has re-encrypted them (console.tenancy.crypto)."""
 
 from __future__ import annotations
 
-from django.conf import settings
-
-from console.tenancy.crypto import CredentialError, SecretBox
+from console.tenancy.crypto import CredentialError, SecretBox, box
 
 __all__ = ["CredentialError", "decrypt", "encrypt"]
 
 
 def _box() -> SecretBox:
-    return SecretBox(
-        getattr(settings, "CONSOLE_BMC_KEY", ""), settings.SECRET_KEY, b"ibconsole bmc credentials v1", "BMC password"
-    )
+    return box("bmc")
 
 
 def encrypt(plain: str) -> str:

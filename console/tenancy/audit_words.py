@@ -143,6 +143,10 @@ WORDINGS: dict[str, Wording] = {
         "in {takeover_s} s, {ports_checked} ports checked",
         "{actor} ran a subnet-manager failover drill on fabric {object} ({mode})",
     ),
+    "console.secrets_rotated": (
+        "{actor} re-encrypted the stored secrets under the current keys: {bmc_passwords} BMC passwords, "
+        "{fabric_keys} fabric keys, {webhook_secrets} webhook secrets",
+    ),
     "fabric.paused": (
         "{actor} paused the reconciler of fabric {object}: {reason}",
         "{actor} paused the reconciler of fabric {object}",
