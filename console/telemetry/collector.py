@@ -23,7 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -113,6 +113,7 @@ class FabricCollector:
         self.reader: CounterReader | None = None
         self.lm = LinkMap()
         self.prev: dict[tuple[str, int], PortReading] = {}
+        self.missed: Counter[tuple[str, int]] = Counter()  # unanswered sweeps in a row (core.sweep_status)
         self.prev_at = 0.0
         self.overhead = 0.0
         self.alarms = AlarmEngine(
@@ -248,7 +249,11 @@ class FabricCollector:
             last = self.chunk_at.get(i) if len(self.chunk_at) == len(chunks) else None
             readings.update(got)
             ends = [e for sw in chunk for e in by_switch[sw]]
-            statuses.update(sweep_status(ends, got, self.prev, done - last if last else 0.0))
+            statuses.update(sweep_status(ends, got, self.prev, done - last if last else 0.0, self.missed))
+            for end in ends:  # a port in its grace keeps its last reading for the next sweep
+                key = (end.switch, end.port)
+                if key not in got and key in self.missed and key in self.prev:
+                    readings[key] = self.prev[key]
             if early and ready.get(i):
                 changed += self._publish(statuses, wall, ready[i])
                 published = time.monotonic()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -138,17 +139,36 @@ def link_status(end: LinkEnd, now: PortReading | None, before: PortReading | Non
     return LinkStatus(end.link_id, up, tx, rx, utilisation, bucket, errors, totals, wait)
 
 
+#: Sweeps in a row a port may go unanswered (its switch's MADs timed out: a busy SMA, a loaded
+#: SM host) before its link counts as down; meanwhile it keeps its last state read.
+UNANSWERED_GRACE = 3
+
+
 def sweep_status(
     ends: Iterable[LinkEnd],
     now: Mapping[tuple[str, int], PortReading],
     before: Mapping[tuple[str, int], PortReading],
     dt: float,
+    missed: Counter[tuple[str, int]] | None = None,
 ) -> dict[str, LinkStatus]:
-    """Every link's status from two sweeps."""
+    """Every link's status from two sweeps. With ``missed`` (unanswered sweeps in a row per port,
+    updated here), a port that did not answer keeps its last reading's state for
+    :data:`UNANSWERED_GRACE` sweeps instead of counting as down: no answer is not a link down."""
     out = {}
     for end in ends:
         key = (end.switch, end.port)
-        out[end.link_id] = link_status(end, now.get(key), before.get(key), dt)
+        reading, last = now.get(key), before.get(key)
+        if missed is not None:
+            if reading is not None:
+                missed.pop(key, None)
+            elif last is not None:
+                missed[key] += 1
+                if missed[key] <= UNANSWERED_GRACE:
+                    out[end.link_id] = LinkStatus(
+                        end.link_id, up=last.state in ("", "Active"), error_totals=last.errors
+                    )
+                    continue
+        out[end.link_id] = link_status(end, reading, last, dt)
     return out
 
 

@@ -181,6 +181,29 @@ def test_each_link_is_read_at_one_switch_port_and_gives_both_directions():
     assert st[uplink.link_id].utilisation == pytest.approx(0.75)
 
 
+def test_a_switch_that_does_not_answer_for_a_few_sweeps_is_not_a_link_down():
+    """A busy SMA or a loaded SM host times a whole switch's MADs out: its links keep their last
+    state read for UNANSWERED_GRACE sweeps; one that stays silent longer, or answers Down, is down."""
+    from collections import Counter
+
+    from console.telemetry.core import UNANSWERED_GRACE, LinkEnd, sweep_status
+
+    end = LinkEnd("l1", "spine-01", 1, "leaf-01", 33, "spine", 400.0)
+    key = ("spine-01", 1)
+    active = {key: PortReading(5, 5, {"SymbolErrorCounter": 2}, "Active")}
+    missed: Counter = Counter()
+    for _ in range(UNANSWERED_GRACE):
+        status = sweep_status([end], {}, active, 1.0, missed)["l1"]
+        assert status.up and status.tx_bps == 0
+    assert not sweep_status([end], {}, active, 1.0, missed)["l1"].up  # silent too long: down
+    # an answer clears the count; an answer of Down is down at once
+    assert sweep_status([end], active, active, 1.0, missed)["l1"].up and key not in missed
+    down = {key: PortReading(5, 5, {}, "Down")}
+    assert not sweep_status([end], down, active, 1.0, missed)["l1"].up
+    # without the count (a caller that keeps none) an unanswered port is down, as before
+    assert not sweep_status([end], {}, active, 1.0)["l1"].up
+
+
 def test_link_state_is_read_every_other_sweep_and_every_sweep_for_links_not_active():
     from console.telemetry.core import state_due
 

@@ -71,8 +71,9 @@ def send_command(workdir: Path, command: str, *, timeout: float = 5.0) -> str:
 
 
 #: ibsim echoes every command (the traffic model sets counters each second: about 95 MB an
-#: hour). Past this size its log is cut, its last :data:`LOG_KEEP_BYTES` kept in ``ibsim.log.1``.
-LOG_MAX_BYTES = 4 * 1024 * 1024
+#: hour). Past this size its log is cut (about every 30 s in the demo), its last
+#: :data:`LOG_KEEP_BYTES` kept in ``ibsim.log.1``: a lab's logs stay under 1 MB.
+LOG_MAX_BYTES = 768 * 1024
 LOG_KEEP_BYTES = 64 * 1024
 
 
