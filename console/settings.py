@@ -10,6 +10,7 @@ Two ways to run, one code path:
 
 import base64
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -498,6 +499,15 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
+# Sign-in through an LDAP directory (console.tenancy.directory, the `ldap` extra): before the
+# local accounts, which stay for break-glass. CONSOLE_LDAP_ROLES: JSON, group DN -> role.
+CONSOLE_LDAP_URL = os.environ.get("CONSOLE_LDAP_URL", "")
+CONSOLE_LDAP_ROLES: dict[str, str] = json.loads(os.environ.get("CONSOLE_LDAP_ROLES", "{}") or "{}")
+if CONSOLE_LDAP_URL:
+    from console.tenancy.directory_settings import ldap_settings
+
+    globals().update(ldap_settings(os.environ))
+    AUTHENTICATION_BACKENDS.insert(1, "console.tenancy.directory.DirectoryBackend")
 AXES_FAILURE_LIMIT = int(os.environ.get("CONSOLE_LOGIN_FAILURE_LIMIT", "10"))
 AXES_COOLOFF_TIME = float(os.environ.get("CONSOLE_LOGIN_COOLOFF_MINUTES", "15")) / 60  # hours
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]  # the pair: another address is not locked

@@ -13,7 +13,9 @@ say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 debs=(opensm ibsim-utils infiniband-diags ipmitool)  # ipmitool: the IPMI BMC driver (console.power.drivers.ipmi)
 python3 -c 'import ensurepip, venv' 2>/dev/null || debs+=(python3-venv)
 command -v cc >/dev/null || debs+=(gcc libc6-dev)  # the MAD helper's C loop (madpipe.c)
-(( want_test )) && debs+=(chromium prometheus slurmctld slurm-client munge)  # browser tests; a real Prometheus; a real slurmctld (munge: Debian's Slurm default auth)
+debs+=(libldap2-dev libsasl2-dev)  # the ldap extra (sign-in through a directory) builds python-ldap against them
+# browser tests; a real Prometheus; a real slurmctld (munge: Debian's Slurm default auth); a real LDAP server
+(( want_test )) && debs+=(chromium prometheus slurmctld slurm-client munge slapd ldap-utils)
 missing=()
 for pkg in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -36,11 +38,15 @@ if [[ ! -x .venv/bin/python ]]; then
   python3 -m venv .venv
 fi
 stamp=.venv/.installed
-want=$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)
+extras=dev
+# the ldap extra needs libldap2-dev and libsasl2-dev to build; without them the console runs
+# with local accounts only
+dpkg-query -W -f='${Status}' libldap2-dev 2>/dev/null | grep -q "install ok installed" && extras=dev,ldap
+want=$( (cat pyproject.toml constraints.txt; echo "$extras") | sha256sum | cut -c1-16)
 if [[ ! -f $stamp || $(cat $stamp) != "$want" ]]; then
   say "installing Python dependencies (pinned by constraints.txt)"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -c constraints.txt -e ".[dev]"
+  .venv/bin/python -m pip install -q -c constraints.txt -e ".[$extras]"
   # Test-only: networking_mlnx_baremetal.ufmclient, a real UFM client (tests/ufm). Its declared
   # dependencies are neutron's whole stack; the client module needs only requests, six and pbr.
   .venv/bin/python -m pip install -q --no-deps -c constraints.txt networking-mlnx-baremetal

@@ -46,6 +46,16 @@ def _postgresql() -> bool:
     return connection.vendor == "postgresql"
 
 
+def _ldap_present() -> bool:
+    """A real slapd to sign in against (Debian's slapd, ldap-utils) and the ``ldap`` extra."""
+    try:
+        import django_auth_ldap  # noqa: F401
+        import ldap  # noqa: F401
+    except ImportError:
+        return False
+    return all(shutil.which(tool, path=f"{os.environ.get('PATH', '')}:/usr/sbin") for tool in ("slapd", "slapadd"))
+
+
 def _prometheus_present() -> bool:
     return all(shutil.which(tool) is not None for tool in PROMETHEUS_TOOLS)
 
@@ -79,6 +89,8 @@ NEEDS = {
         Need("slurm", "Slurm's slurmctld and scontrol (slurmctld, slurm-client)", _slurm_present, demanded_with="lab"),
         # bootstrap.sh --test installs it beside the lab tools: CONSOLE_REQUIRE_LAB=1 demands it
         Need("prometheus", "Debian's prometheus package (prometheus, promtool)", _prometheus_present, "lab"),
+        # bootstrap.sh --test installs slapd and the ldap extra beside the lab tools
+        Need("ldap", "slapd and ldap-utils, and the ldap extra (django-auth-ldap, python-ldap)", _ldap_present, "lab"),
     )
 }
 
