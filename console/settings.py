@@ -90,6 +90,7 @@ INSTALLED_APPS = [
     "django_vite",
     "axes",
     "csp",
+    "mozilla_django_oidc",
     "console.tenancy",
     "designer",
     "console.fabric",
@@ -508,6 +509,26 @@ if CONSOLE_LDAP_URL:
 
     globals().update(ldap_settings(os.environ))
     AUTHENTICATION_BACKENDS.insert(1, "console.tenancy.directory.DirectoryBackend")
+# Sign-in through an OpenID Connect provider (console.tenancy.oidc, mozilla-django-oidc): the
+# provider's endpoints and this console's client; CONSOLE_OIDC_ROLES: JSON, group -> role.
+CONSOLE_OIDC_CLIENT_ID = os.environ.get("CONSOLE_OIDC_CLIENT_ID", "")
+CONSOLE_OIDC_NAME = os.environ.get("CONSOLE_OIDC_NAME", "single sign-on")
+CONSOLE_OIDC_ROLES: dict[str, str] = json.loads(os.environ.get("CONSOLE_OIDC_ROLES", "{}") or "{}")
+CONSOLE_OIDC_GROUPS_CLAIM = os.environ.get("CONSOLE_OIDC_GROUPS_CLAIM", "groups")
+CONSOLE_OIDC_USERNAME_CLAIM = os.environ.get("CONSOLE_OIDC_USERNAME_CLAIM", "preferred_username")
+OIDC_RP_CLIENT_ID = CONSOLE_OIDC_CLIENT_ID
+OIDC_RP_CLIENT_SECRET = os.environ.get("CONSOLE_OIDC_CLIENT_SECRET", "")
+OIDC_RP_SIGN_ALGO = os.environ.get("CONSOLE_OIDC_SIGN_ALGO", "RS256")
+OIDC_RP_SCOPES = os.environ.get("CONSOLE_OIDC_SCOPES", "openid email profile groups")
+OIDC_OP_AUTHORIZATION_ENDPOINT = os.environ.get("CONSOLE_OIDC_AUTHORIZATION_ENDPOINT", "")
+OIDC_OP_TOKEN_ENDPOINT = os.environ.get("CONSOLE_OIDC_TOKEN_ENDPOINT", "")
+OIDC_OP_USER_ENDPOINT = os.environ.get("CONSOLE_OIDC_USERINFO_ENDPOINT", "")
+OIDC_OP_JWKS_ENDPOINT = os.environ.get("CONSOLE_OIDC_JWKS_ENDPOINT", "")
+OIDC_AUTHENTICATE_CLASS = "console.tenancy.oidc.AuthenticateView"
+OIDC_CALLBACK_CLASS = "console.tenancy.oidc.CallbackView"
+LOGIN_REDIRECT_URL_FAILURE = "/login/?sso=refused"
+if CONSOLE_OIDC_CLIENT_ID:
+    AUTHENTICATION_BACKENDS.insert(1, "console.tenancy.oidc.OidcBackend")
 AXES_FAILURE_LIMIT = int(os.environ.get("CONSOLE_LOGIN_FAILURE_LIMIT", "10"))
 AXES_COOLOFF_TIME = float(os.environ.get("CONSOLE_LOGIN_COOLOFF_MINUTES", "15")) / 60  # hours
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]  # the pair: another address is not locked

@@ -9,6 +9,7 @@ urlpatterns = [
     path("api/", include("console.api_urls")),
     path("healthz", web_views.healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),
+    path("oidc/", include("mozilla_django_oidc.urls")),  # sign-in through OpenID Connect (console.tenancy.oidc)
     path("", include("console.ufm.urls")),
     path("", include("console.web.urls")),
 ]

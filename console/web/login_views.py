@@ -4,6 +4,9 @@ signed-in user's own password change (``actions.change_password``, validated and
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import update_session_auth_hash
 from django.contrib.auth import views as auth_views
@@ -30,6 +33,13 @@ class LoginView(auth_views.LoginView):
     for one address, console/settings.py)."""
 
     redirect_authenticated_user = True
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        if settings.CONSOLE_OIDC_CLIENT_ID:  # sign in with the company's OpenID Connect provider
+            context["sso_name"] = settings.CONSOLE_OIDC_NAME
+            context["sso_refused"] = self.request.GET.get("sso") == "refused"
+        return context
 
     def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
         address = client_address(self.request)

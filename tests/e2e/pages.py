@@ -113,6 +113,9 @@ NOT_PAGES: dict[str, str] = {
     "/designer/{design_id}/node-types/": "POST only; redirects to the design's new revision",
     "/reservations/{pk}/connection/": "JSON for the reservation page's script",
     "/reservations/{pk}/use.env": "a text/plain download (the env file of the how-to-use page)",
+    "/oidc/authenticate/": "redirects to the OpenID Connect provider (console.tenancy.oidc)",
+    "/oidc/callback/": "the provider's redirect back: signs in and redirects home",
+    "/oidc/logout/": "POST only; signs out and redirects",
     "/healthz": "JSON for load balancers",
     "/metrics": "Prometheus text",
 }

@@ -121,7 +121,7 @@ def test_local_accounts_sign_in_when_the_directory_is_down(directory, client, ma
 
 
 def test_the_strongest_role_wins_and_a_bad_mapping_says_what_is_wrong():
-    from console.tenancy.directory import DirectoryRefused, role_for
+    from console.tenancy.sso import DirectoryRefused, role_for
 
     mapping = {"CN=Ops,DC=x": "operator", "cn=a,dc=x": "tenant-admin:aurora", "cn=m,dc=x": "tenant-member:borealis"}
     assert role_for(["cn=a,dc=x", "cn=ops,dc=x"], mapping) == ("operator", None)  # DNs in any case
