@@ -255,13 +255,15 @@ def _imbalance(
             )
 
 
-def _degraded(out: Inference, disc: Discovery, label: Callable[[IbNode], str]) -> None:
-    """A link that trained below what its ends run elsewhere (narrower, or SDR beside faster ports)."""
+def degraded_links(disc: Discovery, label: Callable[[IbNode], str]) -> list[tuple[str, str, int]]:
+    """Links that trained below what their ends run elsewhere (narrower, or SDR beside faster
+    ports): (where, the rate they run at, the input line)."""
     best: dict[str, tuple[int, int]] = {}
     for node in disc.nodes:
         widths = [p.width for p in node.ports if p.width]
         speeds = [generation_rank(p.speed) for p in node.ports if p.speed]
         best[node.node_id] = (max(widths, default=0), max(speeds, default=-1))
+    out = []
     for node, port, peer, peer_port in disc.links():
         worst = reported(port, peer, peer_port)
         if worst is None:
@@ -274,13 +276,19 @@ def _degraded(out: Inference, disc: Discovery, label: Callable[[IbNode], str]) -
         narrow = width < min(wa, wb) or (width == 1 and max(wa, wb) > 1)
         slow = worst.speed == "SDR" and max(sa, sb) > generation_rank("SDR")
         if narrow or slow:
-            where = f"{label(node)}[{port.port}] — {label(peer)}[{peer_port}]"
-            out.degraded.append(where)
-            out.findings.append(
-                Finding(
-                    "degraded-link",
-                    where,
-                    f"{where} runs at {worst.rate}: its ends run faster elsewhere (down-trained link)",
-                    worst.line,
-                )
+            out.append((f"{label(node)}[{port.port}] — {label(peer)}[{peer_port}]", worst.rate, worst.line))
+    return out
+
+
+def _degraded(out: Inference, disc: Discovery, label: Callable[[IbNode], str]) -> None:
+    """A link that trained below what its ends run elsewhere (narrower, or SDR beside faster ports)."""
+    for where, rate, line in degraded_links(disc, label):
+        out.degraded.append(where)
+        out.findings.append(
+            Finding(
+                "degraded-link",
+                where,
+                f"{where} runs at {rate}: its ends run faster elsewhere (down-trained link)",
+                line,
             )
+        )

@@ -30,12 +30,13 @@ from console.fabric.discovery.compare import (
 )
 from console.fabric.discovery.sources import DiscoveryFailed
 from console.fabric.drivers.base import Progress, no_progress
-from console.fabric.models import DiscoveryRun, Fabric
+from console.fabric.models import DiscoveryRun, Fabric, FabricAgent
 from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError, Invalid, NotFound
 from designer.errors import ParseError
 from designer.graph import FabricGraph
+from designer.imports.health import validate
 from designer.imports.ibnetdiscover import parse_ibnetdiscover
 from designer.models import DesignRevision
 from designer.services import revision_graph
@@ -100,6 +101,8 @@ def discover(fabric: Fabric, *, actor: Actor, progress: Progress = no_progress) 
         "ibnetdiscover_s": round(swept - started, 3),
         "lines": sweep.stdout.count("\n"),
         freshness.MARK_KEY: sweep.sm_mark,
+        # fabric validation on what the wire reported (designer.imports.health)
+        "validation": [v.as_dict() for v in validate(disc, sm_states(fabric))],
     }
     with transaction.atomic():
         run = DiscoveryRun.objects.create(
@@ -115,6 +118,13 @@ def discover(fabric: Fabric, *, actor: Actor, progress: Progress = no_progress) 
             actor, "fabric.discover", fabric, after={"discovery_id": run.pk, **summary, "ok": run.compare["ok"]}
         )
     return run
+
+
+def sm_states(fabric: Fabric) -> dict[str, str] | None:
+    """SM host → the state its SM reports, from the agents connected now (None: no agent to ask)."""
+    rows = FabricAgent.objects.filter(fabric=fabric, connected=True, revoked_at__isnull=True).exclude(sm_state="")
+    states = dict(rows.values_list("name", "sm_state"))
+    return states or None
 
 
 def latest_run(fabric: Fabric) -> DiscoveryRun | None:

@@ -8,6 +8,7 @@
     fabric port clear --fabric F --switch S --port N [--wait] --json
     fabric discover --fabric F --json
     fabric compare --fabric F [--no-discover] --json
+    fabric validate --fabric F [--json|--csv]   discover now and run the validation tests
     fabric agent create --fabric F --name smhost1 [--json]   (the token is printed once)
     fabric agent list --fabric F [--json]
     fabric agent revoke --fabric F --name smhost1
@@ -46,6 +47,7 @@ from console.fabric.models import ChangeRequest, Fabric, FabricAgent, PortAdminS
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
 from console.tenancy.models import Principal, Role
+from designer.imports.health import as_csv
 
 SUCCESS = {ChangeRequest.Status.APPLIED, ChangeRequest.Status.UNCHANGED, ChangeRequest.Status.PREVIEWED}
 
@@ -127,6 +129,8 @@ class Command(BaseCommand):
         )
         common(p := sub.add_parser("resume", help="after a restore: push the restored state again"), wait=False)
         p.add_argument("--confirm", action="store_true", help="having reviewed what it adds and removes")
+        common(p := sub.add_parser("validate", help="discover now and run the fabric validation tests"), wait=False)
+        p.add_argument("--csv", action="store_true", help="one row per offender")
         common(sub.add_parser("discover", help="ibnetdiscover and store the graph"), wait=False)
         common(p := sub.add_parser("compare", help="discovered vs designed"), wait=False)
         p.add_argument(
@@ -148,6 +152,8 @@ class Command(BaseCommand):
                 return self._review(opts, paused.review(fabric))
             if opts["action"] == "resume":
                 return self._review(opts, paused.resume(actor, principal, fabric, confirm=opts["confirm"]), True)
+            if opts["action"] == "validate":
+                return self._validate(opts, discover(fabric, actor=actor).summary.get("validation", []))
             if opts["action"] == "discover":
                 run = discover(fabric, actor=actor, progress=lambda step, _: self.stderr.write(f"… {step}"))
                 body = {"duration_s": run.duration_s, "summary": run.summary}
@@ -274,6 +280,23 @@ class Command(BaseCommand):
             if time.monotonic() > deadline:
                 raise CommandError(f"change {change.pk} still {change.status} after {timeout}s")
             time.sleep(0.2)
+
+    def _validate(self, opts: dict[str, Any], verdicts: list[dict[str, Any]]) -> None:
+        """The validation tests of a discovery run now; exits non-zero when one fails."""
+        if opts.get("json"):
+            self._print(opts, {"tests": verdicts, "ok": all(v["status"] == "pass" for v in verdicts)})
+        elif opts.get("csv"):
+            self.stdout.write(as_csv(verdicts), ending="")
+        else:
+            for v in verdicts:
+                self.stdout.write(f"{v['status'].upper():<5} {v['title']}" + (f" ({v['count']})" if v["count"] else ""))
+                for offender in v["offenders"]:
+                    self.stdout.write(f"      {offender}")
+                if v["fix"]:
+                    self.stdout.write(f"      fix: {v['fix']}")
+        failed = [v["code"] for v in verdicts if v["status"] != "pass"]
+        if failed:
+            raise CommandError(f"validation failed: {', '.join(failed)}")
 
     def _review(self, opts: dict[str, Any], seen: dict[str, Any], resumed: bool = False) -> None:
         """What a paused fabric's restored state would change on the wire (console.fabric.paused)."""
