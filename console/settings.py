@@ -10,7 +10,6 @@ Two ways to run, one code path:
 
 import base64
 import hashlib
-import json
 import os
 from pathlib import Path
 
@@ -269,70 +268,8 @@ UFM_API_WAIT_S = float(os.environ.get("CONSOLE_UFM_API_WAIT_S", "120"))
 # prefix of every reservation's vGUID range (ib-kubernetes's GUID pool), e.g. 02:c0:ff:ee.
 VGUID_PREFIX = os.environ.get("CONSOLE_VGUID_PREFIX", "02:c0:ff:ee")
 
-REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": [
-        "console.tenancy.authentication.BearerTokenAuthentication",
-        "rest_framework.authentication.SessionAuthentication",
-    ],
-    "DEFAULT_PERMISSION_CLASSES": ["console.tenancy.permissions.ConsolePermission"],
-    "DEFAULT_PAGINATION_CLASS": "console.tenancy.api.pagination.Pagination",
-    "PAGE_SIZE": 50,
-    "DEFAULT_FILTER_BACKENDS": [
-        "django_filters.rest_framework.DjangoFilterBackend",
-        "rest_framework.filters.OrderingFilter",
-    ],
-    "DEFAULT_PARSER_CLASSES": [
-        "console.tenancy.api.parsers.BoundedJSONParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
-    ],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "console.tenancy.api.errors.exception_handler",
-    # Rates live in CONSOLE_THROTTLE_RATES (block LOGIN AND API THROTTLING below); the classes read
-    # them at request time, so tests can override them.
-    "DEFAULT_THROTTLE_CLASSES": [
-        "console.tenancy.throttling.SessionRateThrottle",
-        "console.tenancy.throttling.TokenRateThrottle",
-    ],
-    "DEFAULT_THROTTLE_RATES": {},
-    "NUM_PROXIES": int(os.environ.get("CONSOLE_TRUSTED_PROXIES", "0")),
-}
-# The browsable API's forms list related objects of every tenant: scoped (console/tenancy/api/renderers.py).
-REST_FRAMEWORK["DEFAULT_RENDERER_CLASSES"] = [
-    "rest_framework.renderers.JSONRenderer",
-    "console.tenancy.api.renderers.ScopedBrowsableAPIRenderer",
-]
-SPECTACULAR_SETTINGS = {
-    "TITLE": "InfiniBand console API",
-    "DESCRIPTION": "Design fabrics, pool GPUs, reserve them, push partitions, watch the fabric.",
-    "VERSION": "0.1.0",
-    "SERVE_INCLUDE_SCHEMA": False,
-    "COMPONENT_SPLIT_REQUEST": True,
-    # Swagger UI assets ship in a package: no CDN, works offline.
-    "SWAGGER_UI_DIST": "SIDECAR",
-    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-    "REDOC_DIST": "SIDECAR",
-    # No deep links: Swagger UI puts each one (an <a href>) inside the operation's toggle button,
-    # a link nested in a button that keyboards and screen readers cannot tell apart (axe:
-    # nested-interactive).
-    "SWAGGER_UI_SETTINGS": {"deepLinking": False},
-    # Every operation's error statuses with the one error body (401/403/404/429/503, 400, 409...).
-    "POSTPROCESSING_HOOKS": [
-        "drf_spectacular.hooks.postprocess_schema_enums",
-        "console.tenancy.api.schema.add_error_responses",
-    ],
-    # Several models have a `status`; name the fabric pipeline's enums explicitly.
-    "ENUM_NAME_OVERRIDES": {
-        "ChangeStatusEnum": "console.fabric.models.ChangeRequest.Status",
-        "ChangeStepStatusEnum": "console.fabric.models.ChangeStep.Status",
-        "DriverEnum": "console.fabric.models.Fabric.Driver",
-        "BmcDriverEnum": "console.power.models.Bmc.Driver",
-        "PowerStateEnum": "scheduling.models.Node.Power",
-        # Two "source" choices: a partition's keeps the name it always had.
-        "SourceEnum": "console.fabric.models.FabricPartition.Source",
-        "SiteLinkSourceEnum": "console.fabric.models.SiteLink.Source",
-    },
-}
+# The REST API: DRF's and drf-spectacular's settings (console/conf/api.py).
+from console.conf.api import REST_FRAMEWORK, SPECTACULAR_SETTINGS  # noqa: E402, F401
 
 # --- static and frontend ----------------------------------------------------------------------
 STATIC_URL = "/static/"
@@ -374,22 +311,8 @@ if PRODUCTION:
     SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
     SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
 
-LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO").upper()
-NOISY_LOGGERS = ("celery.beat", "celery.app.trace", "celery.worker.strategy", "uvicorn.access")
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {
-        "django.db.backends": {"level": "WARNING"},
-        # Quiet by default, problems always printed: the beat's ticks and every task's
-        # received/succeeded lines (about 80 a minute) and uvicorn's access lines, unless
-        # LOG_LEVEL=DEBUG asks for everything.
-        **{name: {"level": "WARNING"} for name in NOISY_LOGGERS if LOG_LEVEL != "DEBUG"},
-    },
-}
+# Logging: quiet by default, problems always printed (console/conf/logs.py).
+from console.conf.logs import LOG_LEVEL, LOGGING, NOISY_LOGGERS  # noqa: E402, F401
 
 # Slurm mirror (scheduling.slurm_mirror): the slurm.conf of the controller that receives the
 # reservations as advance reservations; empty (the default) mirrors nothing.
@@ -500,35 +423,13 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-# Sign-in through an LDAP directory (console.tenancy.directory, the `ldap` extra): before the
-# local accounts, which stay for break-glass. CONSOLE_LDAP_ROLES: JSON, group DN -> role.
-CONSOLE_LDAP_URL = os.environ.get("CONSOLE_LDAP_URL", "")
-CONSOLE_LDAP_ROLES: dict[str, str] = json.loads(os.environ.get("CONSOLE_LDAP_ROLES", "{}") or "{}")
-if CONSOLE_LDAP_URL:
-    from console.tenancy.directory_settings import ldap_settings
+# Single sign-on: an LDAP directory and an OpenID Connect provider (console/conf/sso.py), both
+# before the local accounts, which stay for break-glass.
+from console.conf import sso as _sso  # noqa: E402
+from console.conf.sso import *  # noqa: E402, F403 (its __all__: the CONSOLE_LDAP_*, CONSOLE_OIDC_*, OIDC_* settings)
 
-    globals().update(ldap_settings(os.environ))
-    AUTHENTICATION_BACKENDS.insert(1, "console.tenancy.directory.DirectoryBackend")
-# Sign-in through an OpenID Connect provider (console.tenancy.oidc, mozilla-django-oidc): the
-# provider's endpoints and this console's client; CONSOLE_OIDC_ROLES: JSON, group -> role.
-CONSOLE_OIDC_CLIENT_ID = os.environ.get("CONSOLE_OIDC_CLIENT_ID", "")
-CONSOLE_OIDC_NAME = os.environ.get("CONSOLE_OIDC_NAME", "single sign-on")
-CONSOLE_OIDC_ROLES: dict[str, str] = json.loads(os.environ.get("CONSOLE_OIDC_ROLES", "{}") or "{}")
-CONSOLE_OIDC_GROUPS_CLAIM = os.environ.get("CONSOLE_OIDC_GROUPS_CLAIM", "groups")
-CONSOLE_OIDC_USERNAME_CLAIM = os.environ.get("CONSOLE_OIDC_USERNAME_CLAIM", "preferred_username")
-OIDC_RP_CLIENT_ID = CONSOLE_OIDC_CLIENT_ID
-OIDC_RP_CLIENT_SECRET = os.environ.get("CONSOLE_OIDC_CLIENT_SECRET", "")
-OIDC_RP_SIGN_ALGO = os.environ.get("CONSOLE_OIDC_SIGN_ALGO", "RS256")
-OIDC_RP_SCOPES = os.environ.get("CONSOLE_OIDC_SCOPES", "openid email profile groups")
-OIDC_OP_AUTHORIZATION_ENDPOINT = os.environ.get("CONSOLE_OIDC_AUTHORIZATION_ENDPOINT", "")
-OIDC_OP_TOKEN_ENDPOINT = os.environ.get("CONSOLE_OIDC_TOKEN_ENDPOINT", "")
-OIDC_OP_USER_ENDPOINT = os.environ.get("CONSOLE_OIDC_USERINFO_ENDPOINT", "")
-OIDC_OP_JWKS_ENDPOINT = os.environ.get("CONSOLE_OIDC_JWKS_ENDPOINT", "")
-OIDC_AUTHENTICATE_CLASS = "console.tenancy.oidc.AuthenticateView"
-OIDC_CALLBACK_CLASS = "console.tenancy.oidc.CallbackView"
-LOGIN_REDIRECT_URL_FAILURE = "/login/?sso=refused"
-if CONSOLE_OIDC_CLIENT_ID:
-    AUTHENTICATION_BACKENDS.insert(1, "console.tenancy.oidc.OidcBackend")
+globals().update(_sso.ldap_django_settings())  # django-auth-ldap's AUTH_LDAP_*, when a directory is set
+AUTHENTICATION_BACKENDS[1:1] = _sso.BACKENDS
 AXES_FAILURE_LIMIT = int(os.environ.get("CONSOLE_LOGIN_FAILURE_LIMIT", "10"))
 AXES_COOLOFF_TIME = float(os.environ.get("CONSOLE_LOGIN_COOLOFF_MINUTES", "15")) / 60  # hours
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]  # the pair: another address is not locked

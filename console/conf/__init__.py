@@ -1,0 +1,1 @@
+"""Parts of console.settings kept in modules of their own (the settings module stays readable)."""
