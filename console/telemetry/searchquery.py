@@ -18,8 +18,10 @@ from dataclasses import dataclass
 
 MAX_QUERY = 200
 PKEY_MASK = 0x7FFF
-_LID = re.compile(r"^lid\s*[:= ]\s*(0x[0-9a-f]+|\d+)$")
-_CABLE = re.compile(r"^([A-Za-z0-9_.\-/]+)\s*\[\s*(\d{1,4})\s*\]$")
+# ASCII digits only: \d is any Unicode digit, and int() refuses some of them ("²")
+_LID = re.compile(r"^lid\s*[:= ]\s*(0x[0-9a-f]+|[0-9]+)$")
+_CABLE = re.compile(r"^([A-Za-z0-9_.\-/]+)\s*\[\s*([0-9]{1,4})\s*\]$")
+_DIGITS = re.compile(r"^[0-9]+$")
 _HEX = re.compile(r"^[0-9a-f]+$")
 _COLON_GUID = re.compile(r"^[0-9a-f]{1,4}(:[0-9a-f]{1,4})+$")
 
@@ -77,7 +79,7 @@ def parse(raw: str) -> SearchQuery:
     m = _CABLE.match(text)
     if m:
         return SearchQuery(text=text, cable=(m.group(1), int(m.group(2))))
-    if low.isdigit():
+    if _DIGITS.match(low):
         value = int(low)
         # Up to 5 digits is a LID (or a reservation id); longer is a GUID whose hex happens to be digits.
         bare_lid = value if 0 < value < 0xC000 and len(low) <= 5 else None

@@ -85,7 +85,7 @@ class FabricViewSet(GlobalResourceMixin, viewsets.ModelViewSet):
 
     @extend_schema(methods=["GET"], request=None, responses={200: AgentSerializer(many=True)})
     @extend_schema(methods=["POST"], request=AgentCreateSerializer, responses={201: AgentCreatedSerializer})
-    @action(detail=True, methods=["get", "post"], url_path="agents")
+    @action(detail=True, methods=["get", "post"], url_path="agents", pagination_class=None)  # a fabric's few
     def agents(self, request: Request, pk: str | None = None) -> Response:
         """The agents on the fabric's subnet-manager hosts: name, host, version, last_seen,
         connected and their OpenSM's sm_state, sm_priority and port_guid. POST creates one
