@@ -111,6 +111,11 @@ class Fabric(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    @staticmethod
+    def paused_now(pk: int) -> bool:
+        """Paused since a restore (console.fabric.paused), read now: an instance may predate it."""
+        return Fabric.objects.filter(pk=pk, paused_at__isnull=False).exists()
+
     @property
     def through_agent(self) -> bool:
         """Its subnet-manager host is reached through an agent: ``driver=agent``, and a lab, whose

@@ -24,6 +24,7 @@ from console.fabric.changes.locks import fabric_for_update
 from console.fabric.changes.requests import request_change
 from console.fabric.enqueue import enqueue_apply
 from console.fabric.models import ChangeRequest, Fabric
+from console.fabric.opensm.partitions import DEFAULT_PKEY
 from console.fabric.opensm.partitions_file import parse_file
 from console.tenancy import audit
 from console.tenancy.context import Actor
@@ -32,13 +33,6 @@ from console.tenancy.models import Principal
 from console.tenancy.permissions import require_operator
 
 log = logging.getLogger(__name__)
-
-DEFAULT_PKEY = 0x7FFF
-
-
-def is_paused(fabric_id: int) -> bool:
-    """Read now, not from a Fabric instance that may predate a restore or a resume."""
-    return Fabric.objects.filter(pk=fabric_id, paused_at__isnull=False).exists()
 
 
 def pause_all(actor: Actor, reason: str) -> list[str]:

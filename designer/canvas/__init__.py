@@ -141,11 +141,7 @@ def canvas_view(
 def _unit(idx: CanvasIndex, su: str) -> dict:
     """A scalable unit inside a pod: its pod's leaves drawn in their SUs, the pod's spines above."""
     pod = idx.su_pod[su]
-    switches = idx.graph.switches
-    regroup = {m: su_of(switches[m]) or pod for m in idx.members[pod]}
-    scoped = CanvasIndex(idx.graph, regroup=regroup)
-    scoped.link_status, scoped.switch_status = idx.link_status, idx.switch_status
-    return pod_level(scoped, su, parent=pod)
+    return pod_level(idx.units_of(pod), su, parent=pod)
 
 
 def _some(idx: CanvasIndex) -> str:

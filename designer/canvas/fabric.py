@@ -21,11 +21,8 @@ from designer.canvas.groups import CanvasIndex, count_label, group_label, is_tie
 
 def scalable_units(idx: CanvasIndex, pod: str) -> dict:
     """The SU level of a pod: its scalable units, its spines and the tiers above, as boxes."""
-    own = {m for m in idx.members[pod] if su_of(idx.graph.switches[m]) is not None}
-    scoped = CanvasIndex(idx.graph, regroup={m: su_of(idx.graph.switches[m]) or pod for m in own})
-    scoped.link_status, scoped.switch_status = idx.link_status, idx.switch_status
     shown = set(idx.sus[pod]) | {pod} | {g for g in idx.groups if is_tier_group(g)}
-    return fabric_level(scoped, only=shown, hubs={pod})
+    return fabric_level(idx.units_of(pod), only=shown, hubs={pod})
 
 
 def fabric_level(idx: CanvasIndex, only: set[str] | None = None, hubs: set[str] | frozenset = frozenset()) -> dict:

@@ -115,6 +115,15 @@ class CanvasIndex:
         self.switch_status: dict[str, str] = {}
         self.link_status: dict[tuple, str] = {}
 
+    def units_of(self, pod: str) -> CanvasIndex:
+        """This index with the pod's leaves drawn in their scalable units (the pod keeps its
+        spines), and the same diff marks: the SU levels' view of one pod."""
+        switches = self.graph.switches
+        regroup = {m: su for m in self.members[pod] if (su := su_of(switches[m])) is not None}
+        scoped = CanvasIndex(self.graph, regroup=regroup)
+        scoped.link_status, scoped.switch_status = self.link_status, self.switch_status
+        return scoped
+
     def status(self, lk: Link) -> str | None:
         """The link's part in the diff drawn, if any."""
         return self.link_status.get(lk.key()) if self.link_status else None

@@ -134,7 +134,7 @@ def request_change(
             raise Forbidden("only operators and auditors preview fabric changes")
     else:
         require_operator(principal, to="change fabrics")
-        if Fabric.objects.filter(pk=fabric.pk, paused_at__isnull=False).exists():
+        if Fabric.paused_now(fabric.pk):
             raise Conflict(
                 f"fabric {fabric.name!r} is paused since a restore: review it and resume "
                 f"(manage.py fabric resume --fabric {fabric.name}) before pushing"
@@ -193,7 +193,7 @@ def reconcile(fabric: Fabric, *, actor: Actor) -> ChangeRequest | None:
     invalidated, audited, and a change that pushes the desired state again; a fabric that cannot
     be asked hears nothing (the periodic tick reconciles waiting reservations again).
     """
-    if Fabric.objects.filter(pk=fabric.pk, paused_at__isnull=False).exists():
+    if Fabric.paused_now(fabric.pk):
         return None  # after a restore, until an operator resumes it (console.fabric.paused)
     try:
         plan = _plan(fabric)

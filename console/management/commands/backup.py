@@ -17,15 +17,15 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--to", required=True, type=Path, help="a new or empty directory")
-        parser.add_argument("--json", action="store_true", help="print the manifest")
+        parser.add_argument("--json", dest="as_json", action="store_true", help="print the manifest")
 
-    def handle(self, *args: Any, to: Path, json: bool = False, **options: Any) -> None:
+    def handle(self, *args: Any, to: Path, as_json: bool = False, **options: Any) -> None:
         try:
             manifest = backup(to)
         except BackupError as exc:
             raise CommandError(str(exc)) from None
-        if json:
-            self.stdout.write(_dumps(manifest))
+        if as_json:
+            self.stdout.write(json.dumps(manifest, indent=2, sort_keys=True))
             return
         c = manifest["counts"]
         live = sum(c["reservations"].values())
@@ -33,7 +33,3 @@ class Command(BaseCommand):
             f"backed up to {to}: {c['tenants']} tenants, {c['fabrics']} fabrics, {live} reservations, "
             f"{c['audit_entries']} audit entries (secrets.env is as secret as SECRET_KEY)"
         )
-
-
-def _dumps(body: Any) -> str:
-    return json.dumps(body, indent=2, sort_keys=True)

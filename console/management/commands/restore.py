@@ -21,9 +21,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--from", dest="source", required=True, type=Path, help="a backup directory")
-        parser.add_argument("--json", action="store_true")
+        parser.add_argument("--json", dest="as_json", action="store_true")
 
-    def handle(self, *args: Any, source: Path, json: bool = False, **options: Any) -> None:
+    def handle(self, *args: Any, source: Path, as_json: bool = False, **options: Any) -> None:
         try:
             manifest = read_manifest(source)
             restore_database(source)
@@ -35,8 +35,8 @@ class Command(BaseCommand):
         missing = {k: (v, now.get(k)) for k, v in manifest["counts"].items() if now.get(k) != v}
         unset = secrets_differ(backup_secrets(source))
         body = {"restored": manifest, "counts": now, "differences": missing, "paused": paused, "set_secrets": unset}
-        if json:
-            self.stdout.write(_dumps(body))
+        if as_json:
+            self.stdout.write(json.dumps(body, indent=2, sort_keys=True, default=str))
         else:
             self.stdout.write(f"restored the backup of {manifest['created_at']} from {source}")
             for name in paused:
@@ -51,7 +51,3 @@ class Command(BaseCommand):
                 )
         if missing:
             raise CommandError(f"restored counts differ from the backup's: {missing}")
-
-
-def _dumps(body: Any) -> str:
-    return json.dumps(body, indent=2, sort_keys=True, default=str)

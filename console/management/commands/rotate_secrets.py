@@ -18,18 +18,14 @@ class Command(BaseCommand):
     help = "Re-encrypt BMC passwords, fabric keys and webhook secrets under the current keys."
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("--json", action="store_true")
+        parser.add_argument("--json", dest="as_json", action="store_true")
 
-    def handle(self, *args: Any, json: bool = False, **options: Any) -> None:
+    def handle(self, *args: Any, as_json: bool = False, **options: Any) -> None:
         try:
             done = rotate(Actor.system("rotate_secrets"))
         except CredentialError as exc:  # nothing written: one transaction
             raise CommandError(f"{exc}; nothing was rewritten") from None
-        if json:
-            self.stdout.write(_dumps(done))
+        if as_json:
+            self.stdout.write(json.dumps(done, sort_keys=True))
         else:
             self.stdout.write(", ".join(f"{n} {what.replace('_', ' ')}" for what, n in done.items()) + " re-encrypted")
-
-
-def _dumps(body: Any) -> str:
-    return json.dumps(body, sort_keys=True)
