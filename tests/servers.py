@@ -22,6 +22,17 @@ SERVER_APPLICATION_NAME = "ibc-test-server"
 LAB_CONSOLE_APPLICATION_NAME = "ibc-test-lab-console"
 
 
+def copy_tracked(dest: Path, *pathspecs: str) -> Path:
+    """The checkout's tracked files (those ``pathspecs`` name; all without) copied into ``dest``:
+    what a clone holds, nothing of the work tree's untracked files."""
+    names = subprocess.run(["git", "ls-files", "-z", *pathspecs], cwd=ROOT, capture_output=True, check=True).stdout
+    for name in filter(None, names.decode().split("\0")):
+        if (ROOT / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            (dest / name).write_bytes((ROOT / name).read_bytes())
+    return dest
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -4,7 +4,6 @@ port in a temporary directory, loaded with ``slapadd``, stopped at teardown."""
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -13,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import ldap
+
+from tests.servers import _free_port
 
 SUFFIX = "dc=example,dc=org"
 ROOT_DN, ROOT_PW = f"cn=admin,{SUFFIX}", "admin-secret"
@@ -51,12 +52,6 @@ class Slapd:
             self.process.wait(10)
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def slapd(directory: Path, ldif: str) -> Iterator[Slapd]:
     """slapd serving ``ldif`` (entries under dc=example,dc=org) on a free port."""
@@ -66,9 +61,13 @@ def slapd(directory: Path, ldif: str) -> Iterator[Slapd]:
     conf = directory / "slapd.conf"
     conf.write_text(CONFIG.format(dir=directory, suffix=SUFFIX, root=ROOT_DN, pw=ROOT_PW))
     (directory / "data.ldif").write_text(ldif)
-    subprocess.run(["/usr/sbin/slapadd", "-f", str(conf), "-l", str(directory / "data.ldif")], check=True,
-                   capture_output=True, timeout=60)  # fmt: skip
-    url = f"ldap://127.0.0.1:{_port()}"
+    subprocess.run(
+        ["/usr/sbin/slapadd", "-f", str(conf), "-l", str(directory / "data.ldif")],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    url = f"ldap://127.0.0.1:{_free_port()}"
     log = (directory / "slapd.log").open("w")
     proc = subprocess.Popen([tool, "-f", str(conf), "-h", url + "/", "-d", "0"], stdout=log, stderr=subprocess.STDOUT)
     server = Slapd(url, directory, proc)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 from playwright.sync_api import expect
 
 from console.tenancy.models import AuditEntry, Membership, Role, Tenant
+from tests.servers import _free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -29,21 +29,25 @@ ACCOUNTS = {
 ROLES = {"aurora-admins": "tenant-admin:aurora", "ib-operators": "operator"}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def provider(live_server, settings, tmp_path):
-    port = free_port()
+    port = _free_port()
     log = (tmp_path / "oidc-provider.log").open("w")
     proc = subprocess.Popen(
-        ["node", "tools/oidc_provider.mjs", str(port), CLIENT_ID, CLIENT_SECRET,
-         f"{live_server.url}/oidc/callback/", json.dumps(ACCOUNTS)],
-        cwd=FRONTEND, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "NODE_ENV": "test"},
-    )  # fmt: skip
+        [
+            "node",
+            "tools/oidc_provider.mjs",
+            str(port),
+            CLIENT_ID,
+            CLIENT_SECRET,
+            f"{live_server.url}/oidc/callback/",
+            json.dumps(ACCOUNTS),
+        ],
+        cwd=FRONTEND,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "NODE_ENV": "test"},
+    )
     issuer = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 20
     while "ready" not in (tmp_path / "oidc-provider.log").read_text():

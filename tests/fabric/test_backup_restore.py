@@ -134,11 +134,13 @@ def test_a_restore_brings_everything_back_and_strips_nothing_until_confirmed(
     refused = manage(url, "fabric", "apply", "--fabric", fabric.name)
     assert refused.returncode != 0 and "paused since a restore" in refused.stderr
     tick = manage(
-        url, "shell", "-c",
+        url,
+        "shell",
+        "-c",
         "from console.fabric.models import Fabric; from console.fabric.changes import reconcile; "
         "from console.tenancy.context import Actor; "
         f"print(reconcile(Fabric.objects.get(name='{fabric.name}'), actor=Actor.system('tick')))",
-    )  # fmt: skip
+    )
     assert tick.returncode == 0 and tick.stdout.split()[-1] == "None", tick.stderr[-2000:]
     assert files.read("partitions.conf") == on_wire
 
@@ -162,11 +164,13 @@ def test_a_restore_brings_everything_back_and_strips_nothing_until_confirmed(
     # its change, as a worker of the restored console applies it: the files are written again
     # (the console's own applied state already said so: its status may be "unchanged")
     push = manage(
-        url, "shell", "-c",
+        url,
+        "shell",
+        "-c",
         "from console.fabric.changes.pipeline import apply_change; "
         f"c = apply_change({answer['change']}, worker_id='restored'); "
         "print(c.steps.get(name='swap').log, c.status)",
-    )  # fmt: skip
+    )
     assert push.returncode == 0, push.stderr[-3000:]
     assert push.stdout.split()[-1] in ("applied", "unchanged") and "replaced partitions.conf" in push.stdout
     now = files.read("partitions.conf") or ""

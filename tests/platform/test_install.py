@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -28,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests.needs import needs
+from tests.servers import _free_port, copy_tracked
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("console", "designer", "scheduling")
@@ -44,12 +44,7 @@ def wheel(tmp_path_factory) -> Path:
     """The wheel pip builds from the tracked package files plus the built frontend."""
     manifest = ROOT / "console" / "web" / "dist" / "manifest.json"
     assert manifest.is_file(), "the frontend is not built (scripts/bootstrap.sh builds it)"
-    src = tmp_path_factory.mktemp("src")
-    tracked = run(["git", "ls-files", "-z", *PACKAGES, "pyproject.toml", "README.md"], cwd=ROOT).stdout
-    for name in filter(None, tracked.split("\0")):
-        if (ROOT / name).is_file():
-            (src / name).parent.mkdir(parents=True, exist_ok=True)
-            (src / name).write_bytes((ROOT / name).read_bytes())
+    src = copy_tracked(tmp_path_factory.mktemp("src"), *PACKAGES, "pyproject.toml", "README.md")
     for built in (ROOT / "console" / "web" / "dist").rglob("*"):
         if built.is_file():
             target = src / built.relative_to(ROOT)
@@ -88,12 +83,6 @@ def venv(wheel, tmp_path_factory) -> Path:
     return home
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def get(url: str) -> tuple[int, str, str]:
     try:
         with urllib.request.urlopen(url, timeout=5) as r:
@@ -117,12 +106,16 @@ def test_a_fresh_virtualenv_runs_ibconsole_up_with_its_frontend(venv, empty_data
         input="a-long-enough-passphrase\n",
     )
 
-    port = free_port()
+    port = _free_port()
     log = (tmp_path / "up.log").open("w")
     up = subprocess.Popen(
         [str(ibconsole), "up", "--no-lab", "--port", str(port)],
-        cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90
@@ -167,9 +160,13 @@ def test_a_node_older_than_20_19_is_replaced_by_one_from_pypi(tmp_path):
         "source scripts/node.sh; node_ok node && exit 3; ensure_node; command -v node; node -p process.versions.node"
     )
     done = subprocess.run(
-        ["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=240,
+        ["bash", "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
         env={**os.environ, "PATH": f"{fake}:/usr/bin:/bin"},
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     where, version = done.stdout.split()[-2:]
     assert where == str(ROOT / ".venv" / "bin" / "node")

@@ -50,20 +50,20 @@ def test_the_data_reading_tests_pass_from_a_copy_with_nothing_beside_it(tmp_path
     import os
     import sys
 
-    copy = tmp_path / "alone" / "ib-console"
-    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
-    for name in filter(None, tracked.decode().split("\0")):
-        source = ROOT / name
-        if source.is_file():
-            (copy / name).parent.mkdir(parents=True, exist_ok=True)
-            (copy / name).write_bytes(source.read_bytes())
+    from tests.servers import copy_tracked
+
+    copy = copy_tracked(tmp_path / "alone" / "ib-console")
     assert not any(p.name != "ib-console" for p in copy.parent.iterdir())
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "REDIS_URL", "PYTEST", "CONSOLE_"))}
     env["CONSOLE_DATA_DIR"] = str(tmp_path / "data")
     tests = ["tests/designer/test_import_realdata.py", "tests/scheduling/test_traces.py"]
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-o", "addopts=", *tests],
-        cwd=copy, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        cwd=copy,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert " passed" in done.stdout and "skipped" not in done.stdout, done.stdout[-1500:]

@@ -22,8 +22,20 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import connection  # noqa: E402
 from rest_framework.test import APIClient  # noqa: E402
 
-ENDPOINTS = ["tenants", "members", "audit", "fabrics", "sites", "site-links", "pools", "quotas", "reservations",
-             "datasets", "designs", "telemetry/events"]  # fmt: skip
+ENDPOINTS = [
+    "tenants",
+    "members",
+    "audit",
+    "fabrics",
+    "sites",
+    "site-links",
+    "pools",
+    "quotas",
+    "reservations",
+    "datasets",
+    "designs",
+    "telemetry/events",
+]
 
 
 def pages(client, path):

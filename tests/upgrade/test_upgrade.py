@@ -35,8 +35,18 @@ CHANGED = {
     ("sites", "reachability"): "a site's reachability names an SM host that does not answer",
 }
 
-EVERY_STATUS = ("requested", "queued", "placed", "provisioning", "ready", "ending", "released", "rejected",
-                "preempted", "cancelled")  # fmt: skip
+EVERY_STATUS = (
+    "requested",
+    "queued",
+    "placed",
+    "provisioning",
+    "ready",
+    "ending",
+    "released",
+    "rejected",
+    "preempted",
+    "cancelled",
+)
 
 pytestmark = [needs("postgresql"), pytest.mark.timeout(600)]
 
