@@ -349,6 +349,11 @@ FABRIC_VERIFY_S = float(os.environ.get("CONSOLE_FABRIC_VERIFY_S", "30"))
 if FABRIC_VERIFY_S > 0:
     CELERY_BEAT_SCHEDULE["fabric-verify-all"] = {"task": "fabric.verify_all", "schedule": FABRIC_VERIFY_S}
 
+# The fabric validation suite (console/telemetry/validation.py) runs on every fabric this often; 0: off.
+FABRIC_VALIDATE_S = float(os.environ.get("CONSOLE_FABRIC_VALIDATE_S", "3600"))
+if FABRIC_VALIDATE_S > 0:
+    CELERY_BEAT_SCHEDULE["telemetry-validate-all"] = {"task": "telemetry.validate_all", "schedule": FABRIC_VALIDATE_S}
+
 # The isolation audit (console/fabric/isolation.py): every fabric every this many seconds (and
 # after each push); 0 turns the schedule off. Drift diffs are cut at this many characters.
 ISOLATION_AUDIT_S = float(os.environ.get("CONSOLE_ISOLATION_AUDIT_S", "60"))

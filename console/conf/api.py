@@ -61,6 +61,8 @@ SPECTACULAR_SETTINGS = {
     # Several models have a `status`; name the fabric pipeline's enums explicitly.
     "ENUM_NAME_OVERRIDES": {
         "ChangeStatusEnum": "console.fabric.models.ChangeRequest.Status",
+        # A discovery job and a validation run share their states (queued, running, done, failed).
+        "DiscoveryJobStateEnum": "console.fabric.models.DiscoveryJob.State",
         "ChangeStepStatusEnum": "console.fabric.models.ChangeStep.Status",
         "DriverEnum": "console.fabric.models.Fabric.Driver",
         "BmcDriverEnum": "console.power.models.Bmc.Driver",

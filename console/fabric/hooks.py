@@ -7,6 +7,8 @@ commands, tests), so the fabric never imports it:
 
 - a *partitions provider* answers which partitions a fabric must carry for its owner
   (:class:`PartitionRequest` rows), read whenever desired state is built;
+- a *validator* runs the fabric validation suite (telemetry's: it reads the forwarding tables
+  and counters) for ``manage.py fabric validate``;
 - a *change listener* hears that a change was verified on the wire (with the P_Keys present on
   their member ports) or failed / was rolled back. It runs inside the transaction that writes
   the change's outcome, so what it writes commits or rolls back with that outcome.
@@ -17,8 +19,11 @@ Registrations are keyed by name: registering the same name again replaces the en
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import NotRequired, Protocol, TypedDict
+from dataclasses import dataclass, field
+from typing import Any, NotRequired, Protocol, TypedDict
+
+from console.tenancy.context import Actor
+from console.tenancy.errors import ConsoleError
 
 
 class PartitionRequest(TypedDict):
@@ -61,12 +66,19 @@ class ChangeListener:
     on_failed: FailedListener
 
 
+class Validator(Protocol):
+    """Runs the validation suite over ``fabric_id`` now; answers the run (its API shape)."""
+
+    def __call__(self, fabric_id: int, *, actor: Actor) -> dict[str, Any]: ...
+
+
 @dataclass
 class HookRegistry:
     """The registered providers and listeners, by name (insertion order is call order)."""
 
     partitions_providers: dict[str, PartitionsProvider]
     change_listeners: dict[str, ChangeListener]
+    validators: dict[str, Validator] = field(default_factory=dict)
 
     @classmethod
     def empty(cls) -> HookRegistry:
@@ -85,6 +97,18 @@ def register_partitions_provider(name: str, provider: PartitionsProvider) -> Non
 def register_change_listener(name: str, listener: ChangeListener) -> None:
     """Register (or replace) the change listener called ``name``."""
     registry.change_listeners[name] = listener
+
+
+def register_validator(name: str, validator: Validator) -> None:
+    """Register (or replace) the validation suite called ``name``."""
+    registry.validators[name] = validator
+
+
+def validate(fabric_id: int, *, actor: Actor) -> dict[str, Any]:
+    """The registered validation suite's run over ``fabric_id``."""
+    for validator in registry.validators.values():
+        return validator(fabric_id, actor=actor)
+    raise ConsoleError("no validation suite is installed (the telemetry app registers it)")
 
 
 def requested_partitions(fabric_id: int) -> list[PartitionRequest]:

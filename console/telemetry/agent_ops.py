@@ -100,7 +100,7 @@ def routing_on(host: OpenSmHost) -> dict[str, Any]:
 
 class CounterOps:
     """The agent's telemetry operations on its host: ``topology``, ``read_counters``, ``lft``,
-    ``routing``."""
+    ``lfts`` (many switches' tables in one request: fabric validation), ``routing``."""
 
     def __init__(self, host: OpenSmHost) -> None:
         self.host = host
@@ -114,6 +114,7 @@ class CounterOps:
             "topology": lambda payload, progress: {"stdout": self.host.diags(timeout=60).run("ibnetdiscover").stdout},
             "read_counters": self._read,
             "lft": self._lft,
+            "lfts": self._lfts,
             "routing": lambda payload, progress: routing_on(self.host),
         }
 
@@ -167,6 +168,12 @@ class CounterOps:
     def _lft(self, payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
         with self._lock:
             return {"table": self._reader().lft(int(payload["lid"]), int(payload["top"]))}
+
+    def _lfts(self, payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
+        top = int(payload["top"])
+        with self._lock:
+            reader = self._reader()
+            return {"tables": [reader.lft(int(lid), top) for lid in payload["lids"]]}
 
     def close(self) -> None:
         if self.reader is not None:

@@ -121,6 +121,12 @@ class AgentReader:
         table = _call(self.fabric, "lft", {"lid": lid, "top": top}, 10).get("table")
         return [int(v) for v in table] if isinstance(table, list) else None
 
+    def lfts(self, lids: Sequence[int], top: int) -> list[list[int] | None]:
+        """Many switches' forwarding tables in one request (None: a switch that did not answer)."""
+        timeout = 10 + 0.2 * len(lids)
+        tables = _call(self.fabric, "lfts", {"lids": list(lids), "top": top}, timeout).get("tables") or []
+        return [[int(v) for v in t] if isinstance(t, list) else None for t in tables]
+
     def close(self) -> None:
         self._caller.shutdown(wait=False, cancel_futures=True)
 

@@ -117,3 +117,46 @@ class FabricEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.subject} ({self.status})"
+
+
+class ValidationRun(models.Model):
+    """One run of the fabric validation suite (:mod:`console.telemetry.validation`): asked for by
+    an operator (the API, the fabric page, ``manage.py fabric validate``) or the schedule, run by
+    a worker through the fabric's agent. ``verdicts``: one per test (``code``, ``title``,
+    ``status`` pass/fail/skip, ``count``, ``offenders``, ``fix``, ``seconds``). At most one is
+    queued or running per fabric."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    ACTIVE = (State.QUEUED, State.RUNNING)
+
+    fabric = models.ForeignKey("fabric.Fabric", on_delete=models.CASCADE, related_name="+")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
+    step = models.CharField(max_length=200, blank=True, help_text="what it is doing now, in words")
+    trigger = models.CharField(max_length=20, default="api", help_text="api, page, cli or schedule")
+    error = models.TextField(blank=True)
+    ok = models.BooleanField(null=True, help_text="every test passed (None until done)")
+    verdicts = models.JSONField(default=list, blank=True)
+    discovery = models.ForeignKey(
+        "fabric.DiscoveryRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    requested_by = models.JSONField(default=dict, help_text="the actor who asked")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_s = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["fabric"], condition=models.Q(state__in=["queued", "running"]), name="validation_one_active"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"validation {self.pk} of fabric {self.fabric_id} ({self.state})"

@@ -135,6 +135,11 @@ WORDINGS: dict[str, Wording] = {
         "{actor} ran discovery on fabric {object}",
     ),
     "fabric.discover_requested": ("{actor} asked for a discovery of fabric {object} (job {job})",),
+    "fabric.validate_requested": ("{actor} asked for a validation of fabric {object} (run {validation})",),
+    "fabric.validated": (
+        "validation {validation} of fabric {object} {state}: ok {ok}, failed {failed}",
+        "validation of fabric {object} ended",
+    ),
     "fabric.lab.start": ("{actor} started the lab of fabric {object}",),
     "fabric.lab.stop": ("{actor} stopped the lab of fabric {object}",),
     "fabric.lab.standby": ("{actor} started a standby subnet manager in the lab of fabric {object}",),

@@ -37,6 +37,11 @@ class Verdict:
     fix: str
     offenders: list[str] = field(default_factory=list)
     count: int = 0
+    skipped: str = ""  # why the test could not run (its inputs could not be read): no verdict
+
+    @classmethod
+    def skip(cls, code: str, title: str, why: str) -> Verdict:
+        return cls(code, title, "", skipped=why)
 
     @property
     def ok(self) -> bool:
@@ -47,15 +52,22 @@ class Verdict:
         if len(self.offenders) < MAX_OFFENDERS:
             self.offenders.append(offender)
 
+    @property
+    def status(self) -> str:
+        return "skip" if self.skipped else "pass" if self.ok else "fail"
+
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "code": self.code,
             "title": self.title,
-            "status": "pass" if self.ok else "fail",
+            "status": self.status,
             "count": self.count,
             "offenders": list(self.offenders),
             "fix": "" if self.ok else self.fix,
         }
+        if self.skipped:
+            out["why"] = self.skipped
+        return out
 
 
 def _label(node: IbNode) -> str:

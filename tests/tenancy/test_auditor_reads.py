@@ -14,6 +14,7 @@ import pytest
 from django.test import Client
 
 from console.fabric.models import ChangeRequest, DiscoveryJob
+from console.telemetry.models import ValidationRun
 from console.tenancy.models import Tenant
 from scheduling.models import Node, Quota, Reservation
 from tests.isolation import fill_route, url_routes
@@ -56,6 +57,7 @@ def params(world, settings):  # noqa: F811
         "rest": ["resources/links"],
         "agent_pk": ["1"],
         "job_id": [str(DiscoveryJob.objects.create(fabric=fabric, state=DiscoveryJob.State.DONE).pk)],
+        "run_id": [str(ValidationRun.objects.create(fabric=fabric, state=ValidationRun.State.DONE).pk)],
         "node_id": [
             str(pk) for pk in Node.objects.filter(fabric=fabric).order_by("pk").values_list("pk", flat=True)[:1]
         ],

@@ -201,7 +201,7 @@ def reconcile(fabric: Fabric, *, actor: Actor) -> ChangeRequest | None:
         return _refuse(actor, fabric, exc)
     desired = plan[0]
     known = applied_of(fabric)
-    checked = _on_the_wire(fabric, known) if _renotifies(fabric, known, desired) else None
+    checked = on_the_wire(fabric, known) if _renotifies(fabric, known, desired) else None
     with transaction.atomic():
         fabric_for_update(fabric.pk)
         applied = applied_of(fabric)
@@ -297,7 +297,7 @@ def _renotifies(fabric: Fabric, applied: AppliedState | None, desired: dict) -> 
     )
 
 
-def _on_the_wire(fabric: Fabric, applied: AppliedState | None) -> list[str] | None:
+def on_the_wire(fabric: Fabric, applied: AppliedState | None) -> list[str] | None:
     """What the fabric lacks of ``applied`` ([]: it carries it), verified through its driver
     without writing; None when it cannot be asked (lab or subnet manager down, diagnostics time
     out). Outside any transaction: verification reads every member port's P_Key table."""

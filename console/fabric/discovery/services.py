@@ -38,6 +38,7 @@ from designer.errors import ParseError
 from designer.graph import FabricGraph
 from designer.imports.health import validate
 from designer.imports.ibnetdiscover import parse_ibnetdiscover
+from designer.imports.model import Discovery
 from designer.models import DesignRevision
 from designer.services import revision_graph
 
@@ -78,6 +79,11 @@ def discover(fabric: Fabric, *, actor: Actor, progress: Progress = no_progress) 
     """Sweep the fabric now (on its SM host: :mod:`~console.fabric.discovery.sources`); store
     topology, routing check and comparison on a new run. ``progress(step, "running")`` as each
     step starts."""
+    return discover_with(fabric, actor=actor, progress=progress)[0]
+
+
+def discover_with(fabric: Fabric, *, actor: Actor, progress: Progress = no_progress) -> tuple[DiscoveryRun, Discovery]:
+    """:func:`discover`, and what the wire reported as parsed (fabric validation reads more of it)."""
     started = time.monotonic()
     sweep = sources.source_for(fabric).sweep(progress)
     swept = time.monotonic()
@@ -117,7 +123,7 @@ def discover(fabric: Fabric, *, actor: Actor, progress: Progress = no_progress) 
         audit.record(
             actor, "fabric.discover", fabric, after={"discovery_id": run.pk, **summary, "ok": run.compare["ok"]}
         )
-    return run
+    return run, disc
 
 
 def sm_states(fabric: Fabric) -> dict[str, str] | None:

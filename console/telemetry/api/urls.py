@@ -1,12 +1,27 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from console.telemetry.api import search_views, views
+from console.telemetry.api import search_views, validation_views, views
 
 router = DefaultRouter()
 router.register("telemetry/events", views.FabricEventViewSet, basename="fabric-event")
 
 urlpatterns = [
+    path(
+        "fabrics/<int:fabric_id>/validation/",
+        validation_views.FabricValidationView.as_view(),
+        name="fabric-validation",
+    ),
+    path(
+        "fabrics/<int:fabric_id>/validation/<int:run_id>/",
+        validation_views.FabricValidationRunView.as_view(),
+        name="fabric-validation-run",
+    ),
+    path(
+        "fabrics/<int:fabric_id>/validation/<int:run_id>/csv/",
+        validation_views.FabricValidationCsvView.as_view(),
+        name="fabric-validation-csv",
+    ),
     path("overview/", views.OverviewView.as_view(), name="overview"),
     path("search/", search_views.SearchView.as_view(), name="search"),
     path("telemetry/fabrics/<int:fabric_id>/snapshot/", views.LiveSnapshotView.as_view(), name="telemetry-snapshot"),

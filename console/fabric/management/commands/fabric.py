@@ -8,7 +8,7 @@
     fabric port clear --fabric F --switch S --port N [--wait] --json
     fabric discover --fabric F --json
     fabric compare --fabric F [--no-discover] --json
-    fabric validate --fabric F [--json|--csv]   discover now and run the validation tests
+    fabric validate --fabric F [--json|--csv]   run the fabric validation suite now
     fabric agent create --fabric F --name smhost1 [--json]   (the token is printed once)
     fabric agent list --fabric F [--json]
     fabric agent revoke --fabric F --name smhost1
@@ -37,7 +37,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from console.fabric import changes, paused
+from console.fabric import changes, hooks, paused
 from console.fabric.agents import services as agent_services
 from console.fabric.agents.drill import failover_drill
 from console.fabric.api.serializers import ChangeSerializer
@@ -153,7 +153,7 @@ class Command(BaseCommand):
             if opts["action"] == "resume":
                 return self._review(opts, paused.resume(actor, principal, fabric, confirm=opts["confirm"]), True)
             if opts["action"] == "validate":
-                return self._validate(opts, discover(fabric, actor=actor).summary.get("validation", []))
+                return self._validate(opts, hooks.validate(fabric.pk, actor=actor))
             if opts["action"] == "discover":
                 run = discover(fabric, actor=actor, progress=lambda step, _: self.stderr.write(f"… {step}"))
                 body = {"duration_s": run.duration_s, "summary": run.summary}
@@ -281,20 +281,26 @@ class Command(BaseCommand):
                 raise CommandError(f"change {change.pk} still {change.status} after {timeout}s")
             time.sleep(0.2)
 
-    def _validate(self, opts: dict[str, Any], verdicts: list[dict[str, Any]]) -> None:
-        """The validation tests of a discovery run now; exits non-zero when one fails."""
+    def _validate(self, opts: dict[str, Any], report: dict[str, Any]) -> None:
+        """The validation suite's run; exits non-zero when a test fails or the run did."""
+        if report["state"] != "done":
+            raise CommandError(f"validation {report['id']} {report['state']}: {report['error']}")
+        verdicts = report["verdicts"]
         if opts.get("json"):
-            self._print(opts, {"tests": verdicts, "ok": all(v["status"] == "pass" for v in verdicts)})
+            body = {k: report[k] for k in ("id", "ok", "failed", "duration_s", "discovery_id", "url")}
+            self._print(opts, {**body, "tests": verdicts})
         elif opts.get("csv"):
             self.stdout.write(as_csv(verdicts), ending="")
         else:
             for v in verdicts:
                 self.stdout.write(f"{v['status'].upper():<5} {v['title']}" + (f" ({v['count']})" if v["count"] else ""))
+                if v.get("why"):
+                    self.stdout.write(f"      {v['why']}")
                 for offender in v["offenders"]:
                     self.stdout.write(f"      {offender}")
                 if v["fix"]:
                     self.stdout.write(f"      fix: {v['fix']}")
-        failed = [v["code"] for v in verdicts if v["status"] != "pass"]
+        failed = report["failed"]
         if failed:
             raise CommandError(f"validation failed: {', '.join(failed)}")
 
