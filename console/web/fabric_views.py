@@ -17,6 +17,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
 
 from console.fabric import isolation
 from console.fabric.agents.services import agents_json
@@ -26,6 +27,8 @@ from console.fabric.discovery import services as discovery
 from console.fabric.keys import fingerprint
 from console.fabric.lab.fabrics import lab_status
 from console.fabric.models import DiscoveryJob, Fabric, FabricAgent, FabricPartition
+from console.telemetry import validation
+from console.telemetry.models import ValidationRun
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError, NotFound
 from console.tenancy.models import Role
@@ -107,8 +110,30 @@ def fabric_detail(request: HttpRequest, fabric_id: int) -> HttpResponse:
         "follow": job is not None and job.state in DiscoveryJob.ACTIVE,
         "active": "fabrics",
         **isolation_context(fabric),
+        **validation_context(request, fabric),
     }
     return render(request, "web/fabric.html", context)
+
+
+@login_required
+@require_POST
+def fabric_validate(request: HttpRequest, fabric_id: int) -> HttpResponse:
+    """Queue the validation suite (operators); back to the fabric page, which follows the run."""
+    refuse_readers(request)
+    fabric = get_object_or_404(Fabric, pk=fabric_id)
+    row, created = validation.start(fabric, actor=Actor.for_user(request.user), trigger="page")
+    messages.info(request, f"Validation {row.pk} {'queued' if created else 'already running'}: this page follows it.")
+    return redirect(f"/fabrics/{fabric.pk}/#validation")
+
+
+def validation_context(request: HttpRequest, fabric: Fabric) -> dict[str, Any]:
+    """The fabric page's validation card: the latest run (followed while it runs)."""
+    latest = ValidationRun.objects.filter(fabric=fabric).order_by("-created_at", "-id").first()
+    verdicts = []
+    for v in latest.verdicts if latest is not None else []:
+        shown = v.get("offenders", [])[:5]
+        verdicts.append({**v, "shown": shown, "more": max(0, int(v.get("count", 0)) - len(shown))})
+    return {"validation": latest, "verdicts": verdicts}
 
 
 def _asked_job(request: HttpRequest, fabric: Fabric) -> DiscoveryJob | None:

@@ -46,6 +46,7 @@ urlpatterns = [
     path("datasets/", site_views.dataset_list, name="datasets"),
     path("datasets/<int:pk>/delete/", site_views.dataset_delete, name="dataset-delete"),
     path("fabrics/<int:fabric_id>/", fabric_views.fabric_detail, name="fabric"),
+    path("fabrics/<int:fabric_id>/validate/", fabric_views.fabric_validate, name="fabric-validate"),
     path("fabrics/<int:fabric_id>/live/", live_views.fabric_live, name="fabric-live"),
     path("live/", live_views.live_home, name="live"),
     path("fabrics/<int:fabric_id>/changes/", fabric_change_views.fabric_changes, name="fabric-changes"),

@@ -15,7 +15,6 @@ document.addEventListener("DOMContentLoaded", () => {
   }
   const dashboard = document.getElementById("dashboard");
   if (dashboard) pollDashboard(dashboard);
-  const job = document.querySelector<HTMLElement>("[data-follow-job]");
-  if (job) followJob(job);
+  for (const job of document.querySelectorAll<HTMLElement>("[data-follow-job]")) followJob(job);
   if (!csrfToken()) return;
 });

@@ -102,6 +102,7 @@ PAGES: tuple[Page, ...] = (
 #: URL patterns that are not pages a person opens, and why.
 NOT_PAGES: dict[str, str] = {
     "/logout/": "POST only; redirects to the login page",
+    "/fabrics/{fabric_id}/validate/": "POST only; redirects to the fabric page, which follows the run",
     "/logins/locked/unlock/": "POST only; redirects to the locked-logins page",
     "/tokens/{pk}/revoke/": "POST only; redirects to the tokens page",
     "/notifications/webhooks/{pk}/test/": "POST only; redirects to the notifications page",

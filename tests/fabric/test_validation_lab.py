@@ -24,6 +24,8 @@ from django.core.management import CommandError, call_command
 
 from console.fabric.lab.faults import replug, set_counters, unplug
 from console.fabric.models import FabricAgent
+from console.telemetry import validation
+from console.telemetry.models import ValidationRun
 from console.tenancy.models import Role
 from tests.fabric import lab_fixtures
 from tests.fabric.conftest import requires_lab
@@ -144,6 +146,19 @@ def test_the_suite_passes_on_the_healthy_lab_and_catches_each_injected_fault(
     assert "subnet-managers" in report["failed"]
     offenders = verdict(report, "subnet-managers")["offenders"]
     assert len(offenders) == 1 and "rogue-sm" in offenders[0] and agent.name in offenders[0]
+
+    # the fabric page shows the latest run, its failed test and the offender; its button queues one
+    client.force_login(make_user("op2", Role.OPERATOR))
+    page = client.get(f"/fabrics/{fabric.pk}/?discover=false").content.decode()
+    assert f"Validation {report['id']} (cli)" in page
+    assert 'data-code="subnet-managers"' in page and "fail (1)" in page and "rogue-sm" in page
+    queued = client.post(f"/fabrics/{fabric.pk}/validate/")
+    assert queued.status_code == 302 and queued["Location"].endswith("#validation")
+    page = client.get(f"/fabrics/{fabric.pk}/?discover=false").content.decode()
+    assert f'data-follow-job="/api/fabrics/{fabric.pk}/validation/' in page
+    last = ValidationRun.objects.filter(fabric=fabric).first()
+    assert last is not None and last.trigger == "page"
+    assert validation.wait(last, 120).state == "done"  # (the worker is done before the lab stops)
 
 
 def _report(fabric) -> dict:
