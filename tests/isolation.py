@@ -160,6 +160,7 @@ SCAN_PARAMETERS = frozenset(
         "fmt",
         "change_id",
         "job_id",
+        "run_id",
         "switch",
         "link_id",
         "node_id",

@@ -19,7 +19,7 @@ from django.test import Client
 from console.fabric.models import ChangeRequest, DiscoveryJob
 from console.telemetry import services
 from console.telemetry.alarms import Transition
-from console.telemetry.models import FabricEvent
+from console.telemetry.models import FabricEvent, ValidationRun
 from console.tenancy import actions
 from console.tenancy.context import Actor
 from console.tenancy.models import ApiToken, AuditEntry, Membership, Principal, Role, Tenant
@@ -114,6 +114,7 @@ def scan(world, make_user, admin_a, tenant_a, tenant_b):  # noqa: F811
         "agent_pk": ["1"],
         # a discovery job of the fabric (finished: a compare does not wait for it)
         "job_id": [str(DiscoveryJob.objects.create(fabric=fabric, state=DiscoveryJob.State.DONE).pk)],
+        "run_id": [str(ValidationRun.objects.create(fabric=fabric, state=ValidationRun.State.DONE).pk)],
     }
     queries: dict[str, list[str]] = {
         "fabric-live": ["", "?level=fabric", "?level=pod"] + [f"?switch={leaf}" for leaf in graph_leaves],
