@@ -35,8 +35,9 @@ from console.fabric.discovery.sources import DISCOVERY_TIMEOUT, local_host
 from console.fabric.enqueue import PUBLISH_OPTIONS
 from console.fabric.models import DiscoveryRun, Fabric
 from console.telemetry import agent_reader
+from console.telemetry.core import PortReading
 from console.telemetry.models import FabricEvent, ValidationRun
-from console.telemetry.readers import CounterReader, MadReader, ReaderError
+from console.telemetry.readers import CounterReader, MadReader, PortKey, ReaderError
 from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
@@ -147,9 +148,17 @@ def suite(
     verdicts = [{**v, "seconds": round(per_test, 3)} for v in found.summary.get("validation", [])]
     reader = _reader(fabric)
     try:
+        progress("port states and error counters", "running")
+        began = time.monotonic()
+        readings = _read_ports(disc, reader)
+        read_s = time.monotonic() - began
+        if not isinstance(readings, str):  # the duplicates one discovery hides (its twin merged)
+            states = {key: r.state for key, r in readings.items()}
+            wire_guids = {**health_wire.guids_on_the_wire(disc, states).as_dict(), "seconds": round(read_s, 3)}
+            verdicts = [wire_guids if v["code"] == "guids" else v for v in verdicts]
         checks: list[tuple[str, Callable[[], Verdict]]] = [
             ("forwarding tables", lambda: _routes(fabric, disc, reader)),
-            ("error counters", lambda: _port_errors(fabric, disc, reader)),
+            ("error counters", lambda: _port_errors(fabric, disc, readings)),
             ("P_Key tables", lambda: _pkeys(fabric)),
             ("subnet managers' configuration", lambda: _sm_config(fabric, found)),
             ("cabling against the design", lambda: health_wire.cabling(found.compare)),
@@ -208,16 +217,22 @@ def _routes(fabric: Fabric, disc: Discovery, wire: _Wire | None) -> Verdict:
     return health_wire.routes(disc, lfts)
 
 
-def _port_errors(fabric: Fabric, disc: Discovery, wire: _Wire | None) -> Verdict:
-    title = "No port's error counters above the thresholds"
+def _read_ports(disc: Discovery, wire: _Wire | None) -> dict[PortKey, PortReading] | str:
+    """Every switch port's state and error counters (all ports 1..N: a port up with nothing
+    discovered behind it matters), or why they could not be read."""
     if wire is None:
-        return Verdict.skip("port-errors", title, NEEDS_WIRE)
-    ports = {n.node_id: sorted(p.port for p in n.ports) for n in disc.switches if n.lid and n.ports}
+        return NEEDS_WIRE
+    ports = {n.node_id: list(range(1, n.nports + 1)) for n in disc.switches if n.lid}
     lids = {n.node_id: int(n.lid or 0) for n in disc.switches if n.lid}
     try:
-        readings = wire.reader.read(ports, lids)
+        return wire.reader.read(ports, lids)
     except ReaderError as exc:
-        return Verdict.skip("port-errors", title, f"the counters could not be read: {exc}")
+        return f"the ports could not be read: {exc}"
+
+
+def _port_errors(fabric: Fabric, disc: Discovery, readings: dict[PortKey, PortReading] | str) -> Verdict:
+    if isinstance(readings, str):
+        return Verdict.skip("port-errors", "No port's error counters above the thresholds", readings)
     names = {n.node_id: f"{n.desc or n.node_id} ({n.node_id})" for n in disc.switches}
     errors = {(names.get(sw, sw), port): r.errors for (sw, port), r in readings.items()}
     return health_wire.port_errors(errors, _thresholds(fabric))

@@ -4,6 +4,8 @@ that hold the wire against what the console manages (its partitions, its OpenSM 
 design's cabling). Each gives a :class:`~designer.imports.health.Verdict`; the console gathers
 the inputs (through the SM hosts' agents) and stores the run.
 
+- ``guids`` (on the wire): a switch port whose link is up with nothing discovered behind it
+  (the node there has a duplicate GUID: ibnetdiscover merged it into its twin);
 - ``routes``: every host pair has a route: from each leaf a host hangs off, following the linear
   forwarding tables to every host port's LID reaches that port — no missing entry, no port that
   leads nowhere (a dead end), no loop;
@@ -19,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from designer.imports.health import Verdict
+from designer.imports.health import Verdict, guids
 from designer.imports.model import Discovery, IbNode
 
 #: An LFT entry no port answers to (OpenSM leaves unrouted LIDs at 255).
@@ -142,6 +144,27 @@ def _walk(
         here = peer[0]
     for switch in path:
         known[switch] = fault
+
+
+#: PortInfo states of a port with a live link (the peer trained, whatever the SM did since).
+LINKED_STATES = frozenset({"Init", "Armed", "Active"})
+
+
+def guids_on_the_wire(disc: Discovery, states: Mapping[tuple[str, int], str]) -> Verdict:
+    """:func:`~designer.imports.health.guids`, and the duplicates one discovery cannot show:
+    ibnetdiscover keeps one node per GUID, so the second node of a duplicate vanishes with its
+    link. ``states``: (switch node id, port) → the port's PortInfo state as read now; a switch
+    port with a live link and nothing discovered behind it is where that second node sits."""
+    out = guids(disc)
+    nodes = disc.by_id()
+    linked = {(n.node_id, p.port) for n in disc.switches for p in n.ports}
+    for (switch, port), state in sorted(states.items()):
+        if state in LINKED_STATES and (switch, port) not in linked and switch in nodes:
+            out.add(
+                f"{_label(nodes[switch])} port {port} is {state} but nothing was discovered behind it: "
+                "the node there has a GUID already seen elsewhere (ibnetdiscover merged the two)"
+            )
+    return out
 
 
 def parse_thresholds(text: str) -> dict[str, int]:

@@ -18,7 +18,9 @@ from designer.imports.model import Discovery, Finding, IbNode, IbPort
 _HEADER = re.compile(r'^(Switch|Ca|Hca|Rt)\s+(\d+)\s+"([^"]+)"\s*(?:#\s*(.*))?$')
 _PORT = re.compile(
     r"^\[(\d+)\](?:\[ext (\d+)\])?(?:\(([^)]*)\))?\s*"
-    r'"([^"]+)"\[(\d+)\](?:\[ext \d+\])?(?:\(([^)]*)\))?\s*(?:#\s*(.*))?$'
+    r'"([^"]+)"\[(\d+)\](?:\[ext \d+\])?(?:\(([^)]*)\))?\s*'
+    # ibsim net files may set a link's width, speed or extended speed after its peer: 'w=1 s=4'
+    r"(?:[wse]=\d+\s*)*(?:#\s*(.*))?$"
 )
 _ASSIGN = re.compile(r"^(vendid|devid|sysimgguid|switchguid|caguid|rtguid|hcaguids?)\s*=\s*(.*)$")
 _VALUE = re.compile(r"^(0x[0-9a-fA-F]{1,16}|\d{1,20})(?:\(([0-9a-fA-F]{1,16})\))?$")

@@ -468,3 +468,17 @@ def test_oversubscription_is_no_ratio_where_switches_with_hosts_have_no_uplinks(
     graph.add_switch("spine", "QM9700", "spine")
     graph.connect("sw1", 3, "spine", 1)
     assert compute_metrics(graph)["oversubscription"] == "1:1"
+
+
+def test_ibsim_link_options_documented_in_its_example_parse_as_the_same_links():
+    # ibsim's example net file documents a link's width after its ports: '[1] "remoteid"[2]\tw=12'
+    text = (IBNETDISCOVER / "ibsim_net").read_text()
+    assert "'w=(1|4|12)'" in text
+    plain = parse_ibnetdiscover(text)
+    first = re.search(r'^(\[\d+\]\s+"[^"]+"\[\d+\])(.*)$', text, re.M)
+    assert first is not None
+    with_width = text.replace(first.group(0), f"{first.group(1)}\tw=12{first.group(2)}", 1)
+    parsed = parse_ibnetdiscover(with_width)
+    assert [(n.node_id, [(p.port, p.peer_id, p.peer_port) for p in n.ports]) for n in parsed.nodes] == [
+        (n.node_id, [(p.port, p.peer_id, p.peer_port) for p in n.ports]) for n in plain.nodes
+    ]

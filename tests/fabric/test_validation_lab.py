@@ -137,6 +137,26 @@ def test_the_suite_passes_on_the_healthy_lab_and_catches_each_injected_fault(
         assert time.monotonic() < deadline, [v for v in report["tests"] if v["status"] == "fail"]
         time.sleep(1)
 
+    # a node given another's GUID (ibsim's console): ibnetdiscover keeps one of the two, and the
+    # leaf port the other hangs off is up with nothing discovered behind it
+    cas = sorted((n for n in lab.topology.nodes.values() if not n.is_switch), key=lambda n: n.node_id)
+    twin, other = cas[0], cas[1]
+    lab.console(f'Guid "{other.node_id}" 0x{twin.node_id[2:]}')
+    try:
+        report = failing(fabric)
+    finally:
+        lab.console(f'Guid "{other.node_id}" 0x{other.node_id[2:]}')
+    assert "guids" in report["failed"]
+    (dup,) = verdict(report, "guids")["offenders"]
+    # (which of the two vanishes depends on the order ibnetdiscover meets them)
+    hidden = {
+        f"({leaf}) port {port} is Active but nothing was discovered behind it"
+        for leaf, port in leaf_ports(lab, twin, other)
+    }
+    assert any(h in dup for h in hidden), dup
+    assert "cabling" in report["failed"]  # the vanished node's link is not where the design puts it
+    assert _report(fabric)["ok"]
+
     # a second subnet manager says MASTER too
     agent = FabricAgent.objects.get(fabric=fabric)
     FabricAgent.objects.create(
@@ -159,6 +179,16 @@ def test_the_suite_passes_on_the_healthy_lab_and_catches_each_injected_fault(
     last = ValidationRun.objects.filter(fabric=fabric).first()
     assert last is not None and last.trigger == "page"
     assert validation.wait(last, 120).state == "done"  # (the worker is done before the lab stops)
+
+
+def leaf_ports(lab, *cas) -> list[tuple[str, int]]:
+    """The switch port each CA's port 1 is cabled to, in the lab's net file."""
+    out = []
+    for ca in cas:
+        link = lab.topology.link_at(ca.node_id, 1)
+        assert link is not None
+        out.append((link.a_id, link.a_port) if link.b_id == ca.node_id else (link.b_id, link.b_port))
+    return out
 
 
 def _report(fabric) -> dict:
