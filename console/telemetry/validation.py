@@ -27,6 +27,7 @@ from celery import current_app as celery_app
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from console.fabric import isolation
 from console.fabric.agents.services import out_of_step
 from console.fabric.changes.desired import applied_of
 from console.fabric.changes.requests import on_the_wire
@@ -249,6 +250,9 @@ def _thresholds(fabric: Fabric) -> Mapping[str, int]:
 
 
 def _pkeys(fabric: Fabric) -> Verdict:
+    """The console's verification of what it applied, read now, and what the latest isolation
+    audit (console.fabric.isolation, on its schedule and after every push) found against the
+    isolation rules."""
     title = "P_Key tables carry the partitions the console applied"
     applied = applied_of(fabric)
     if applied is None:
@@ -256,6 +260,11 @@ def _pkeys(fabric: Fabric) -> Verdict:
     mismatches = on_the_wire(fabric, applied)
     if mismatches is None:
         return Verdict.skip("pkeys", title, "the ports could not be asked (the SM host or its agent did not answer)")
+    audit = isolation.latest(fabric)
+    if audit is not None:
+        when = audit.checked_at.strftime("%H:%M:%S")
+        found = [f for f in audit.findings if f.get("kind") != "adopted"]
+        mismatches = [*mismatches, *(f"isolation audit at {when}: {f.get('message', f)}" for f in found)]
     return health_wire.pkeys(mismatches)
 
 
