@@ -45,6 +45,7 @@ from console.telemetry.alarms import AlarmEngine, AlarmRules, Transition
 from console.telemetry.core import LinkStatus, PortReading, state_due, sweep_status
 from console.telemetry.history import HistoryWriter
 from console.telemetry.linkmap import LinkMap, build_link_map
+from console.telemetry.port_health import PortHealth
 from console.telemetry.power import powered_off_links
 from console.telemetry.publisher import LivePublisher
 from console.telemetry.readers import CounterReader, MadReader, PerfqueryReader, PortKey, ReaderError
@@ -130,6 +131,7 @@ class FabricCollector:
         self.last_statuses: dict[str, LinkStatus] = {}
         self.chunk_at: dict[int, float] = {}  # chunk → when it was last read (its rates' dt)
         self.sm: dict[str, Any] = {}  # the last slow check's SM and routing state (the dashboard's)
+        self.health: PortHealth | None = None  # the health policy (set up with the link map)
 
     # -- setup -------------------------------------------------------------------------------
 
@@ -152,6 +154,7 @@ class FabricCollector:
         if isinstance(self.reader, PerfqueryReader):
             self.reader.expect(self.lm.measured_ports())
         self.alarms.seed(services.open_conditions(self.fabric.pk))
+        self.health = PortHealth(self.fabric.pk, self.lm)
         self._refresh_routes()
 
     @property
@@ -194,7 +197,9 @@ class FabricCollector:
         return PerfqueryReader(diags, workers=self.options.workers)
 
     def _refresh_routes(self) -> None:
-        if not (self.lab is not None and self.options.lab_traffic) or self.reader is None:
+        """The forwarding tables (the lab's traffic model routes over them; the reservations a
+        port's traffic serves are read from them, for the health policy's decisions)."""
+        if self.reader is None:
             return
         self.workload.refresh_routes(self.lm, self.reader)
 
@@ -266,6 +271,10 @@ class FabricCollector:
         extra: dict[str, list] = {}
         if slow:
             transitions += self._slow_checks(extra)
+        if self.health is not None:
+            if slow:
+                self.health.refresh()
+            self.health.observe(wall, readings, self.workload.link_owners)
         affected = dict(self.workload.link_owners)
         affected.update(extra)
         events = services.apply_transitions(self.fabric.pk, transitions, affected, actor=ACTOR)

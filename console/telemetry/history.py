@@ -35,6 +35,7 @@ class HistoryWriter:
         self.fabric_id = fabric_id
         self.interval = interval
         self.acc: dict[str, list[float]] = {}
+        self.acc_counts: dict[str, dict[str, int]] = {}  # link → errors by counter (only those that rose)
         self.acc_since = time.monotonic()
         self._pool: ThreadPoolExecutor | None = None
 
@@ -46,6 +47,10 @@ class HistoryWriter:
             row[1] += st.rx_bps
             row[2] += st.utilisation
             row[3] += sum(st.errors.values())
+            for name, value in st.errors.items():
+                if value:
+                    counts = self.acc_counts.setdefault(lid, {})
+                    counts[name] = counts.get(name, 0) + int(value)
             row[4] = min(row[4], 1.0 if st.up else 0.0)
             row[5] += 1
         if time.monotonic() - self.acc_since < self.interval:
@@ -56,13 +61,14 @@ class HistoryWriter:
                 "rx_bps": r[1] / r[5],
                 "util": r[2] / r[5],
                 "errors": int(r[3]),
+                "error_counts": self.acc_counts.get(lid, {}),
                 "up": bool(r[4]),
             }
             for lid, r in self.acc.items()
         }
         where = {lid: (e.switch, e.tier) for lid, e in lm.ends.items()}
         self._write(timezone.now(), rows, where)
-        self.acc, self.acc_since = {}, time.monotonic()
+        self.acc, self.acc_counts, self.acc_since = {}, {}, time.monotonic()
 
     def _write(self, at: dt.datetime, rows: dict, where: dict) -> None:
         if _in_memory_db():

@@ -32,6 +32,8 @@ class LinkSample(models.Model):
     rx_bps = models.FloatField(default=0)
     util = models.FloatField(default=0)
     errors = models.PositiveIntegerField(default=0)
+    #: the errors by counter (raw samples; only the counters that rose): the health policy's preview
+    error_counts = models.JSONField(default=dict, blank=True)
     up = models.BooleanField(default=True)
 
     class Meta:
@@ -160,3 +162,50 @@ class ValidationRun(models.Model):
 
     def __str__(self) -> str:
         return f"validation {self.pk} of fabric {self.fabric_id} ({self.state})"
+
+
+class PortHealthPolicy(models.Model):
+    """A fabric's health policy (:mod:`console.telemetry.health_policy`) as operators set it:
+    ``document`` is :meth:`~console.telemetry.health_policy.Policy.as_json`. A fabric without
+    one runs the default (dry run)."""
+
+    fabric = models.OneToOneField("fabric.Fabric", on_delete=models.CASCADE, related_name="+")
+    document = models.JSONField(default=dict)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"health policy of fabric {self.fabric_id}"
+
+
+class PortDecision(models.Model):
+    """What the health policy decided about one port, when and why: the readings that caused it
+    and the reservations whose traffic crossed the port (by the switches' forwarding tables). In
+    dry run the decision is recorded and nothing changes; otherwise ``change`` is the change that
+    disabled (or re-enabled) the port."""
+
+    class Kind(models.TextChoices):
+        ISOLATE = "isolate"
+        CAPPED = "capped"  # would isolate, but the cap of isolated ports was reached
+        RESTORE = "restore"
+
+    fabric = models.ForeignKey("fabric.Fabric", on_delete=models.CASCADE, related_name="+")
+    switch = models.CharField(max_length=64)
+    port = models.PositiveSmallIntegerField()
+    link = models.CharField(max_length=300, blank=True, help_text="the link, both ends named")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    dry_run = models.BooleanField()
+    reasons = models.JSONField(default=list)
+    samples = models.JSONField(default=list, help_text="the readings that caused it")
+    reservations = models.JSONField(default=list, help_text="[{id, tenant}] whose traffic crossed the port")
+    change = models.ForeignKey(
+        "fabric.ChangeRequest", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    error = models.CharField(max_length=300, blank=True, help_text="why it could not be applied")
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["fabric", "-at"], name="port_decision_fabric_at")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.switch}/{self.port}"

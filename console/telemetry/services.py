@@ -102,6 +102,7 @@ def store_samples(
             rx_bps=r["rx_bps"],
             util=r["util"],
             errors=r["errors"],
+            error_counts=r.get("error_counts") or {},
             up=r["up"],
         )
         for lid, r in rows.items()

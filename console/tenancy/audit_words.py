@@ -165,6 +165,11 @@ WORDINGS: dict[str, Wording] = {
     "fabric.partition.delete": ("{actor} deleted partition {object}",),
     "fabric.partition.adopt": ("{actor} kept partition {object}, found on the SM host, as operator-owned",),
     "fabric.partition.dropped": ("{actor} dropped partition {object} from the SM host's file",),
+    "fabric.health_policy": ("{actor} set the health policy of fabric {object}",),
+    "fabric.port_health": (
+        "the health policy decided {kind} of {switch} port {port} on fabric {object} (dry run {dry_run})",
+        "the health policy decided about a port of fabric {object}",
+    ),
     "fabric.port.create": ("{actor} set port {object}",),
     "fabric.port.update": ("{actor} changed the port setting {object}",),
     "fabric.port.delete": ("{actor} cleared the port setting {object}",),

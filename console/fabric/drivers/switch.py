@@ -27,6 +27,7 @@ from console.fabric.drivers.base import (
     PortStateResult,
     decode_enabled,
 )
+from designer.imports.model import switch_desc
 
 
 def _is_disabled(phys_state: str) -> bool:
@@ -51,7 +52,9 @@ class SmpPortAdmin:
         self.poll_interval = poll_interval
 
     def switch_lid(self, switch: str) -> int:
-        """LID of a switch by node description (``leaf3``) or node id, from ibnetdiscover."""
+        """LID of a switch by node description (``leaf3``), the design's name an NVIDIA
+        description carries (``MF0;su01-leaf-r1:MQM9700/U1`` → ``su01-leaf-r1``) or node id,
+        from ibnetdiscover."""
         if self._lids is None:
             topo = self._diags().ibnetdiscover()
             lids: dict[str, int] = {}
@@ -60,6 +63,7 @@ class SmpPortAdmin:
                     lids[node.node_id] = node.lid
                     if node.description:
                         lids[node.description] = node.lid
+                        lids.setdefault(switch_desc(node.description).name, node.lid)
             self._lids = lids
         try:
             return self._lids[switch]

@@ -1,0 +1,91 @@
+"""Unhealthy ports isolated with reasons, on the lab (a real OpenSM over ibsim, the collector
+reading through the fabric's agent): a reservation's host link driven over the policy's
+threshold with ``manage.py lab counters set``. In dry run the decision is recorded — the readings
+that caused it, the reservation whose traffic crosses the port — and nothing changes on the
+wire; with the policy live the same port is disabled through the change pipeline (read back on
+the wire), its administered state carrying the reason."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import call_command
+
+from console.fabric.changes.pipeline import apply_change
+from console.fabric.models import ChangeRequest, PortAdminState
+from console.telemetry.collector import CollectorOptions, FabricCollector
+from console.telemetry.models import PortDecision
+from console.telemetry.port_health import preview, set_policy
+from console.tenancy.models import AuditEntry, Principal, Role
+from scheduling.models import Reservation
+from scheduling.services import quotas
+from tests.fabric import lab_fixtures
+from tests.fabric.conftest import requires_lab
+from tests.fabric.lab_fixtures import ACTOR, book, converge, whole_lab_pool
+
+lab_data_dir = lab_fixtures.lab_data_dir
+lab_fabric = lab_fixtures.lab_fabric
+su1_revision = lab_fixtures.su1_revision
+
+pytestmark = [requires_lab, pytest.mark.django_db(transaction=True)]
+OPERATOR = Principal(None, Role.OPERATOR, None)
+RULES = [{"counter": "SymbolErrorCounter", "threshold": 10, "window_s": 3600}]
+
+
+def set_symbol_errors(fabric, node: str, port: int, value: int) -> None:
+    out = io.StringIO()
+    argv = ["counters", "set", "--fabric", fabric.name, "--node", node, "--port", str(port)]
+    call_command("lab", *argv, f"SymbolErrorCounter={value}", stdout=out)
+
+
+def test_a_port_over_the_threshold_is_recorded_in_dry_run_then_disabled_with_its_reason(lab_fabric, tenant_a):
+    fabric, lab = lab_fabric("health")
+    pool = whole_lab_pool(fabric)
+    quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_a, pool=pool, guaranteed_gpus=64)
+    reservation = book(pool, tenant_a, 16, "health-16")
+    converge(fabric)
+    reservation.refresh_from_db()
+    assert reservation.status == Reservation.Status.READY
+    sm_node = fabric.config["sm_host_name"].split(" ")[0]  # (disabling its port would cut the SM off)
+    nodes = reservation.allocations.order_by("node__name").values_list("node__name", flat=True)
+    node = next(n for n in nodes if n != sm_node)
+
+    collector = FabricCollector(fabric, CollectorOptions(lab_traffic=False, interval=0.2))
+    collector.setup()
+    try:
+        leaf, port = collector.lm.node_uplinks[node][1]  # the node's first HCA's leaf port
+        lid = collector.lm.switch_lids[leaf]
+        set_policy(ACTOR, OPERATOR, fabric, {"rules": RULES, "dry_run": True})
+        collector.sweep()  # the first (slow) sweep: the reservations' links, the policy read
+        set_symbol_errors(fabric, leaf, port, 57)
+        collector.sweep()
+
+        # dry run: decided and recorded, with the readings and the reservation; nothing changes
+        decision = PortDecision.objects.get(fabric=fabric)
+        assert (decision.kind, decision.switch, decision.port, decision.dry_run) == ("isolate", leaf, port, True)
+        assert decision.reasons[0].startswith("SymbolErrorCounter +57 in ") and decision.reasons[0].endswith(
+            " > 10 per 3600 s"
+        )
+        assert [s["SymbolErrorCounter"] for s in decision.samples][-2:] == [0, 57]
+        assert {"id": reservation.pk, "tenant": tenant_a.pk} in decision.reservations
+        assert node in decision.link
+        assert decision.change is None and not PortAdminState.objects.filter(fabric=fabric).exists()
+        assert lab.diags().port_state(lid, port).phys_state != "Disabled"
+        assert AuditEntry.objects.filter(action="fabric.port_health").count() == 1
+
+        # live: the same port is disabled through the change pipeline, with its reason
+        set_policy(ACTOR, OPERATOR, fabric, {"rules": RULES, "dry_run": False})
+        collector.health.refresh()
+        collector.sweep()
+        decision = PortDecision.objects.filter(fabric=fabric, dry_run=False).get()
+        assert decision.kind == "isolate" and decision.change is not None, decision.error
+        change = apply_change(decision.change.pk, worker_id="test")  # what the fabric's worker does
+        assert change.status == ChangeRequest.Status.APPLIED, [(s.name, s.status, s.log) for s in change.steps.all() if s.status != "ok"]
+        assert lab.diags().port_state(lid, port).phys_state == "Disabled"
+        admin = PortAdminState.objects.get(fabric=fabric, switch=leaf, port=port)
+        assert not admin.enabled and admin.reason.startswith("ibconsole health: SymbolErrorCounter +57")
+        # the preview of the same policy over what the collector stored says the same
+        assert preview(fabric, {"rules": RULES})["ports"] >= 0
+    finally:
+        collector.close()
