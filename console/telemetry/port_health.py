@@ -195,7 +195,7 @@ def preview(fabric: Fabric, document: Any, *, seconds: float = 3600.0) -> dict[s
     since = timezone.now() - dt.timedelta(seconds=seconds)
     rows = LinkSample.objects.filter(fabric=fabric, resolution=LinkSample.Resolution.RAW, at__gte=since)
     totals: dict[str, dict[str, float]] = {}
-    readings = []
+    readings: list[tuple[float, tuple[str, int], dict[str, float]]] = []
     for link_id, at, counts in rows.order_by("at", "link_id").values_list("link_id", "at", "error_counts"):
         switch, _, port = link_id.rpartition("/")
         if not port.isdigit():
@@ -204,7 +204,10 @@ def preview(fabric: Fabric, document: Any, *, seconds: float = 3600.0) -> dict[s
         for name, value in (counts or {}).items():
             total[name] = total.get(name, 0.0) + float(value)
         readings.append((at.timestamp(), (switch, int(port)), dict(total)))
-    decisions = replay(policy, readings, ports=len(totals))
+    # a sample holds the errors of the interval before it: every port starts from zero just before
+    first = readings[0][0] - 1.0 if readings else 0.0
+    start = [(first, port, dict.fromkeys(COUNTERS, 0.0)) for port in sorted({r[1] for r in readings})]
+    decisions = replay(policy, [*start, *readings], ports=len(totals))
     return {
         "policy": policy.as_json(),
         "since": since.isoformat(),

@@ -62,8 +62,13 @@ class Workload:
         """Read every switch's forwarding table again and reroute the jobs' load over them."""
         top = max(lm.device_of_lid, default=0)
         self.lfts = {}
-        for sw, lid in lm.switch_lids.items():
-            table = reader.lft(lid, top)
+        switches = list(lm.switch_lids.items())
+        batch = getattr(reader, "lfts", None)  # the agent's: every table in one request
+        if batch is not None:
+            tables = batch([lid for _, lid in switches], top)
+        else:
+            tables = [reader.lft(lid, top) for _, lid in switches]
+        for (sw, _), table in zip(switches, tables, strict=False):
             if table is not None:
                 self.lfts[sw] = table
         self.recompute_load(lm)

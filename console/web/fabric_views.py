@@ -26,9 +26,9 @@ from console.fabric.discovery import jobs
 from console.fabric.discovery import services as discovery
 from console.fabric.keys import fingerprint
 from console.fabric.lab.fabrics import lab_status
-from console.fabric.models import DiscoveryJob, Fabric, FabricAgent, FabricPartition
-from console.telemetry import validation
-from console.telemetry.models import ValidationRun
+from console.fabric.models import DiscoveryJob, Fabric, FabricAgent, FabricPartition, PortAdminState
+from console.telemetry import port_health, validation
+from console.telemetry.models import PortDecision, ValidationRun
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError, NotFound
 from console.tenancy.models import Role
@@ -111,6 +111,7 @@ def fabric_detail(request: HttpRequest, fabric_id: int) -> HttpResponse:
         "active": "fabrics",
         **isolation_context(fabric),
         **validation_context(request, fabric),
+        **port_health_context(fabric),
     }
     return render(request, "web/fabric.html", context)
 
@@ -126,6 +127,20 @@ def fabric_validate(request: HttpRequest, fabric_id: int) -> HttpResponse:
     return redirect(f"/fabrics/{fabric.pk}/#validation")
 
 
+def port_health_context(fabric: Fabric) -> dict[str, Any]:
+    """The fabric page's port-health card: the policy, the ports it isolated, its last decisions."""
+    policy, default = port_health.policy_of(fabric.pk)
+    isolated = PortAdminState.objects.filter(fabric=fabric, enabled=False, reason__startswith=port_health.REASON)
+    decisions = PortDecision.objects.filter(fabric=fabric).order_by("-at", "-id")[:10]
+    return {
+        "health_policy": policy.as_json(),
+        "health_cap_percent": f"{policy.cap_fraction * 100:g}",
+        "health_default": default,
+        "isolated_ports": list(isolated.order_by("switch", "port")),
+        "port_decisions": list(decisions),
+    }
+
+
 def validation_context(request: HttpRequest, fabric: Fabric) -> dict[str, Any]:
     """The fabric page's validation card: the latest run (followed while it runs)."""
     latest = ValidationRun.objects.filter(fabric=fabric).order_by("-created_at", "-id").first()
@@ -133,7 +148,8 @@ def validation_context(request: HttpRequest, fabric: Fabric) -> dict[str, Any]:
     for v in latest.verdicts if latest is not None else []:
         shown = v.get("offenders", [])[:5]
         verdicts.append({**v, "shown": shown, "more": max(0, int(v.get("count", 0)) - len(shown))})
-    return {"validation": latest, "verdicts": verdicts}
+    failed = [v["code"] for v in verdicts if v.get("status") == "fail"]
+    return {"validation": latest, "verdicts": verdicts, "validation_failed": failed}
 
 
 def _asked_job(request: HttpRequest, fabric: Fabric) -> DiscoveryJob | None:

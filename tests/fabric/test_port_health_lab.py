@@ -16,7 +16,7 @@ from console.fabric.changes.pipeline import apply_change
 from console.fabric.models import ChangeRequest, PortAdminState
 from console.telemetry.collector import CollectorOptions, FabricCollector
 from console.telemetry.models import PortDecision
-from console.telemetry.port_health import preview, set_policy
+from console.telemetry.port_health import set_policy
 from console.tenancy.models import AuditEntry, Principal, Role
 from scheduling.models import Reservation
 from scheduling.services import quotas
@@ -39,7 +39,9 @@ def set_symbol_errors(fabric, node: str, port: int, value: int) -> None:
     call_command("lab", *argv, f"SymbolErrorCounter={value}", stdout=out)
 
 
-def test_a_port_over_the_threshold_is_recorded_in_dry_run_then_disabled_with_its_reason(lab_fabric, tenant_a):
+def test_a_port_over_the_threshold_is_recorded_in_dry_run_then_disabled_with_its_reason(
+    lab_fabric, tenant_a, client, make_user
+):
     fabric, lab = lab_fabric("health")
     pool = whole_lab_pool(fabric)
     quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_a, pool=pool, guaranteed_gpus=64)
@@ -81,11 +83,36 @@ def test_a_port_over_the_threshold_is_recorded_in_dry_run_then_disabled_with_its
         decision = PortDecision.objects.filter(fabric=fabric, dry_run=False).get()
         assert decision.kind == "isolate" and decision.change is not None, decision.error
         change = apply_change(decision.change.pk, worker_id="test")  # what the fabric's worker does
-        assert change.status == ChangeRequest.Status.APPLIED, [(s.name, s.status, s.log) for s in change.steps.all() if s.status != "ok"]
+        assert change.status == ChangeRequest.Status.APPLIED, [
+            (s.name, s.status, s.log) for s in change.steps.all() if s.status != "ok"
+        ]
         assert lab.diags().port_state(lid, port).phys_state == "Disabled"
         admin = PortAdminState.objects.get(fabric=fabric, switch=leaf, port=port)
         assert not admin.enabled and admin.reason.startswith("ibconsole health: SymbolErrorCounter +57")
-        # the preview of the same policy over what the collector stored says the same
-        assert preview(fabric, {"rules": RULES})["ports"] >= 0
+
+        # the API: the policy, a bad one refused with the field, the decisions; tenants get 403
+        client.force_login(make_user("op", Role.OPERATOR))
+        got = client.get(f"/api/fabrics/{fabric.pk}/health-policy/").json()
+        assert got["default"] is False and got["policy"]["rules"] == [
+            {**RULES[0], "threshold": 10.0, "window_s": 3600.0}
+        ]
+        bad = client.put(
+            f"/api/fabrics/{fabric.pk}/health-policy/",
+            {"rules": [{"counter": "Nope", "threshold": 1}]},
+            "application/json",
+        )
+        assert bad.status_code == 400 and "rules[0].counter 'Nope'" in bad.content.decode()
+        listed = client.get(f"/api/fabrics/{fabric.pk}/port-decisions/").json()
+        assert [(d["kind"], d["dry_run"], d["change"]) for d in listed] == [
+            ("isolate", False, decision.change_id),
+            ("isolate", True, None),
+        ]
+        page = client.get(f"/fabrics/{fabric.pk}/?discover=false").content.decode()
+        assert f"{leaf} port {port} — ibconsole health: SymbolErrorCounter +57" in page  # isolated now
+        assert f'href="/reservations/{reservation.pk}/"' in page and "dry run</span>" in page
+        home = client.get("/").content.decode()
+        assert "1 port isolated" in home
+        client.force_login(make_user("member", Role.TENANT_MEMBER, tenant_a))
+        assert client.get(f"/api/fabrics/{fabric.pk}/port-decisions/").status_code == 403
     finally:
         collector.close()

@@ -24,7 +24,18 @@ from tests.live.helpers import SYSTEM
 pytestmark = pytest.mark.django_db
 
 KEYS = {"fabrics", "gpus", "reservations", "changes"}
-FABRIC_KEYS = {"id", "name", "site", "sm_state", "links_down", "links_degraded", "alarms_open", "drift"}
+FABRIC_KEYS = {
+    "id",
+    "name",
+    "site",
+    "sm_state",
+    "links_down",
+    "links_degraded",
+    "alarms_open",
+    "drift",
+    "validation",
+    "ports_isolated",
+}
 
 
 @pytest.fixture
@@ -85,6 +96,8 @@ def test_operator_overview_has_the_documented_keys_and_values(dashboard, operato
         "links_degraded": 1,
         "alarms_open": 2,
         "drift": 2,
+        "validation": {"id": None, "ok": None, "failed": [], "at": None},
+        "ports_isolated": 0,
     }
     total = GPU.objects.filter(node__fabric=dashboard["fabric"]).count()
     held = dashboard["res_a"].gpus + dashboard["res_b"].gpus

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import inline_serializer
 from rest_framework import serializers
 
 from console.telemetry.models import FabricEvent
@@ -129,6 +130,16 @@ class OverviewFabricSerializer(serializers.Serializer):
     links_degraded = serializers.IntegerField(help_text="links below their designed width or speed (last discovery)")
     alarms_open = serializers.IntegerField(help_text="unresolved events")
     drift = serializers.IntegerField(help_text="missing, extra, miswired and mismatched links (last discovery)")
+    validation = inline_serializer(
+        "OverviewValidation",
+        {
+            "id": serializers.IntegerField(allow_null=True, help_text="the last finished validation run"),
+            "ok": serializers.BooleanField(allow_null=True),
+            "failed": serializers.ListField(child=serializers.CharField(), help_text="codes of the tests that failed"),
+            "at": serializers.DateTimeField(allow_null=True),
+        },
+    )
+    ports_isolated = serializers.IntegerField(help_text="ports the health policy has disabled (not yet restored)")
 
 
 class OverviewGpusSerializer(serializers.Serializer):

@@ -1,12 +1,19 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from console.telemetry.api import search_views, validation_views, views
+from console.telemetry.api import health_views, search_views, validation_views, views
 
 router = DefaultRouter()
 router.register("telemetry/events", views.FabricEventViewSet, basename="fabric-event")
 
 urlpatterns = [
+    path("fabrics/<int:fabric_id>/health-policy/", health_views.HealthPolicyView.as_view(), name="health-policy"),
+    path(
+        "fabrics/<int:fabric_id>/health-policy/preview/",
+        health_views.HealthPolicyPreviewView.as_view(),
+        name="health-policy-preview",
+    ),
+    path("fabrics/<int:fabric_id>/port-decisions/", health_views.PortDecisionsView.as_view(), name="port-decisions"),
     path(
         "fabrics/<int:fabric_id>/validation/",
         validation_views.FabricValidationView.as_view(),

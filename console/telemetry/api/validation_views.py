@@ -67,6 +67,14 @@ RunSerializer = inline_serializer(
 LIMIT = OpenApiParameter("limit", int, description="how many runs (default 10, at most 50)", required=False)
 
 
+def limit_of(request: Request, default: int, most: int) -> int:
+    """``?limit=``: a number from 1 to ``most`` (``default`` when absent); 400 otherwise."""
+    raw = request.query_params.get("limit", str(default))
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= most:
+        raise Invalid(f"limit must be a number from 1 to {most}, not {raw!r}", fields={"limit": raw})
+    return int(raw)
+
+
 class FabricValidationView(PrincipalMixin, APIView):
     """The fabric's validation runs (GET), or a new one (POST)."""
 
@@ -76,10 +84,7 @@ class FabricValidationView(PrincipalMixin, APIView):
     @extend_schema(parameters=[LIMIT], responses={200: serializers.ListSerializer(child=RunSerializer)})
     def get(self, request: Request, fabric_id: int) -> Response:
         fabric = get_object_or_404(Fabric, pk=fabric_id)
-        raw = request.query_params.get("limit", "10")
-        if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 50:
-            raise Invalid(f"limit must be a number from 1 to 50, not {raw!r}", fields={"limit": raw})
-        rows = ValidationRun.objects.filter(fabric=fabric).order_by("-created_at", "-id")[: int(raw)]
+        rows = ValidationRun.objects.filter(fabric=fabric).order_by("-created_at", "-id")[: limit_of(request, 10, 50)]
         return Response([validation.run_json(row) for row in rows])
 
     @extend_schema(request=None, responses={202: RunSerializer})
