@@ -37,6 +37,24 @@ def _data(extra: dict[str, Any] | None = None, required: tuple[str, ...] = ()) -
     }
 
 
+#: What a ``reservation.fabric_fault`` can be about: telemetry's alarm kinds (a failed push is
+#: ``reservation.failed`` instead), a node down, a port the health policy isolated.
+FAULT_KINDS = (
+    "link_down",
+    "link_errors",
+    "link_flapping",
+    "routing_fallback",
+    "sm_state",
+    "sm_takeover",
+    "member_absent",
+    "isolation_leak",
+    "config_drift",
+    "agent_silent",
+    "wire_drift",
+    "node_down",
+    "port_isolated",
+)
+
 DATA: dict[str, dict[str, Any]] = {
     "reservation.ready": _data({"ready_at": _TIME}, ("ready_at",)),
     "reservation.expiring": _data(
@@ -52,10 +70,12 @@ DATA: dict[str, dict[str, Any]] = {
                 "required": ["kind", "severity", "message", "opened_at"],
                 "additionalProperties": False,
                 "properties": {
-                    "kind": {"enum": ["link_down", "link_errors", "routing_fallback", "sm_state", "node_down"]},
+                    "kind": {"enum": list(FAULT_KINDS)},
                     "severity": {"enum": ["info", "warning", "critical"]},
-                    "message": {"type": "string"},
+                    "message": {"type": "string", "description": "the cause, in words"},
                     "opened_at": _TIME,
+                    "port": {"type": "string", "description": "the switch port (switch/port), for a port's fault"},
+                    "action": {"type": "string", "description": "what the console did about it"},
                 },
             }
         },

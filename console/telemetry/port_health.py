@@ -29,6 +29,7 @@ from django.utils import timezone
 from console.fabric import changes
 from console.fabric.changes.ports import set_port_admin
 from console.fabric.models import Fabric, PortAdminState
+from console.notify.services import iso
 from console.telemetry.core import PortReading
 from console.telemetry.health_policy import (
     COUNTERS,
@@ -48,6 +49,7 @@ from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError, Invalid
 from console.tenancy.models import Principal, Role
 from console.tenancy.permissions import require_operator
+from scheduling.services import notices
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +166,21 @@ def apply(
     with transaction.atomic():
         row.save()
         audit.record(ACTOR, "fabric.port_health", fabric, after=decision_json(row))
+        if row.kind == PortDecision.Kind.ISOLATE and not row.dry_run and not row.error:
+            notices.fabric_fault([r["id"] for r in row.reservations], isolated_fault(row))
     return row
+
+
+def isolated_fault(row: PortDecision) -> dict[str, Any]:
+    """The tenants' notice of a port the policy isolated (``reservation.fabric_fault``)."""
+    return {
+        "kind": "port_isolated",
+        "severity": "warning",
+        "message": f"port {row.switch}/{row.port} crossed the fabric's health policy: {row.reasons[0]}",
+        "opened_at": iso(row.at),
+        "port": f"{row.switch}/{row.port}",
+        "action": "the console disabled the port; the subnet manager routes your traffic around it",
+    }
 
 
 def decision_json(row: PortDecision) -> dict[str, Any]:

@@ -214,14 +214,30 @@ def _announce(event: FabricEvent, tenant_ids: Iterable[int]) -> None:
         publish(tenant_group(tid), {"type": "event", "fabric": event.fabric_id, "event": tenant_body})
 
 
+#: What the console does about each kind of fault, as a tenant's notice says it.
+FAULT_ACTIONS: dict[str, str] = {
+    FabricEvent.Kind.LINK_DOWN: "the subnet manager routes around the link; operators are alerted",
+    FabricEvent.Kind.LINK_ERRORS: "operators are alerted; the health policy isolates the port if it keeps erring",
+    FabricEvent.Kind.LINK_FLAPPING: "operators are alerted; the health policy isolates the port if it keeps dropping",
+    FabricEvent.Kind.SM_TAKEOVER: "a standby subnet manager took over; no action needed",
+    FabricEvent.Kind.WIRE_DRIFT: "the console pushed your partition again",
+}
+
+
 def fault_of(event: FabricEvent) -> dict[str, Any]:
-    """What ``reservation.fabric_fault`` says of an event (its subject and detail stay with operators)."""
-    return {
+    """What ``reservation.fabric_fault`` says of an event: its kind, the cause in words, the
+    switch port of a link's fault, and what the console does about it (the event's detail stays
+    with operators; a switch port names no host)."""
+    out = {
         "kind": event.kind,
         "severity": event.severity,
         "message": event.message,
         "opened_at": iso(event.opened_at),
+        "action": FAULT_ACTIONS.get(event.kind, "operators are alerted"),
     }
+    if event.kind in (FabricEvent.Kind.LINK_DOWN, FabricEvent.Kind.LINK_ERRORS, FabricEvent.Kind.LINK_FLAPPING):
+        out["port"] = event.subject
+    return out
 
 
 def apply_transitions(

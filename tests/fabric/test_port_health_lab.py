@@ -11,9 +11,12 @@ import io
 
 import pytest
 from django.core.management import call_command
+from jsonschema import Draft202012Validator
 
 from console.fabric.changes.pipeline import apply_change
 from console.fabric.models import ChangeRequest, PortAdminState
+from console.notify.models import Event as NotifyEvent
+from console.notify.schemas import schema_for
 from console.telemetry.collector import CollectorOptions, FabricCollector
 from console.telemetry.models import PortDecision
 from console.telemetry.port_health import set_policy
@@ -87,6 +90,17 @@ def test_a_port_over_the_threshold_is_recorded_in_dry_run_then_disabled_with_its
             (s.name, s.status, s.log) for s in change.steps.all() if s.status != "ok"
         ]
         assert lab.diags().port_state(lid, port).phys_state == "Disabled"
+        # the tenant hears of it: the port, the cause and what the console did (nothing of other hosts)
+        faults = NotifyEvent.objects.filter(tenant=tenant_a, type="reservation.fabric_fault")
+        (notice,) = [n for n in faults if n.payload["data"]["fault"]["kind"] == "port_isolated"]
+        fault = notice.payload["data"]["fault"]
+        assert fault["port"] == f"{leaf}/{port}" and notice.reservation_id == reservation.pk
+        assert fault["message"].startswith(
+            f"port {leaf}/{port} crossed the fabric's health policy: SymbolErrorCounter +57"
+        )
+        assert fault["action"].startswith("the console disabled the port")
+        for each in faults:  # (and whatever else the tenant heard meanwhile) in the documented shape
+            Draft202012Validator(schema_for(each.type)).validate(each.payload)
         admin = PortAdminState.objects.get(fabric=fabric, switch=leaf, port=port)
         assert not admin.enabled and admin.reason.startswith("ibconsole health: SymbolErrorCounter +57")
 
