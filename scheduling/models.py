@@ -54,6 +54,11 @@ class Node(models.Model):
     gpus = models.PositiveSmallIntegerField(default=0)
     power_state = models.CharField(max_length=12, choices=Power.choices, default=Power.ON)
     power_changed_at = models.DateTimeField(null=True, blank=True)
+    path_lost = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="why the fabric cut this node off (set and cleared by the console: scheduling/services/node_paths.py)",
+    )
 
     class Meta:
         ordering = ["fabric", "name"]

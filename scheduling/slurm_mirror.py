@@ -25,7 +25,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from scheduling.hostlist import compress, expand
-from scheduling.models import Reservation, ReservationAllocation
+from scheduling.models import Node, Reservation, ReservationAllocation
+from scheduling.services.node_paths import PREFIX
 
 NAME = re.compile(r"^res-\d+$")
 SLURM_TIME = "%Y-%m-%dT%H:%M:%S"
@@ -117,11 +118,59 @@ def run_scontrol(*args: str) -> str:
     return done.stdout
 
 
+def drains() -> dict[str, str]:
+    """The nodes Slurm should hold drained, with why: those that lost their path on the fabric."""
+    return dict(Node.objects.exclude(path_lost="").values_list("name", "path_lost"))
+
+
+_REASON = re.compile(r"\bReason=(.*?)(?: \[[^\]]*\])?(?= \w+=|$)")
+
+
+def parse_nodes(text: str) -> dict[str, tuple[bool, str]]:
+    """``scontrol -o show node``: node → (drained, reason without Slurm's ``[user@time]``)."""
+    out: dict[str, tuple[bool, str]] = {}
+    for line in text.splitlines():
+        name = re.search(r"\bNodeName=(\S+)", line)
+        state = re.search(r"\bState=(\S+)", line)
+        if name is None or state is None:
+            continue
+        reason = _REASON.search(line)
+        out[name.group(1)] = ("DRAIN" in state.group(1).split("+"), reason.group(1) if reason else "")
+    return out
+
+
+def node_commands(want: dict[str, str], have: dict[str, tuple[bool, str]]) -> list[list[str]]:
+    """Drain the nodes of ``want`` Slurm knows (with the reason), resume the ones the console drained
+    and no longer wants drained (an operator's own drains are never touched)."""
+    calls = [
+        ["update", f"NodeName={name}", "State=DRAIN", f"Reason={reason}"]
+        for name, reason in sorted(want.items())
+        if name in have and have[name] != (True, reason)
+    ]
+    calls += [
+        ["update", f"NodeName={name}", "State=RESUME"]
+        for name, (drained, reason) in sorted(have.items())
+        if drained and reason.startswith(PREFIX) and name not in want
+    ]
+    return calls
+
+
 def sync(scontrol: Scontrol = run_scontrol) -> dict[str, int]:
-    """Bring Slurm's ``res-*`` reservations in line with the console's; counts of each call made."""
+    """Bring Slurm's ``res-*`` reservations and the console's node drains in line with the
+    console; counts of each call made."""
     have = parse(scontrol("-o", "show", "reservation"))
-    counts = {"create": 0, "update": 0, "delete": 0}
+    counts = {"create": 0, "update": 0, "delete": 0, "drain": 0, "resume": 0}
     for call in commands(desired(), have, timezone.now()):
         scontrol(*call)
         counts[call[0]] += 1
+    for call in node_commands(drains(), parse_nodes(scontrol("-o", "show", "node"))):
+        kind = "drain" if call[2] == "State=DRAIN" else "resume"
+        try:
+            scontrol(*call)
+        except RuntimeError:
+            # Slurm refuses to resume a node that does not answer yet clears its drain: read back
+            node = call[1].split("=", 1)[1]
+            if parse_nodes(scontrol("-o", "show", "node", node)).get(node, (True, ""))[0] != (kind == "drain"):
+                raise
+        counts[kind] += 1
     return counts

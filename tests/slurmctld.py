@@ -79,19 +79,31 @@ class Slurmctld:
     def conf(self) -> Path:
         return self.directory / "slurm.conf"
 
-    def configure(self, hosts: list[str], topology: str, *, plugin: str = "topology/tree") -> None:
+    def configure(
+        self, hosts: list[str], topology: str, *, plugin: str = "topology/tree", node_state: str = "FUTURE"
+    ) -> None:
         """Write slurm.conf and topology.conf (enough for ``scontrol show hostnames``)."""
         for sub in ("state", "spool"):
             shutil.rmtree(self.directory / sub, ignore_errors=True)
             (self.directory / sub).mkdir(parents=True)
-        self.conf.write_text(slurm_conf(self.directory, hosts, topology_plugin=plugin))
+        self.conf.write_text(slurm_conf(self.directory, hosts, topology_plugin=plugin, node_state=node_state))
         (self.directory / "topology.conf").write_text(topology)
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
 
-    def start(self, hosts: list[str], topology: str, *, plugin: str = "topology/tree", timeout: float = 30) -> None:
-        """(Re)start the controller with these hosts and this topology.conf; return once it answers."""
+    def start(
+        self,
+        hosts: list[str],
+        topology: str,
+        *,
+        plugin: str = "topology/tree",
+        timeout: float = 30,
+        node_state: str = "FUTURE",
+    ) -> None:
+        """(Re)start the controller with these hosts and this topology.conf; return once it answers.
+        ``node_state``: the nodes' configured state (FUTURE: no slurmd needed, but not drainable;
+        UNKNOWN: drainable, not responding)."""
         self.stop()
-        self.configure(hosts, topology, plugin=plugin)
+        self.configure(hosts, topology, plugin=plugin, node_state=node_state)
         log = open(self.directory / "slurmctld.out", "wb")
         self.proc = subprocess.Popen(
             [_tool("slurmctld"), "-D", "-i", "-f", str(self.conf)],

@@ -39,7 +39,7 @@ from console.fabric.drivers.hosts import OpenSmHost
 from console.fabric.lab.fabrics import LabNotRunning, lab_for
 from console.fabric.lab.manager import Lab
 from console.fabric.models import Fabric, FabricAgent
-from console.telemetry import agent_reader, services, store
+from console.telemetry import agent_reader, lost_paths, services, store
 from console.telemetry.agent_ops import routing_on
 from console.telemetry.alarms import AlarmEngine, AlarmRules, Transition
 from console.telemetry.core import LinkStatus, PortReading, state_due, sweep_status
@@ -278,6 +278,7 @@ class FabricCollector:
         affected = dict(self.workload.link_owners)
         affected.update(extra)
         events = services.apply_transitions(self.fabric.pk, transitions, affected, actor=ACTOR)
+        lost_paths.update(self.fabric.pk, self.lm, events)  # nodes cut off: no placement, drained in Slurm
         if not early:
             changed = self._publish(statuses, wall)
             published = time.monotonic()

@@ -66,6 +66,8 @@ WORDINGS: dict[str, Wording] = {
     "node.power_pin": ("{actor} pinned node {object} on: {reason}", "{actor} pinned node {object} on"),
     "node.power_unpin": ("{actor} unpinned node {object}",),
     "node.state": ("{actor} set node {object} {state}", "{actor} changed the state of node {object}"),
+    "node.path_lost": ("node {object} lost its path on the fabric: {path_lost}", "node {object} lost its path"),
+    "node.path_back": ("node {object} has its path on the fabric back", "node {object} has its path back"),
     "node.bmc_set": ("{actor} set the {object}",),
     "node.power_on": ("{actor} powered on node {object}: {reason}", "{actor} powered on node {object}"),
     "node.power_off": ("{actor} powered off node {object}: {reason}", "{actor} powered off node {object}"),

@@ -33,6 +33,7 @@ from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError, NotFound
 from console.tenancy.models import Role
 from console.web.context import principal_for, refuse_readers
+from scheduling.models import Node
 
 READERS = {Role.OPERATOR, Role.AUDITOR}
 
@@ -138,6 +139,7 @@ def port_health_context(fabric: Fabric) -> dict[str, Any]:
         "health_default": default,
         "isolated_ports": list(isolated.order_by("switch", "port")),
         "port_decisions": list(decisions),
+        "lost_nodes": list(Node.objects.filter(fabric=fabric).exclude(path_lost="").order_by("name")),
     }
 
 

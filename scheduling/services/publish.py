@@ -33,3 +33,18 @@ def publish_queue_pass(pool_id: int) -> None:
         celery_app.send_task(QUEUE_PASS, kwargs={"pool_id": pool_id}, ignore_result=True)
     except Exception:  # the caller's rows are committed; the periodic tick runs the pass anyway
         log.exception("could not enqueue %s for pool %s", QUEUE_PASS, pool_id)
+
+
+SLURM_SYNC = "scheduling.slurm_sync"
+
+
+def enqueue_slurm_sync() -> None:
+    """After commit, mirror into Slurm now (a node drained or back), not at the next period."""
+    transaction.on_commit(publish_slurm_sync)
+
+
+def publish_slurm_sync() -> None:
+    try:
+        celery_app.send_task(SLURM_SYNC, ignore_result=True)
+    except Exception:  # the periodic sync catches up
+        log.exception("could not enqueue %s", SLURM_SYNC)

@@ -14,6 +14,8 @@ from playwright.sync_api import expect
 
 from console.fabric.models import Fabric, PortAdminState
 from console.telemetry.models import PortDecision, ValidationRun
+from scheduling.models import Node
+from scheduling.services import inventory
 from tests.fabric.lab_fixtures import su1_revision  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -78,6 +80,11 @@ def test_the_validation_and_port_health_cards(login, operator, su1_revision, liv
         reservations=[{"id": 41, "tenant": 1}],
         at=now - dt.timedelta(minutes=3),
     )
+    inventory.import_inventory(fabric)
+    lost = Node.objects.filter(fabric=fabric).order_by("name").first()
+    Node.objects.filter(pk=lost.pk).update(
+        state="draining", path_lost="ibconsole: link su01-leaf-r1/1 down (1 of 8 of its ports)"
+    )
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.set_viewport_size({"width": 1600, "height": 1000})
@@ -96,6 +103,9 @@ def test_the_validation_and_port_health_cards(login, operator, su1_revision, liv
         "su01-leaf-r2 port 5 — ibconsole health: SymbolErrorCounter +57"
     )
     expect(health.get_by_test_id("port-decisions")).to_contain_text("su01-n05[2]")
+    expect(health.get_by_test_id("lost-nodes")).to_contain_text(
+        f"{lost.name} (draining) — ibconsole: link su01-leaf-r1/1 down"
+    )
     card.scroll_into_view_if_needed()
     page.screenshot(path=str(SHOTS / "fabric-health.png"), full_page=True)
 
