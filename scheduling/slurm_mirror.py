@@ -158,11 +158,8 @@ def node_commands(want: dict[str, str], have: dict[str, tuple[bool, str]]) -> li
 def sync(scontrol: Scontrol = run_scontrol) -> dict[str, int]:
     """Bring Slurm's ``res-*`` reservations and the console's node drains in line with the
     console; counts of each call made."""
-    have = parse(scontrol("-o", "show", "reservation"))
     counts = {"create": 0, "update": 0, "delete": 0, "drain": 0, "resume": 0}
-    for call in commands(desired(), have, timezone.now()):
-        scontrol(*call)
-        counts[call[0]] += 1
+    # drains first: a node cut off must not wait behind a reservation Slurm refuses
     for call in node_commands(drains(), parse_nodes(scontrol("-o", "show", "node"))):
         kind = "drain" if call[2] == "State=DRAIN" else "resume"
         try:
@@ -173,4 +170,8 @@ def sync(scontrol: Scontrol = run_scontrol) -> dict[str, int]:
             if parse_nodes(scontrol("-o", "show", "node", node)).get(node, (True, ""))[0] != (kind == "drain"):
                 raise
         counts[kind] += 1
+    have = parse(scontrol("-o", "show", "reservation"))
+    for call in commands(desired(), have, timezone.now()):
+        scontrol(*call)
+        counts[call[0]] += 1
     return counts
