@@ -7,7 +7,9 @@ it), and each fault injected on the wire fails its test, naming the offender:
   table pointing at the dead port: ``routes`` names the dead end (and ``cabling`` the missing
   link); OpenSM resumed and the cable back, both pass again;
 - a second SM reporting MASTER fails ``subnet-managers`` (a stand-in row: ibsim cannot split a
-  subnet into two masters).
+  subnet into two masters);
+- OpenSM's file edited by hand on the SM host fails ``sm-config`` (the isolation audit's drift);
+- a rogue SM rewriting a host's P_Key table fails ``pkeys``.
 
 One lab for the whole module's story (labs are the slow part)."""
 
@@ -28,6 +30,7 @@ from console.fabric.isolation import run_audit
 from console.fabric.lab.faults import replug, set_counters, unplug
 from console.fabric.models import FabricAgent
 from console.telemetry import validation
+from console.telemetry.isolation import apply_audit
 from console.telemetry.models import ValidationRun
 from console.tenancy.models import Role
 from tests.fabric import lab_fixtures
@@ -173,6 +176,20 @@ def test_the_suite_passes_on_the_healthy_lab_and_catches_each_injected_fault(
     assert len(offenders) == 1 and "rogue-sm" in offenders[0] and agent.name in offenders[0]
 
     FabricAgent.objects.filter(name="rogue-sm").delete()
+
+    # OpenSM's file edited by hand on the SM host: the isolation audit (run as its schedule would)
+    # sees the drift and opens config_drift, and sm-config names it
+    conf = lab.artefacts.path("opensm.conf")
+    lines = conf.read_text().splitlines()
+    assert any(line.startswith("sm_key ") for line in lines)
+    conf.write_text("\n".join("sm_key 0x0000000000000001" if ln.startswith("sm_key ") else ln for ln in lines) + "\n")
+    assert run_audit(fabric, seed=3).drift
+    apply_audit(fabric.pk)
+    report = failing(fabric)
+    assert "sm-config" in report["failed"]
+    drift = verdict(report, "sm-config")["offenders"]
+    assert any(o.startswith("files: ") and "opensm.conf" in o for o in drift), drift
+    conf.write_text("\n".join(lines) + "\n")  # put back (OpenSM never re-read it)
 
     # a rogue subnet manager on a host rewrites that host's P_Key table (OpenSM's defaults: full
     # member of Default): the isolation audit (run as its schedule would) sees it, so does pkeys
