@@ -4,7 +4,7 @@ Celery worker and a real slurmctld: the tenant's webhook gets ``reservation.fabr
 the switch port, the cause and what the console did; the node that lost its path is drained in
 Slurm with the console's reason and takes no new placement; when the cable is back the node is
 available again and resumed in Slurm. The time from the unplug to the webhook and to the drain
-is printed (one pull; its p95 benchmark is still to come)."""
+is printed (one pull; tests/benchmarks/bench_fault_reach.py measures p95)."""
 
 from __future__ import annotations
 
