@@ -33,7 +33,7 @@ echo "==> frontend types (tsc --noEmit against the API types generated from docs
 tsc=$?
 
 echo "==> full suite (production mode: PostgreSQL + Redis)"
-CONSOLE_REQUIRE_POSTGRESQL=${CONSOLE_REQUIRE_POSTGRESQL:-1} .venv/bin/python -m pytest "$@"
+CONSOLE_REQUIRE_POSTGRESQL=${CONSOLE_REQUIRE_POSTGRESQL:-1} .venv/bin/python -m pytest --durations=40 "$@"  # the slowest tests: keep the suite under 45 min
 full=$?
 
 # Embedded mode runs on SQLite: its PostgreSQL-only tests are skipped, legitimately.
