@@ -335,7 +335,7 @@ class FabricCollector:
         routing = self._routing()
         if routing is not None:
             out += self.alarms.routing(routing["configured"], routing["in_use"], routing["fallback"])
-            if self.routing_mark not in (-1, routing["mark"]) and self.options.lab_traffic:
+            if self.routing_mark not in (-1, routing["mark"]):  # OpenSM routed again: read the new tables
                 self._refresh_routes()
             self.routing_mark = routing["mark"]
             self.sm = {"configured": routing["configured"], "in_use": routing["in_use"], "at": time.time()}

@@ -25,9 +25,12 @@ def node_links(lm: LinkMap) -> dict[str, list[str]]:
 def update(fabric_id: int, lm: LinkMap, events: Iterable[FabricEvent]) -> list[str]:
     """Mark or clear the nodes whose host links the ``events`` (opened or resolved) are about;
     the names of the nodes whose mark changed."""
+    subjects = {e.subject for e in events if e.kind == FabricEvent.Kind.LINK_DOWN}
+    if not subjects:  # (every sweep comes here: most have no link event at all)
+        return []
     links = node_links(lm)
     owner = {lid: node for node, ids in links.items() for lid in ids}
-    touched = sorted({owner[e.subject] for e in events if e.kind == FabricEvent.Kind.LINK_DOWN and e.subject in owner})
+    touched = sorted({owner[s] for s in subjects if s in owner})
     if not touched:
         return []
     down = set(

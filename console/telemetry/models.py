@@ -163,6 +163,16 @@ class ValidationRun(models.Model):
     def __str__(self) -> str:
         return f"validation {self.pk} of fabric {self.fabric_id} ({self.state})"
 
+    @property
+    def failed(self) -> list[str]:
+        """The codes of the tests that failed."""
+        return failed_codes(self.verdicts)
+
+
+def failed_codes(verdicts: list[dict]) -> list[str]:
+    """The codes of the verdicts that failed (``status`` ``fail``)."""
+    return [v["code"] for v in verdicts if v.get("status") == "fail"]
+
 
 class PortHealthPolicy(models.Model):
     """A fabric's health policy (:mod:`console.telemetry.health_policy`) as operators set it:

@@ -19,10 +19,10 @@ from django.db.models import Count, Exists, OuterRef, Q, Subquery, Sum
 from django.utils import timezone
 
 from console.fabric.agents.services import silent
-from console.fabric.models import ChangeRequest, DiscoveryRun, Fabric, FabricAgent, IsolationAudit, PortAdminState
+from console.fabric.models import ChangeRequest, DiscoveryRun, Fabric, FabricAgent, IsolationAudit
 from console.telemetry import store
 from console.telemetry.models import FabricEvent, ValidationRun
-from console.telemetry.port_health import REASON as HEALTH_REASON
+from console.telemetry.port_health import isolated_ports
 from console.telemetry.power import INTENDED_OFF
 from console.tenancy.models import Principal
 from scheduling.models import GPU, HCA, Node, Quota, Reservation, ReservationAllocation
@@ -69,11 +69,8 @@ def _fabric_rows(events: dict[int, Counter[str]], changes: dict[int, dict[str, i
             "fabric_id", "ok", "verdicts", "finished_at"
         )
     }
-    isolated_ports = dict(
-        PortAdminState.objects.filter(enabled=False, reason__startswith=HEALTH_REASON)
-        .values("fabric_id")
-        .annotate(n=Count("id"))
-        .values_list("fabric_id", "n")
+    isolated_by_fabric = dict(
+        isolated_ports().values("fabric_id").annotate(n=Count("id")).values_list("fabric_id", "n")
     )
     agents: dict[int, list[FabricAgent]] = {}
     for agent in FabricAgent.objects.filter(revoked_at__isnull=True).only(
@@ -125,7 +122,7 @@ def _fabric_rows(events: dict[int, Counter[str]], changes: dict[int, dict[str, i
                 "discovered_at": run.created_at if run is not None else None,
                 "isolation": _isolation(audits.get(fid)),
                 "validation": _validation(validations.get(fid)),
-                "ports_isolated": isolated_ports.get(fid, 0),
+                "ports_isolated": isolated_by_fabric.get(fid, 0),
                 "agents": {
                     "total": len(agents.get(fid, [])),
                     "connected": sum(1 for a in agents.get(fid, []) if a.connected and not silent(a)),
@@ -139,8 +136,7 @@ def _validation(run: ValidationRun | None) -> dict[str, Any]:
     """The fabric's last finished validation: when, and which tests failed."""
     if run is None:
         return {"id": None, "ok": None, "failed": [], "at": None}
-    failed = [v["code"] for v in run.verdicts if v.get("status") == "fail"]
-    return {"id": run.pk, "ok": run.ok, "failed": failed, "at": run.finished_at}
+    return {"id": run.pk, "ok": run.ok, "failed": run.failed, "at": run.finished_at}
 
 
 def _isolation(audit: IsolationAudit | None) -> dict[str, Any]:

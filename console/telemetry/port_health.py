@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.db import DatabaseError, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from console.fabric import changes
@@ -89,10 +90,14 @@ def set_policy(actor: Actor, principal: Principal, fabric: Fabric, document: Any
     return policy
 
 
+def isolated_ports() -> QuerySet[PortAdminState]:
+    """The ports the policy isolated and has not restored (every fabric's; filter by fabric)."""
+    return PortAdminState.objects.filter(enabled=False, reason__startswith=REASON)
+
+
 def isolated_now(fabric_id: int) -> dict[tuple[str, int], float]:
-    """The ports the policy isolated and has not restored, with when."""
-    rows = PortAdminState.objects.filter(fabric_id=fabric_id, enabled=False, reason__startswith=REASON)
-    return {(r.switch, r.port): r.updated_at.timestamp() for r in rows}
+    """The fabric's ports the policy isolated and has not restored, with when."""
+    return {(r.switch, r.port): r.updated_at.timestamp() for r in isolated_ports().filter(fabric_id=fabric_id)}
 
 
 class PortHealth:

@@ -361,6 +361,16 @@ class PerfqueryReader:
 _ROUTE_RE = re.compile(r"^0x([0-9a-fA-F]+)\s+(\d+)\s*:")
 
 
+def read_lfts(reader: CounterReader, lids: Sequence[int], top: int) -> list[list[int] | None]:
+    """Many switches' forwarding tables (None: a switch that did not answer): in one request where
+    the reader can (the agent's ``lfts``), else one switch at a time."""
+    batch = getattr(reader, "lfts", None)
+    if batch is not None:
+        tables: list[list[int] | None] = batch(list(lids), top)
+        return tables
+    return [reader.lft(lid, top) for lid in lids]
+
+
 def parse_ibroute(text: str, top: int) -> list[int]:
     """``ibroute <lid>`` → egress port per destination LID (0 where the table has no entry)."""
     out = [0] * (top + 1)

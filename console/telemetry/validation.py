@@ -31,19 +31,20 @@ from console.fabric import isolation
 from console.fabric.agents.services import out_of_step
 from console.fabric.changes.desired import applied_of
 from console.fabric.changes.requests import on_the_wire
+from console.fabric.discovery import jobs
 from console.fabric.discovery.services import discover_with
 from console.fabric.discovery.sources import DISCOVERY_TIMEOUT, local_host
 from console.fabric.enqueue import PUBLISH_OPTIONS
 from console.fabric.models import DiscoveryRun, Fabric
 from console.telemetry import agent_reader
 from console.telemetry.core import PortReading
-from console.telemetry.models import FabricEvent, ValidationRun
-from console.telemetry.readers import CounterReader, MadReader, PortKey, ReaderError
+from console.telemetry.models import FabricEvent, ValidationRun, failed_codes
+from console.telemetry.readers import CounterReader, MadReader, PortKey, ReaderError, read_lfts
 from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
 from designer.imports import health_wire
-from designer.imports.health import Verdict
+from designer.imports.health import Verdict, label
 from designer.imports.model import Discovery
 
 VALIDATE = "telemetry.validate_fabric"
@@ -118,7 +119,7 @@ def _finish(
     verdicts: list[dict[str, Any]] | None = None,
     discovery: DiscoveryRun | None = None,
 ) -> None:
-    ok = None if verdicts is None else all(v["status"] != "fail" for v in verdicts)
+    ok = None if verdicts is None else not failed_codes(verdicts)
     with transaction.atomic():
         ValidationRun.objects.filter(pk=row.pk).update(
             state=state,
@@ -130,7 +131,7 @@ def _finish(
             finished_at=timezone.now(),
             duration_s=round(time.monotonic() - started, 3),
         )
-        failed = [v["code"] for v in verdicts or [] if v["status"] == "fail"]
+        failed = failed_codes(verdicts or [])
         audit.record(
             Actor.system("task:telemetry.validate_fabric"),
             "fabric.validated",
@@ -175,35 +176,25 @@ def suite(
     return found, verdicts
 
 
-class _Wire:
-    """What reads a fabric's tables and counters: its agent, or this host for an ``opensm`` fabric."""
-
-    def __init__(self, reader: CounterReader, lfts: Callable[[list[int], int], list[list[int] | None]]) -> None:
-        self.reader = reader
-        self.lfts = lfts
-
-    def close(self) -> None:
-        self.reader.close()
-
-
-def _reader(fabric: Fabric) -> _Wire | None:
+def _reader(fabric: Fabric) -> CounterReader | None:
+    """What reads the fabric's tables and counters: its agent, or this host for an ``opensm``
+    fabric (None: neither)."""
     if fabric.through_agent:
-        agent = agent_reader.AgentReader(fabric)
-        return _Wire(agent, agent.lfts)
+        return agent_reader.AgentReader(fabric)
     if fabric.driver == Fabric.Driver.OPENSM:
         mad = MadReader(local_host(fabric).diags(timeout=30).env)
         try:
             mad._start()
         except ReaderError:
             return None
-        return _Wire(mad, lambda lids, top: [mad.lft(lid, top) for lid in lids])
+        return mad
     return None
 
 
 NEEDS_WIRE = "needs the fabric's SM host (an agent, or an opensm fabric's host): this driver has none"
 
 
-def _routes(fabric: Fabric, disc: Discovery, wire: _Wire | None) -> Verdict:
+def _routes(fabric: Fabric, disc: Discovery, wire: CounterReader | None) -> Verdict:
     title = "Every host pair has a route (no missing entry, dead end or loop)"
     if wire is None:
         return Verdict.skip("routes", title, NEEDS_WIRE)
@@ -211,14 +202,14 @@ def _routes(fabric: Fabric, disc: Discovery, wire: _Wire | None) -> Verdict:
     top = max((p.lid or 0 for n in disc.nodes for p in n.ports), default=0)
     top = max([top, *(n.lid or 0 for n in switches)])
     try:
-        tables = wire.lfts([int(n.lid or 0) for n in switches], top)
+        tables = read_lfts(wire, [int(n.lid or 0) for n in switches], top)
     except ReaderError as exc:
         return Verdict.skip("routes", title, f"the forwarding tables could not be read: {exc}")
     lfts = {n.node_id: t for n, t in zip(switches, tables, strict=False) if t is not None}
     return health_wire.routes(disc, lfts)
 
 
-def _read_ports(disc: Discovery, wire: _Wire | None) -> dict[PortKey, PortReading] | str:
+def _read_ports(disc: Discovery, wire: CounterReader | None) -> dict[PortKey, PortReading] | str:
     """Every switch port's state and error counters (all ports 1..N: a port up with nothing
     discovered behind it matters), or why they could not be read."""
     if wire is None:
@@ -226,7 +217,7 @@ def _read_ports(disc: Discovery, wire: _Wire | None) -> dict[PortKey, PortReadin
     ports = {n.node_id: list(range(1, n.nports + 1)) for n in disc.switches if n.lid}
     lids = {n.node_id: int(n.lid or 0) for n in disc.switches if n.lid}
     try:
-        return wire.reader.read(ports, lids)
+        return wire.read(ports, lids)
     except ReaderError as exc:
         return f"the ports could not be read: {exc}"
 
@@ -234,7 +225,7 @@ def _read_ports(disc: Discovery, wire: _Wire | None) -> dict[PortKey, PortReadin
 def _port_errors(fabric: Fabric, disc: Discovery, readings: dict[PortKey, PortReading] | str) -> Verdict:
     if isinstance(readings, str):
         return Verdict.skip("port-errors", "No port's error counters above the thresholds", readings)
-    names = {n.node_id: f"{n.desc or n.node_id} ({n.node_id})" for n in disc.switches}
+    names = {n.node_id: label(n) for n in disc.switches}
     errors = {(names.get(sw, sw), port): r.errors for (sw, port), r in readings.items()}
     return health_wire.port_errors(errors, _thresholds(fabric))
 
@@ -280,7 +271,7 @@ def validate_now(fabric_id: int, *, actor: Actor) -> dict[str, Any]:
     queued or running; the run as :func:`run_json` answers it."""
     fabric = Fabric.objects.get(pk=fabric_id)
     row, created = start(fabric, actor=actor, trigger="cli", publish_it=False)
-    done = run(row.pk) if created else wait(row, STALE_AFTER_S)
+    done = run(row.pk) if created else jobs.wait(row, STALE_AFTER_S)
     return run_json(done or row)
 
 
@@ -294,7 +285,7 @@ def run_json(row: ValidationRun) -> dict[str, Any]:
         "trigger": row.trigger,
         "error": row.error,
         "ok": row.ok,
-        "failed": [v["code"] for v in row.verdicts if v.get("status") == "fail"],
+        "failed": row.failed,
         "verdicts": row.verdicts,
         "discovery_id": row.discovery_id,
         "created_at": row.created_at.isoformat(),
@@ -303,14 +294,3 @@ def run_json(row: ValidationRun) -> dict[str, Any]:
         "duration_s": row.duration_s,
         "url": f"/api/fabrics/{row.fabric_id}/validation/{row.pk}/",
     }
-
-
-def wait(row: ValidationRun, timeout: float, *, poll: float = 0.1) -> ValidationRun:
-    """``row`` re-read until it is finished or ``timeout`` seconds passed."""
-    deadline = time.monotonic() + timeout
-    while True:
-        row.refresh_from_db()
-        if row.state not in ValidationRun.ACTIVE or time.monotonic() >= deadline:
-            return row
-        time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
-        poll = min(poll * 1.5, 1.0)

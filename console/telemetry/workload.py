@@ -19,7 +19,7 @@ from console.telemetry import services
 from console.telemetry.arbitration import Arbitration
 from console.telemetry.labwriter import console_batch, counter_commands
 from console.telemetry.linkmap import LinkMap
-from console.telemetry.readers import CounterReader
+from console.telemetry.readers import CounterReader, read_lfts
 from console.telemetry.traffic import Job, PortLoad, route_load, words
 
 
@@ -63,11 +63,7 @@ class Workload:
         top = max(lm.device_of_lid, default=0)
         self.lfts = {}
         switches = list(lm.switch_lids.items())
-        batch = getattr(reader, "lfts", None)  # the agent's: every table in one request
-        if batch is not None:
-            tables = batch([lid for _, lid in switches], top)
-        else:
-            tables = [reader.lft(lid, top) for _, lid in switches]
+        tables = read_lfts(reader, [lid for _, lid in switches], top)
         for (sw, _), table in zip(switches, tables, strict=False):
             if table is not None:
                 self.lfts[sw] = table

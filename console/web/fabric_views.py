@@ -26,7 +26,7 @@ from console.fabric.discovery import jobs
 from console.fabric.discovery import services as discovery
 from console.fabric.keys import fingerprint
 from console.fabric.lab.fabrics import lab_status
-from console.fabric.models import DiscoveryJob, Fabric, FabricAgent, FabricPartition, PortAdminState
+from console.fabric.models import DiscoveryJob, Fabric, FabricAgent, FabricPartition
 from console.telemetry import port_health, validation
 from console.telemetry.models import PortDecision, ValidationRun
 from console.tenancy.context import Actor
@@ -131,7 +131,7 @@ def fabric_validate(request: HttpRequest, fabric_id: int) -> HttpResponse:
 def port_health_context(fabric: Fabric) -> dict[str, Any]:
     """The fabric page's port-health card: the policy, the ports it isolated, its last decisions."""
     policy, default = port_health.policy_of(fabric.pk)
-    isolated = PortAdminState.objects.filter(fabric=fabric, enabled=False, reason__startswith=port_health.REASON)
+    isolated = port_health.isolated_ports().filter(fabric=fabric)
     decisions = PortDecision.objects.filter(fabric=fabric).order_by("-at", "-id")[:10]
     return {
         "health_policy": policy.as_json(),
@@ -150,8 +150,7 @@ def validation_context(request: HttpRequest, fabric: Fabric) -> dict[str, Any]:
     for v in latest.verdicts if latest is not None else []:
         shown = v.get("offenders", [])[:5]
         verdicts.append({**v, "shown": shown, "more": max(0, int(v.get("count", 0)) - len(shown))})
-    failed = [v["code"] for v in verdicts if v.get("status") == "fail"]
-    return {"validation": latest, "verdicts": verdicts, "validation_failed": failed}
+    return {"validation": latest, "verdicts": verdicts, "validation_failed": latest.failed if latest else []}
 
 
 def _asked_job(request: HttpRequest, fabric: Fabric) -> DiscoveryJob | None:

@@ -70,7 +70,8 @@ class Verdict:
         return out
 
 
-def _label(node: IbNode) -> str:
+def label(node: IbNode) -> str:
+    """How a verdict names a node: its description and its id."""
     return f"{node.desc or node.node_id} ({node.node_id})"
 
 
@@ -87,14 +88,14 @@ def guids(disc: Discovery) -> Verdict:
         if node.guid is not None:
             nodes[node.guid].append(node)
         if node.kind == "Switch" and node.port_guid is not None:
-            ports[node.port_guid].append(f"{_label(node)} port 0")
+            ports[node.port_guid].append(f"{label(node)} port 0")
         elif node.kind != "Switch":
             for p in node.ports:
                 if p.port_guid is not None:
-                    ports[p.port_guid].append(f"{_label(node)} port {p.port}")
+                    ports[p.port_guid].append(f"{label(node)} port {p.port}")
     for guid, same in sorted(nodes.items()):
         if len({n.node_id for n in same}) > 1:
-            out.add(f"node GUID {guid:#018x}: " + ", ".join(_label(n) for n in same))
+            out.add(f"node GUID {guid:#018x}: " + ", ".join(label(n) for n in same))
     for guid, where in sorted(ports.items()):
         if len(set(where)) > 1:
             out.add(f"port GUID {guid:#018x}: " + ", ".join(sorted(set(where))))
@@ -112,18 +113,18 @@ def lids(disc: Discovery) -> Verdict:
     for node in disc.nodes:
         if node.kind == "Switch":
             if not node.lid:
-                out.add(f"switch {_label(node)} has no LID")
+                out.add(f"switch {label(node)} has no LID")
                 continue
             span = range(node.lid, node.lid + (1 << (node.lmc or 0)))
             for lid in span:
-                owners[lid].append(_label(node))
+                owners[lid].append(label(node))
             continue
         for p in node.ports:
             if not p.lid:
-                out.add(f"{_label(node)} port {p.port} has no LID")
+                out.add(f"{label(node)} port {p.port} has no LID")
                 continue
             for lid in range(p.lid, p.lid + (1 << (p.lmc or 0))):
-                owners[lid].append(f"{_label(node)} port {p.port}")
+                owners[lid].append(f"{label(node)} port {p.port}")
     for lid, where in sorted(owners.items()):
         if len(where) > 1:
             out.add(f"LID {lid}: " + ", ".join(where))
@@ -137,7 +138,7 @@ def link_rates(disc: Discovery) -> Verdict:
         "Reseat or replace the cable (or the transceivers) and check the port's settings: a link that "
         "trained narrower or at SDR carries a fraction of its traffic",
     )
-    for where, rate, _line in degraded_links(disc, _label):
+    for where, rate, _line in degraded_links(disc, label):
         out.add(f"{where} runs at {rate}")
     return out
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from designer.imports.health import Verdict, guids
+from designer.imports.health import Verdict, guids, label
 from designer.imports.model import Discovery, IbNode
 
 #: An LFT entry no port answers to (OpenSM leaves unrouted LIDs at 255).
@@ -46,10 +46,6 @@ DEFAULT_THRESHOLDS: Mapping[str, int] = {
 }
 
 
-def _label(node: IbNode) -> str:
-    return f"{node.desc or node.node_id} ({node.node_id})"
-
-
 @dataclass(frozen=True)
 class _Host:
     lid: int
@@ -66,7 +62,7 @@ def _hosts(disc: Discovery) -> list[_Host]:
         for p in node.ports:
             peer = nodes.get(p.peer_id)
             if p.lid and peer is not None and peer.kind == "Switch":
-                out.append(_Host(p.lid, f"{_label(node)} port {p.port}", peer.node_id, p.peer_port))
+                out.append(_Host(p.lid, f"{label(node)} port {p.port}", peer.node_id, p.peer_port))
     return out
 
 
@@ -86,7 +82,7 @@ def routes(disc: Discovery, lfts: Mapping[str, list[int]]) -> Verdict:
     leaves = sorted({h.leaf for h in hosts})
     missing_tables = [leaf for leaf in leaves if leaf not in lfts]
     for leaf in missing_tables:
-        out.add(f"{_label(nodes[leaf])}: its forwarding table could not be read")
+        out.add(f"{label(nodes[leaf])}: its forwarding table could not be read")
     peers = {n.node_id: {p.port: (p.peer_id, p.peer_port) for p in n.ports} for n in disc.switches}
     limit = len(peers) + 1
     for host in hosts:
@@ -121,25 +117,25 @@ def _walk(
             fault = known[here]
             break
         if here in path or len(path) > limit:
-            fault = "a loop through " + " → ".join(_label(nodes[s]) for s in path[path.index(here) :] + [here])
+            fault = "a loop through " + " → ".join(label(nodes[s]) for s in path[path.index(here) :] + [here])
             break
         path.append(here)
         table = lfts.get(here)
         if table is None:
-            fault = f"{_label(nodes[here])}: its forwarding table could not be read"
+            fault = f"{label(nodes[here])}: its forwarding table could not be read"
             break
         port = table[host.lid] if host.lid < len(table) else NO_PORT
         if port in (0, NO_PORT) or port is None:
-            fault = f"{_label(nodes[here])} has no entry for it"
+            fault = f"{label(nodes[here])} has no entry for it"
             break
         peer = peers.get(here, {}).get(port)
         if peer is None:
-            fault = f"{_label(nodes[here])} sends it out port {port}, which leads nowhere (a dead end)"
+            fault = f"{label(nodes[here])} sends it out port {port}, which leads nowhere (a dead end)"
             break
         if (here, port) == (host.leaf, host.leaf_port):
             break  # delivered
         if peer[0] not in peers:
-            fault = f"{_label(nodes[here])} sends it out port {port}, to {_label(nodes[peer[0]])}, not its owner"
+            fault = f"{label(nodes[here])} sends it out port {port}, to {label(nodes[peer[0]])}, not its owner"
             break
         here = peer[0]
     for switch in path:
@@ -161,7 +157,7 @@ def guids_on_the_wire(disc: Discovery, states: Mapping[tuple[str, int], str]) ->
     for (switch, port), state in sorted(states.items()):
         if state in LINKED_STATES and (switch, port) not in linked and switch in nodes:
             out.add(
-                f"{_label(nodes[switch])} port {port} is {state} but nothing was discovered behind it: "
+                f"{label(nodes[switch])} port {port} is {state} but nothing was discovered behind it: "
                 "the node there has a GUID already seen elsewhere (ibnetdiscover merged the two)"
             )
     return out

@@ -26,10 +26,10 @@ from django.core.management import CommandError, call_command
 
 from console.fabric import changes
 from console.fabric.changes.pipeline import apply_change
+from console.fabric.discovery import jobs
 from console.fabric.isolation import run_audit
 from console.fabric.lab.faults import replug, set_counters, unplug
 from console.fabric.models import FabricAgent
-from console.telemetry import validation
 from console.telemetry.isolation import apply_audit
 from console.telemetry.models import ValidationRun
 from console.tenancy.models import Role
@@ -213,7 +213,7 @@ def test_the_suite_passes_on_the_healthy_lab_and_catches_each_injected_fault(
     assert f'data-follow-job="/api/fabrics/{fabric.pk}/validation/' in page
     last = ValidationRun.objects.filter(fabric=fabric).first()
     assert last is not None and last.trigger == "page"
-    assert validation.wait(last, 120).state == "done"  # (the worker is done before the lab stops)
+    assert jobs.wait(last, 120).state == "done"  # (the worker is done before the lab stops)
 
 
 def leaf_ports(lab, *cas) -> list[tuple[str, int]]:

@@ -14,7 +14,7 @@ import datetime as dt
 import time
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from celery import current_app as celery_app
 from django.db import IntegrityError, transaction
@@ -107,12 +107,28 @@ def _finish(job_id: int, *, state: str, error: str = "", run_id: int | None = No
     )
 
 
-def wait(job: DiscoveryJob, timeout: float, *, poll: float = 0.1) -> DiscoveryJob:
-    """``job`` re-read until it is finished or ``timeout`` seconds passed (0: read once)."""
+class Job(Protocol):
+    """A job row: its ``state``, and the states that mean it is not finished (``ACTIVE``)."""
+
+    @property
+    def ACTIVE(self) -> tuple[str, ...]: ...
+
+    @property
+    def state(self) -> str: ...
+
+    def refresh_from_db(self) -> None: ...
+
+
+J = TypeVar("J", bound=Job)
+
+
+def wait(job: J, timeout: float, *, poll: float = 0.1) -> J:
+    """``job`` (a discovery job, a validation run) re-read until it is finished or ``timeout``
+    seconds passed (0: read once)."""
     deadline = time.monotonic() + timeout
     while True:
         job.refresh_from_db()
-        if job.state not in DiscoveryJob.ACTIVE or time.monotonic() >= deadline:
+        if job.state not in job.ACTIVE or time.monotonic() >= deadline:
             return job
         time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
         poll = min(poll * 1.5, 1.0)
