@@ -32,6 +32,7 @@ from console.fabric.drivers.hosts import OpenSmHost
 from console.fabric.lab.routing import routing_of
 from console.telemetry.core import WATCHED_COUNTERS, PortReading
 from console.telemetry.readers import CounterReader, MadReader, PerfqueryReader, PortKey, ReaderError
+from designer.imports import phy
 
 log = logging.getLogger(__name__)
 
@@ -98,9 +99,24 @@ def routing_on(host: OpenSmHost) -> dict[str, Any]:
     }
 
 
+def phy_on(host: OpenSmHost) -> dict[str, Any]:
+    """The PHY readings recorded on ``host`` (mlxlink's output per port, parsed here: a few
+    hundred bytes a port cross the socket, not the files), keyed ``<device>/<port>``."""
+    directory = host.phy_dir()
+    if directory is None:
+        return {"directory": None, "readings": {}, "unread": []}
+    readings, unread = phy.read_dir(directory)
+    return {
+        "directory": str(directory),
+        "readings": {f"{device}/{port}": r.as_json() for (device, port), r in readings.items()},
+        "unread": unread,
+    }
+
+
 class CounterOps:
     """The agent's telemetry operations on its host: ``topology``, ``read_counters``, ``lft``,
-    ``lfts`` (many switches' tables in one request: fabric validation), ``routing``."""
+    ``lfts`` (many switches' tables in one request: fabric validation), ``routing``, ``phy``
+    (the recorded transceiver temperatures and BERs)."""
 
     def __init__(self, host: OpenSmHost) -> None:
         self.host = host
@@ -116,6 +132,7 @@ class CounterOps:
             "lft": self._lft,
             "lfts": self._lfts,
             "routing": lambda payload, progress: routing_on(self.host),
+            "phy": lambda payload, progress: phy_on(self.host),
         }
 
     def _reader(self) -> CounterReader:

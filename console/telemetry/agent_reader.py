@@ -38,6 +38,11 @@ def routing(fabric: Fabric) -> dict[str, Any]:
     return _call(fabric, "routing", {}, 10)
 
 
+def phy(fabric: Fabric, timeout: float = 60.0) -> dict[str, Any]:
+    """The PHY readings recorded on the fabric's SM host (:func:`console.telemetry.agent_ops.phy_on`)."""
+    return _call(fabric, "phy", {}, timeout)
+
+
 def _by_switch(keys: Collection[PortKey]) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
     for sw, port in keys:

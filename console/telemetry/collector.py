@@ -40,7 +40,7 @@ from console.fabric.lab.fabrics import LabNotRunning, lab_for
 from console.fabric.lab.manager import Lab
 from console.fabric.models import Fabric, FabricAgent
 from console.telemetry import agent_reader, lost_paths, services, store
-from console.telemetry.agent_ops import routing_on
+from console.telemetry.agent_ops import phy_on, routing_on
 from console.telemetry.alarms import AlarmEngine, AlarmRules, Transition
 from console.telemetry.core import LinkStatus, PortReading, state_due, sweep_status
 from console.telemetry.history import HistoryWriter
@@ -154,7 +154,7 @@ class FabricCollector:
         if isinstance(self.reader, PerfqueryReader):
             self.reader.expect(self.lm.measured_ports())
         self.alarms.seed(services.open_conditions(self.fabric.pk))
-        self.health = PortHealth(self.fabric.pk, self.lm)
+        self.health = PortHealth(self.fabric.pk, self.lm, self._phy_readings, self.node_ids)
         self._refresh_routes()
 
     @property
@@ -164,6 +164,11 @@ class FabricCollector:
 
     def _local_host(self) -> OpenSmHost:
         return local_host(self.fabric)
+
+    def _phy_readings(self) -> dict[str, Any]:
+        """The PHY readings the SM host records (for the health policy's gauges)."""
+        got = agent_reader.phy(self.fabric, timeout=10) if self.through_agent else phy_on(self._local_host())
+        return dict(got.get("readings") or {})
 
     def _local_lab(self) -> Lab | None:
         """A lab fabric's lab when it runs on this host (its traffic model writes counters into

@@ -5,6 +5,9 @@ and applied through the change pipeline.
 
 - The collector feeds :class:`PortHealth` each sweep's error totals per measured port; a policy
   edited meanwhile is picked up on the collector's slow sweeps (history and isolations kept).
+  A policy with a gauge rule (Temperature, BER) also gets the PHY readings the SM host records
+  (mlxlink's, :mod:`designer.imports.phy`), read every :data:`PHY_EVERY_S` seconds: the module's
+  temperature and the effective (post-FEC) BER of each switch port that has one.
 - A decision is a :class:`~console.telemetry.models.PortDecision` row (audited). Outside dry run,
   ``isolate`` administers the port down (``PortAdminState``, reason ``ibconsole health: …``)
   and ``restore`` up again, and a reconcile pushes it: the change disables the port on the wire,
@@ -20,7 +23,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.db import DatabaseError, transaction
@@ -50,6 +54,7 @@ from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError, Invalid
 from console.tenancy.models import Principal, Role
 from console.tenancy.permissions import require_operator
+from designer.imports import phy
 from scheduling.services import notices
 
 log = logging.getLogger(__name__)
@@ -58,6 +63,8 @@ ACTOR = Actor.system("telemetry:health-policy")
 SYSTEM_OPERATOR = Principal(None, Role.OPERATOR, None)
 #: The reason the policy gives the ports it administers (how it finds them again).
 REASON = "ibconsole health: "
+#: how often the PHY readings are read for a policy's gauges (UFM's PDR plugin samples every 5 min)
+PHY_EVERY_S = 300.0
 
 
 def policy_of(fabric_id: int) -> tuple[Policy, bool]:
@@ -103,11 +110,21 @@ def isolated_now(fabric_id: int) -> dict[tuple[str, int], float]:
 class PortHealth:
     """One fabric's policy in the collector: fed every sweep, applies what it decides."""
 
-    def __init__(self, fabric_id: int, lm: LinkMap) -> None:
+    def __init__(
+        self,
+        fabric_id: int,
+        lm: LinkMap,
+        phy_source: Callable[[], Mapping[str, Any]] | None = None,
+        node_ids: Mapping[str, str] | None = None,
+    ) -> None:
         self.fabric_id = fabric_id
         self.lm = lm
         self.policy, _ = policy_of(fabric_id)
         self.evaluator = Evaluator(self.policy, len(lm.ends), isolated_now(fabric_id))
+        self.phy_source = phy_source  # the SM host's PHY readings, "<device>/<port>" → PhyReading JSON
+        self.switch_of_guid = {phy.device_key(nid[2:]): name for name, nid in (node_ids or {}).items()}
+        self.gauges: dict[tuple[str, int], dict[str, float]] = {}
+        self.gauges_at = -math.inf
 
     def refresh(self) -> None:
         """Pick up a policy an operator changed (the ports' history and isolations are kept)."""
@@ -123,13 +140,44 @@ class PortHealth:
         self, at: float, readings: Mapping[tuple[str, int], PortReading], owners: Mapping[str, list[tuple[int, int]]]
     ) -> list[PortDecision]:
         """One sweep's readings (error totals per measured port); the decisions it led to, stored."""
-        decisions = self.evaluator.observe(at, {key: dict(r.errors) for key, r in readings.items()})
+        values: dict[tuple[str, int], dict[str, float]] = {key: dict(r.errors) for key, r in readings.items()}
+        for key, gauges in self._gauges(at).items():
+            values.setdefault(key, {}).update(gauges)
+        decisions = self.evaluator.observe(at, values)
         out = []
         for decision in decisions:
             try:
                 out.append(apply(self.fabric_id, decision, self.policy, self.lm, owners))
             except DatabaseError as exc:  # the next sweep decides again
                 log.warning("health decision on %s not stored: %s", decision.port, exc)
+        return out
+
+    def _gauges(self, at: float) -> dict[tuple[str, int], dict[str, float]]:
+        """The switch ports' temperature and BER, read again every :data:`PHY_EVERY_S` seconds
+        while the policy has a gauge rule (nothing read otherwise)."""
+        if self.phy_source is None or not any(rule.gauge for rule in self.policy.rules):
+            return {}
+        if at - self.gauges_at >= PHY_EVERY_S:
+            self.gauges_at = at
+            try:
+                self.gauges = self._switch_gauges(self.phy_source())
+            except Exception as exc:  # the SM host or its agent did not answer: keep the last
+                log.warning("PHY readings of fabric %s not read: %s", self.fabric_id, exc)
+        return self.gauges
+
+    def _switch_gauges(self, readings: Mapping[str, Any]) -> dict[tuple[str, int], dict[str, float]]:
+        out: dict[tuple[str, int], dict[str, float]] = {}
+        for key, doc in readings.items():
+            device, _, port = key.rpartition("/")
+            if device.startswith("lid-"):
+                switch = self.lm.device_of_lid.get(int(device[4:]))
+            else:
+                switch = self.switch_of_guid.get(device)
+            if switch is None or switch not in self.lm.switch_lids:
+                continue  # a host's port, or a device this fabric does not know
+            reading = phy.PhyReading.from_json(doc)
+            gauges = {"Temperature": reading.temperature, "BER": reading.effective_ber}
+            out[(switch, int(port))] = {k: v for k, v in gauges.items() if v is not None}
         return out
 
 

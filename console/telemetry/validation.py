@@ -4,8 +4,9 @@ One run reads the wire through the fabric's SM host (its agent; an ``opensm`` fa
 here): a discovery (whose own tests — GUIDs, LIDs, link rates, the SMs' states — and design
 comparison it keeps), the switches' forwarding tables (``routes``), every linked switch port's
 error counters (``port-errors``), the console's verification of the P_Key tables it applied
-(``pkeys``), the SM hosts' files and routing engine (``sm-config``) and the cabling against the
-design (``cabling``). The tests themselves are plain Python (:mod:`designer.imports.health`,
+(``pkeys``), the SM hosts' files and routing engine (``sm-config``), the cabling against the
+design (``cabling``) and, where the SM host records mlxlink's readings, the transceivers'
+temperatures and BERs (``phy``). The tests themselves are plain Python (:mod:`designer.imports.health`,
 :mod:`designer.imports.health_wire`); this module gathers their inputs, times each test and
 stores the verdicts on a :class:`~console.telemetry.models.ValidationRun`.
 
@@ -37,13 +38,14 @@ from console.fabric.discovery.sources import DISCOVERY_TIMEOUT, local_host
 from console.fabric.enqueue import PUBLISH_OPTIONS
 from console.fabric.models import DiscoveryRun, Fabric
 from console.telemetry import agent_reader
+from console.telemetry.agent_ops import phy_on
 from console.telemetry.core import PortReading
 from console.telemetry.models import FabricEvent, ValidationRun, failed_codes
 from console.telemetry.readers import CounterReader, MadReader, PortKey, ReaderError, read_lfts
 from console.tenancy import audit
 from console.tenancy.context import Actor
 from console.tenancy.errors import ConsoleError
-from designer.imports import health_wire
+from designer.imports import health_wire, phy
 from designer.imports.health import Verdict, label
 from designer.imports.model import Discovery
 
@@ -164,6 +166,7 @@ def suite(
             ("P_Key tables", lambda: _pkeys(fabric)),
             ("subnet managers' configuration", lambda: _sm_config(fabric, found)),
             ("cabling against the design", lambda: health_wire.cabling(found.compare)),
+            ("transceiver temperatures and BER", lambda: _phy(fabric, disc)),
         ]
         for step, check in checks:
             progress(step, "running")
@@ -228,6 +231,36 @@ def _port_errors(fabric: Fabric, disc: Discovery, readings: dict[PortKey, PortRe
     names = {n.node_id: label(n) for n in disc.switches}
     errors = {(names.get(sw, sw), port): r.errors for (sw, port), r in readings.items()}
     return health_wire.port_errors(errors, _thresholds(fabric))
+
+
+def _phy(fabric: Fabric, disc: Discovery) -> Verdict:
+    """The transceiver temperatures and BERs recorded on the SM host (mlxlink's output per port in
+    its PHY directory), each port named as the discovery knows it."""
+    if fabric.through_agent:
+        try:
+            got = agent_reader.phy(fabric)
+        except ReaderError as exc:
+            return Verdict.skip("phy", phy.TITLE, f"the PHY readings could not be read: {exc}")
+    elif fabric.driver == Fabric.Driver.OPENSM:
+        got = phy_on(local_host(fabric))
+    else:
+        return Verdict.skip("phy", phy.TITLE, NEEDS_WIRE)
+    found = {key: phy.PhyReading.from_json(doc) for key, doc in (got.get("readings") or {}).items()}
+    unread = [str(u) for u in got.get("unread") or []]
+    names: dict[str, str] = {}
+    for node in disc.nodes:
+        for key in (f"lid-{node.lid}" if node.lid else "", phy.device_key(f"{node.guid or 0:016x}")):
+            names.setdefault(key, label(node))
+        for port in node.ports:
+            if port.lid:
+                names.setdefault(f"lid-{port.lid}", label(node))
+            if port.port_guid:
+                names.setdefault(phy.device_key(f"{port.port_guid:016x}"), label(node))
+    named = {}
+    for key, reading in found.items():
+        device, _, port = key.rpartition("/")
+        named[f"{names.get(device, device)} port {port}"] = reading
+    return phy.phy(named, unread)
 
 
 def _thresholds(fabric: Fabric) -> Mapping[str, int]:

@@ -4,7 +4,8 @@ The demo's ``superpod-2048`` design (256 DGX H100 = 2,048 HCAs) runs as a lab; u
 console and the lab's agent connects out to it as ``manage.py up`` starts it (``benchconsole.py``).
 Each round runs ``manage.py fabric validate``'s suite in this process (a discovery, every
 switch's forwarding table, every switch port's state and error counters, the P_Key verification,
-the SM hosts and the cabling) and times it end to end and per test. The same process also times
+the SM hosts, the cabling, and the PHY readings: a recorded mlxlink output for every switch port
+in the SM host's PHY directory, parsed by the agent) and times it end to end and per test. The same process also times
 the discovery alone (the one ibnetdiscover the suite starts with) as the baseline the suite is
 measured against. Target: the whole suite under 10 s (median of ``--runs``).
 
@@ -50,6 +51,18 @@ ACTOR = Actor.system("bench-validation")
 TARGET_S = 10.0
 
 
+def record_phy(lab, directory: Path) -> int:
+    """A healthy mlxlink reading for every switch port, as the SM host's periodic job records them."""
+    text = (ROOT / "tests" / "data" / "phy" / "healthy_ndr_optic.txt").read_text()
+    directory.mkdir(parents=True, exist_ok=True)
+    files = 0
+    for switch in lab.topology.switches():
+        for port in range(1, switch.nports + 1):
+            (directory / f"0x{switch.node_id[2:]}_{port}.txt").write_text(text)
+            files += 1
+    return files
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -64,8 +77,9 @@ def main() -> None:
     figures: dict[str, object] = {"benchmark": "validation", "design": args.design, "runs": args.runs}
     with tempfile.TemporaryDirectory(prefix="bench-validation-") as tmp:
         base = Path(tmp)
-        fabric, _lab = start_lab(revision, name="bench-validation", actor=ACTOR, workdir=base / "lab")
+        fabric, lab = start_lab(revision, name="bench-validation", actor=ACTOR, workdir=base / "lab")
         try:
+            figures["phy_files"] = record_phy(lab, base / "lab" / "phy")
             with console_with_agent(fabric, base, ACTOR):
                 change = changes.reconcile(fabric, actor=ACTOR)  # the console's state applied: pkeys has work
                 if change is not None:

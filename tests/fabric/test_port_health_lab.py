@@ -8,6 +8,8 @@ the wire), its administered state carrying the reason."""
 from __future__ import annotations
 
 import io
+import shutil
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -34,6 +36,7 @@ su1_revision = lab_fixtures.su1_revision
 pytestmark = [requires_lab, pytest.mark.django_db(transaction=True)]
 OPERATOR = Principal(None, Role.OPERATOR, None)
 RULES = [{"counter": "SymbolErrorCounter", "threshold": 10, "window_s": 3600}]
+PHY = Path(__file__).resolve().parents[1] / "data" / "phy"
 
 
 def set_symbol_errors(fabric, node: str, port: int, value: int) -> None:
@@ -128,5 +131,19 @@ def test_a_port_over_the_threshold_is_recorded_in_dry_run_then_disabled_with_its
         assert "1 port isolated" in home
         client.force_login(make_user("member", Role.TENANT_MEMBER, tenant_a))
         assert client.get(f"/api/fabrics/{fabric.pk}/port-decisions/").status_code == 403
+
+        # a temperature rule: a hot module recorded on the SM host (by LID and port) is decided on
+        other = next(n for n in nodes if n not in (node, sm_node))
+        hot_leaf, hot_port = collector.lm.node_uplinks[other][1]
+        phy_dir = Path(lab.workdir) / "phy"
+        phy_dir.mkdir(exist_ok=True)
+        shutil.copy(PHY / "hot_ndr_optic.txt", phy_dir / f"lid-{collector.lm.switch_lids[hot_leaf]}_{hot_port}.txt")
+        rule = {"counter": "Temperature", "threshold": 75, "window_s": 600}
+        set_policy(ACTOR, OPERATOR, fabric, {"rules": [rule], "dry_run": True})
+        collector.health.refresh()
+        collector.sweep()
+        hot = PortDecision.objects.get(fabric=fabric, switch=hot_leaf, port=hot_port)
+        assert (hot.kind, hot.dry_run, hot.reasons) == ("isolate", True, ["Temperature 79 > 75"])
+        assert {"id": reservation.pk, "tenant": tenant_a.pk} in hot.reservations
     finally:
         collector.close()

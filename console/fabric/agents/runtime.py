@@ -403,6 +403,9 @@ class FilesOnly:
     def sm_log(self) -> tuple[Path | None, str]:
         return self.host.sm_log()
 
+    def phy_dir(self) -> Path | None:
+        return self.host.phy_dir()
+
     def conf_needs(self) -> dict[str, str]:
         needs = getattr(self.host, "conf_needs", None)
         return dict(needs()) if callable(needs) else {}

@@ -31,11 +31,15 @@ class OpenSmHost(Protocol):
         """OpenSM's log (None: not readable here) and the routing engine it was asked for."""
         ...
 
+    def phy_dir(self) -> Path | None:
+        """Where mlxlink's readings of the ports are recorded on this host (None: nowhere)."""
+        ...
+
 
 class LocalOpenSmHost:
     """OpenSM on this machine, described by ``Fabric.config``::
 
-    {"directory": "/etc/opensm", "pid_file": "/run/opensm.pid" | "pid": 1234,
+    {"directory": "/etc/opensm", "pid_file": "/run/opensm.pid" | "pid": 1234, "phy_dir": "/var/lib/mlxlink",
      "reload_command": [...], "restart_command": ["systemctl", "restart", "opensm"],
      "ca": "mlx5_0", "ca_port": 1, "opensm_log": "/var/log/opensm.log", "routing_engine": "ftree"}
     """
@@ -96,6 +100,11 @@ class LocalOpenSmHost:
         log = self.config.get("opensm_log")
         return (Path(log) if log else None), str(self.config.get("routing_engine") or "ftree")
 
+    def phy_dir(self) -> Path | None:
+        """``config.phy_dir``: one mlxlink output per port, written by a periodic job."""
+        directory = self.config.get("phy_dir")
+        return Path(directory) if directory else None
+
 
 class LabHost:
     """A running lab (:class:`console.fabric.lab.manager.Lab`) as an OpenSM host: its primary
@@ -135,6 +144,10 @@ class LabHost:
     def sm_log(self) -> tuple[Path | None, str]:
         """That OpenSM's log and the engine it was started with."""
         return self.lab.log_of(self.sm), self.lab.routing_engine
+
+    def phy_dir(self) -> Path | None:
+        """The lab's ``phy`` directory (ibsim reports no PHY: tests put recorded readings there)."""
+        return Path(self.lab.workdir) / "phy"
 
     def sweep_mark(self) -> int:
         """Where that OpenSM's (flushed) log ends now; see :meth:`swept_since`."""

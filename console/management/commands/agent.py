@@ -66,6 +66,10 @@ class Command(BaseCommand):
         parser.add_argument("--ca-port", type=int, help="its port")
         parser.add_argument("--opensm-log", help="OpenSM's log (routing check, sweeps; needs force_log_flush TRUE)")
         parser.add_argument("--routing-engine", help="the routing engine OpenSM is configured with (default ftree)")
+        parser.add_argument(
+            "--phy-dir",
+            help="where a periodic job records mlxlink's output per port (temperature, BER: fabric validation)",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -113,7 +117,16 @@ class Command(BaseCommand):
             except LabError as exc:
                 raise CommandError(str(exc)) from None
         config = {"directory": opts["opensm_dir"]}
-        for key in ("pid_file", "reload_command", "restart_command", "ca", "ca_port", "opensm_log", "routing_engine"):
+        for key in (
+            "pid_file",
+            "reload_command",
+            "restart_command",
+            "ca",
+            "ca_port",
+            "opensm_log",
+            "routing_engine",
+            "phy_dir",
+        ):
             if opts.get(key):
                 config[key] = opts[key]
         return LocalOpenSmHost(config)
