@@ -162,6 +162,7 @@ WORDINGS: dict[str, Wording] = {
     "fabric.lab.unplug": ("{actor} unplugged the cable at {node} port {port} on fabric {object}",),
     "fabric.lab.replug": ("{actor} plugged the cable back at {node} port {port} on fabric {object}",),
     "fabric.lab.counters": ("{actor} set error counters at {node} port {port} on fabric {object}",),
+    "fabric.lab.phy": ("{actor} recorded a PHY reading at {node} port {port} on fabric {object}",),
     "fabric.partition.create": ("{actor} declared partition {object}",),
     "fabric.partition.update": ("{actor} changed partition {object}",),
     "fabric.partition.delete": ("{actor} deleted partition {object}",),

@@ -10,8 +10,8 @@ it), and each fault injected on the wire fails its test, naming the offender:
   subnet into two masters);
 - OpenSM's file edited by hand on the SM host fails ``sm-config`` (the isolation audit's drift);
 - a rogue SM rewriting a host's P_Key table fails ``pkeys``;
-- recorded mlxlink readings in the SM host's PHY directory (ibsim has no PHY): a healthy one
-  passes ``phy``, a hot module fails it, naming the switch port.
+- mlxlink readings in the SM host's PHY directory (ibsim has no PHY): a recorded healthy one
+  passes ``phy``, a hot module (``manage.py lab phy set``) fails it, naming the switch port.
 
 One lab for the whole module's story (labs are the slow part)."""
 
@@ -125,7 +125,9 @@ def test_the_suite_passes_on_the_healthy_lab_and_catches_each_injected_fault(
     phy_dir.mkdir(exist_ok=True)
     shutil.copy(PHY / "healthy_ndr_optic.txt", phy_dir / f"0x{leaf[2:]}_7.txt")
     assert verdict(validate(fabric), "phy")["status"] == "pass"
-    shutil.copy(PHY / "hot_ndr_optic.txt", phy_dir / f"0x{leaf[2:]}_9.txt")
+    call_command(
+        "lab", "phy", "set", "--fabric", fabric.name, "--node", "su01-leaf-r2", "--port", "9", "temperature=79"
+    )
     report = failing(fabric)
     assert report["failed"] == ["phy"]
     (hot,) = verdict(report, "phy")["offenders"]

@@ -18,6 +18,7 @@ from console.fabric.drivers.agent import AgentDriver
 from console.fabric.lab.fabrics import lab_for, lab_status, stop_lab
 from console.fabric.models import ChangeRequest, FabricAgent
 from console.management.commands.up import Command as UpCommand
+from console.telemetry import agent_reader
 from console.tenancy.context import Actor
 from scheduling.models import HCA, Reservation
 from tests import servers
@@ -31,7 +32,8 @@ pytestmark = [requires_lab, pytest.mark.lab, pytest.mark.timeout(300), pytest.ma
 def test_up_runs_an_agent_per_lab_and_the_demo_pushes_through_them(settings, lab_data_dir, processes):  # noqa: F811
     settings.DATA_DIR = lab_data_dir
     seed_all()
-    up = UpCommand(stdout=io.StringIO())
+    said = io.StringIO()
+    up = UpCommand(stdout=said)
     started = up._start_demo_labs()
     url = servers.web(processes)
     port = int(url.rsplit(":", 1)[1])
@@ -48,6 +50,11 @@ def test_up_runs_an_agent_per_lab_and_the_demo_pushes_through_them(settings, lab
             fabric.refresh_from_db()
             assert isinstance(driver_for(fabric), AgentDriver)
             assert proc.pid in {sm["agent_pid"] for sm in lab_status(fabric)["sms"]}
+        # the first lab's SM host records mlxlink's readings, one module hot: read through its agent
+        readings = agent_reader.phy(started[0])["readings"]
+        hot = [key for key, doc in readings.items() if doc["temperature"] == 78.0]
+        assert len(hot) == 1 and len(readings) == sum(s.nports for s in lab_for(started[0]).topology.switches())
+        assert "port 1 running hot" in said.getvalue()
         # the demo reservations' partitions go through the agents
         for fabric in started:
             change = changes.reconcile(fabric, actor=Actor.system("test"))

@@ -61,7 +61,7 @@ def resolve_port(fabric: Fabric, node: str, port: int) -> tuple[str, int]:
     return found if found is not None else (node, port)
 
 
-def _fault(fabric: Fabric, actor: Actor | None, action: str, detail: dict[str, Any]) -> None:
+def audit_fault(fabric: Fabric, actor: Actor | None, action: str, detail: dict[str, Any]) -> None:
     if actor is not None:
         with transaction.atomic():
             audit.record(actor, action, fabric, after=detail)
@@ -133,7 +133,7 @@ def _cable(fabric: Fabric, node: str, port: int, *, plug_in: bool, actor: Actor 
             f"{op} {where}: ibsim did not act, the cable was already {state} "
             f"(the port read {_state(before)} over SMP before; {said})"
         )
-    _fault(fabric, actor, f"fabric.lab.{op}", {"node": node, "port": port, "after": _state(after)})
+    audit_fault(fabric, actor, f"fabric.lab.{op}", {"node": node, "port": port, "after": _state(after)})
     return CableFault(node, port, op, reply, before, after)
 
 
@@ -193,5 +193,5 @@ def set_counters(
             if "has been set to" not in reply:
                 raise LabError(f"ibsim refused {grp}.{name} on {node}[{port}]: {reply}")
             replies.append(reply)
-    _fault(fabric, actor, "fabric.lab.counters", {"node": node, "port": port, **counters})
+    audit_fault(fabric, actor, "fabric.lab.counters", {"node": node, "port": port, **counters})
     return replies

@@ -256,6 +256,8 @@ class Command(BaseCommand):
             self.stdout.write(f"  Lab fabric:         not started: {exc}\n")
             return None
         status = lab_status(fabric)
+        if standby:  # (the first demo lab) its SM host records mlxlink's readings, one module hot
+            self._record_phy(fabric)
         site = f"site {fabric.site.name}, " if fabric.site is not None else ""
         self.stdout.write(
             f"  Lab fabric:         {fabric.name} ({site}{design}, {status['state']}, "
@@ -270,6 +272,16 @@ class Command(BaseCommand):
             )
             return None
         return fabric
+
+    def _record_phy(self, fabric: Fabric) -> None:
+        """What a real SM host's periodic mlxlink job records (ibsim has no PHY): every switch
+        port healthy but one, whose module runs past its alarm (validation's ``phy`` test names it)."""
+        from console.fabric.lab.phy import record_all
+        from designer.services import revision_graph
+
+        hot = (sorted(revision_graph(fabric.revision).switches)[0], 1)
+        files = record_all(fabric, {hot: {"temperature": 78.0}})
+        self.stdout.write(f"  PHY readings:       {files} switch ports (mlxlink's), {hot[0]} port 1 running hot\n")
 
     def _start_agents(self, host: str, port: int) -> list[tuple[Fabric, subprocess.Popen[bytes]]]:
         """The lab is an SM host like any other: an agent per running lab fabric, started with

@@ -7,6 +7,7 @@
     lab status [--fabric F] [--json]
     lab cable unplug|replug --fabric F --node NAME --port N [--json]   (read back over SMPs)
     lab counters set --fabric F --node NAME --port N COUNTER=VALUE ... [--json]
+    lab phy set --fabric F --node NAME --port N [temperature=79] [effective_ber=3e-11] ... [--json]
 
 Thin: everything happens in :mod:`console.fabric.lab.fabrics` and :mod:`console.fabric.lab.faults`.
 Node names are the design's (``su01-leaf-r1``, ``su01-n01`` whose port N is its HCA-N); ibsim node
@@ -24,6 +25,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from console.fabric.lab.agent import start_lab_agents
 from console.fabric.lab.fabrics import find_fabric, find_revision, lab_status, start_lab, stop_lab
 from console.fabric.lab.faults import parse_counter_assignments, replug, set_counters, unplug
+from console.fabric.lab.phy import FIELDS as PHY_FIELDS
+from console.fabric.lab.phy import parse_assignments as parse_phy
+from console.fabric.lab.phy import set_phy
 from console.fabric.lab.spec import LabError
 from console.fabric.models import Fabric
 from console.tenancy.context import Actor
@@ -58,11 +62,14 @@ class Command(BaseCommand):
         counters = sub.add_parser("counters", help="set port counters")
         counters.add_argument("op", choices=["set"])
         counters.add_argument("values", nargs="+", metavar="COUNTER=VALUE")
-        for p in (cable, counters):
+        phy = sub.add_parser("phy", help="record a port's PHY reading (mlxlink's: temperature, BER)")
+        phy.add_argument("op", choices=["set"])
+        phy.add_argument("values", nargs="+", metavar="FIELD=VALUE", help=f"any of {', '.join(PHY_FIELDS)}")
+        for p in (cable, counters, phy):
             p.add_argument("--fabric", required=True, help="fabric id or name")
             p.add_argument("--node", required=True, help="design name or ibsim node id")
             p.add_argument("--port", required=True, type=int)
-        for p in (up, down, status, cable, counters):
+        for p in (up, down, status, cable, counters, phy):
             p.add_argument("--json", action="store_true", help="machine-readable output")
 
     def handle(self, *args: Any, action: str, **options: Any) -> None:
@@ -120,6 +127,15 @@ class Command(BaseCommand):
         self._emit(
             {"fabric_id": target.pk, "node": node, "port": port, "counters": counters},
             "\n".join(replies),
+        )
+
+    def _phy(self, *, fabric: str, node: str, port: int, values: list[str], **_: Any) -> None:
+        target = find_fabric(fabric)
+        reading = set_phy(target, node, port, parse_phy(values), actor=Actor.cli())
+        self._emit(
+            {"fabric_id": target.pk, "node": node, "port": port, "reading": reading.as_json()},
+            f"recorded {node} port {port}'s PHY reading in {target.name}: "
+            f"{reading.temperature:g} °C, effective BER {reading.effective_ber:.1E}",
         )
 
 
