@@ -7,16 +7,10 @@ with sites (:func:`split_sites`, :func:`load_sites_file`, :mod:`.sites`) it adds
 """
 
 from .power import POWER_KEYS, WAIT_DELTA_KEYS, PowerSettings, parse_power_policy, wait_deltas
-from .simulator import (
-    RESULT_KEYS,
-    JobRecord,
-    ReplayOptions,
-    ReplayResult,
-    percentile,
-    replay,
-    simulate,
-)
+from .results import RESULT_KEYS, JobRecord, ReplayResult
+from .simulator import ReplayOptions, replay, simulate
 from .sites import ReplaySites, load_sites_file, split_sites
+from .stats import percentile
 from .traces import (
     FORMATS,
     TraceFormatError,

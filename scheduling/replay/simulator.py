@@ -15,9 +15,14 @@ Metrics (the public contract of :func:`replay`):
   fabric, never placeable), ``multi_node``.
 * ``utilization``: busy GPU-seconds / (fabric GPUs × busy period), the busy period running from
   the first arrival to the last completion.
+* ``goodput``: the useful GPU-seconds — each job's trace duration, however long it ran — over the
+  same capacity and period; equal to ``utilization`` unless the communication model
+  (:attr:`ReplayOptions.comm`, :mod:`.comm`) stretches jobs by the tier their traffic crosses.
 * ``utilization_arrivals``: the same over the arrival period only (first to last arrival, busy
   time clipped to it): the steady-state figure, without the drain after the last arrival, where a
   single long job's start decides the busy period (and so ``utilization``) of a whole replay.
+* ``goodput_arrivals``: useful work over the arrival period (a stretched job's run counts at
+  duration / run time).
 * ``avg_wait_s``, ``p95_wait_s`` (nearest rank), ``avg_jct_s`` (completion − arrival).
 * ``avg_leaves_per_job``, ``avg_spines_per_job``: over multi-node jobs; leaves are the distinct
   leaves of the HCAs used, spines those the job's traffic may traverse (0 inside one leaf group).
@@ -48,39 +53,22 @@ A job no single site can hold, and not allowed to span, counts in ``skipped_too_
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from scheduling.placement import Owner, PlacementEngine, Policy, PoolTopology, Request
 from scheduling.placement.queue import PassMetrics, QueuedJob, queue_pass
 from scheduling.placement.sharp import Sharp, SharpLedger, SharpTrees
 
-from .power import FAR, POWER_KEYS, PowerModel, PowerSettings, wait_deltas
-from .sites import ReplaySites, SitePlanner, locality_cost, locality_summary
-from .stats import percentile
+from .comm import CommModel
+from .power import FAR, PowerModel, PowerSettings, wait_deltas
+from .results import MIN_DURATION_S, JobRecord, ReplayResult
+from .sites import ReplaySites, SitePlanner, locality_cost
 from .traces import TraceJob
-
-#: Keys of the dict :func:`replay` returns, in order (public contract for CLI and API).
-RESULT_KEYS = (
-    "jobs",
-    "utilization",
-    "utilization_arrivals",
-    "avg_wait_s",
-    "p95_wait_s",
-    "avg_jct_s",
-    "avg_leaves_per_job",
-    "avg_spines_per_job",
-    "rail_aligned_fraction",
-    "fragmentation",
-    "decision_ms_p50",
-    "decision_ms_p99",
-)
-
-#: Bookings need a non-empty window; zero-length trace jobs are given this many seconds.
-MIN_DURATION_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,110 +93,9 @@ class ReplayOptions:
     sites: ReplaySites | None = None
     #: Jobs may span sites when no one site can start them within their patience.
     span_sites: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class JobRecord:
-    """What happened to one placed job."""
-
-    job: TraceJob
-    start: float
-    end: float
-    nodes: int
-    leaves: int
-    spines: int
-    leaf_groups: int
-    rail_aligned: bool
-    sharp: bool = False
-    #: Sites the job ran on, its data site and the rule that chose (replays with sites only).
-    sites: tuple[int, ...] = ()
-    near: int | None = None
-    site_rule: str = ""
-
-    @property
-    def wait_s(self) -> float:
-        """Queueing delay."""
-        return self.start - self.job.arrival_s
-
-    @property
-    def jct_s(self) -> float:
-        """Job completion time: arrival to end."""
-        return self.end - self.job.arrival_s
-
-
-@dataclass
-class ReplayResult:
-    """Raw outcome of a replay; :meth:`summary` gives the public dict."""
-
-    policy: Policy
-    capacity_gpus: int
-    submitted: int
-    records: list[JobRecord] = field(default_factory=list)
-    skipped_too_large: list[str] = field(default_factory=list)
-    decision_ms: list[float] = field(default_factory=list)
-    fragmentation: list[float] = field(default_factory=list)
-    #: :data:`POWER_KEYS` figures under a power policy.
-    energy: dict[str, float | int] | None = None
-    #: Multi-node jobs that asked for SHARP (``None``: no SHARP in this replay).
-    sharp_requested: set[str] | None = None
-    #: Number of sites (0: a replay without sites).
-    site_count: int = 0
-
-    def summary(self) -> dict[str, Any]:
-        """The public metrics dict (keys :data:`RESULT_KEYS`, in that order)."""
-        records = self.records
-        multi = [r for r in records if r.nodes > 1]
-        waits = [r.wait_s for r in records]
-        if records:
-            first = min(r.job.arrival_s for r in records)
-            last = max(r.end for r in records)
-            busy = sum(r.job.gpus * (r.end - r.start) for r in records)
-            period = last - first
-            utilization = busy / (self.capacity_gpus * period) if period > 0 else 0.0
-            arrived = max(r.job.arrival_s for r in records)
-            span = arrived - first
-            steady = sum(r.job.gpus * max(0.0, min(r.end, arrived) - r.start) for r in records)
-            utilization_arrivals = steady / (self.capacity_gpus * span) if span > 0 else utilization
-        else:
-            utilization = utilization_arrivals = 0.0
-        # Unrounded: presentation (CLI, docs) decides the precision.
-        result: dict[str, Any] = {
-            "jobs": {
-                "submitted": self.submitted,
-                "placed": len(records),
-                "skipped_too_large": len(self.skipped_too_large),
-                "multi_node": len(multi),
-            },
-            "utilization": utilization,
-            "utilization_arrivals": utilization_arrivals,
-            "avg_wait_s": _mean(waits),
-            "p95_wait_s": percentile(waits, 95),
-            "avg_jct_s": _mean([r.jct_s for r in records]),
-            "avg_leaves_per_job": _mean([r.leaves for r in multi]),
-            "avg_spines_per_job": _mean([r.spines for r in multi]),
-            "rail_aligned_fraction": (_mean([1.0 if r.rail_aligned else 0.0 for r in multi]) if multi else 1.0),
-            "fragmentation": _mean(self.fragmentation),
-            "decision_ms_p50": percentile(self.decision_ms, 50),
-            "decision_ms_p99": percentile(self.decision_ms, 99),
-        }
-        if self.energy is not None:
-            result |= {key: self.energy[key] for key in POWER_KEYS}
-        if self.sharp_requested is not None:
-            placed = [r for r in records if r.job.job_id in self.sharp_requested]
-            result["sharp"] = {
-                "requested": len(self.sharp_requested),
-                "placed": len(placed),
-                "waited": sum(1 for r in placed if r.wait_s > 0),
-                "refused": len(self.sharp_requested) - len(placed),
-            }
-        if self.site_count:
-            rows = ((r.near, r.sites, r.wait_s, r.site_rule) for r in records)
-            result["locality"] = locality_summary(rows, self.site_count)
-        return result
-
-
-def _mean(values: list[float] | list[int]) -> float:
-    return float(sum(values) / len(values)) if values else 0.0
+    #: Jobs run longer the higher the tier their traffic crosses (:mod:`.comm`); ``None``: as long
+    #: wherever they are placed.
+    comm: CommModel | None = None
 
 
 def replay(
@@ -270,6 +157,8 @@ class _Simulation:
         self.queue: deque[tuple[QueuedJob, TraceJob]] = deque()
         self.metrics = PassMetrics(self.result.decision_ms, self.result.fragmentation)
         self.reserved_start: float | None = None
+        #: The head's reservation while it has not started: (its queue entry, its record).
+        self.reserved: tuple[tuple[QueuedJob, TraceJob], JobRecord] | None = None
         self._owner = Owner(tenant="replay")
         self.power = PowerModel(options.power, self.engine) if options.power is not None else None
         self.planner: SitePlanner | None = None
@@ -280,32 +169,61 @@ class _Simulation:
             )
         #: Per queued job key: its data site and the rule that chose its site.
         self.site_of: dict[str, tuple[int | None, str]] = {}
+        #: (when, job key): jobs the communication model ends before their booked time limit.
+        self.early: list[tuple[float, str]] = []
+        self.early_end: dict[str, float] = {}  # job key → its early end (absent: cancelled)
 
     def run(self) -> ReplayResult:
         engine = self.engine
         state = engine.state
         jobs = self.jobs
         index = 0
-        while index < len(jobs) or self.queue:
+        # (with jobs ending early, the head's reservation may still be moved forward)
+        while index < len(jobs) or self.queue or (self.reserved is not None and self.early):
             next_arrival = jobs[index].arrival_s if index < len(jobs) else math.inf
             next_event = state.next_event_time()
             t = min(next_arrival, next_event if next_event is not None else math.inf, self._next_deadline())
+            if self.early:
+                t = min(t, self.early[0][0])
             if self.power is not None:
                 t = min(t, self.power.next_event(state.now))
             if math.isinf(t):
                 break  # queue left with jobs that can never fit (cannot happen after pre-check)
             engine.advance(max(t, state.now))
+            freed = False
+            while self.early and self.early[0][0] <= state.now:
+                when, key = heapq.heappop(self.early)
+                if self.early_end.get(key) == when:
+                    del self.early_end[key]
+                    engine.release(key)  # ended before its time limit
+                    freed = True
+            if freed:
+                self._replan_reservation()
             while index < len(jobs) and jobs[index].arrival_s <= state.now:
                 self._admit(index, jobs[index])
                 index += 1
             if self.reserved_start is not None and self.reserved_start <= state.now:
-                self.reserved_start = None  # the head's reservation has started
+                self.reserved_start = self.reserved = None  # the head's reservation has started
             self._power_tick()
             self._schedule()
             self._power_tick()
         if self.power is not None:
             self._power_finish()
         return self.result
+
+    def _replan_reservation(self) -> None:
+        # Jobs ended before their time limits (the communication model): the head's reservation,
+        # made against those limits, may start sooner. As a scheduler does when a job ends, it is
+        # dropped and the head goes back to the front of the queue for this pass.
+        if self.reserved is None or self.reserved_start is None or self.reserved_start <= self.engine.now:
+            return
+        entry, record = self.reserved
+        key = entry[0].key
+        self.engine.release(key)
+        self.early_end.pop(key, None)
+        self.result.records.remove(record)
+        self.queue.appendleft(entry)
+        self.reserved_start = self.reserved = None
 
     def _power_tick(self) -> None:
         if self.power is not None:
@@ -336,8 +254,18 @@ class _Simulation:
         ends = (q.submitted + q.max_wait for q, _ in self.queue)
         return min((t for t in ends if t > now), default=math.inf)
 
-    def _request(self, job: TraceJob, start: float) -> Request:
+    def _duration(self, job: TraceJob) -> float:
+        """What a job asks for: its trace duration, stretched to the communication model's time
+        limit for a multi-node job."""
         duration = max(job.duration_s, MIN_DURATION_S)
+        comm = self.options.comm
+        per = job.gpus_per_node or max(n.gpus for n in self.engine.topology.nodes)
+        if comm is None or job.gpus <= per:
+            return duration
+        return duration * comm.limit(-(-job.gpus // per), len(self.engine.topology.pods))
+
+    def _request(self, job: TraceJob, start: float) -> Request:
+        duration = self._duration(job)
         return Request(
             gpus=job.gpus,
             gpus_per_node=job.gpus_per_node,
@@ -356,7 +284,7 @@ class _Simulation:
             return
         if self.result.sharp_requested is not None and shape.nodes > 1:
             job, request = self._sharp(job, request)
-        duration = max(job.duration_s, MIN_DURATION_S)
+        duration = self._duration(job)
         key = f"job-{index}"
         if self.planner is not None:
             assert self.options.sites is not None
@@ -410,25 +338,33 @@ class _Simulation:
             if decision.estimated_start is not None:
                 self.reserved_start = placed.start
             done.add(decision.job.key)
-            job = items[decision.position - 1][1]
+            entry = items[decision.position - 1]
+            job = entry[1]
+            end = placed.end
+            if self.options.comm is not None:
+                end = min(end, placed.start + max(job.duration_s, MIN_DURATION_S) * self.options.comm.stretch(placed))
+                if end < placed.end:
+                    heapq.heappush(self.early, (end, decision.job.key))
+                    self.early_end[decision.job.key] = end
             near, rule = self.site_of.pop(decision.job.key, (None, ""))
             nodes = self.engine.topology.nodes
             sites = tuple(sorted({nodes[n].site for n in placed.node_ids})) if self.planner is not None else ()
-            self.result.records.append(
-                JobRecord(
-                    job=job,
-                    start=placed.start,
-                    end=placed.end,
-                    nodes=len(placed.node_ids),
-                    leaves=len(placed.leaves),
-                    spines=len(placed.spines),
-                    leaf_groups=len(placed.leaf_groups),
-                    rail_aligned=placed.rail_aligned,
-                    sharp=bool(placed.sharp),
-                    sites=sites,
-                    near=near,
-                    site_rule=rule,
-                )
+            record = JobRecord(
+                job=job,
+                start=placed.start,
+                end=end,
+                nodes=len(placed.node_ids),
+                leaves=len(placed.leaves),
+                spines=len(placed.spines),
+                leaf_groups=len(placed.leaf_groups),
+                rail_aligned=placed.rail_aligned,
+                sharp=bool(placed.sharp),
+                sites=sites,
+                near=near,
+                site_rule=rule,
             )
+            self.result.records.append(record)
+            if decision.estimated_start is not None:
+                self.reserved = (entry, record)
         if done:
             self.queue = deque(item for item in self.queue if item[0].key not in done)

@@ -76,6 +76,7 @@ from scheduling.replay import (
     parse_power_policy,
 )
 from scheduling.replay import replay as run_replay
+from scheduling.replay.comm import comm_model_of
 from scheduling.replay.generator import (
     DEFAULT_SIZE_MIX,
     TraceSpec,
@@ -171,6 +172,12 @@ class Command(BaseCommand):
         p.add_argument("--site-latency-us", type=float, default=DEFAULT_LATENCY_US, metavar="US")
         p.add_argument("--site-bandwidth-gbps", type=float, default=DEFAULT_BANDWIDTH_GBPS, metavar="G")
         p.add_argument("--span-sites", action="store_true", help="jobs may span sites (with --sites)")
+        p.add_argument(
+            "--comm-model",
+            action="store_true",
+            help="jobs run longer the higher the tier their traffic crosses (scheduling.replay.comm: "
+            "Fluidstack's 256-GPU figures, the design's oversubscription); goodput then counts useful work only",
+        )
         p.add_argument("--json", action="store_true")
         p = sub.add_parser("trace-gen", help="write a synthetic job trace (generic format)")
         p.add_argument("--out", required=True, metavar="FILE")
@@ -256,7 +263,8 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         if not 0.0 <= o["sharp_share"] <= 1.0:
             raise CommandError("--sharp-share must be between 0 and 1")
-        named = topology_from_graph(design_graph(o["design"]))
+        graph = design_graph(o["design"])
+        named = topology_from_graph(graph)
         topology = named.topology
         power = None
         if o["power_policy"]:
@@ -275,6 +283,7 @@ class Command(BaseCommand):
             sharp_trees=named.sharp_trees,
             sites=_sites(o, topology),
             span_sites=o["span_sites"],
+            comm=comm_model_of(graph) if o["comm_model"] else None,
         )
         try:
             result = run_replay(jobs, topology, o["policy"], options)
