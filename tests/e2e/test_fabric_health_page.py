@@ -14,12 +14,14 @@ from playwright.sync_api import expect
 
 from console.fabric.models import Fabric, PortAdminState
 from console.telemetry.models import PortDecision, ValidationRun
+from designer.imports import phy
 from scheduling.models import Node
 from scheduling.services import inventory
 from tests.fabric.lab_fixtures import su1_revision  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 SHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "health"
+PHY = Path(__file__).resolve().parents[1] / "data" / "phy"
 
 
 def test_the_validation_and_port_health_cards(login, operator, su1_revision, live_server, page):  # noqa: F811
@@ -58,6 +60,9 @@ def test_the_validation_and_port_health_cards(login, operator, su1_revision, liv
             "seconds": 0.0,
         },
     ]
+    # the PHY test's own verdict on a recorded mlxlink reading (a hot module)
+    hot = phy.parse((PHY / "hot_ndr_optic.txt").read_text())
+    verdicts.append({**phy.phy({"su01-leaf-r1 (S-0002c90200000001) port 9": hot}).as_dict(), "seconds": 0.1})
     ValidationRun.objects.create(
         fabric=fabric, state="done", ok=False, verdicts=verdicts, trigger="schedule", finished_at=now, duration_s=2.6
     )
@@ -93,11 +98,12 @@ def test_the_validation_and_port_health_cards(login, operator, su1_revision, liv
 
     page.goto(f"{live_server.url}/fabrics/{fabric.pk}/?discover=false")
     card = page.get_by_test_id("validation")
-    expect(card).to_contain_text("1 of 3 tests failed: routes")
+    expect(card).to_contain_text("2 of 4 tests failed: routes, phy")
     routes = card.locator('tr[data-code="routes"]')
     expect(routes).to_contain_text("fail (7)")
     expect(routes).to_contain_text("and 2 more (in the report)")
     expect(card.locator('tr[data-code="pkeys"]')).to_contain_text("the console has applied nothing")
+    expect(card.locator('tr[data-code="phy"]')).to_contain_text("port 9: module at 79 °C, above 75 °C")
     health = page.get_by_test_id("port-health")
     expect(health.get_by_test_id("isolated-ports")).to_contain_text(
         "su01-leaf-r2 port 5 — ibconsole health: SymbolErrorCounter +57"
