@@ -64,6 +64,8 @@ class Event(TenantOwnedModel):
 
     class Meta:
         ordering = ["-created_at"]
+        # a reservation's faults in its history (scheduling.services.timeline)
+        indexes = [models.Index(fields=["reservation_id", "type"], name="notify_event_reservation")]
 
     def __str__(self) -> str:
         return f"{self.type} {self.id}"

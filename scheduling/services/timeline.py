@@ -1,5 +1,6 @@
 """A reservation's history as a timeline: requested → queued (why) → placed → pushed → verified
-→ ready → released, each with its time.
+→ ready → released, each with its time, and the fabric faults that touched it (a link down, a
+port isolated, an SM lost: what the console told the tenant's webhooks, and did).
 
 Read from what was recorded anyway: the reservation's audit entries (each step of its life is an
 audited mutation) and the fabric change that carried its partition (pushed when the change
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from console.fabric.models import ChangeRequest
+from console.notify.models import Event
 from console.tenancy.models import AuditEntry
 from scheduling.models import Reservation
 
@@ -74,7 +76,32 @@ def timeline(reservation: Reservation, change: ChangeRequest | None) -> list[Ste
             continue
         steps.append(Step(STEPS[action], at, detail))
     steps += _fabric_steps(change)
+    steps += _faults(reservation)
     return sorted(steps, key=lambda s: s.at)
+
+
+#: At most this many faults in a reservation's history (the latest; a flapping link sends many).
+MAX_FAULTS = 20
+
+
+def _faults(reservation: Reservation) -> list[Step]:
+    """The ``reservation.fabric_fault`` notices sent for the reservation: the fault and what the
+    console did (the words its tenant's webhooks got)."""
+    rows = (
+        Event.objects.filter(
+            tenant_id=reservation.tenant_id, reservation_id=reservation.pk, type="reservation.fabric_fault"
+        )
+        .order_by("-created_at")
+        .values_list("created_at", "payload")[:MAX_FAULTS]
+    )
+    out = []
+    for at, payload in rows:
+        fault = ((payload or {}).get("data") or {}).get("fault") or {}
+        words = [str(fault.get("message") or fault.get("kind") or "a fabric fault")]
+        if fault.get("action"):
+            words.append(str(fault["action"]))
+        out.append(Step("fabric fault", at, " — ".join(words)))
+    return out
 
 
 def _fabric_steps(change: ChangeRequest | None) -> list[Step]:

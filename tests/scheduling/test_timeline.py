@@ -11,7 +11,7 @@ from django.utils import timezone
 from console.fabric.hooks import notify_verified
 from console.fabric.models import ChangeRequest
 from scheduling.models import Reservation
-from scheduling.services import queue
+from scheduling.services import notices, queue
 from tests.scheduling.conftest import give_quota
 
 pytestmark = pytest.mark.django_db
@@ -67,3 +67,29 @@ def test_a_queued_reservation_placed_pushed_verified_ready_and_released(
         page = client.get(f"/reservations/{waiting['id']}/").content.decode()
         assert page.count('data-testid="timeline-step"') == len(names)
         assert 'data-step="pushed"' in page and 'data-step="verified"' in page
+
+
+def test_a_fabric_fault_on_the_reservation_is_in_its_history_for_its_tenant_only(
+    pool, tenant_a, tenant_b, admin_a, admin_b, client_for, client
+):
+    give_quota(tenant_a, pool, 64)
+    give_quota(tenant_b, pool, 64)
+    mine = post(client_for(admin_a), pool, gpus=8, duration_minutes=60).json()
+    theirs = post(client_for(admin_b), pool, gpus=8, duration_minutes=60).json()
+    fault = {
+        "kind": "link_down",
+        "severity": "critical",
+        "message": "link su01-leaf-r1/3 — su01-n01 HCA-1 down",
+        "opened_at": timezone.now().isoformat(),
+        "port": "su01-leaf-r1/3",
+        "action": "the node is drained (no new placement) until the link is back",
+    }
+    assert notices.fabric_fault([mine["id"]], fault) == 1
+    steps = client_for(admin_a).get(f"/api/reservations/{mine['id']}/timeline/").json()["steps"]
+    (step,) = [s for s in steps if s["step"] == "fabric fault"]
+    assert step["detail"] == f"{fault['message']} — {fault['action']}"
+    other = client_for(admin_b).get(f"/api/reservations/{theirs['id']}/timeline/").json()["steps"]
+    assert "fabric fault" not in {s["step"] for s in other}
+    client.force_login(admin_a)
+    page = client.get(f"/reservations/{mine['id']}/").content.decode()
+    assert 'data-step="fabric fault"' in page and "su01-leaf-r1/3" in page
