@@ -192,6 +192,7 @@ class Agent:
         last_sent = 0.0
         previous = ""
         was_standby = False
+        announce = False
         while not stop.is_set():
             sm = self.sminfo()
             state = str(sm.get("state") or "")
@@ -199,14 +200,19 @@ class Agent:
                 was_standby = True
             elif state == "MASTER" and was_standby:
                 was_standby = False
+                announce = True
                 self._hold_mastership()
             elif state != "DISCOVERING":
                 was_standby = False
             if state != previous or time.monotonic() - last_sent >= self.config.heartbeat_s:
+                # told to the console until it has heard it: this master was this host's standby
+                # (an OpenSM back from its own restart as master passes through DISCOVERING too)
+                sm["took_over"] = announce
                 try:
                     self._send(ws, {"type": "heartbeat", "sm": sm, "config": self.config_state()})
                 except (OSError, WebSocketException):
                     return  # the connection is gone; the main loop reconnects
+                announce = False
                 last_sent, previous = time.monotonic(), state
             stop.wait(min(SM_WATCH_S, self.config.heartbeat_s))
 

@@ -169,7 +169,10 @@ def heartbeat(agent_id: int, sm: dict[str, Any], config: dict[str, Any] | None =
         back = agent.sm_state not in SM_UP and state in SM_UP and agent.sm_state != ""
         last = agent.sm_activity
         restarted = state in SM_UP and activity is not None and last is not None and activity < last
-        took_over = state == "MASTER" and agent.sm_state not in ("", "MASTER")
+        # the agent says whether its master was its standby (an OpenSM back from a restart as
+        # master passes through DISCOVERING too); an older agent does not: a change of state
+        flag = sm.get("took_over")
+        took_over = state == "MASTER" and (flag if isinstance(flag, bool) else agent.sm_state not in ("", "MASTER"))
         values: dict[str, Any] = {
             "last_seen": timezone.now(),
             "connected": True,

@@ -16,6 +16,7 @@ from console.fabric.agents import rpc, wire
 from console.fabric.drivers.base import DesiredFabric, DriverError, PortStateResult, Progress, no_progress
 from console.fabric.drivers.registry import register_driver
 from console.fabric.opensm import ha
+from console.fabric.opensm.conf import parse_opensm_conf
 from console.fabric.opensm.isolation_audit import AuditPlan, ProbeResult
 from console.fabric.opensm.push_types import PushOptions, PushResult, PushStep
 
@@ -52,20 +53,71 @@ class AgentDriver:
         hosts = rpc.sm_hosts(self.fabric)
         every = _polled(self.fabric, options)
         master = replace(every, sm_priority=ha.priority_for(master=True, all_in_step=hosts.in_step()), standby=False)
-        result = _pushed(
-            hosts.master, rpc.call(hosts.master, "push", self._payload(desired, previous, master), progress=progress)
-        )
-        if not result.ok:
-            return result
         standby = replace(every, sm_priority=ha.STANDBY_PRIORITY, standby=True)
+        # A new sm_key (the console's first push to a fabric, a key rotation) restarts every
+        # OpenSM, and no order is safe while both run: a standby on the other key than the master
+        # cannot trust its SMInfo, takes over within its polling timeout and programs the ports
+        # from the files it has. So the standbys' OpenSMs are stopped for it (where the host can
+        # stop one: a lab's can), the master pushes and verifies, and each standby starts again
+        # on the new files and key, as a standby.
+        stopped: list[Any] = []
+        if hosts.others and self._new_sm_key(hosts.master, every):
+            for agent in hosts.others:
+                try:
+                    rpc.call(agent, "sm_stop", {}, timeout=30)
+                    stopped.append(agent)
+                except (rpc.AgentLost, DriverError):
+                    pass  # this host cannot stop its OpenSM: the usual order
+        try:
+            result = _pushed(
+                hosts.master,
+                rpc.call(hosts.master, "push", self._payload(desired, previous, master), progress=progress),
+            )
+        except BaseException:
+            self._start(stopped)
+            raise
+        if not result.ok:
+            self._start(stopped)
+            return result
         for agent in hosts.others:
             progress(f"standby:{agent.name}", "running")
             result.steps.append(self._stage(agent, self._payload(desired, previous, standby)))
+        if stopped:
+            result.steps.append(self._start(stopped))
         for agent in hosts.away:
             step = PushStep(f"standby:{agent.name}", status="pending")
             step.log.append(f"pending on {agent.name}: its agent is not connected; it gets this change when it returns")
             result.steps.append(step)
         return result
+
+    @staticmethod
+    def _start(agents: list[Any]) -> PushStep:
+        """Start the OpenSMs stopped for a key change (their files as they are now)."""
+        step = PushStep("standbys-started", status="ok")
+        for agent in agents:
+            try:
+                state = rpc.call(agent, "sm_start", {}, timeout=60).get("sm", {}).get("state")
+                step.log.append(f"{agent.name}: OpenSM started again ({state or 'state unknown'}) on the new sm_key")
+            except (rpc.AgentLost, DriverError) as exc:
+                step.status = "pending"
+                step.log.append(f"{agent.name}: OpenSM not started again: {exc}")
+        return step
+
+    @staticmethod
+    def _new_sm_key(master: Any, options: PushOptions) -> bool:
+        """True when this push gives the master's OpenSM another sm_key than it runs (its live
+        opensm.conf read through its agent); False when it cannot be read (the usual order)."""
+        if options.keys is None:
+            return False
+        try:
+            live = rpc.call(master, "read_live", {}, timeout=10)["files"].get("opensm.conf") or ""
+        except (rpc.AgentLost, DriverError, KeyError):
+            return False
+        running = parse_opensm_conf(live).get("sm_key") or "0x1"  # OpenSM's default
+        try:
+            return int(running, 16) != options.keys.sm_key
+        except ValueError:
+            return True
 
     @staticmethod
     def _payload(desired: DesiredFabric, previous: DesiredFabric | None, options: PushOptions) -> dict[str, Any]:
