@@ -129,6 +129,12 @@ def main() -> None:
             "goodput_topology_median": round(statistics.median(r["topology"]["goodput"] for r in of), 4),
             "goodput_first_fit_median": round(statistics.median(r["first-fit"]["goodput"] for r in of), 4),
             "seeds_first_fit_goodput_higher": sum(r["goodput_diff"] < 0 for r in of),
+            "goodput_arrivals_median": [
+                round(statistics.median(r[p]["goodput_arrivals"] for r in of), 4) for p in POLICIES
+            ],
+            "seeds_first_fit_goodput_arrivals_higher": sum(
+                r["first-fit"]["goodput_arrivals"] > r["topology"]["goodput_arrivals"] for r in of
+            ),
             "leaves": [round(statistics.mean(r[p]["leaves"] for r in of), 2) for p in POLICIES],
             "spines": [round(statistics.mean(r[p]["spines"] for r in of), 2) for p in POLICIES],
             "seeds": len(of),
