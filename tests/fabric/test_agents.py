@@ -156,3 +156,23 @@ def test_an_opensm_restarted_between_two_heartbeats_reconciles_the_fabric(
         services.heartbeat(made.agent.pk, {"state": "MASTER", "activity": 35})  # started again
     assert published == [fabric.pk]
     assert FabricAgent.objects.get(pk=made.agent.pk).sm_activity == 35
+
+
+def test_a_takeover_is_what_the_agent_saw_not_a_master_back_from_its_own_restart(fabric):
+    made = services.create_agent(ACTOR, OPERATOR, fabric, name="smhost1")
+    pk = made.agent.pk
+    services.heartbeat(pk, {"state": "MASTER", "took_over": False})
+    # its own OpenSM restarted (a new sm_key): DISCOVERING, then MASTER again: no takeover
+    services.heartbeat(pk, {"state": "DISCOVERING", "took_over": False})
+    services.heartbeat(pk, {"state": "MASTER", "took_over": False})
+    assert FabricAgent.objects.get(pk=pk).master_since is None
+    # a standby that became master says so
+    services.heartbeat(pk, {"state": "STANDBY", "took_over": False})
+    services.heartbeat(pk, {"state": "DISCOVERING", "took_over": False})
+    services.heartbeat(pk, {"state": "MASTER", "took_over": True})
+    assert FabricAgent.objects.get(pk=pk).master_since is not None
+    # an older agent (no flag): any return to MASTER from another state counts, as before
+    other = services.create_agent(ACTOR, OPERATOR, fabric, name="smhost2").agent.pk
+    services.heartbeat(other, {"state": "STANDBY"})
+    services.heartbeat(other, {"state": "MASTER"})
+    assert FabricAgent.objects.get(pk=other).master_since is not None
