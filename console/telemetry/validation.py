@@ -249,8 +249,10 @@ def _phy(fabric: Fabric, disc: Discovery) -> Verdict:
     unread = [str(u) for u in got.get("unread") or []]
     names: dict[str, str] = {}
     for node in disc.nodes:
-        for key in (f"lid-{node.lid}" if node.lid else "", phy.device_key(f"{node.guid or 0:016x}")):
-            names.setdefault(key, label(node))
+        if node.lid:
+            names.setdefault(f"lid-{node.lid}", label(node))
+        if node.guid:
+            names.setdefault(phy.device_key(f"{node.guid:016x}"), label(node))
         for port in node.ports:
             if port.lid:
                 names.setdefault(f"lid-{port.lid}", label(node))

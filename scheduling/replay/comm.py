@@ -16,8 +16,8 @@ The model, switchable (:attr:`ReplayOptions.comm`):
   by o: ``duration × (1 + (1 / throughput − 1) × o)``.
 
 Calibration: the throughputs are Fluidstack's published measurement of one 256-GPU training job
-placed three ways on an H100 InfiniBand cluster (``../shared/realdata/benchmarks/BENCHMARKS.md``
-row 7): first-fit (scattered over leaf groups, crossing the spines) ran at **65 %** and a
+placed three ways on an H100 InfiniBand cluster (a Fluidstack practitioner post, listed in the
+project brief's table of published placement figures; docs/benchmarks.md cites it): first-fit (scattered over leaf groups, crossing the spines) ran at **65 %** and a
 placement split across pods at **46 %** of the throughput of its topology-aware (packed)
 placement. They are a single job's figures, applied to every multi-node job: the model is
 coarse (a small job's collectives are a smaller share of its step), and says so.
