@@ -22,7 +22,7 @@ from scheduling.models import Node, Reservation
 from scheduling.services import quotas
 from tests.fabric import lab_fixtures
 from tests.fabric.conftest import requires_lab
-from tests.fabric.lab_fixtures import ACTOR, book, converge, whole_lab_pool
+from tests.fabric.lab_fixtures import ACTOR, book, whole_lab_pool
 from tests.needs import needs
 from tests.notify.conftest import add_webhook
 from tests.notify.receiver import Receiver
@@ -63,9 +63,9 @@ def test_a_cable_pulled_under_a_reservation_reaches_the_tenant_and_slurm_and_com
     pool = whole_lab_pool(fabric)
     quotas.set_quota(ACTOR, OPERATOR, tenant=tenant_a, pool=pool, guaranteed_gpus=64)
     reservation = book(pool, tenant_a, 16, "reach-16")
-    converge(fabric)
+    # The worker pushes the booking's change (the reconcile task); a second push here would race it.
+    until(lambda: Reservation.objects.filter(pk=reservation.pk, status=Reservation.Status.READY).exists(), 60, "ready")
     reservation.refresh_from_db()
-    assert reservation.status == Reservation.Status.READY
     sm_node = fabric.config["sm_host_name"].split(" ")[0]
     node = next(n for n in sorted(reservation.placement["nodes"]) if n != sm_node)
 
