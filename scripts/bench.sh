@@ -16,7 +16,7 @@ with psycopg.connect(os.environ["DATABASE_URL"].replace(f"/{name}", "/postgres")
     if not c.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
         c.execute(f'CREATE DATABASE "{name}"')
 PY
-for bench in bench_designer.py bench_import.py bench_placement_core.py bench_fabric.py bench_agent.py bench_sm_failover.py bench_validation.py bench_fault_reach.py bench_qos_verify.py bench_scheduling.py bench_queue.py bench_replay.py bench_replay_tail.py bench_power.py bench_energy.py bench_live.py bench_search.py; do
+for bench in bench_designer.py bench_import.py bench_placement_core.py bench_fabric.py bench_agent.py bench_sm_failover.py bench_validation.py bench_fault_reach.py bench_qos_verify.py bench_scheduling.py bench_queue.py bench_replay.py bench_power.py bench_energy.py bench_live.py bench_search.py; do
   if [[ -f tests/benchmarks/$bench ]]; then
     echo "==> $bench"
     .venv/bin/python "tests/benchmarks/$bench"

@@ -11,6 +11,12 @@ explains a rejection); the engine's preferences (default: rail alignment) are no
 first for whole-node gangs; the pool's gang guards (the topology-shaped guarantees of
 :mod:`.guarantees`) wrap the search and may repeat it leaving leaf groups out, or reject.
 
+Against the pool (issue 39): a job that fits now is placed now, topology-aware among what is
+free, never held back for locality (the pool would idle); a job that must wait is given, under
+the topology policy, the tightest window opening within a tenth of its run time (15 min at
+most) after its earliest one (:mod:`.locality`). On a busy pool most multi-node jobs start from such a window:
+this keeps them packed, and backfill fills the wait.
+
 Cost model. A "now" request reads the per-group free counters the state keeps incrementally and
 only inspects nodes that have a booking starting later, then the nodes of the groups it picks:
 O(groups + future nodes + picked group sizes). A future window checks the interval lists of the
@@ -143,14 +149,10 @@ class PlacementEngine:
         *,
         duration: float | None = None,
     ) -> Placement | None:
-        """Earliest placement of ``request``'s duration starting in ``[after, horizon)``.
-
-        Capacity only grows when a booking ends, so the only candidate starts are ``after`` and
-        booking ends: one search per candidate, in time order, first fit wins. For whole-node
-        gangs a lower bound skips hopeless candidates: no start can precede the time by which
-        ``nodes`` eligible nodes (of one group, under ``same_leaf``) have each had a long
-        enough gap begin, so on a busy pool the loop starts near the answer.
-        """
+        """Earliest placement of ``request``'s duration starting in ``[after, horizon)``: one
+        search per candidate start (``after`` and booking ends, the only instants capacity grows),
+        first fit wins; for whole-node gangs candidates before the time ``nodes`` eligible nodes
+        (of one group, under ``same_leaf``) each have a long enough gap are skipped."""
         start, end = self.window_of(request)
         length = duration if duration is not None else end - start
         if not length > 0:

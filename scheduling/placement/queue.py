@@ -8,7 +8,8 @@ decisions differs. A pass scans the queued jobs in order:
   and booked in the engine under its key;
 * the first ``reservations`` jobs that do not fit get their earliest window
   (:meth:`PlacementEngine.earliest_window`, the same backfill the engine explains rejections
-  with) booked as a future booking, so later jobs only backfill around them and never delay them.
+  with; under the topology policy a tighter one opening soon after, :mod:`.locality`) booked as
+  a future booking, so later jobs only backfill around them and never delay them.
   The simulator keeps that booking (EASY backfill: one reservation); the console keeps it only
   for the pass and reports its start as the job's ``estimated_start``;
 * with ``estimate``, the jobs after those get a conservative estimate from the pool's free-from
@@ -35,6 +36,7 @@ from typing import Protocol
 
 from .constraints import MaxSwitchHops, SameLeaf
 from .engine import PlacementEngine
+from .locality import tighter_window
 from .profile import FreeProfile
 from .request import Request
 from .selection import LEVEL_GROUP, LEVEL_POD
@@ -192,7 +194,7 @@ def _earliest(
     # deadline on, whichever starts first.
     packed = engine.earliest_window(request, after=engine.now)
     if not patient:
-        return packed
+        return tighter_window(engine, request, packed)
     if packed is not None and packed.start <= deadline:
         return packed
     later = engine.earliest_window(wide, after=deadline)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,8 @@ RESULT_KEYS = (
     "goodput",
     "utilization_arrivals",
     "goodput_arrivals",
+    "utilization_waiting",
+    "goodput_waiting",
     "avg_wait_s",
     "p95_wait_s",
     "avg_jct_s",
@@ -104,6 +107,7 @@ class ReplayResult:
             goodput_arrivals = work / (self.capacity_gpus * span) if span > 0 else goodput
         else:
             utilization = utilization_arrivals = goodput = goodput_arrivals = 0.0
+        utilization_waiting, goodput_waiting = while_waiting(records, self.capacity_gpus)
         # Unrounded: presentation (CLI, docs) decides the precision.
         result: dict[str, Any] = {
             "jobs": {
@@ -116,6 +120,8 @@ class ReplayResult:
             "goodput": goodput,
             "utilization_arrivals": utilization_arrivals,
             "goodput_arrivals": goodput_arrivals,
+            "utilization_waiting": utilization_waiting,
+            "goodput_waiting": goodput_waiting,
             "avg_wait_s": _mean(waits),
             "p95_wait_s": percentile(waits, 95),
             "avg_jct_s": _mean([r.jct_s for r in records]),
@@ -140,6 +146,33 @@ class ReplayResult:
             rows = ((r.near, r.sites, r.wait_s, r.site_rule) for r in records)
             result["locality"] = locality_summary(rows, self.site_count)
         return result
+
+
+def while_waiting(records: list[JobRecord], capacity_gpus: int) -> tuple[float | None, float | None]:
+    """Utilisation and goodput over the time some job waited (the union of every placed job's
+    ``[arrival, start)``): the capacity the scheduler left idle, or spent on stretched runs,
+    while it had work it could not start. ``(None, None)`` when no job ever waited."""
+    waits = sorted((r.job.arrival_s, r.start) for r in records if r.start > r.job.arrival_s)
+    spans: list[list[float]] = []
+    for begin, end in waits:
+        if spans and begin <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], end)
+        else:
+            spans.append([begin, end])
+    length = sum(end - begin for begin, end in spans)
+    if not length > 0:
+        return None, None
+    begins = [begin for begin, _ in spans]
+    busy = work = 0.0
+    for record in records:
+        index = max(0, bisect.bisect_right(begins, record.start) - 1)
+        overlap = 0.0
+        while index < len(spans) and spans[index][0] < record.end:
+            overlap += max(0.0, min(record.end, spans[index][1]) - max(record.start, spans[index][0]))
+            index += 1
+        busy += record.job.gpus * overlap
+        work += record.job.gpus * overlap * _useful(record)
+    return busy / (capacity_gpus * length), work / (capacity_gpus * length)
 
 
 def _useful(record: JobRecord) -> float:

@@ -23,6 +23,12 @@ Metrics (the public contract of :func:`replay`):
   single long job's start decides the busy period (and so ``utilization``) of a whole replay.
 * ``goodput_arrivals``: useful work over the arrival period (a stretched job's run counts at
   duration / run time).
+* ``utilization_waiting``, ``goodput_waiting``: the same over the time some job waited (the
+  union of every job's arrival-to-start): how much of the pool a policy keeps busy, and with
+  useful work, while it has work it cannot start. This is the figure a placement policy answers
+  for; on a finite trace the busy period's ends (the drain after the last arrival, where the pool
+  empties whatever the policy) weigh on ``utilization`` by when the single last job happens to
+  start. ``None`` when no job waited.
 * ``avg_wait_s``, ``p95_wait_s`` (nearest rank), ``avg_jct_s`` (completion − arrival).
 * ``avg_leaves_per_job``, ``avg_spines_per_job``: over multi-node jobs; leaves are the distinct
   leaves of the HCAs used, spines those the job's traffic may traverse (0 inside one leaf group).

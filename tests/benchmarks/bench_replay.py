@@ -18,6 +18,11 @@ spines per multi-node job.
 Run: ``.venv/bin/python tests/benchmarks/bench_replay.py [--jobs N] [--seed S] [--patience-min M]``.
 Prints progress and a Markdown table, and ends with ONE JSON line.
 
+Then the seeded loads against first-fit (``bench_replay_tail.run``: ``--tail-seeds`` 1–30 × mean
+gaps of 20, 30 and 60 s, 1,200 jobs up to 512 GPUs; issue 39): utilisation while jobs wait and
+over the busy period, goodput, leaves and spines, worst and median per load; in the JSON line
+under ``tail``.
+
 ``--seeds 1,2,3,4,5`` (with ``--loads 0.8,1.0``, ``--jobs 1000`` keeps it bounded) replays only the
 synthetic traces, one per (load, seed), and reports per load and policy the mean over seeds (and
 the min-max spread) of every figure, and on how many seeds topology reached first-fit's
@@ -60,6 +65,9 @@ from scheduling.replay import (  # noqa: E402
 from scheduling.replay.generator import STANDARD_LOADS, TraceSpec, generate, offered_load  # noqa: E402
 from scheduling.services.topology import topology_from_graph  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_replay_tail  # noqa: E402
+
 TRACES = Path(__file__).resolve().parents[2] / "tests" / "data" / "traces"
 POLICIES = (("topology", "topology", 0.0), ("patience", "topology", None), ("first-fit", "first-fit", 0.0))
 FIGURES = (
@@ -92,6 +100,9 @@ def main() -> None:
     parser.add_argument("--patience-min", type=float, default=30.0)
     parser.add_argument("--seeds", help="comma-separated seeds: multi-seed table of the synthetic loads only")
     parser.add_argument("--loads", default="0.8,1.0", help="loads of the multi-seed table")
+    parser.add_argument(
+        "--tail-seeds", default="1-30", help="the seeded loads against first-fit (bench_replay_tail.py); 0: skip"
+    )
     args = parser.parse_args()
     graph = plan({"topology": "rail-optimized", "gpus": 2048}).graph
     assert graph is not None
@@ -143,6 +154,10 @@ def main() -> None:
         "seconds": round(time.perf_counter() - began, 1),
         "traces": results,
     }
+    if args.tail_seeds != "0":
+        # issue 39's figures: ≥ 30 seeds × 3 loads, utilisation and goodput against first-fit
+        summary["tail"] = bench_replay_tail.run(1200, bench_replay_tail.seeds_of(args.tail_seeds), [20.0, 30.0, 60.0])
+        summary["seconds"] = round(time.perf_counter() - began, 1)
     print(json.dumps(summary))
 
 

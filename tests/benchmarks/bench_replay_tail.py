@@ -6,12 +6,16 @@ without its 1,024-GPU jobs: 256 is one whole SU, 512 two), lognormal durations (
 σ 1.2), Poisson arrivals with mean gaps ``--gaps`` seconds (20, 30 and 60: saturated, heavy,
 busy), seeds ``--seeds`` (1–30). Each trace is replayed by both policies twice:
 
-* as the trace says (a job runs as long wherever it lands): utilisation over the busy period
-  and over the arrival period, per seed topology / first-fit − 1, worst and median per load;
-  leaves and spines per multi-node job;
+* as the trace says (a job runs as long wherever it lands): utilisation while jobs wait (the
+  issue's bound: no load more than 1 % below first-fit), over the busy period and over the
+  arrival period, per seed topology / first-fit − 1, worst and median per load; leaves and
+  spines per multi-node job (the bound: 25 % below first-fit's);
 * with the communication model (``scheduling.replay.comm``: a job crossing the spines runs at
   65 % of its packed throughput, Fluidstack's 256-GPU figure): goodput, useful GPU-hours per
-  hour, of both policies.
+  hour, of both policies, while jobs wait and over the busy period, and the seeds where
+  first-fit's is higher;
+* the loads that were worst before the bounded-locality change are replayed by the suite
+  (``tests/scheduling/test_replay_worst_loads.py``, ``WORST_BEFORE``).
 
 For the ``--diagnose`` worst seeds it prints why (``scheduling.replay.tail.diagnose``): the last
 job of each replay, the jobs topology started latest, the first start that differs.
@@ -62,96 +66,116 @@ def trace(jobs: int, gap: float, seed: int):
     return generate(TraceSpec(jobs=jobs, rate=1.0 / gap, size_mix=MIX, seed=seed))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=1200)
-    parser.add_argument("--seeds", default="1-30")
-    parser.add_argument("--gaps", default="20,30,60", help="mean seconds between arrivals, one load each")
-    parser.add_argument("--diagnose", type=int, default=3, help="explain the N worst seeds")
-    args = parser.parse_args()
+def run(jobs_per_trace: int, seeds: list[int], gaps: list[float], diagnose_worst: int = 3) -> dict:
+    """Replay every (gap, seed) load with both policies, plain and under the communication
+    model; print one line per load and the table; return the summary (the JSON figures)."""
     graph = plan({"topology": "rail-optimized", "gpus": 2048}).graph
     assert graph is not None
     topology = topology_from_graph(graph).topology
     comm = ReplayOptions(comm=comm_model_of(graph))
     began, load_1m = time.perf_counter(), os.getloadavg()[0]
     rows: list[dict] = []
-    for gap in [float(g) for g in args.gaps.split(",")]:
-        for seed in seeds_of(args.seeds):
-            jobs = trace(args.jobs, gap, seed)
+    for gap in gaps:
+        for seed in seeds:
+            jobs = trace(jobs_per_trace, gap, seed)
             row: dict = {"gap_s": gap, "seed": seed}
             for policy in POLICIES:
                 plain = simulate(jobs, topology, policy).summary()
                 modelled = simulate(jobs, topology, policy, comm).summary()
                 row[policy] = {
+                    "utilization_waiting": plain["utilization_waiting"],
                     "utilization": plain["utilization"],
                     "utilization_arrivals": plain["utilization_arrivals"],
                     "leaves": plain["avg_leaves_per_job"],
                     "spines": plain["avg_spines_per_job"],
+                    "decision_ms_p99": plain["decision_ms_p99"],
+                    "goodput_waiting": modelled["goodput_waiting"],
                     "goodput": modelled["goodput"],
-                    "goodput_arrivals": modelled["goodput_arrivals"],
                 }
             t, f = row["topology"], row["first-fit"]
-            row["util_diff"] = t["utilization"] / f["utilization"] - 1
-            row["util_arrivals_diff"] = t["utilization_arrivals"] / f["utilization_arrivals"] - 1
-            row["goodput_diff"] = t["goodput"] / f["goodput"] - 1
+            for key in ("utilization_waiting", "utilization", "utilization_arrivals", "goodput_waiting", "goodput"):
+                row[key] = t[key] / f[key] - 1
             rows.append(row)
             print(
-                f"gap {gap:g} s seed {seed:2}: utilisation {100 * row['util_diff']:+.2f} % "
-                f"(while arriving {100 * row['util_arrivals_diff']:+.2f} %), goodput {t['goodput']:.4f} vs "
-                f"{f['goodput']:.4f} ({100 * row['goodput_diff']:+.2f} %)",
+                f"gap {gap:g} s seed {seed:2}: utilisation while waiting {100 * row['utilization_waiting']:+.2f} %"
+                f" (busy period {100 * row['utilization']:+.2f} %), goodput while waiting "
+                f"{t['goodput_waiting']:.4f} vs {f['goodput_waiting']:.4f} ({100 * row['goodput_waiting']:+.2f} %),"
+                f" leaves {t['leaves']:.2f} vs {f['leaves']:.2f}",
                 flush=True,
             )
-    worst = sorted(rows, key=lambda r: r["util_diff"])[: args.diagnose]
     diagnoses = []
-    for row in worst:
-        jobs = trace(args.jobs, row["gap_s"], row["seed"])
+    for row in sorted(rows, key=lambda r: r["utilization"])[:diagnose_worst]:
+        jobs = trace(jobs_per_trace, row["gap_s"], row["seed"])
         runs = [simulate(jobs, topology, policy).records for policy in POLICIES]
         diagnoses.append({"gap_s": row["gap_s"], "seed": row["seed"], **diagnose(*runs)})
-    summary = {
-        "bench": "replay_tail",
-        "fabric_gpus": topology.total_gpus,
-        "jobs": args.jobs,
-        "seeds": args.seeds,
-        "loads": {},
-        "worst_seeds": diagnoses,
-    }
+    summary: dict = {"bench": "replay_tail", "fabric_gpus": topology.total_gpus, "jobs": jobs_per_trace}
+    summary |= {"seeds": f"{min(seeds)}-{max(seeds)}", "loads": {}, "busy_period_worst_seeds": diagnoses}
     print(
-        "\n| mean gap | utilisation vs first-fit: worst / median | while arriving: worst / median | goodput topology / first-fit (median) | seeds first-fit's goodput higher | leaves / spines per job, topology vs first-fit |"
+        "\n| mean gap | utilisation while jobs wait: worst / median | busy period: worst / median (loads below −1 %) "
+        "| goodput while jobs wait, topology / first-fit (median; seeds first-fit higher) "
+        "| goodput, busy period (median; seeds first-fit higher) | leaves per job | spines per job |"
     )
-    print("|---|---|---|---|---|---|")
-    for gap in sorted({r["gap_s"] for r in rows}):
+    print("|---|---|---|---|---|---|---|")
+    for gap in gaps:
         of = [r for r in rows if r["gap_s"] == gap]
-        figures = {
-            "util_diff_worst_pct": round(100 * min(r["util_diff"] for r in of), 2),
-            "util_diff_median_pct": round(100 * statistics.median(r["util_diff"] for r in of), 2),
-            "util_arrivals_diff_worst_pct": round(100 * min(r["util_arrivals_diff"] for r in of), 2),
-            "util_arrivals_diff_median_pct": round(100 * statistics.median(r["util_arrivals_diff"] for r in of), 2),
-            "goodput_topology_median": round(statistics.median(r["topology"]["goodput"] for r in of), 4),
-            "goodput_first_fit_median": round(statistics.median(r["first-fit"]["goodput"] for r in of), 4),
-            "seeds_first_fit_goodput_higher": sum(r["goodput_diff"] < 0 for r in of),
-            "goodput_arrivals_median": [
-                round(statistics.median(r[p]["goodput_arrivals"] for r in of), 4) for p in POLICIES
-            ],
-            "seeds_first_fit_goodput_arrivals_higher": sum(
-                r["first-fit"]["goodput_arrivals"] > r["topology"]["goodput_arrivals"] for r in of
-            ),
-            "leaves": [round(statistics.mean(r[p]["leaves"] for r in of), 2) for p in POLICIES],
-            "spines": [round(statistics.mean(r[p]["spines"] for r in of), 2) for p in POLICIES],
-            "seeds": len(of),
-        }
+        figures = _figures(of)
         summary["loads"][f"{gap:g}"] = figures
         print(
-            f"| {gap:g} s | {figures['util_diff_worst_pct']:+.2f} / {figures['util_diff_median_pct']:+.2f} % | "
-            f"{figures['util_arrivals_diff_worst_pct']:+.2f} / {figures['util_arrivals_diff_median_pct']:+.2f} % | "
-            f"{figures['goodput_topology_median']:.4f} / {figures['goodput_first_fit_median']:.4f} | "
-            f"{figures['seeds_first_fit_goodput_higher']} of {len(of)} | "
-            f"{figures['leaves'][0]:.2f} vs {figures['leaves'][1]:.2f} / {figures['spines'][0]:.2f} vs {figures['spines'][1]:.2f} |"
+            f"| {gap:g} s | {figures['util_waiting_diff_worst_pct']:+.2f} / {figures['util_waiting_diff_median_pct']:+.2f} % "
+            f"| {figures['util_diff_worst_pct']:+.2f} / {figures['util_diff_median_pct']:+.2f} % ({figures['loads_below_1pct']}) "
+            f"| {figures['goodput_waiting_median'][0]:.4f} / {figures['goodput_waiting_median'][1]:.4f} "
+            f"({figures['seeds_first_fit_goodput_waiting_higher']}) "
+            f"| {figures['goodput_median'][0]:.4f} / {figures['goodput_median'][1]:.4f} ({figures['seeds_first_fit_goodput_higher']}) "
+            f"| {figures['leaves'][0]:.2f} / {figures['leaves'][1]:.2f} ({figures['leaves_diff_pct']:+.1f} %) "
+            f"| {figures['spines'][0]:.2f} / {figures['spines'][1]:.2f} ({figures['spines_diff_pct']:+.1f} %) |"
         )
-    summary["util_diff_worst_pct"] = round(100 * min(r["util_diff"] for r in rows), 2)
-    summary["util_diff_median_pct"] = round(100 * statistics.median(r["util_diff"] for r in rows), 2)
+    for key in ("utilization_waiting", "utilization"):
+        short = "util_waiting" if key == "utilization_waiting" else "util"
+        summary[f"{short}_diff_worst_pct"] = round(100 * min(r[key] for r in rows), 2)
+        summary[f"{short}_diff_median_pct"] = round(100 * statistics.median(r[key] for r in rows), 2)
+    summary["seeds_first_fit_goodput_waiting_higher"] = sum(r["goodput_waiting"] < 0 for r in rows)
+    summary["decision_ms_p99_max"] = round(max(r["topology"]["decision_ms_p99"] for r in rows), 3)
     summary["loadavg_1m_start"] = round(load_1m, 2)
     summary["loadavg_1m_end"] = round(os.getloadavg()[0], 2)
     summary["seconds"] = round(time.perf_counter() - began, 1)
+    return summary
+
+
+def _figures(rows: list[dict]) -> dict:
+    def pct(key: str, how) -> float:
+        return round(100 * how(r[key] for r in rows), 2)
+
+    leaves = [statistics.mean(r[p]["leaves"] for r in rows) for p in POLICIES]
+    spines = [statistics.mean(r[p]["spines"] for r in rows) for p in POLICIES]
+    return {
+        "util_waiting_diff_worst_pct": pct("utilization_waiting", min),
+        "util_waiting_diff_median_pct": pct("utilization_waiting", statistics.median),
+        "util_diff_worst_pct": pct("utilization", min),
+        "util_diff_median_pct": pct("utilization", statistics.median),
+        "loads_below_1pct": sum(r["utilization"] < -0.01 for r in rows),
+        "util_arrivals_diff_worst_pct": pct("utilization_arrivals", min),
+        "goodput_waiting_median": [
+            round(statistics.median(r[p]["goodput_waiting"] for r in rows), 4) for p in POLICIES
+        ],
+        "seeds_first_fit_goodput_waiting_higher": sum(r["goodput_waiting"] < 0 for r in rows),
+        "goodput_median": [round(statistics.median(r[p]["goodput"] for r in rows), 4) for p in POLICIES],
+        "seeds_first_fit_goodput_higher": sum(r["goodput"] < 0 for r in rows),
+        "leaves": [round(x, 2) for x in leaves],
+        "spines": [round(x, 2) for x in spines],
+        "leaves_diff_pct": round(100 * (leaves[0] / leaves[1] - 1), 1),
+        "spines_diff_pct": round(100 * (spines[0] / spines[1] - 1), 1),
+        "seeds": len(rows),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=1200)
+    parser.add_argument("--seeds", default="1-30")
+    parser.add_argument("--gaps", default="20,30,60", help="mean seconds between arrivals, one load each")
+    parser.add_argument("--diagnose", type=int, default=3, help="explain the N worst seeds (busy period)")
+    args = parser.parse_args()
+    summary = run(args.jobs, seeds_of(args.seeds), [float(g) for g in args.gaps.split(",")], args.diagnose)
     print(json.dumps(summary))
 
 

@@ -75,3 +75,21 @@ def test_a_job_that_ends_early_frees_its_window_for_the_queue():
     records = {r.job.job_id: r for r in simulate(jobs, topo, "topology", ReplayOptions(comm=CommModel())).records}
     assert records["packed"].end == 1000 and records["other"].end == 1000
     assert records["queued"].start == 1000
+
+
+def test_utilisation_while_jobs_wait_counts_only_the_time_some_job_waited():
+    topo = rail_optimized(2, nodes_per_su=2)  # 4 nodes of 8 GPUs
+    jobs = [
+        TraceJob("a", arrival_s=0, duration_s=100, gpus=24, gpus_per_node=8),  # 3 nodes, 0-100
+        TraceJob("b", arrival_s=10, duration_s=50, gpus=16, gpus_per_node=8),  # waits 10-100 for a
+        TraceJob("c", arrival_s=120, duration_s=20, gpus=8, gpus_per_node=8),  # starts at once
+        TraceJob("d", arrival_s=130, duration_s=10, gpus=32, gpus_per_node=8),  # waits 130-150
+    ]
+    summary = simulate(jobs, topo, "topology").summary()
+    # waiting: [10, 100) and [130, 150); busy then: a 24 GPUs × 90 s, b 16 × 20 s, c 8 × 10 s
+    expected = (24 * 90 + 16 * 20 + 8 * 10) / (32 * (90 + 20))
+    assert summary["utilization_waiting"] == pytest.approx(expected)
+    assert summary["goodput_waiting"] == pytest.approx(expected)  # no model: every run is useful
+    assert summary["utilization"] == pytest.approx((24 * 100 + 16 * 50 + 8 * 20 + 32 * 10) / (32 * 160))
+    alone = simulate(jobs[:1], topo, "topology").summary()
+    assert alone["utilization_waiting"] is None and alone["goodput_waiting"] is None

@@ -120,14 +120,16 @@ def small_trace(load: float, seed: int):
 
 def test_topology_packs_tighter_without_losing_utilisation_on_a_saturated_generated_trace():
     # Load 1.1, seed 5: with the node choice blind to time, the topology policy's utilisation
-    # was 0.6824 against first-fit's 0.6852 on this trace.
+    # was 0.6824 against first-fit's 0.6852 on this trace. The bound is issue 39's: no more than
+    # 1 % below first-fit, over the busy period and while jobs wait.
     jobs = small_trace(1.1, 5)
 
     topology = replay(jobs, SMALL, "topology")
     first_fit = replay(jobs, SMALL, "first-fit")
 
     assert topology["jobs"]["placed"] == first_fit["jobs"]["placed"] == 300
-    assert topology["utilization"] >= first_fit["utilization"] - 1e-6
+    assert topology["utilization"] >= 0.99 * first_fit["utilization"]
+    assert topology["utilization_waiting"] >= 0.99 * first_fit["utilization_waiting"]
     assert topology["avg_wait_s"] <= first_fit["avg_wait_s"]
     assert topology["avg_leaves_per_job"] < first_fit["avg_leaves_per_job"]
     assert topology["avg_spines_per_job"] < first_fit["avg_spines_per_job"]
