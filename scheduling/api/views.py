@@ -26,13 +26,13 @@ from console.tenancy.api.idempotency import idempotent
 from console.tenancy.errors import Invalid
 from console.tenancy.models import Role
 from scheduling.api.guide_serializers import UsageGuideSerializer
+from scheduling.api.preview_serializers import PreviewSerializer
 from scheduling.api.serializers import (
     AvailabilitySerializer,
     ExtendSerializer,
     PoolPricesSerializer,
     PoolPricesUpdateSerializer,
     PoolSerializer,
-    PreviewSerializer,
     QuotaSerializer,
     ReservationRefusedSerializer,
     ReservationRequestSerializer,
