@@ -102,6 +102,9 @@ class ReplayOptions:
     #: Jobs run longer the higher the tier their traffic crosses (:mod:`.comm`); ``None``: as long
     #: wherever they are placed.
     comm: CommModel | None = None
+    #: Once every job has arrived, the queue runs longest first (the drain of a finite trace, whose
+    #: order decides its makespan; a measurement of the trace's end, not a policy of the console).
+    drain_longest_first: bool = False
 
 
 def replay(
@@ -208,6 +211,8 @@ class _Simulation:
             while index < len(jobs) and jobs[index].arrival_s <= state.now:
                 self._admit(index, jobs[index])
                 index += 1
+                if index == len(jobs) and self.options.drain_longest_first:
+                    self.queue = deque(sorted(self.queue, key=lambda entry: -entry[0].duration))
             if self.reserved_start is not None and self.reserved_start <= state.now:
                 self.reserved_start = self.reserved = None  # the head's reservation has started
             self._power_tick()

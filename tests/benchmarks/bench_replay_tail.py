@@ -66,13 +66,18 @@ def trace(jobs: int, gap: float, seed: int):
     return generate(TraceSpec(jobs=jobs, rate=1.0 / gap, size_mix=MIX, seed=seed))
 
 
-def run(jobs_per_trace: int, seeds: list[int], gaps: list[float], diagnose_worst: int = 3) -> dict:
+def run(
+    jobs_per_trace: int, seeds: list[int], gaps: list[float], diagnose_worst: int = 3, drain_longest_first: bool = False
+) -> dict:
     """Replay every (gap, seed) load with both policies, plain and under the communication
-    model; print one line per load and the table; return the summary (the JSON figures)."""
+    model; print one line per load and the table; return the summary (the JSON figures). With
+    ``drain_longest_first`` the queue runs longest first once every job has arrived (both
+    policies, :attr:`ReplayOptions.drain_longest_first`)."""
     graph = plan({"topology": "rail-optimized", "gpus": 2048}).graph
     assert graph is not None
     topology = topology_from_graph(graph).topology
-    comm = ReplayOptions(comm=comm_model_of(graph))
+    plain_options = ReplayOptions(drain_longest_first=drain_longest_first)
+    comm = ReplayOptions(comm=comm_model_of(graph), drain_longest_first=drain_longest_first)
     began, load_1m = time.perf_counter(), os.getloadavg()[0]
     rows: list[dict] = []
     for gap in gaps:
@@ -80,7 +85,7 @@ def run(jobs_per_trace: int, seeds: list[int], gaps: list[float], diagnose_worst
             jobs = trace(jobs_per_trace, gap, seed)
             row: dict = {"gap_s": gap, "seed": seed}
             for policy in POLICIES:
-                plain = simulate(jobs, topology, policy).summary()
+                plain = simulate(jobs, topology, policy, plain_options).summary()
                 modelled = simulate(jobs, topology, policy, comm).summary()
                 row[policy] = {
                     "utilization_waiting": plain["utilization_waiting"],
@@ -106,9 +111,10 @@ def run(jobs_per_trace: int, seeds: list[int], gaps: list[float], diagnose_worst
     diagnoses = []
     for row in sorted(rows, key=lambda r: r["utilization"])[:diagnose_worst]:
         jobs = trace(jobs_per_trace, row["gap_s"], row["seed"])
-        runs = [simulate(jobs, topology, policy).records for policy in POLICIES]
+        runs = [simulate(jobs, topology, policy, plain_options).records for policy in POLICIES]
         diagnoses.append({"gap_s": row["gap_s"], "seed": row["seed"], **diagnose(*runs)})
     summary: dict = {"bench": "replay_tail", "fabric_gpus": topology.total_gpus, "jobs": jobs_per_trace}
+    summary["drain_longest_first"] = drain_longest_first
     summary |= {"seeds": f"{min(seeds)}-{max(seeds)}", "loads": {}, "busy_period_worst_seeds": diagnoses}
     print(
         "\n| mean gap | utilisation while jobs wait: worst / median | busy period: worst / median (loads below −1 %) "
@@ -174,8 +180,14 @@ def main() -> None:
     parser.add_argument("--seeds", default="1-30")
     parser.add_argument("--gaps", default="20,30,60", help="mean seconds between arrivals, one load each")
     parser.add_argument("--diagnose", type=int, default=3, help="explain the N worst seeds (busy period)")
+    parser.add_argument(
+        "--drain-longest-first",
+        action="store_true",
+        help="once every job has arrived, run the queue longest first (both policies): the drain's order",
+    )
     args = parser.parse_args()
-    summary = run(args.jobs, seeds_of(args.seeds), [float(g) for g in args.gaps.split(",")], args.diagnose)
+    gaps = [float(g) for g in args.gaps.split(",")]
+    summary = run(args.jobs, seeds_of(args.seeds), gaps, args.diagnose, args.drain_longest_first)
     print(json.dumps(summary))
 
 

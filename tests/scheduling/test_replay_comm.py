@@ -93,3 +93,22 @@ def test_utilisation_while_jobs_wait_counts_only_the_time_some_job_waited():
     assert summary["utilization"] == pytest.approx((24 * 100 + 16 * 50 + 8 * 20 + 32 * 10) / (32 * 160))
     alone = simulate(jobs[:1], topo, "topology").summary()
     assert alone["utilization_waiting"] is None and alone["goodput_waiting"] is None
+
+
+def test_the_drain_longest_first_ends_a_finite_trace_sooner():
+    topo = rail_optimized(1, nodes_per_su=2)  # two nodes of 8 GPUs
+    jobs = [
+        TraceJob("a1", arrival_s=0, duration_s=10, gpus=8, gpus_per_node=8),
+        TraceJob("a2", arrival_s=0, duration_s=10, gpus=8, gpus_per_node=8),
+        TraceJob("b", arrival_s=1, duration_s=10, gpus=8, gpus_per_node=8),
+        TraceJob("c", arrival_s=2, duration_s=10, gpus=8, gpus_per_node=8),
+        TraceJob("d", arrival_s=3, duration_s=100, gpus=8, gpus_per_node=8),
+    ]
+
+    def ends(options: ReplayOptions) -> dict[str, float]:
+        return {r.job.job_id: r.end for r in simulate(jobs, topo, "topology", options).records}
+
+    # FIFO: b and c at 10, d only at 20; longest first once all arrived: d at 10 beside b (which
+    # holds the head's reservation since before d arrived), c after b
+    assert ends(ReplayOptions()) == {"a1": 10, "a2": 10, "b": 20, "c": 20, "d": 120}
+    assert ends(ReplayOptions(drain_longest_first=True)) == {"a1": 10, "a2": 10, "b": 20, "c": 30, "d": 110}
