@@ -14,8 +14,8 @@ first for whole-node gangs; the pool's gang guards (the topology-shaped guarante
 Against the pool (issue 39): a job that fits now is placed now, topology-aware among what is
 free, never held back for locality (the pool would idle); a job that must wait is given, under
 the topology policy, the tightest window opening within a tenth of its run time (15 min at
-most) after its earliest one (:mod:`.locality`). On a busy pool most multi-node jobs start from such a window:
-this keeps them packed, and backfill fills the wait.
+most) after its earliest one (:mod:`.locality`). On a busy pool most multi-node jobs start
+from such a window: this keeps them packed, and backfill fills the wait.
 
 Cost model. A "now" request reads the per-group free counters the state keeps incrementally and
 only inspects nodes that have a booking starting later, then the nodes of the groups it picks:

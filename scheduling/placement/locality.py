@@ -24,7 +24,7 @@ from .types import Placement, Policy
 #: window spanning fewer leaf groups (0.1: a one-hour job waits at most 6 minutes more) ...
 LOCALITY_SLACK = 0.1
 #: ... and at most this long: a long job's wait was what left the pool idle (issue 39's sweep:
-#: a tenth without the cap lost up to 1.3 % utilisation while jobs waited; with it, 0.6 %).
+#: a tenth without the cap lost up to 1.3 % utilisation while jobs waited; with it, 0.75 %).
 LOCALITY_SLACK_MAX_S = 900.0
 
 
