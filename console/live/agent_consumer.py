@@ -154,8 +154,9 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
         if not self.greeted:
             return  # not accepted: the caller treats the agent as not there
         self.pending[event["id"]] = event["reply_to"]
-        await self.channel_layer.send(event["reply_to"], {"kind": "accepted"})
+        # to the agent first: the caller's "accepted" is a broker round trip the agent need not wait for
         await self.send_json({"type": "request", "id": event["id"], "op": event["op"], "payload": event["payload"]})
+        await self.channel_layer.send(event["reply_to"], {"kind": "accepted"})
 
     async def agent_revoked(self, event: dict[str, Any]) -> None:
         await self.send_json({"type": "revoked"})

@@ -28,6 +28,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from console.fabric.agents.runtime import Op, Progress
+from console.fabric.diags.mad import MadError
 from console.fabric.drivers.hosts import OpenSmHost
 from console.fabric.lab.routing import routing_of
 from console.telemetry.core import WATCHED_COUNTERS, PortReading
@@ -35,6 +36,21 @@ from console.telemetry.readers import CounterReader, MadReader, PerfqueryReader,
 from designer.imports import phy
 
 log = logging.getLogger(__name__)
+#: how the ``mad`` operation's error begins when the host has no MAD helper
+NO_HELPER = "no MAD helper"
+#: a relayed answer longer than this (base64 characters) goes in pieces: a socket's frames are
+#: bounded (uvicorn --ws-max-size 64 KiB), and a first sweep's part or a big forwarding table
+#: can pass it
+PIECE_CHARS = 32 * 1024
+
+
+def pack(data: bytes) -> str:
+    """zlib level 1, base64: what the ``mad`` operation's requests and answers travel as."""
+    return base64.b64encode(zlib.compress(data, 1)).decode("ascii")
+
+
+def unpack(text: str) -> bytes:
+    return zlib.decompress(base64.b64decode(text))
 
 
 def _numbers(last: Mapping[str, Any]) -> dict[str, int | float]:
@@ -58,7 +74,7 @@ def encode_sweep(
             sent[(sw, port)] = now
             changed += (si, port, *now[0], states.setdefault(r.state, len(states)))
     body = json.dumps({"d": data, "c": changed, "s": list(states)}, separators=(",", ":"))
-    return base64.b64encode(zlib.compress(body.encode(), 1)).decode("ascii")
+    return pack(body.encode())
 
 
 def decode_sweep(
@@ -66,7 +82,7 @@ def decode_sweep(
 ) -> dict[PortKey, PortReading]:
     """The readings of :func:`encode_sweep`'s text; ``held`` (the errors and state last received
     per port) is updated and fills in the ports that did not change."""
-    body = json.loads(zlib.decompress(base64.b64decode(text)))
+    body = json.loads(unpack(text))
     states = body["s"]
     width = 2 + len(WATCHED_COUNTERS) + 1
     changed = body["c"]
@@ -114,12 +130,16 @@ def phy_on(host: OpenSmHost) -> dict[str, Any]:
 
 
 class CounterOps:
-    """The agent's telemetry operations on its host: ``topology``, ``read_counters``, ``lft``,
-    ``lfts`` (many switches' tables in one request: fabric validation), ``routing``, ``phy``
-    (the recorded transceiver temperatures and BERs)."""
+    """The agent's telemetry operations on its host: ``mad`` (the MAD helper's answers relayed as
+    it writes them: the live collector's fast path, :class:`console.telemetry.agent_reader.RemoteMadSession`),
+    ``read_counters`` (readings built here: the path where the helper cannot run, perfquery),
+    ``topology``, ``lft``, ``lfts`` (many switches' tables in one request: fabric validation),
+    ``routing``, ``phy`` (the recorded transceiver temperatures and BERs)."""
 
-    def __init__(self, host: OpenSmHost) -> None:
+    def __init__(self, host: OpenSmHost, *, counters: str = "mad") -> None:
         self.host = host
+        #: "mad": the MAD helper, perfquery where it cannot start; "perfquery": perfquery only
+        self.counters = counters
         self.reader: CounterReader | None = None
         self.kind = ""
         self.sent: dict[PortKey, tuple[Any, ...]] = {}  # errors and state last sent, per port
@@ -128,6 +148,7 @@ class CounterOps:
     def ops(self) -> dict[str, Op]:
         return {
             "topology": lambda payload, progress: {"stdout": self.host.diags(timeout=60).run("ibnetdiscover").stdout},
+            "mad": self._mad,
             "read_counters": self._read,
             "lft": self._lft,
             "lfts": self._lfts,
@@ -136,6 +157,8 @@ class CounterOps:
         }
 
     def _reader(self) -> CounterReader:
+        if self.reader is None and self.counters == "perfquery":
+            self.reader, self.kind = PerfqueryReader(self.host.diags(timeout=30)), "perfquery"
         if self.reader is None:
             diags = self.host.diags(timeout=30)
             mad = MadReader(diags.env)
@@ -146,6 +169,32 @@ class CounterOps:
                 log.warning("libibmad helper unavailable (%s); reading counters with perfquery", exc)
                 self.reader, self.kind = PerfqueryReader(diags), "perfquery"
         return self.reader
+
+    def _mad(self, payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
+        """The helper's reply to each of ``requests`` (the helper's request lines, :func:`pack`ed:
+        a sweep's plan is 62 KB of port rows, 20 KB so; written to the helper unparsed), in order, each :func:`pack`ed as a ``part`` report
+        the moment the helper writes it (in pieces of :data:`PIECE_CHARS`, ``more`` on all but
+        the last), never parsed here: the console's MAD reader plans the requests and reads the
+        replies, so the per-port work is done once, there. A host whose helper cannot start
+        answers an error: the console reads through ``read_counters`` instead."""
+        requests = unpack(str(payload["requests"])).split(b"\n")  # the helper's lines, written as they are
+        with self._lock:
+            reader = self._reader()
+        if not isinstance(reader, MadReader):
+            raise ReaderError(f"{NO_HELPER} on this host: counters are read with perfquery")
+        sent = 0
+        try:
+            for line in reader.session.stream_raw(requests, timeout=float(payload.get("timeout") or 10.0)):
+                text = pack(line)
+                for at in range(0, len(text), PIECE_CHARS):
+                    piece = text[at : at + PIECE_CHARS]
+                    progress("part", "running", {"line": piece, "more": at + PIECE_CHARS < len(text)})
+                sent += 1
+        except MadError:
+            with self._lock:
+                self.close()  # a new helper next time (the fabric re-swept, the helper died)
+            raise
+        return {"answers": sent}
 
     def _read(self, payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
         """The counters of ``ports``; with ``parts`` (lists of switches), part by part as a

@@ -1,21 +1,29 @@
 """The collector's side of an agent fabric: the topology, the counters, the forwarding tables and
 the routing check, each read by the fabric's agent on its SM host (:mod:`console.telemetry.agent_ops`).
-The collector needs no HCA and no infiniband-diags for such a fabric."""
+The collector needs no HCA and no infiniband-diags for such a fabric.
+
+The counters come the fast way where the SM host runs the MAD helper: the collector's own
+:class:`~console.telemetry.readers.MadReader` plans each sweep and reads the helper's answers,
+which the agent relays unparsed (:class:`RemoteMadSession`), so every port's reading is built
+once, here, as it is for a fabric read locally. Where the helper cannot run on the SM host, the
+agent reads with perfquery and sends readings (:class:`AgentReader`)."""
 
 from __future__ import annotations
 
+import json
 import queue
-from collections.abc import Collection, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+import time
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from console.fabric.agents import rpc
+from console.fabric.diags.mad import MadError, MadUnavailable
 from console.fabric.diags.topology import Topology, parse_topology
 from console.fabric.drivers.base import DriverError
-from console.fabric.models import Fabric
-from console.telemetry.agent_ops import decode_sweep
+from console.fabric.models import Fabric, FabricAgent
+from console.telemetry.agent_ops import NO_HELPER, decode_sweep, pack, unpack
 from console.telemetry.core import PortReading
-from console.telemetry.readers import PortKey, ReaderError
+from console.telemetry.readers import CounterReader, MadReader, PortKey, ReaderError
 
 #: a sweep's read through the agent may take this long (the MAD read itself: ~0.1 s for 6,144 ports)
 READ_TIMEOUT_S = 20.0
@@ -43,6 +51,106 @@ def phy(fabric: Fabric, timeout: float = 60.0) -> dict[str, Any]:
     return _call(fabric, "phy", {}, timeout)
 
 
+def open_reader(
+    fabric: Fabric, *, mode: str | None = None, window: int | None = None, error_sums: bool = True
+) -> CounterReader:
+    """The counter reader of an agent fabric: the collector's MAD reader over the SM host's
+    helper (:class:`RemoteMadSession`), else (no helper there) :class:`AgentReader`."""
+    reader = MadReader(
+        None,  # (no diag environment here: the helper is the agent's)
+        session=RemoteMadSession(fabric, mode=mode, window=window),
+        error_sums=error_sums,
+        sums_ahead=True,
+    )
+    try:
+        reader._start()
+    except ReaderError as exc:
+        reader.close()
+        if NO_HELPER not in str(exc):
+            raise
+        return AgentReader(fabric)
+    return reader
+
+
+class RemoteMadSession:
+    """:class:`~console.fabric.diags.mad.MadSession`'s ``stream`` over the fabric's agent: the
+    requests of a stream go in one ``mad`` request (planned at once: a reader plans each part
+    from what it holds, not from the answers to the parts before it), and each of the helper's
+    answers comes back as the agent relays it; the caller reads answer k while the helper reads
+    k+1. The requests go from a thread of this session's own, with one event loop and one set
+    of broker connections for its whole life (:class:`~console.fabric.agents.rpc.Caller`); the
+    answers come through a queue."""
+
+    #: how long the agent chosen for the fabric is asked again before a stream (a failover moves it)
+    AGENT_TTL_S = 5.0
+
+    def __init__(self, fabric: Fabric, *, timeout: float = 10.0, mode: str | None = None, window: int | None = None):
+        self.fabric = fabric
+        self.timeout = timeout
+        self.options = {k: v for k, v in (("mode", mode), ("window", window)) if v is not None}
+        self.last_stats: dict[str, Any] = {}
+        self._caller = rpc.Caller(f"agent-mad-{fabric.pk}")
+        self._agent: tuple[FabricAgent, float] | None = None
+
+    def start(self) -> None:
+        """Ask the SM host's helper to answer (:class:`MadUnavailable` when it cannot run there)."""
+        try:
+            list(self.stream([{"op": "ping"}]))
+        except MadError as exc:
+            raise MadUnavailable(str(exc)) from exc
+
+    def request(self, request: dict[str, Any], *, timeout: float | None = None) -> Any:
+        return list(self.stream([request], timeout=timeout))[0]
+
+    def _agent_now(self) -> FabricAgent:
+        now = time.monotonic()
+        if self._agent is None or now - self._agent[1] > self.AGENT_TTL_S:
+            try:
+                self._agent = (rpc.agent_for(self.fabric), now)
+            except rpc.AgentLost as exc:
+                raise MadError(f"the agent of {self.fabric.name}: {exc}") from exc
+        return self._agent[0]
+
+    def stream(
+        self, requests: Iterable[dict[str, Any]], *, timeout: float | None = None, depth: int = 2
+    ) -> Iterator[Any]:
+        # each request as the helper's JSON line: the agent writes them to its helper unparsed
+        batch = [json.dumps({**self.options, **r}, separators=(",", ":")).encode() for r in requests]
+        if not batch:
+            return
+        per_answer = timeout if timeout is not None else self.timeout
+        wait = per_answer + rpc.ACCEPT_TIMEOUT_S + 5
+        got: queue.SimpleQueue[dict[str, Any] | BaseException | None] = queue.SimpleQueue()
+        payload = {"requests": pack(b"\n".join(batch)), "timeout": per_answer}
+        try:
+            future = self._caller.ask(
+                self._agent_now(), "mad", payload, timeout=per_answer * len(batch) + 5, on_part=got.put
+            )
+            future.add_done_callback(lambda f: got.put(f.exception() or None))
+            for _ in batch:
+                pieces: list[str] = []
+                while True:
+                    item = _next(got, self.fabric, wait, MadError)
+                    if item is None:
+                        raise MadError(f"the agent of {self.fabric.name} relayed fewer answers than asked")
+                    pieces.append(str(item["line"]))
+                    if not item.get("more"):
+                        break
+                reply = json.loads(unpack("".join(pieces)))
+                self.last_stats = reply.get("stats") or {}
+                if not reply.get("ok"):
+                    raise MadError(str(reply.get("error")))
+                yield reply.get("data")
+            if _next(got, self.fabric, wait, MadError) is not None:
+                raise MadError(f"the agent of {self.fabric.name} relayed more answers than asked")
+        except MadError:
+            self._agent = None  # asked again next time (the agent lost, another one master)
+            raise
+
+    def close(self) -> None:
+        self._caller.close()
+
+
 def _by_switch(keys: Collection[PortKey]) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
     for sw, port in keys:
@@ -55,9 +163,9 @@ class AgentReader:
 
     A sweep in parts is one request: the agent streams each part's counters back as its MAD
     reader reads them (``part`` reports), so the collector publishes the first switches while
-    the agent reads the rest, as it does with a local reader. The request runs on one thread of
-    this reader's own (its channel layer is that thread's, kept from sweep to sweep); the parts
-    come through a queue."""
+    the agent reads the rest, as it does with a local reader. The request goes from a thread of
+    this reader's own with one event loop for its life (:class:`~console.fabric.agents.rpc.Caller`);
+    the parts come through a queue."""
 
     #: the collector may read in parts: the agent streams them
     partial_reads = True
@@ -67,7 +175,7 @@ class AgentReader:
         self.last: dict[str, Any] = {}
         self._fresh = True
         self.held: dict[PortKey, tuple[dict[str, int], str]] = {}  # errors and state last received
-        self._caller = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"agent-read-{fabric.pk}")
+        self._caller = rpc.Caller(f"agent-read-{fabric.pk}")
 
     def read(
         self,
@@ -102,23 +210,17 @@ class AgentReader:
         except rpc.AgentLost as exc:
             raise ReaderError(f"read_counters through the agent of {self.fabric.name}: {exc}") from exc
 
-        def ask() -> None:
-            try:
-                rpc.call(agent, "read_counters", payload, timeout=READ_TIMEOUT_S, on_part=got.put)
-                got.put(None)
-            except BaseException as exc:  # handed to the reading thread
-                got.put(exc)
-
-        self._caller.submit(ask)
+        future = self._caller.ask(agent, "read_counters", payload, timeout=READ_TIMEOUT_S, on_part=got.put)
+        future.add_done_callback(lambda f: got.put(f.exception() or None))
         if fresh:
             self.held.clear()
         for part in parts:
-            item = _next(got, self.fabric)
+            item = _next(got, self.fabric, READ_TIMEOUT_S + rpc.ACCEPT_TIMEOUT_S + 5, ReaderError)
             if item is None:
                 raise ReaderError(f"the agent of {self.fabric.name} sent fewer parts than asked")
             self.last = dict(item.get("last") or {})
             yield decode_sweep(str(item["sweep"]), list(part), self.held)
-        if _next(got, self.fabric) is not None:
+        if _next(got, self.fabric, READ_TIMEOUT_S + rpc.ACCEPT_TIMEOUT_S + 5, ReaderError) is not None:
             raise ReaderError(f"the agent of {self.fabric.name} sent more parts than asked")
         self._fresh = False
 
@@ -133,17 +235,22 @@ class AgentReader:
         return [[int(v) for v in t] if isinstance(t, list) else None for t in tables]
 
     def close(self) -> None:
-        self._caller.shutdown(wait=False, cancel_futures=True)
+        self._caller.close()
 
 
-def _next(got: queue.SimpleQueue[dict[str, Any] | BaseException | None], fabric: Fabric) -> dict[str, Any] | None:
-    """The next part (None: the request ended), or the request's error raised."""
+def _next(
+    got: queue.SimpleQueue[dict[str, Any] | BaseException | None],
+    fabric: Fabric,
+    wait: float,
+    error: type[RuntimeError],
+) -> dict[str, Any] | None:
+    """The next part (None: the request ended), or the request's error raised as ``error``."""
     try:
-        item = got.get(timeout=READ_TIMEOUT_S + rpc.ACCEPT_TIMEOUT_S + 5)
+        item = got.get(timeout=wait)
     except queue.Empty as exc:
-        raise ReaderError(f"read_counters through the agent of {fabric.name}: no answer") from exc
-    if isinstance(item, ReaderError):
+        raise error(f"through the agent of {fabric.name}: no answer") from exc
+    if isinstance(item, error):
         raise item
     if isinstance(item, BaseException):
-        raise ReaderError(f"read_counters through the agent of {fabric.name}: {item}") from item
+        raise error(f"through the agent of {fabric.name}: {item}") from item
     return item

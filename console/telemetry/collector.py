@@ -144,7 +144,7 @@ class FabricCollector:
         self.lab = self._local_lab()
         if self.through_agent:
             topo = agent_reader.topology(self.fabric)
-            self.reader = agent_reader.AgentReader(self.fabric)
+            self.reader = self._agent_reader()
         else:
             diags, env = self._diags()
             topo = diags.ibnetdiscover()
@@ -185,6 +185,12 @@ class FabricCollector:
         self.host = self._local_host()
         runner = self.host.diags(timeout=30)
         return runner, runner.env
+
+    def _agent_reader(self) -> CounterReader:
+        o = self.options
+        if o.reader == "perfquery":
+            return agent_reader.AgentReader(self.fabric)
+        return agent_reader.open_reader(self.fabric, mode=o.mad_mode, window=o.mad_window, error_sums=o.error_sums)
 
     def _reader(self, diags: DiagRunner, env: DiagEnv) -> CounterReader:
         kind = self.options.reader

@@ -87,6 +87,13 @@ class MadReader:
     every :class:`PortReading` is complete. An unchanged sum means no watched error counter of the
     switch moved since its ports were read (the sum is always taken before the per-port reads it
     vouches for), so the error deltas stay exact.
+
+    ``session``: any object with :class:`MadSession`'s ``start``/``stream``/``last_stats``/
+    ``close`` (the fabric's agent relaying its helper: :class:`~console.telemetry.agent_reader.RemoteMadSession`).
+    ``sums_ahead``: step 1 of the next sweep is asked at the end of this one's stream, so a sweep
+    is one exchange with the helper, not two (what a helper a network hop away needs). Those sums
+    are still taken after every per-port read of this sweep and before every one of the next, all
+    the rule above asks; a counter that moves between them is seen one sweep later.
     """
 
     #: reading the fabric a few switches at a time costs no more than in one go
@@ -94,17 +101,24 @@ class MadReader:
 
     def __init__(
         self,
-        env: DiagEnv,
+        env: DiagEnv | None,
         *,
         timeout: float = 10.0,
         mode: str | None = None,
         window: int | None = None,
         error_sums: bool = True,
+        session: Any = None,
+        sums_ahead: bool = False,
     ) -> None:
         self.env = env
         self.timeout = timeout
-        self.session = MadSession(env, timeout=timeout, mode=mode, window=window)
+        if session is None:
+            assert env is not None, "a MAD reader needs a diag environment or a session"
+            session = MadSession(env, timeout=timeout, mode=mode, window=window)
+        self.session = session
         self.error_sums = error_sums
+        self.sums_ahead = sums_ahead and error_sums
+        self._ahead: tuple[list[str], list, dict[str, Any]] | None = None  # next sweep's step 1: switches, rows, stats
         self.sums: dict[str, tuple[int, ...]] = {}  # switch → error sums its ports match
         self.errors: dict[PortKey, dict[str, int]] = {}  # last error totals read per port
         self.states: dict[PortKey, str] = {}  # last link state read per port
@@ -121,11 +135,23 @@ class MadReader:
         return list(self._stream([request]))[0]
 
     def _changed_switches(self, switches: list[str], lids: Mapping[str, int]) -> SweepSums:
-        """Switches whose ports' error counters must be read this sweep (phase 1)."""
+        """Switches whose ports' error counters must be read this sweep (phase 1): asked now, or
+        taken from the end of the last sweep's stream (``sums_ahead``)."""
         if not self.error_sums:
             return SweepSums(set(switches))
-        rows = self._ask({"op": "counters", "ports": [[lids[sw], ALL_PORTS, READ_ERRORS] for sw in switches]})
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[0] == switches:
+            self._count(ahead[2])  # its MADs count with the sweep they serve
+            return self._compare_sums(switches, ahead[1])
+        rows = self._ask(self._sums_request(switches, lids))
         self._count()
+        return self._compare_sums(switches, rows)
+
+    @staticmethod
+    def _sums_request(switches: list[str], lids: Mapping[str, int]) -> dict[str, Any]:
+        return {"op": "counters", "ports": [[lids[sw], ALL_PORTS, READ_ERRORS] for sw in switches]}
+
+    def _compare_sums(self, switches: list[str], rows: list) -> SweepSums:
         changed = set()
         fresh: dict[str, tuple[int, ...]] = {}
         for sw, row in zip(switches, rows, strict=True):
@@ -140,8 +166,8 @@ class MadReader:
                 self.sums.pop(sw, None)
         return SweepSums(changed, fresh)
 
-    def _count(self) -> None:
-        stats = self.session.last_stats
+    def _count(self, stats: Mapping[str, Any] | None = None) -> None:
+        stats = self.session.last_stats if stats is None else stats
         last = self.last
         last["mads"] = last.get("mads", 0) + int(stats.get("mads", 0))
         last["mad_seconds"] = last.get("mad_seconds", 0.0) + float(stats.get("seconds", 0))
@@ -177,25 +203,32 @@ class MadReader:
         the caller handles part k (``last`` describes the part just yielded)."""
         started = time.monotonic()
         self.last = {}
+        switches = [sw for part in parts for sw in part if sw in lids]
         if sums is None:
-            sums = self._changed_switches([sw for part in parts for sw in part if sw in lids], lids)
+            sums = self._changed_switches(switches, lids)
         else:
             self.last["mads"], sums.mads = sums.mads, 0  # counted with the first part
         wanted = None if state is None else set(state)
         dirty = sums.dirty
         plans: deque[tuple[list[str], list[PortKey], list[list[int]]]] = deque()
+        self._ahead = None
 
         def requests() -> Iterator[dict[str, Any]]:
             for part in parts:  # planned as it is sent: part k+1 while part k is read
                 plans.append(self._plan(part, lids, dirty, wanted))
                 yield {"op": "counters", "ports": plans[-1][2]}
+            if self.sums_ahead:
+                yield self._sums_request(switches, lids)
 
         for i, data in enumerate(self._stream(requests())):
-            switches, order, wire = plans.popleft()
+            if i == len(parts):  # the next sweep's sums (after this sweep's last part)
+                self._ahead = (switches, data, dict(self.session.last_stats))
+                break
+            switches_i, order, wire = plans.popleft()
             if i:
                 self.last = {}
             self._count()
-            out = self._settle(switches, order, wire, data, sums)
+            out = self._settle(switches_i, order, wire, data, sums)
             self.last["seconds"] = time.monotonic() - started
             yield out
             started = time.monotonic()
@@ -264,6 +297,10 @@ class MadReader:
 
     def lft(self, lid: int, top: int) -> list[int] | None:
         return self._ask({"op": "lft", "lid": lid, "top": top})
+
+    def lfts(self, lids: Sequence[int], top: int) -> list[list[int] | None]:
+        """Many switches' forwarding tables in one stream (None: a switch that did not answer)."""
+        return list(self._stream({"op": "lft", "lid": int(lid), "top": top} for lid in lids))
 
     def close(self) -> None:
         self.session.close()

@@ -152,6 +152,7 @@ def test_the_live_collector_reads_the_counters_and_the_routing_through_the_agent
 
     from websockets.sync.client import connect
 
+    from console.telemetry.agent_reader import RemoteMadSession
     from console.telemetry.collector import CollectorOptions, FabricCollector
     from console.telemetry.readers import MadReader
     from tests.live.helpers import token_for
@@ -163,8 +164,10 @@ def test_the_live_collector_reads_the_counters_and_the_routing_through_the_agent
     collector.setup()
     try:
         assert len(collector._chunks(collector.lm.measured_ports())) == 3  # 12 switches
+        # the collector's own MAD reader, over the helper on the SM host (relayed by the agent)
+        assert isinstance(collector.reader, MadReader) and isinstance(collector.reader.session, RemoteMadSession)
         first = collector.sweep()  # the first sweep runs the slow checks too
-        assert first.links == len(collector.lm.ends) > 0 and first.mads > 0  # the agent's MAD reader
+        assert first.links == len(collector.lm.ends) > 0 and first.mads > 0
         assert sorted(collector.chunk_at) == [0, 1, 2]  # three parts came, one after the other
         assert list(collector.chunk_at.values()) == sorted(collector.chunk_at.values())
         assert collector.sm["in_use"] == "ftree" and collector.sm["state"] == "MASTER"
@@ -216,6 +219,24 @@ def test_the_live_collector_reads_the_counters_and_the_routing_through_the_agent
                         return True
 
             until(delta, 20, "a delta of the replugged link on the operator's socket")
+    finally:
+        collector.close()
+
+
+def test_an_sm_host_that_reads_its_counters_with_perfquery_sends_readings_the_collector_takes(agent_lab):
+    """``manage.py agent --counters perfquery`` (a host where the MAD helper must not run): its
+    ``mad`` operation says so, and the collector reads through ``read_counters`` instead."""
+    from console.telemetry.agent_reader import AgentReader
+    from console.telemetry.collector import CollectorOptions, FabricCollector
+
+    served = agent_lab("agent-pq", "--counters", "perfquery", config={})
+    collector = FabricCollector(served.fabric, CollectorOptions(lab_traffic=False, interval=0.2))
+    collector.setup()
+    try:
+        assert isinstance(collector.reader, AgentReader)
+        report = collector.sweep()
+        assert report.links == len(collector.lm.ends) > 0 and report.mads == 0  # no MAD reader anywhere
+        assert {s.up for s in collector.last_statuses.values()} == {True}
     finally:
         collector.close()
 

@@ -149,3 +149,42 @@ def test_reading_in_parts_streams_the_answers_of_one_read(fabric):
         assert reader.session.starts == 1  # one helper, nothing killed
     finally:
         reader.close()
+
+
+def test_with_the_sums_asked_ahead_a_sweep_is_one_exchange_and_no_error_is_missed(fabric):
+    """``sums_ahead`` (the reader over an SM host's agent): the next sweep's AllPortSelect sums
+    end this sweep's stream. A counter set between two sweeps is read, exactly, by the sweep
+    after next at the latest, and a quiet fabric has no port's errors read."""
+    lab, ports, lids = fabric
+    reader = MadReader(lab.diag_env(), sums_ahead=True)
+    full = MadReader(lab.diag_env(), mode="sync", error_sums=False)
+    n = len(every_port(ports))
+    asked: list[int] = []
+    stream = reader.session.stream
+
+    def counting(requests, **kw):
+        requests = list(requests)
+        asked.append(len(requests))
+        return stream(requests, **kw)
+
+    reader.session.stream = counting
+    try:
+        reader.read(ports, lids)
+        assert reader.last["errors_read"] == n
+        asked.clear()
+        for _ in range(2):
+            reader.read(ports, lids)
+            assert reader.last["errors_read"] == 0 and reader.last["dirty_switches"] == 0
+            # the sums of this sweep came with the last one, and it still counts them
+            assert reader.last["mads"] == len(lids) + 2 * n
+        assert asked == [2, 2]  # one exchange a sweep: the part and the next sweep's sums
+        lab.set_counter("leaf1", 4, PortXmitDiscards=5, LinkDownedCounter=1)
+        seen = [reader.read(ports, lids)[("leaf1", 4)].errors for _ in range(2)]
+        assert seen[-1]["PortXmitDiscards"] == 5 and seen[-1]["LinkDownedCounter"] == 1
+        truth = full.read(ports, lids)
+        now = reader.read(ports, lids)
+        assert {k: r.errors for k, r in now.items()} == {k: r.errors for k, r in truth.items()}
+        assert reader.last["errors_read"] == 0  # read once, then quiet again
+    finally:
+        reader.close()
+        full.close()

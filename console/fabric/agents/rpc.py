@@ -14,6 +14,7 @@ One coroutine does the whole exchange, so the layer's connections stay on one ev
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import datetime as dt
 import threading
 import uuid
@@ -134,6 +135,40 @@ def call(
         return future.result(limit + ACCEPT_TIMEOUT_S + 5)
     result: dict[str, Any] = async_to_sync(_call)(agent.pk, agent.name, op, payload, limit, progress, on_part)
     return result
+
+
+class Caller:
+    """Calls to agents from a thread of their own with one event loop for its whole life, so the
+    channel layer's connections are made once: :func:`call` from a plain thread runs each call on
+    a new loop (``async_to_sync``), with new connections to the broker, which a caller asking
+    every second (the live collector) would pay on every sweep. ``ask`` returns at once; the
+    future holds the result."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self.thread.start()
+
+    def ask(
+        self,
+        agent: FabricAgent,
+        op: str,
+        payload: dict[str, Any],
+        *,
+        timeout: float,
+        on_part: Callable[[dict[str, Any]], None] | None = None,
+    ) -> concurrent.futures.Future[dict[str, Any]]:
+        loop = self.loop
+        if isinstance(get_channel_layer(), InMemoryChannelLayer) and _server_loop is not None:
+            loop = _server_loop  # embedded mode: see :func:`call`
+        return asyncio.run_coroutine_threadsafe(_call(agent.pk, agent.name, op, payload, timeout, None, on_part), loop)
+
+    def close(self) -> None:
+        if self.loop.is_running():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+        if not self.thread.is_alive():
+            self.loop.close()
 
 
 #: The event loop the agents' sockets run on in this process (set by their consumer).

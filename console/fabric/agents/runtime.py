@@ -143,6 +143,10 @@ class Agent:
                     max_size=MAX_FRAME_BYTES,
                     proxy=self.config.proxy if self.config.proxy is not None else True,
                     open_timeout=10,
+                    # no permessage-deflate: what is worth compressing is compressed by the
+                    # operation (a sweep's plan and answers); deflating every frame again cost
+                    # both ends several ms a sweep
+                    compression=None,
                 ) as ws:
                     backoff = 1.0
                     self._serve(ws, stop)

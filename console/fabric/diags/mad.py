@@ -140,6 +140,10 @@ class MadSession:
         return self.proc
 
     def _read(self, proc: subprocess.Popen[bytes], timeout: float) -> dict[str, Any]:
+        """The helper's next line, parsed."""
+        return self._parse(self._line(proc, timeout))
+
+    def _line(self, proc: subprocess.Popen[bytes], timeout: float) -> bytes:
         """The helper's next line (read here, not through a buffered file: a buffered reader
         could hold the next answer while ``select`` waits on the pipe for more)."""
         assert proc.stdout is not None
@@ -158,6 +162,9 @@ class MadSession:
             pending += chunk
         line = bytes(pending[:end])
         del pending[: end + 1]
+        return line
+
+    def _parse(self, line: bytes) -> dict[str, Any]:
         try:
             reply = json.loads(line)
         except ValueError as exc:
@@ -222,6 +229,19 @@ class MadSession:
         starts a fresh one. The helper answers in order, and at most ``depth`` answers are
         outstanding, so neither pipe can fill up while the other waits. ``requests`` is read
         lazily: a request is built only when it is about to be sent."""
+        for line in self.stream_raw(requests, timeout=timeout, depth=depth):
+            reply = self._parse(line)
+            self.last_stats = reply.get("stats") or {}
+            if not reply.get("ok"):
+                raise MadError(str(reply.get("error")))
+            yield reply.get("data")
+
+    def stream_raw(
+        self, requests: Iterable[dict[str, Any] | bytes], *, timeout: float | None = None, depth: int = 2
+    ) -> Iterator[bytes]:
+        """:meth:`stream`'s exchange, each reply as the helper wrote it (one JSON line, not
+        parsed here: an SM host's agent relays them to the console, which parses them once). A
+        request may be given as its JSON line already (bytes, no newline), written as it is."""
         deadline = timeout if timeout is not None else self.timeout
         pending = iter(requests)
         more = True
@@ -237,18 +257,16 @@ class MadSession:
                             if request is None:
                                 more = False
                                 break
-                            proc.stdin.write(self._prepare(request).encode())
+                            line = request + b"\n" if isinstance(request, bytes) else self._prepare(request).encode()
+                            proc.stdin.write(line)
                             sent += 1
                         proc.stdin.flush()
                     except (BrokenPipeError, OSError) as exc:
                         self._kill()
                         raise MadError(f"MAD helper gone: {exc}") from exc
-                    reply = self._read(proc, deadline)
+                    line = self._line(proc, deadline)
                     received += 1
-                    self.last_stats = reply.get("stats") or {}
-                    if not reply.get("ok"):
-                        raise MadError(str(reply.get("error")))
-                    yield reply.get("data")
+                    yield line
             finally:
                 if received < sent:
                     self._kill()

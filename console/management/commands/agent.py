@@ -67,6 +67,12 @@ class Command(BaseCommand):
         parser.add_argument("--opensm-log", help="OpenSM's log (routing check, sweeps; needs force_log_flush TRUE)")
         parser.add_argument("--routing-engine", help="the routing engine OpenSM is configured with (default ftree)")
         parser.add_argument(
+            "--counters",
+            choices=("mad", "perfquery"),
+            default="mad",
+            help="how the live view's port counters are read here: the MAD helper (perfquery where it cannot start), or perfquery only",
+        )
+        parser.add_argument(
             "--phy-dir",
             help="where a periodic job records mlxlink's output per port (temperature, BER: fabric validation)",
         )
@@ -91,7 +97,7 @@ class Command(BaseCommand):
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
         host = self._host(opts)
-        counters = CounterOps(host)
+        counters = CounterOps(host, counters=opts["counters"])
         try:
             Agent(config, host, extra_ops=counters.ops()).run(stop)
         except Refused as exc:
