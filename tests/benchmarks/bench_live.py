@@ -66,6 +66,12 @@ from console.telemetry.collector import CollectorOptions  # noqa: E402
 OPTIONS = {"topology": "rail-optimized", "gpus": 2048, "node_type": "DGX-H100", "switch": "QM9700"}
 
 
+def uvicorn_argv(port: int) -> list[str]:
+    return [sys.executable, "-m", "uvicorn", "console.asgi:application", "--host", "127.0.0.1"] + [
+        *("--port", str(port), "--lifespan", "off", "--log-level", "warning")
+    ]
+
+
 def setup(workdir: Path):
     from django.contrib.auth import get_user_model
 
@@ -310,6 +316,17 @@ def main() -> None:
         action="store_true",
         help="one more live window: the collector reading through the lab's agent (issue 31)",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="with --agent: this many direct and agent windows, alternating (figures: medians; ratios: per pair)",
+    )
+    parser.add_argument(
+        "--agents-shared",
+        action="store_true",
+        help="with --agent: the agent's socket on the live views' uvicorn (deployed: one of its own)",
+    )
     parser.add_argument("--collector-child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--config", default="{}", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -321,7 +338,7 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="bench-live-"))
     load_start = load_average()
     fabric, tenants, tokens, op = setup(workdir / "lab")
-    uvicorn = None
+    uvicorn = agents_server = None
     try:
         out = mad_throughput(fabric, args.mad_reps)
         print(json.dumps({"phase": "mad", **out}), flush=True)
@@ -332,25 +349,7 @@ def main() -> None:
         print(json.dumps({"phase": "collector", **out}), flush=True)
         port = free_port()
         env = dict(os.environ, CONSOLE_DATA_DIR=str(workdir))
-        uvicorn = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "console.asgi:application",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--lifespan",
-                "off",
-                "--log-level",
-                "warning",
-            ],
-            cwd=ROOT,
-            env=env,
-            start_new_session=True,
-        )
+        uvicorn = subprocess.Popen(uvicorn_argv(port), cwd=ROOT, env=env, start_new_session=True)
         time.sleep(3)
         probe = OnTheSmHost(fabric, CollectorOptions(store_interval=1e9, lab_traffic=False))
         probe.setup()
@@ -371,12 +370,19 @@ def main() -> None:
             from console.fabric.models import FabricAgent
             from console.tenancy.context import Actor
 
-            start_lab_agent(fabric, f"http://127.0.0.1:{port}", actor=Actor.system("bench-live"))
+            agent_port = port
+            if not args.agents_shared:  # as deployed: the agents' sockets on a uvicorn of their own
+                agent_port = free_port()
+                agents_server = subprocess.Popen(uvicorn_argv(agent_port), cwd=ROOT, env=env, start_new_session=True)
+                time.sleep(3)
+            start_lab_agent(fabric, f"http://127.0.0.1:{agent_port}", actor=Actor.system("bench-live"))
             deadline = time.monotonic() + 60
             while not FabricAgent.objects.filter(fabric=fabric, name="lab", sm_state="MASTER").exists():
                 assert time.monotonic() < deadline, "the lab's agent did not connect"
                 time.sleep(0.2)
             configs.append(("agent_", {**CURRENT, "agent": True}))
+            # the direct and agent windows alternate, so a drift of the machine's load falls on both
+            configs += [c for _ in range(args.rounds - 1) for c in (("", CURRENT), configs[-1])]
 
         def run_phases():
             return [
@@ -390,14 +396,20 @@ def main() -> None:
             "operator_clients": sum(1 for r in results if not r["tenant"]),
             "seconds": args.seconds,
         }
+        windows: dict[str, list[dict]] = {}
         for prefix, phase in phases:
             figures = phase_figures(results, phase)
             print(json.dumps({"phase": f"live {prefix or 'current'}", **figures}), flush=True)
-            summary.update({f"{prefix}{k}": v for k, v in figures.items()})
-        if args.agent:  # through the agent against the direct collector, same run
+            windows.setdefault(prefix, []).append(figures)
+        for prefix, rounds in windows.items():  # each figure: the median over its windows
+            summary.update({f"{prefix}{k}": statistics.median(r[k] for r in rounds) for k in rounds[0]})
+            summary[f"{prefix}cross_tenant_deliveries"] = sum(r.get("cross_tenant_deliveries", 0) for r in rounds)
+        if args.agent:  # through the agent against the direct collector, window by window
             for key in ("p50_ms", "p99_ms", "fabric_p50_ms", "fabric_p99_ms", "live_publish_p50_ms"):
-                if summary.get(key) and summary.get(f"agent_{key}"):
-                    summary[f"agent_{key[:-3]}_ratio"] = round(summary[f"agent_{key}"] / summary[key], 3)
+                ratios = [a[key] / d[key] for d, a in zip(windows[""], windows["agent_"], strict=True) if d[key]]
+                if ratios:
+                    summary[f"agent_{key[:-3]}_ratio"] = round(statistics.median(ratios), 3)
+                    summary[f"agent_{key[:-3]}_ratios"] = [round(r, 3) for r in ratios]
         if not args.no_baseline:
             for key in ("p99_ms", "fabric_p99_ms"):
                 if summary.get(f"baseline_{key}"):
@@ -412,9 +424,10 @@ def main() -> None:
         summary.update(load_average_start=load_start, load_average_end=load_average())
         print(json.dumps(summary), flush=True)
     finally:
-        if uvicorn is not None and uvicorn.poll() is None:
-            os.killpg(uvicorn.pid, signal.SIGTERM)
-            uvicorn.wait(10)
+        for server in (uvicorn, agents_server):
+            if server is not None and server.poll() is None:
+                os.killpg(server.pid, signal.SIGTERM)
+                server.wait(10)
         stop_lab(fabric)
 
 
