@@ -172,9 +172,9 @@ class CounterOps:
 
     def _mad(self, payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
         """The helper's reply to each of ``requests`` (the helper's request lines, :func:`pack`ed:
-        a sweep's plan is 62 KB of port rows, 20 KB so; written to the helper unparsed), in order, each :func:`pack`ed as a ``part`` report
-        the moment the helper writes it (in pieces of :data:`PIECE_CHARS`, ``more`` on all but
-        the last), never parsed here: the console's MAD reader plans the requests and reads the
+        a sweep's plan is 62 KB of port rows, 20 KB so; written to the helper unparsed), in
+        order, each :func:`pack`ed as a ``part`` report the moment the helper writes it (in
+        pieces of :data:`PIECE_CHARS`, ``more`` on all but the last), never parsed here: the console's MAD reader plans the requests and reads the
         replies, so the per-port work is done once, there. A host whose helper cannot start
         answers an error: the console reads through ``read_counters`` instead."""
         requests = unpack(str(payload["requests"])).split(b"\n")  # the helper's lines, written as they are

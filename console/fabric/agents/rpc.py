@@ -125,10 +125,8 @@ def call(
     event loop: it must not block."""
     agent = to if isinstance(to, FabricAgent) else agent_for(to)
     limit = timeout if timeout is not None else settings.AGENT_CALL_TIMEOUT_S
-    loop = _server_loop
-    if isinstance(get_channel_layer(), InMemoryChannelLayer) and loop is not None and loop.is_running():
-        # Embedded mode: the in-memory layer's queues belong to the server's event loop (where
-        # the agent's socket lives); a reply awaited on another loop is not woken when it comes.
+    loop = _embedded_loop()
+    if loop is not None:
         future = asyncio.run_coroutine_threadsafe(
             _call(agent.pk, agent.name, op, payload, limit, progress, on_part), loop
         )
@@ -158,9 +156,7 @@ class Caller:
         timeout: float,
         on_part: Callable[[dict[str, Any]], None] | None = None,
     ) -> concurrent.futures.Future[dict[str, Any]]:
-        loop = self.loop
-        if isinstance(get_channel_layer(), InMemoryChannelLayer) and _server_loop is not None:
-            loop = _server_loop  # embedded mode: see :func:`call`
+        loop = _embedded_loop() or self.loop
         return asyncio.run_coroutine_threadsafe(_call(agent.pk, agent.name, op, payload, timeout, None, on_part), loop)
 
     def close(self) -> None:
@@ -169,6 +165,16 @@ class Caller:
         self.thread.join(5)
         if not self.thread.is_alive():
             self.loop.close()
+
+
+def _embedded_loop() -> asyncio.AbstractEventLoop | None:
+    """In embedded mode, the server's event loop, where every call to an agent must run: the
+    in-memory layer's queues belong to it (where the agent's socket lives), and a reply awaited
+    on another loop is not woken when it comes. None otherwise."""
+    loop = _server_loop
+    if isinstance(get_channel_layer(), InMemoryChannelLayer) and loop is not None and loop.is_running():
+        return loop
+    return None
 
 
 #: The event loop the agents' sockets run on in this process (set by their consumer).
